@@ -1,0 +1,197 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// ErrClosed is returned by calls on a connection that has failed or closed.
+var ErrClosed = errors.New("connection closed")
+
+// Client is one pipelined connection to a server. Calls from many
+// goroutines share it; each waits only for its own response.
+type Client struct {
+	conn net.Conn
+
+	wmu  sync.Mutex // serialises frame writes
+	hbuf [headerBytes]byte
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]*call
+	err     error // set once the connection has failed
+	done    chan struct{}
+}
+
+type call struct {
+	into  []byte // caller's buffer for response data (may be nil)
+	meta  []byte
+	n     int // response data bytes
+	err   error
+	ready chan struct{}
+}
+
+// Dial connects to addr.
+func Dial(ctx context.Context, addr string) (*Client, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	return NewClient(conn), nil
+}
+
+// NewClient starts a client on an established connection.
+func NewClient(conn net.Conn) *Client {
+	c := &Client{conn: conn, pending: map[uint64]*call{}, done: make(chan struct{})}
+	go c.readLoop()
+	return c
+}
+
+// Err reports why the connection failed, or nil while it is healthy.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close shuts the connection; outstanding calls fail with ErrClosed.
+func (c *Client) Close() error {
+	c.fail(ErrClosed)
+	return nil
+}
+
+// Call sends a request and waits for its response. Response data is read
+// straight into respData, which must be large enough; the returned n says
+// how much arrived. A remote error is returned as *RemoteError.
+func (c *Client) Call(ctx context.Context, op uint16, meta, data, respData []byte) (respMeta []byte, n int, err error) {
+	cl := &call{into: respData, ready: make(chan struct{})}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, 0, err
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = cl
+	c.mu.Unlock()
+
+	if err := c.send(Header{Kind: KindRequest, Op: op, ID: id}, meta, data); err != nil {
+		c.fail(err)
+		<-cl.ready
+		return nil, 0, cl.err
+	}
+	select {
+	case <-cl.ready:
+		return cl.meta, cl.n, cl.err
+	case <-ctx.Done():
+		// The reader may be filling cl.into right now; the only safe way
+		// to hand the buffer back is to end the connection.
+		c.fail(fmt.Errorf("call abandoned: %w", ctx.Err()))
+		<-cl.ready
+		return nil, 0, ctx.Err()
+	}
+}
+
+func (c *Client) send(h Header, meta, data []byte) error {
+	h.MetaLen, h.DataLen, h.DataCRC = uint32(len(meta)), uint32(len(data)), CRC(data)
+	if h.MetaLen > MaxMetaBytes || h.DataLen > MaxDataBytes {
+		return fmt.Errorf("%w: request too large", ErrFrame)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	h.put(c.hbuf[:], meta)
+	bufs := net.Buffers{c.hbuf[:], meta, data}
+	_, err := bufs.WriteTo(c.conn)
+	return err
+}
+
+// fail ends the connection once and completes every pending call with err.
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	pending := c.pending
+	c.pending = map[uint64]*call{}
+	c.mu.Unlock()
+	_ = c.conn.Close()
+	for _, cl := range pending {
+		cl.err = err
+		close(cl.ready)
+	}
+}
+
+func (c *Client) readLoop() {
+	br := bufio.NewReaderSize(c.conn, 64<<10)
+	var hb [headerBytes]byte
+	for {
+		if err := c.readOne(br, hb[:]); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = ErrClosed
+			}
+			c.fail(err)
+			return
+		}
+	}
+}
+
+func (c *Client) readOne(br *bufio.Reader, hb []byte) error {
+	if _, err := io.ReadFull(br, hb); err != nil {
+		return err
+	}
+	h, err := parseHeader(hb)
+	if err != nil {
+		return err
+	}
+	if h.Kind != KindResponse {
+		return fmt.Errorf("%w: request on a client connection", ErrFrame)
+	}
+	meta := make([]byte, h.MetaLen)
+	if _, err := io.ReadFull(br, meta); err != nil {
+		return err
+	}
+	if err := checkHeaderCRC(hb, meta); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	cl := c.pending[h.ID]
+	delete(c.pending, h.ID)
+	c.mu.Unlock()
+	if cl == nil {
+		return fmt.Errorf("%w: response to unknown request %d", ErrFrame, h.ID)
+	}
+	cl.meta, cl.n = meta, int(h.DataLen)
+	if int(h.DataLen) > len(cl.into) {
+		cl.err = fmt.Errorf("%w: response data %d bytes exceeds buffer %d", ErrFrame, h.DataLen, len(cl.into))
+		close(cl.ready)
+		return cl.err
+	}
+	if _, err := io.ReadFull(br, cl.into[:h.DataLen]); err != nil {
+		cl.err = err
+		close(cl.ready)
+		return err
+	}
+	if CRC(cl.into[:h.DataLen]) != h.DataCRC {
+		cl.err = fmt.Errorf("%w: response data checksum mismatch", ErrFrame)
+		close(cl.ready)
+		return cl.err
+	}
+	if h.Status != OK {
+		cl.err = &RemoteError{Code: h.Status, Msg: string(meta)}
+		cl.meta, cl.n = nil, 0
+	}
+	close(cl.ready)
+	return nil
+}

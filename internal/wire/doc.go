@@ -1,0 +1,27 @@
+// Package wire is braid's framed binary protocol on TCP, used for bulk data
+// between clients and OSDs and, with JSON bodies, for control traffic to the
+// MDS. Requests are pipelined: a connection carries many outstanding
+// requests, each tagged with an id, answered in any order.
+//
+// Frame format, version 1 (all integers little-endian):
+//
+//	offset size field
+//	0      4    magic    "BRD1" (0x31445242)
+//	4      1    version  1
+//	5      1    kind     1 request, 2 response
+//	6      2    op       operation code (owner package defines them)
+//	8      8    id       request id, echoed by the response
+//	16     4    metaLen  length of the meta section (<= MaxMetaBytes)
+//	20     4    dataLen  length of the data section (<= MaxDataBytes)
+//	24     2    status   0 ok, else an error Code (responses only)
+//	26     2    reserved must be 0
+//	28     4    dataCRC  CRC32C (Castagnoli) of the data section
+//	32     4    hdrCRC   CRC32C of bytes 0..31 followed by the meta section
+//	36     ...  meta     op-specific header (binary or JSON); error text when status != 0
+//	...    ...  data     bulk payload
+//
+// A receiver that finds a bad magic, version, kind, length or checksum
+// closes the connection: a byte stream cannot be resynchronised. Meta and
+// data are separately bounded so a hostile peer cannot make a receiver
+// allocate more than MaxMetaBytes+MaxDataBytes per frame.
+package wire

@@ -1,0 +1,213 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Request is one decoded request handed to a Handler. Data is pooled: it
+// is valid only until the handler returns.
+type Request struct {
+	Op   uint16
+	Meta []byte
+	Data []byte
+}
+
+// Response is a handler's answer. If Release is set it is called once the
+// response has been written, to recycle Data.
+type Response struct {
+	Meta    []byte
+	Data    []byte
+	Release func()
+}
+
+// Handler serves one request. A returned error is sent as a status code
+// (CodeOf) with its text; the response is then ignored.
+type Handler func(ctx context.Context, req *Request) (Response, error)
+
+// Limits bound what a server holds for its peers.
+type Limits struct {
+	MaxInflightPerConn int   // requests handled at once on one connection
+	MaxInflightBytes   int64 // request data held across all connections
+}
+
+// DefaultLimits suit an OSD on a small machine.
+var DefaultLimits = Limits{MaxInflightPerConn: 64, MaxInflightBytes: 512 << 20}
+
+// Server accepts connections and serves framed requests on them.
+type Server struct {
+	handler  Handler
+	log      *slog.Logger
+	limits   Limits
+	inflight *semaphore.Weighted
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	lns   []net.Listener
+	wg    sync.WaitGroup
+}
+
+// NewServer returns a server that dispatches to h.
+func NewServer(h Handler, log *slog.Logger, limits Limits) *Server {
+	return &Server{handler: h, log: log, limits: limits,
+		inflight: semaphore.NewWeighted(limits.MaxInflightBytes), conns: map[net.Conn]struct{}{}}
+}
+
+// Serve accepts on ln until it is closed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		s.mu.Lock()
+		s.conns[conn] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(ctx, conn)
+		}()
+	}
+}
+
+// Close stops the listeners and every connection and waits for handlers.
+func (s *Server) Close() {
+	s.mu.Lock()
+	for _, ln := range s.lns {
+		_ = ln.Close()
+	}
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+type serverConn struct {
+	s    *Server
+	conn net.Conn
+	wmu  sync.Mutex
+	hbuf [headerBytes]byte
+	sem  chan struct{}
+	wg   sync.WaitGroup
+}
+
+func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
+	sc := &serverConn{s: s, conn: conn, sem: make(chan struct{}, s.limits.MaxInflightPerConn)}
+	err := sc.readLoop(ctx)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		s.log.Warn("closing connection", "peer", conn.RemoteAddr().String(), "err", err)
+	}
+	_ = conn.Close()
+	sc.wg.Wait()
+	s.mu.Lock()
+	delete(s.conns, conn)
+	s.mu.Unlock()
+}
+
+func (sc *serverConn) readLoop(ctx context.Context) error {
+	br := bufio.NewReaderSize(sc.conn, 64<<10)
+	var hb [headerBytes]byte
+	for {
+		if _, err := io.ReadFull(br, hb[:]); err != nil {
+			return err
+		}
+		h, err := parseHeader(hb[:])
+		if err != nil {
+			return err
+		}
+		if h.Kind != KindRequest {
+			return fmt.Errorf("%w: response on a server connection", ErrFrame)
+		}
+		meta := make([]byte, h.MetaLen)
+		if _, err := io.ReadFull(br, meta); err != nil {
+			return err
+		}
+		if err := checkHeaderCRC(hb[:], meta); err != nil {
+			return err
+		}
+		// Bound what this peer holds before reading its data.
+		if err := sc.s.inflight.Acquire(ctx, int64(h.DataLen)); err != nil {
+			return err
+		}
+		data := GetBuf(int(h.DataLen))
+		if _, err := io.ReadFull(br, data); err != nil {
+			sc.releaseData(data)
+			return err
+		}
+		if CRC(data) != h.DataCRC {
+			sc.releaseData(data)
+			return fmt.Errorf("%w: request data checksum mismatch", ErrFrame)
+		}
+		sc.sem <- struct{}{}
+		sc.wg.Add(1)
+		go sc.handle(ctx, h, &Request{Op: h.Op, Meta: meta, Data: data})
+	}
+}
+
+func (sc *serverConn) releaseData(data []byte) {
+	sc.s.inflight.Release(int64(len(data)))
+	PutBuf(data)
+}
+
+func (sc *serverConn) handle(ctx context.Context, h Header, req *Request) {
+	defer sc.wg.Done()
+	defer func() { <-sc.sem }()
+	resp, err := sc.call(ctx, req)
+	sc.releaseData(req.Data)
+	out := Header{Kind: KindResponse, Op: h.Op, ID: h.ID}
+	if err != nil {
+		out.Status = CodeOf(err)
+		resp = Response{Meta: []byte(err.Error()), Release: resp.Release}
+	}
+	if werr := sc.write(out, resp.Meta, resp.Data); werr != nil {
+		_ = sc.conn.Close()
+	}
+	if resp.Release != nil {
+		resp.Release()
+	}
+}
+
+// call runs the handler; a panic is a bug, but one request's bug must not
+// take down a server holding other clients' data, so it becomes an error.
+func (sc *serverConn) call(ctx context.Context, req *Request) (resp Response, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sc.s.log.Error("handler panic", "op", req.Op, "panic", r, "stack", string(debug.Stack()))
+			resp, err = Response{}, Errorf(ErrInternal, "handler panic")
+		}
+	}()
+	return sc.s.handler(ctx, req)
+}
+
+func (sc *serverConn) write(h Header, meta, data []byte) error {
+	if len(meta) > MaxMetaBytes {
+		meta = meta[:MaxMetaBytes]
+	}
+	h.MetaLen, h.DataLen, h.DataCRC = uint32(len(meta)), uint32(len(data)), CRC(data)
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	h.put(sc.hbuf[:], meta)
+	bufs := net.Buffers{sc.hbuf[:], meta, data}
+	_, err := bufs.WriteTo(sc.conn)
+	return err
+}

@@ -1,0 +1,224 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+func startServer(t *testing.T, h Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultLimits)
+	go s.Serve(context.Background(), ln)
+	t.Cleanup(s.Close)
+	return ln.Addr().String()
+}
+
+// echo returns the request data reversed in blocks, and meta upper-cased by
+// op; op 9 fails with ErrNotFound.
+func echo(_ context.Context, r *Request) (Response, error) {
+	if r.Op == 9 {
+		return Response{}, Errorf(ErrNotFound, "no object %s", r.Meta)
+	}
+	return Response{Meta: bytes.ToUpper(r.Meta), Data: bytes.Clone(r.Data)}, nil
+}
+
+func TestPipelinedCalls(t *testing.T) {
+	addr := startServer(t, echo)
+	c, err := Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			data := bytes.Repeat([]byte{byte(i)}, 1000*i)
+			out := make([]byte, len(data))
+			meta, n, err := c.Call(context.Background(), 1, []byte(fmt.Sprintf("req%d", i)), data, out)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if string(meta) != fmt.Sprintf("REQ%d", i) || n != len(data) || !bytes.Equal(out, data) {
+				errs <- fmt.Errorf("call %d: got meta %q n %d", i, meta, n)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestRemoteErrorCode(t *testing.T) {
+	addr := startServer(t, echo)
+	c, err := Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _, err = c.Call(context.Background(), 9, []byte("x"), nil, nil)
+	var re *RemoteError
+	if !errors.Is(err, ErrNotFound) || !errors.As(err, &re) || re.Msg != "not found: no object x" {
+		t.Fatalf("err = %v, want ErrNotFound with message", err)
+	}
+	// The connection survives an error response.
+	if _, _, err := c.Call(context.Background(), 1, []byte("ok"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMalformedFramesCloseConnection sends hostile byte streams; the server
+// must drop the connection and keep serving others.
+func TestMalformedFramesCloseConnection(t *testing.T) {
+	addr := startServer(t, echo)
+	good := AppendFrame(nil, Header{Kind: KindRequest, Op: 1, ID: 1}, []byte("m"), []byte("data"))
+	corruptData := bytes.Clone(good)
+	corruptData[len(corruptData)-1] ^= 1
+	corruptMeta := bytes.Clone(good)
+	corruptMeta[headerBytes] ^= 1
+	huge := bytes.Clone(good)
+	huge[20], huge[21], huge[22], huge[23] = 0xff, 0xff, 0xff, 0x7f
+	for name, stream := range map[string][]byte{
+		"garbage":      []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\nxxxxxxxxxxxxxxxxxxxxxxxxx"),
+		"truncated":    good[:len(good)-2],
+		"bad data crc": corruptData,
+		"bad meta crc": corruptMeta,
+		"huge length":  huge,
+		"response":     AppendFrame(nil, Header{Kind: KindResponse, ID: 1}, nil, nil),
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(stream); err != nil {
+			t.Fatal(err)
+		}
+		if tc, ok := conn.(*net.TCPConn); ok && name == "truncated" {
+			_ = tc.CloseWrite()
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		f, err := ReadFrame(conn)
+		if err == nil {
+			t.Errorf("%s: server answered %+v instead of closing", name, f.Header)
+		} else if errors.Is(err, ErrFrame) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// closed as required
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Errorf("%s: server neither answered nor closed", name)
+		}
+		conn.Close()
+	}
+	c, err := Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, err := c.Call(context.Background(), 1, nil, []byte("still alive"), make([]byte, 11)); err != nil {
+		t.Fatalf("server stopped serving after hostile peers: %v", err)
+	}
+}
+
+func TestPanickingHandlerIsContained(t *testing.T) {
+	addr := startServer(t, func(ctx context.Context, r *Request) (Response, error) {
+		if r.Op == 2 {
+			var m map[string]int
+			m["x"] = 1 // deliberate nil-map panic
+		}
+		return Response{}, nil
+	})
+	c, err := Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, err := c.Call(context.Background(), 2, nil, nil, nil); !errors.Is(err, ErrInternal) {
+		t.Fatalf("err = %v, want ErrInternal", err)
+	}
+	if _, _, err := c.Call(context.Background(), 1, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCallAfterServerGone(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	s := NewServer(echo, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultLimits)
+	go s.Serve(context.Background(), ln)
+	c, err := Dial(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Err() == nil && time.Now().Before(deadline) {
+		_, _, _ = c.Call(context.Background(), 1, nil, nil, nil)
+	}
+	if c.Err() == nil {
+		t.Fatal("client never noticed the server closing")
+	}
+}
+
+func TestCodec(t *testing.T) {
+	var e Enc
+	e.U8(7)
+	e.U32(1 << 30)
+	e.U64(1 << 60)
+	e.I64(-5)
+	e.Bytes([]byte("cap"))
+	d := NewDec(e.B)
+	if d.U8() != 7 || d.U32() != 1<<30 || d.U64() != 1<<60 || d.I64() != -5 || string(d.Bytes()) != "cap" || d.Err() != nil {
+		t.Fatal("codec round trip failed")
+	}
+	d = NewDec(e.B[:10])
+	d.U8()
+	d.U64()
+	d.U64()
+	if !errors.Is(d.Err(), ErrBadRequest) {
+		t.Fatal("short meta not reported")
+	}
+}
+
+func FuzzReadFrame(f *testing.F) {
+	f.Add(AppendFrame(nil, Header{Kind: KindRequest, Op: 1, ID: 7}, []byte("meta"), []byte("data")))
+	f.Add(AppendFrame(nil, Header{Kind: KindResponse, Status: ErrCorrupt}, []byte("bad"), nil))
+	f.Add([]byte("BRD1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := ReadFrame(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		again := AppendFrame(nil, fr.Header, fr.Meta, fr.Data)
+		if !bytes.Equal(again, b[:len(again)]) {
+			t.Fatalf("re-encoding a decoded frame differs")
+		}
+	})
+}
+
+func FuzzDec(f *testing.F) {
+	var e Enc
+	e.U64(1)
+	e.Bytes([]byte("x"))
+	f.Add(e.B)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := NewDec(b)
+		d.U64()
+		d.Bytes()
+		d.U32()
+		_ = d.Err()
+	})
+}
