@@ -74,6 +74,9 @@ func (d *Dec) Bytes() []byte {
 	return d.take(int(binary.LittleEndian.Uint16(b)))
 }
 
+// Short reports whether a read ran past the end of the input.
+func (d *Dec) Short() bool { return d.err != nil }
+
 // Err reports a short read, or trailing bytes the decoder did not expect.
 func (d *Dec) Err() error {
 	if d.err == nil && len(d.b) != 0 {

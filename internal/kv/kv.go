@@ -1,0 +1,71 @@
+// Package kv is the transactional key-value engine interface the MDS keeps
+// its state in, with the embedded implementation (bbolt). The MDS is
+// dataless (Slice): everything it knows lives here, so another engine
+// (etcd, for several MDS processes) can replace this one without touching
+// the namespace code.
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrConflict is returned by an engine when a transaction lost a race with
+// another; Update retries such transactions.
+var ErrConflict = errors.New("kv: transaction conflict")
+
+// maxTxnRetries bounds how often Update re-runs a conflicting transaction.
+const maxTxnRetries = 16
+
+// Reader reads inside a transaction.
+type Reader interface {
+	// Get returns the value of key, or nil if it is absent. The value is
+	// the caller's to keep.
+	Get(key []byte) ([]byte, error)
+	// Scan calls fn for each key in [start, end) in ascending order until
+	// fn returns false. k and v are valid only during the call.
+	Scan(start, end []byte, fn func(k, v []byte) bool) error
+}
+
+// Txn reads and writes inside a transaction.
+type Txn interface {
+	Reader
+	Put(key, value []byte) error
+	Delete(key []byte) error
+}
+
+// Engine runs transactions. fn may run more than once, so it must have no
+// effects outside the transaction.
+type Engine interface {
+	View(ctx context.Context, fn func(Reader) error) error
+	Update(ctx context.Context, fn func(Txn) error) error
+	Close() error
+}
+
+// Retry runs attempt until it does not fail with ErrConflict, at most
+// maxTxnRetries times. Engines use it to implement Update.
+func Retry(ctx context.Context, attempt func() error) error {
+	var err error
+	for i := 0; i < maxTxnRetries; i++ {
+		if err = attempt(); !errors.Is(err, ErrConflict) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("gave up after %d attempts: %w", maxTxnRetries, err)
+}
+
+// PrefixEnd returns the smallest key greater than every key with prefix p.
+func PrefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil // p is all 0xff: no upper bound
+}

@@ -1,0 +1,199 @@
+// Package mdsproto defines the MDS's operations: op codes and the JSON
+// bodies of requests and responses, carried in the meta section of
+// internal/wire frames. JSON keeps control messages readable and easy to
+// extend (new fields are ignored by old peers); bulk data never travels
+// here. Format version 1; bodies are bounded by wire.MaxMetaBytes.
+package mdsproto
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Op codes.
+const (
+	OpHeartbeat uint16 = 100 + iota
+	OpLookup
+	OpMkdir
+	OpCreate
+	OpOpen
+	OpCommit
+	OpReaddir
+	OpRemove
+	OpRename
+	OpSetLayout
+	OpGetLayout
+	OpStatus
+	OpTruncate
+)
+
+// File types.
+const (
+	TypeFile = "file"
+	TypeDir  = "dir"
+)
+
+// Layout is a placed layout as sent on the wire.
+type Layout struct {
+	Spec    string   `json:"spec"`
+	Groups  int      `json:"groups"`
+	OSDs    []uint32 `json:"osds"`
+	Version uint64   `json:"version"`
+}
+
+// Decode validates l and returns the layout package's form.
+func (l *Layout) Decode() (layout.Layout, error) {
+	spec, err := layout.Parse(l.Spec)
+	if err != nil {
+		return layout.Layout{}, err
+	}
+	out := layout.Layout{Spec: spec, Groups: l.Groups, OSDs: l.OSDs, Version: l.Version}
+	return out, out.Validate()
+}
+
+// Inode is a file's or directory's attributes.
+type Inode struct {
+	Ino       uint64  `json:"ino"`
+	Type      string  `json:"type"`
+	Mode      uint32  `json:"mode"`
+	Size      int64   `json:"size"`
+	Nlink     uint32  `json:"nlink"`
+	MtimeNs   int64   `json:"mtime_ns"`
+	CtimeNs   int64   `json:"ctime_ns"`
+	Layout    *Layout `json:"layout,omitempty"`     // files
+	DirLayout string  `json:"dir_layout,omitempty"` // directories: default spec for new files
+}
+
+// Endpoint is where an OSD listens and whether the MDS believes it is up.
+type Endpoint struct {
+	Addr string `json:"addr"`
+	Up   bool   `json:"up"`
+}
+
+type HeartbeatReq struct {
+	UUID          string `json:"uuid"`
+	ID            uint32 `json:"id"`
+	Addr          string `json:"addr"`
+	CapacityBytes int64  `json:"capacity_bytes"`
+	UsedBytes     int64  `json:"used_bytes"`
+	FreeBytes     int64  `json:"free_bytes"`
+	Pid           int    `json:"pid"`
+	TimeNs        int64  `json:"time_ns"`
+	Sig           []byte `json:"sig"` // cluster-key signature of the other fields
+}
+
+// SignedBytes is what Sig covers.
+func (h *HeartbeatReq) SignedBytes() []byte {
+	return fmt.Appendf(nil, "%s|%d|%s|%d|%d|%d|%d|%d", h.UUID, h.ID, h.Addr, h.CapacityBytes, h.UsedBytes, h.FreeBytes, h.Pid, h.TimeNs)
+}
+
+type HeartbeatResp struct {
+	ID uint32 `json:"id"`
+}
+
+type PathReq struct {
+	Path string `json:"path"`
+}
+
+type MkdirReq struct {
+	Path    string `json:"path"`
+	Mode    uint32 `json:"mode"`
+	Parents bool   `json:"parents"`
+}
+
+type CreateReq struct {
+	Path      string `json:"path"`
+	Mode      uint32 `json:"mode"`
+	Layout    string `json:"layout,omitempty"` // empty: inherit
+	SizeHint  int64  `json:"size_hint"`        // -1 unknown; below 64 KiB the file is mirrored
+	Exclusive bool   `json:"exclusive"`
+}
+
+type OpenReq struct {
+	Path  string `json:"path"`
+	Ino   uint64 `json:"ino,omitempty"` // refetch by ino when set
+	Write bool   `json:"write"`
+}
+
+// OpenResp hands the client everything it needs to do I/O without the MDS.
+type OpenResp struct {
+	Inode     Inode               `json:"inode"`
+	Cap       []byte              `json:"cap"`
+	Endpoints map[uint32]Endpoint `json:"endpoints"`
+}
+
+type CommitReq struct {
+	Ino     uint64 `json:"ino"`
+	Size    int64  `json:"size"`
+	MtimeNs int64  `json:"mtime_ns"`
+}
+
+type TruncateReq struct {
+	Ino  uint64 `json:"ino"`
+	Size int64  `json:"size"`
+}
+
+type ReaddirReq struct {
+	Path  string `json:"path"`
+	After string `json:"after"` // resume after this name
+	Limit int    `json:"limit"`
+}
+
+type DirEntry struct {
+	Name  string `json:"name"`
+	Inode Inode  `json:"inode"`
+}
+
+type ReaddirResp struct {
+	Entries []DirEntry `json:"entries"`
+	More    bool       `json:"more"`
+}
+
+type RenameReq struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+type SetLayoutReq struct {
+	Path string `json:"path"`
+	Spec string `json:"spec"`
+}
+
+type GetLayoutResp struct {
+	Spec     string  `json:"spec"`     // effective spec for new files (dirs) or the file's spec
+	Explicit bool    `json:"explicit"` // set on this directory rather than inherited
+	Layout   *Layout `json:"layout,omitempty"`
+}
+
+type OSDStatus struct {
+	ID            uint32 `json:"id"`
+	Addr          string `json:"addr"`
+	State         string `json:"state"` // "up" or "down"
+	CapacityBytes int64  `json:"capacity_bytes"`
+	UsedBytes     int64  `json:"used_bytes"`
+	FreeBytes     int64  `json:"free_bytes"`
+	Pid           int    `json:"pid,omitempty"`
+	LastSeenNs    int64  `json:"last_seen_ns"`
+}
+
+type StatusResp struct {
+	ClusterID     string      `json:"cluster_id"`
+	DefaultLayout string      `json:"default_layout"`
+	OSDs          []OSDStatus `json:"osds"`
+	Files         int64       `json:"files"`
+	Dirs          int64       `json:"dirs"`
+	LogicalBytes  int64       `json:"logical_bytes"`
+	CapacityBytes int64       `json:"capacity_bytes"`
+	UsedBytes     int64       `json:"used_bytes"`
+}
+
+// Unmarshal decodes a JSON body strictly, as a bad-request error.
+func Unmarshal(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %v", wire.ErrBadRequest, err)
+	}
+	return nil
+}

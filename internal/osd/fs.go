@@ -1,0 +1,136 @@
+package osd
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// File is the part of *os.File the store uses.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	Truncate(size int64) error
+	Sync() error
+	Close() error
+	Stat() (os.FileInfo, error)
+}
+
+// FS is the disk as the store sees it, so tests can inject faults.
+type FS interface {
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	Remove(name string) error
+	MkdirAll(name string, perm os.FileMode) error
+	ReadDir(name string) ([]os.DirEntry, error)
+	// Statfs reports the total and available bytes of the file system.
+	Statfs(name string) (total, avail int64, err error)
+}
+
+// OSFS is the real disk.
+type OSFS struct{}
+
+func (OSFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	return os.OpenFile(name, flag, perm)
+}
+func (OSFS) Remove(name string) error                     { return os.Remove(name) }
+func (OSFS) MkdirAll(name string, perm os.FileMode) error { return os.MkdirAll(name, perm) }
+func (OSFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }
+func (OSFS) Statfs(name string) (int64, int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(name, &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Blocks) * st.Bsize, int64(st.Bavail) * st.Bsize, nil
+}
+
+// LimitFS wraps an FS and fails with ENOSPC once the bytes its files have
+// grown by exceed Capacity: a disk of a chosen size, for the --capacity flag
+// and for tests of a full OSD.
+type LimitFS struct {
+	FS
+	mu       sync.Mutex
+	used     int64
+	Capacity int64
+}
+
+// NewLimitFS limits fs to capacity bytes, of which used are taken already.
+func NewLimitFS(fs FS, capacity, used int64) *LimitFS {
+	return &LimitFS{FS: fs, Capacity: capacity, used: used}
+}
+
+func (l *LimitFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := l.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &limitFile{File: f, fs: l}, nil
+}
+
+func (l *LimitFS) Remove(name string) error {
+	if fi, err := os.Stat(name); err == nil {
+		l.grow(-fi.Size())
+	}
+	return l.FS.Remove(name)
+}
+
+func (l *LimitFS) Statfs(name string) (int64, int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.Capacity, max(0, l.Capacity-l.used), nil
+}
+
+func (l *LimitFS) reserve(n int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.used+n > l.Capacity {
+		return false
+	}
+	l.used += n
+	return true
+}
+
+func (l *LimitFS) grow(n int64) {
+	l.mu.Lock()
+	l.used += n
+	l.mu.Unlock()
+}
+
+type limitFile struct {
+	File
+	fs *LimitFS
+}
+
+// ErrNoSpace is the error a full LimitFS returns, as the kernel would.
+var ErrNoSpace error = &os.PathError{Op: "write", Path: "limitfs", Err: syscall.ENOSPC}
+
+func (f *limitFile) WriteAt(p []byte, off int64) (int, error) {
+	fi, err := f.File.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if grow := off + int64(len(p)) - fi.Size(); grow > 0 && !f.fs.reserve(grow) {
+		return 0, ErrNoSpace
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *limitFile) Truncate(size int64) error {
+	fi, err := f.File.Stat()
+	if err != nil {
+		return err
+	}
+	if grow := size - fi.Size(); grow > 0 && !f.fs.reserve(grow) {
+		return ErrNoSpace
+	} else if grow < 0 {
+		f.fs.grow(grow)
+	}
+	return f.File.Truncate(size)
+}
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}

@@ -1,0 +1,281 @@
+package osd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Config configures an OSD.
+type Config struct {
+	Dir            string
+	Listen         string // host:port; port 0 picks one
+	MDSAddr        string
+	Key            capability.Key
+	CapacityBytes  int64 // 0: the file system's size
+	HeartbeatEvery time.Duration
+	Log            *slog.Logger
+	Now            func() time.Time
+	FS             FS          // nil: the real disk
+	OnFatal        func(error) // must stop the process; nil panics
+}
+
+const superblockName = "braid-osd.json"
+
+type superblock struct {
+	Format int    `json:"format"`
+	UUID   string `json:"uuid"`
+	OSDID  uint32 `json:"osd_id"`
+}
+
+// Server is a running OSD.
+type Server struct {
+	cfg   Config
+	store *Store
+	wsrv  *wire.Server
+	ln    net.Listener
+	sb    superblock
+	id    atomic.Uint32
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+// Start opens the OSD's directory, listens, and begins heartbeating.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HeartbeatEvery == 0 {
+		cfg.HeartbeatEvery = time.Second
+	}
+	if cfg.OnFatal == nil {
+		cfg.OnFatal = func(err error) { panic(err) }
+	}
+	if cfg.FS == nil {
+		cfg.FS = OSFS{}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	sb, err := loadSuperblock(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	fsys := cfg.FS
+	store, err := OpenStore(fsys, cfg.Dir, cfg.OnFatal)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CapacityBytes > 0 {
+		// Enforce the configured capacity as a disk of that size would.
+		store.fs = NewLimitFS(fsys, cfg.CapacityBytes, store.UsedBytes())
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Server{cfg: cfg, store: store, ln: ln, sb: sb, stop: cancel}
+	s.id.Store(sb.OSDID)
+	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.DefaultLimits)
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
+	go func() { defer s.wg.Done(); s.heartbeatLoop(ctx) }()
+	return s, nil
+}
+
+func loadSuperblock(dir string) (superblock, error) {
+	path := filepath.Join(dir, superblockName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		var u [16]byte
+		_, _ = rand.Read(u[:])
+		sb := superblock{Format: 1, UUID: hex.EncodeToString(u[:])}
+		return sb, writeSuperblock(dir, sb)
+	}
+	if err != nil {
+		return superblock{}, err
+	}
+	var sb superblock
+	if err := json.Unmarshal(b, &sb); err != nil || sb.Format != 1 || sb.UUID == "" {
+		return superblock{}, fmt.Errorf("%s: not a braid OSD superblock (format 1)", path)
+	}
+	return sb, nil
+}
+
+func writeSuperblock(dir string, sb superblock) error {
+	b, _ := json.Marshal(sb)
+	tmp := filepath.Join(dir, superblockName+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	f.Close()
+	return os.Rename(tmp, filepath.Join(dir, superblockName))
+}
+
+// Addr is the address the OSD listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// ID is the OSD id the MDS assigned (0 until the first heartbeat answer).
+func (s *Server) ID() uint32 { return s.id.Load() }
+
+// Store exposes the object store (tests, scrub).
+func (s *Server) Store() *Store { return s.store }
+
+// Close stops serving and heartbeating.
+func (s *Server) Close() {
+	s.stop()
+	s.wsrv.Close()
+	s.wg.Wait()
+	s.store.Close()
+}
+
+func rightsFor(op uint16) capability.Rights {
+	switch op {
+	case osdproto.OpRead, osdproto.OpStat:
+		return capability.Read
+	}
+	return capability.Write
+}
+
+func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
+	req, err := osdproto.Decode(r.Op, r.Meta)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	if err := s.cfg.Key.Check(req.Cap, req.Ino, rightsFor(r.Op), s.cfg.Now()); err != nil {
+		return wire.Response{}, fmt.Errorf("%w: %v", wire.ErrDenied, err)
+	}
+	ver := req.Cap.Version
+	key := ObjKey{Ino: req.Ino, Comp: req.Comp}
+	switch r.Op {
+	case osdproto.OpWrite:
+		return wire.Response{}, s.store.Write(key, ver, req.Off, r.Data, req.Flags&osdproto.FlagSync != 0)
+	case osdproto.OpRead:
+		if req.Len > wire.MaxDataBytes {
+			return wire.Response{}, wire.Errorf(wire.ErrBadRequest, "read of %d bytes exceeds %d", req.Len, wire.MaxDataBytes)
+		}
+		buf := wire.GetBuf(int(req.Len))
+		size, v, err := s.store.Read(key, ver, req.Off, buf)
+		if err != nil {
+			wire.PutBuf(buf)
+			return wire.Response{}, err
+		}
+		info := osdproto.ObjectInfo{Len: size, Version: v}
+		return wire.Response{Meta: info.Encode(), Data: buf, Release: func() { wire.PutBuf(buf) }}, nil
+	case osdproto.OpSync:
+		for _, c := range req.Comps {
+			if err := s.store.Sync(ObjKey{Ino: req.Ino, Comp: c}, ver); err != nil {
+				return wire.Response{}, err
+			}
+		}
+		return wire.Response{}, nil
+	case osdproto.OpTruncate:
+		return wire.Response{}, s.store.Truncate(key, ver, req.Off)
+	case osdproto.OpDelete:
+		for _, c := range req.Comps {
+			if err := s.store.Delete(ObjKey{Ino: req.Ino, Comp: c}); err != nil {
+				return wire.Response{}, err
+			}
+		}
+		return wire.Response{}, nil
+	case osdproto.OpStat:
+		size, v, err := s.store.Stat(key)
+		if err != nil {
+			return wire.Response{}, err
+		}
+		return wire.Response{Meta: osdproto.ObjectInfo{Len: size, Version: v}.Encode()}, nil
+	}
+	return wire.Response{}, wire.Errorf(wire.ErrUnknownOp, "osd op %d", r.Op)
+}
+
+// heartbeatLoop reports to the MDS every HeartbeatEvery until ctx ends,
+// reconnecting whenever the MDS is unreachable.
+func (s *Server) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.HeartbeatEvery)
+	defer t.Stop()
+	var mds *wire.Client
+	defer func() {
+		if mds != nil {
+			mds.Close()
+		}
+	}()
+	for {
+		if mds == nil || mds.Err() != nil {
+			if mds != nil {
+				mds.Close()
+			}
+			mds, _ = wire.Dial(ctx, s.cfg.MDSAddr)
+		}
+		if mds != nil {
+			if err := s.heartbeat(ctx, mds); err != nil && ctx.Err() == nil {
+				s.cfg.Log.Debug("heartbeat failed", "mds", s.cfg.MDSAddr, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) heartbeat(ctx context.Context, mds *wire.Client) error {
+	total, avail, err := s.store.fs.Statfs(s.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	used := s.store.UsedBytes()
+	capacity := total
+	if s.cfg.CapacityBytes > 0 {
+		capacity = s.cfg.CapacityBytes
+	}
+	hb := mdsproto.HeartbeatReq{UUID: s.sb.UUID, ID: s.id.Load(), Addr: s.Addr(), CapacityBytes: capacity,
+		UsedBytes: used, FreeBytes: max(0, min(avail, capacity-used)), Pid: os.Getpid(), TimeNs: s.cfg.Now().UnixNano()}
+	hb.Sig = s.cfg.Key.Sign("heartbeat", hb.SignedBytes())
+	body, _ := json.Marshal(&hb)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	meta, _, err := mds.Call(cctx, mdsproto.OpHeartbeat, body, nil, nil)
+	if err != nil {
+		return err
+	}
+	var resp mdsproto.HeartbeatResp
+	if err := mdsproto.Unmarshal(meta, &resp); err != nil {
+		return err
+	}
+	if resp.ID != 0 && resp.ID != s.sb.OSDID {
+		s.sb.OSDID = resp.ID
+		if err := writeSuperblock(s.cfg.Dir, s.sb); err != nil {
+			return err
+		}
+		s.id.Store(resp.ID)
+	}
+	return nil
+}

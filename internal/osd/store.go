@@ -1,0 +1,573 @@
+package osd
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/braidfs/braid/internal/wire"
+)
+
+const (
+	blockBytes     = 4096
+	sumHeaderBytes = 64
+	sumMagic       = 0x4d555342 // "BSUM"
+	sumFormat      = 1
+	maxOpenObjects = 1024 // open object handles kept between requests
+)
+
+// ObjKey names a component object: component Comp of file Ino.
+type ObjKey struct {
+	Ino  uint64
+	Comp uint32
+}
+
+// object is an open component object.
+type object struct {
+	key       ObjKey
+	mu        sync.RWMutex // writers exclusive, so readers never see a half-written block
+	data, sum File
+	size      int64  // data file length
+	version   uint64 // layout version from the sum header
+	refs      int    // guarded by Store.mu
+	lastUse   uint64 // guarded by Store.mu
+	deleted   bool   // guarded by mu
+}
+
+// Store holds an OSD's objects in a directory.
+type Store struct {
+	fs      FS
+	dir     string
+	onFatal func(error) // called when acknowledged data may be lost
+
+	mu    sync.Mutex
+	open  map[ObjKey]*object
+	clock uint64
+
+	usedBytes atomic.Int64 // bytes of object data held
+}
+
+// OpenStore opens (creating if needed) the object directory under dir.
+// onFatal is called when an fsync fails; it must stop the process.
+func OpenStore(fsys FS, dir string, onFatal func(error)) (*Store, error) {
+	s := &Store{fs: fsys, dir: dir, onFatal: onFatal, open: map[ObjKey]*object{}}
+	if err := fsys.MkdirAll(filepath.Join(dir, "objects"), 0o755); err != nil {
+		return nil, err
+	}
+	used, err := s.scanUsed()
+	if err != nil {
+		return nil, err
+	}
+	s.usedBytes.Store(used)
+	return s, nil
+}
+
+// UsedBytes is the object data this store holds.
+func (s *Store) UsedBytes() int64 { return s.usedBytes.Load() }
+
+func (s *Store) scanUsed() (int64, error) {
+	var used int64
+	root := filepath.Join(s.dir, "objects")
+	subdirs, err := s.fs.ReadDir(root)
+	if err != nil {
+		return 0, err
+	}
+	for _, sd := range subdirs {
+		entries, err := s.fs.ReadDir(filepath.Join(root, sd.Name()))
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".dat") {
+				if fi, err := e.Info(); err == nil {
+					used += fi.Size()
+				}
+			}
+		}
+	}
+	return used, nil
+}
+
+func (s *Store) path(k ObjKey, ext string) string {
+	return filepath.Join(s.dir, "objects", fmt.Sprintf("%02x", k.Ino&0xff),
+		fmt.Sprintf("%016x.%d.%s", k.Ino, k.Comp, ext))
+}
+
+// ParseObjectName reads an object data file name back into its key.
+func ParseObjectName(name string) (ObjKey, bool) {
+	base, ok := strings.CutSuffix(name, ".dat")
+	if !ok {
+		return ObjKey{}, false
+	}
+	inoHex, compText, ok := strings.Cut(base, ".")
+	ino, err1 := strconv.ParseUint(inoHex, 16, 64)
+	comp, err2 := strconv.ParseUint(compText, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return ObjKey{}, false
+	}
+	return ObjKey{Ino: ino, Comp: uint32(comp)}, true
+}
+
+// acquire returns the open object for k, opening it from disk, or creating
+// it when create is set. It returns (nil, nil) for a missing object that is
+// not to be created.
+func (s *Store) acquire(k ObjKey, create bool, version uint64) (*object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock++
+	if o := s.open[k]; o != nil {
+		o.refs++
+		o.lastUse = s.clock
+		return o, nil
+	}
+	o, err := s.openObject(k, create, version)
+	if o == nil || err != nil {
+		return nil, err
+	}
+	o.refs, o.lastUse = 1, s.clock
+	s.open[k] = o
+	s.evictLocked()
+	return o, nil
+}
+
+func (s *Store) release(o *object) {
+	s.mu.Lock()
+	o.refs--
+	s.evictLocked()
+	s.mu.Unlock()
+}
+
+// evictLocked closes least recently used idle objects past the limit.
+func (s *Store) evictLocked() {
+	for len(s.open) > maxOpenObjects {
+		var victim *object
+		for _, o := range s.open {
+			if o.refs == 0 && (victim == nil || o.lastUse < victim.lastUse) {
+				victim = o
+			}
+		}
+		if victim == nil {
+			return // every handle is in use; the limit is soft under load
+		}
+		delete(s.open, victim.key)
+		_ = victim.data.Close()
+		_ = victim.sum.Close()
+	}
+}
+
+func (s *Store) openObject(k ObjKey, create bool, version uint64) (*object, error) {
+	dataPath, sumPath := s.path(k, "dat"), s.path(k, "sum")
+	sum, err := s.fs.OpenFile(sumPath, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if !create {
+			return nil, nil
+		}
+		return s.createObject(k, version)
+	}
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.fs.OpenFile(dataPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		_ = sum.Close()
+		return nil, err
+	}
+	o := &object{key: k, data: data, sum: sum}
+	if err := o.loadHeader(); err != nil {
+		_ = data.Close()
+		_ = sum.Close()
+		return nil, err
+	}
+	fi, err := data.Stat()
+	if err != nil {
+		_ = data.Close()
+		_ = sum.Close()
+		return nil, err
+	}
+	o.size = fi.Size()
+	return o, nil
+}
+
+func (s *Store) createObject(k ObjKey, version uint64) (*object, error) {
+	if err := s.fs.MkdirAll(filepath.Dir(s.path(k, "sum")), 0o755); err != nil {
+		return nil, err
+	}
+	data, err := s.fs.OpenFile(s.path(k, "dat"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := s.fs.OpenFile(s.path(k, "sum"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		_ = data.Close()
+		return nil, err
+	}
+	o := &object{key: k, data: data, sum: sum, version: version}
+	if err := o.writeHeader(); err != nil {
+		_ = data.Close()
+		_ = sum.Close()
+		_ = s.fs.Remove(s.path(k, "sum"))
+		return nil, err
+	}
+	return o, nil
+}
+
+func (o *object) writeHeader() error {
+	var h [sumHeaderBytes]byte
+	binary.LittleEndian.PutUint32(h[0:], sumMagic)
+	binary.LittleEndian.PutUint16(h[4:], sumFormat)
+	binary.LittleEndian.PutUint64(h[8:], o.key.Ino)
+	binary.LittleEndian.PutUint32(h[16:], o.key.Comp)
+	binary.LittleEndian.PutUint64(h[24:], o.version)
+	binary.LittleEndian.PutUint32(h[60:], wire.CRC(h[:60]))
+	_, err := o.sum.WriteAt(h[:], 0)
+	return err
+}
+
+func (o *object) loadHeader() error {
+	var h [sumHeaderBytes]byte
+	if _, err := o.sum.ReadAt(h[:], 0); err != nil {
+		return wire.Errorf(wire.ErrCorrupt, "object %x.%d: checksum header unreadable: %v", o.key.Ino, o.key.Comp, err)
+	}
+	if binary.LittleEndian.Uint32(h[0:]) != sumMagic || binary.LittleEndian.Uint16(h[4:]) != sumFormat ||
+		binary.LittleEndian.Uint32(h[60:]) != wire.CRC(h[:60]) {
+		return wire.Errorf(wire.ErrCorrupt, "object %x.%d: checksum header damaged", o.key.Ino, o.key.Comp)
+	}
+	if binary.LittleEndian.Uint64(h[8:]) != o.key.Ino || binary.LittleEndian.Uint32(h[16:]) != o.key.Comp {
+		return wire.Errorf(wire.ErrCorrupt, "object %x.%d: back-pointer names another object", o.key.Ino, o.key.Comp)
+	}
+	o.version = binary.LittleEndian.Uint64(h[24:])
+	return nil
+}
+
+// checkVersion refuses requests made under an older layout, and records a
+// newer one on write.
+func (o *object) checkVersion(version uint64, write bool) error {
+	if version < o.version {
+		return wire.Errorf(wire.ErrStale, "object %x.%d is at layout version %d, request has %d", o.key.Ino, o.key.Comp, o.version, version)
+	}
+	if write && version > o.version {
+		o.version = version
+		return o.writeHeader()
+	}
+	return nil
+}
+
+func (s *Store) ioError(err error) error {
+	var c wire.Code
+	if errors.As(err, &c) {
+		return err
+	}
+	if isNoSpace(err) {
+		return fmt.Errorf("%w: %v", wire.ErrNoSpace, err)
+	}
+	return fmt.Errorf("%w: %v", wire.ErrInternal, err)
+}
+
+// Write stores p at off in object k, then fsyncs it if sync is set.
+func (s *Store) Write(k ObjKey, version uint64, off int64, p []byte, sync bool) error {
+	o, err := s.acquire(k, true, version)
+	if err != nil {
+		return s.ioError(err)
+	}
+	defer s.release(o)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.deleted {
+		return errDeleted(k)
+	}
+	if err := o.checkVersion(version, true); err != nil {
+		return err
+	}
+	if len(p) > 0 {
+		if err := s.writeLocked(o, off, p); err != nil {
+			return err
+		}
+	}
+	if sync {
+		return s.syncLocked(o)
+	}
+	return nil
+}
+
+func (s *Store) writeLocked(o *object, off int64, p []byte) error {
+	end := off + int64(len(p))
+	b0, b1 := off/blockBytes, (end-1)/blockBytes
+	sums := make([]byte, 4*(b1-b0+1))
+	for b := b0; b <= b1; b++ {
+		bs, be := b*blockBytes, (b+1)*blockBytes
+		var crc uint32
+		if bs >= off && be <= end {
+			crc = wire.CRC(p[bs-off : be-off])
+		} else {
+			blk, err := s.mergeBlock(o, b, off, p)
+			if err != nil {
+				return err
+			}
+			crc = wire.CRC(blk)
+		}
+		binary.LittleEndian.PutUint32(sums[4*(b-b0):], crc)
+	}
+	if _, err := o.data.WriteAt(p, off); err != nil {
+		s.refreshSize(o)
+		return s.ioError(err)
+	}
+	if _, err := o.sum.WriteAt(sums, sumHeaderBytes+4*b0); err != nil {
+		return s.ioError(err)
+	}
+	if end > o.size {
+		s.usedBytes.Add(end - o.size)
+		o.size = end
+	}
+	return nil
+}
+
+// mergeBlock returns block b as it will be after writing p at off: the
+// existing bytes (verified) overlaid with the part of p that falls in it.
+func (s *Store) mergeBlock(o *object, b, off int64, p []byte) ([]byte, error) {
+	blk := make([]byte, blockBytes)
+	bs := b * blockBytes
+	if bs < o.size {
+		if err := s.readBlocks(o, b, blk); err != nil {
+			return nil, err
+		}
+	}
+	from := max(off, bs)
+	to := min(off+int64(len(p)), bs+blockBytes)
+	copy(blk[from-bs:to-bs], p[from-off:to-off])
+	return blk, nil
+}
+
+func (s *Store) refreshSize(o *object) {
+	if fi, err := o.data.Stat(); err == nil {
+		s.usedBytes.Add(fi.Size() - o.size)
+		o.size = fi.Size()
+	}
+}
+
+// readBlocks reads whole blocks starting at block b into buf (a multiple of
+// blockBytes), zero past the end of the data, and verifies each checksum.
+func (s *Store) readBlocks(o *object, b int64, buf []byte) error {
+	bs := b * blockBytes
+	n := min(int64(len(buf)), max(0, o.size-bs))
+	if n > 0 {
+		if _, err := o.data.ReadAt(buf[:n], bs); err != nil && !errors.Is(err, io.EOF) {
+			return s.ioError(err)
+		}
+	}
+	clear(buf[n:])
+	nb := int64(len(buf)) / blockBytes
+	sums := make([]byte, 4*nb)
+	if m, err := o.sum.ReadAt(sums, sumHeaderBytes+4*b); err != nil && !errors.Is(err, io.EOF) {
+		return s.ioError(err)
+	} else {
+		clear(sums[m:])
+	}
+	for i := int64(0); i < nb; i++ {
+		blk := buf[i*blockBytes : (i+1)*blockBytes]
+		want := binary.LittleEndian.Uint32(sums[4*i:])
+		if got := wire.CRC(blk); got != want && !(want == 0 && allZero(blk)) {
+			return wire.Errorf(wire.ErrCorrupt, "object %x.%d block %d: checksum mismatch", o.key.Ino, o.key.Comp, b+i)
+		}
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Read fills buf from off in object k, zeros past its end, after verifying
+// every block it touches. It returns the object's length and version.
+func (s *Store) Read(k ObjKey, version uint64, off int64, buf []byte) (int64, uint64, error) {
+	o, err := s.acquire(k, false, 0)
+	if err != nil {
+		return 0, 0, s.ioError(err)
+	}
+	if o == nil {
+		clear(buf)
+		return 0, 0, nil
+	}
+	defer s.release(o)
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.deleted {
+		return 0, 0, errDeleted(k)
+	}
+	if err := o.checkVersion(version, false); err != nil {
+		return 0, 0, err
+	}
+	if err := s.readLocked(o, off, buf); err != nil {
+		return 0, 0, err
+	}
+	return o.size, o.version, nil
+}
+
+func (s *Store) readLocked(o *object, off int64, buf []byte) error {
+	avail := min(int64(len(buf)), max(0, o.size-off))
+	if avail == 0 {
+		clear(buf)
+		return nil
+	}
+	as := off / blockBytes * blockBytes
+	ae := (off + avail + blockBytes - 1) / blockBytes * blockBytes
+	if as == off && ae-as <= int64(len(buf)) {
+		if err := s.readBlocks(o, as/blockBytes, buf[:ae-as]); err != nil {
+			return err
+		}
+		clear(buf[ae-as:])
+		return nil
+	}
+	tmp := wire.GetBuf(int(ae - as))
+	defer wire.PutBuf(tmp)
+	if err := s.readBlocks(o, as/blockBytes, tmp); err != nil {
+		return err
+	}
+	n := copy(buf, tmp[off-as:])
+	clear(buf[n:])
+	return nil
+}
+
+func (s *Store) syncLocked(o *object) error {
+	if err := o.data.Sync(); err != nil {
+		s.onFatal(fmt.Errorf("fsync %x.%d data: %w", o.key.Ino, o.key.Comp, err))
+		return s.ioError(err)
+	}
+	if err := o.sum.Sync(); err != nil {
+		s.onFatal(fmt.Errorf("fsync %x.%d checksums: %w", o.key.Ino, o.key.Comp, err))
+		return s.ioError(err)
+	}
+	return nil
+}
+
+// Sync makes object k durable. A missing object has nothing to sync.
+func (s *Store) Sync(k ObjKey, version uint64) error {
+	o, err := s.acquire(k, false, 0)
+	if err != nil || o == nil {
+		return err
+	}
+	defer s.release(o)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.deleted {
+		return errDeleted(k)
+	}
+	if err := o.checkVersion(version, false); err != nil {
+		return err
+	}
+	return s.syncLocked(o)
+}
+
+// Truncate sets object k's length, keeping the last block's checksum true.
+func (s *Store) Truncate(k ObjKey, version uint64, size int64) error {
+	o, err := s.acquire(k, true, version)
+	if err != nil {
+		return s.ioError(err)
+	}
+	defer s.release(o)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.deleted {
+		return errDeleted(k)
+	}
+	if err := o.checkVersion(version, true); err != nil {
+		return err
+	}
+	if size < o.size && size%blockBytes != 0 {
+		// The tail block keeps its bytes below size; the rest become zeros.
+		b := size / blockBytes
+		blk := make([]byte, blockBytes)
+		if err := s.readBlocks(o, b, blk); err != nil {
+			return err
+		}
+		clear(blk[size-b*blockBytes:])
+		var e [4]byte
+		binary.LittleEndian.PutUint32(e[:], wire.CRC(blk))
+		if _, err := o.sum.WriteAt(e[:], sumHeaderBytes+4*b); err != nil {
+			return s.ioError(err)
+		}
+	}
+	if err := o.data.Truncate(size); err != nil {
+		return s.ioError(err)
+	}
+	if size < o.size {
+		blocks := (size + blockBytes - 1) / blockBytes
+		if err := o.sum.Truncate(sumHeaderBytes + 4*blocks); err != nil {
+			return s.ioError(err)
+		}
+	}
+	s.usedBytes.Add(size - o.size)
+	o.size = size
+	return s.syncLocked(o)
+}
+
+// Delete removes object k; a missing object is not an error.
+func (s *Store) Delete(k ObjKey) error {
+	o, err := s.acquire(k, false, 0)
+	if err != nil && !errors.Is(err, wire.ErrCorrupt) {
+		return s.ioError(err)
+	}
+	if o != nil {
+		o.mu.Lock()
+		o.deleted = true
+		s.usedBytes.Add(-o.size)
+		_ = o.data.Close()
+		_ = o.sum.Close()
+		o.mu.Unlock()
+		s.mu.Lock()
+		o.refs--
+		if s.open[k] == o {
+			delete(s.open, k)
+		}
+		s.mu.Unlock()
+	}
+	for _, ext := range []string{"dat", "sum"} {
+		if err := s.fs.Remove(s.path(k, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return s.ioError(err)
+		}
+	}
+	return nil
+}
+
+// errDeleted is returned to requests that raced with a delete.
+func errDeleted(k ObjKey) error {
+	return wire.Errorf(wire.ErrNotFound, "object %x.%d was deleted", k.Ino, k.Comp)
+}
+
+// Stat reports object k's length and layout version (0, 0 if missing).
+func (s *Store) Stat(k ObjKey) (int64, uint64, error) {
+	o, err := s.acquire(k, false, 0)
+	if err != nil || o == nil {
+		return 0, 0, err
+	}
+	defer s.release(o)
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.deleted {
+		return 0, 0, nil
+	}
+	return o.size, o.version, nil
+}
+
+// Close closes every open handle.
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, o := range s.open {
+		_ = o.data.Close()
+		_ = o.sum.Close()
+		delete(s.open, k)
+	}
+}

@@ -1,0 +1,188 @@
+package osd
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/braidfs/braid/internal/wire"
+)
+
+func noFatal(t *testing.T) func(error) {
+	return func(err error) { t.Errorf("fatal: %v", err) }
+}
+
+func openTestStore(t *testing.T, fsys FS, dir string) *Store {
+	t.Helper()
+	s, err := OpenStore(fsys, dir, noFatal(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestModel writes random extents and compares reads with an in-memory model.
+func TestModel(t *testing.T) {
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	dir := t.TempDir()
+	s := openTestStore(t, OSFS{}, dir)
+	k := ObjKey{Ino: 9, Comp: 2}
+	var model []byte
+	for step := 0; step < 300; step++ {
+		off := rng.Int64N(200_000)
+		n := rng.IntN(20_000) + 1
+		switch rng.IntN(6) {
+		case 0:
+			size := rng.Int64N(210_000)
+			if err := s.Truncate(k, 1, size); err != nil {
+				t.Fatalf("seed %d step %d: truncate: %v", seed, step, err)
+			}
+			model = resize(model, size)
+		case 1, 2, 3:
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = byte(rng.Uint32())
+			}
+			if err := s.Write(k, 1, off, p, false); err != nil {
+				t.Fatalf("seed %d step %d: write: %v", seed, step, err)
+			}
+			model = resize(model, max(int64(len(model)), off+int64(n)))
+			copy(model[off:], p)
+		default:
+			buf := make([]byte, n)
+			size, _, err := s.Read(k, 1, off, buf)
+			if err != nil {
+				t.Fatalf("seed %d step %d: read: %v", seed, step, err)
+			}
+			want := make([]byte, n)
+			if off < int64(len(model)) {
+				copy(want, model[off:])
+			}
+			if size != int64(len(model)) || !bytes.Equal(buf, want) {
+				t.Fatalf("seed %d step %d: read %d@%d differs (size %d, model %d)", seed, step, n, off, size, len(model))
+			}
+		}
+	}
+	// Everything survives reopening from disk.
+	s.Close()
+	s2 := openTestStore(t, OSFS{}, dir)
+	buf := make([]byte, len(model))
+	if _, _, err := s2.Read(k, 1, 0, buf); err != nil || !bytes.Equal(buf, model) {
+		t.Fatalf("seed %d: after reopen: %v", seed, err)
+	}
+	if s2.UsedBytes() != int64(len(model)) {
+		t.Fatalf("used %d after reopen, want %d", s2.UsedBytes(), len(model))
+	}
+}
+
+func resize(b []byte, n int64) []byte {
+	if n <= int64(len(b)) {
+		return b[:n]
+	}
+	return append(b, make([]byte, n-int64(len(b)))...)
+}
+
+func TestCorruptionDetected(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, OSFS{}, dir)
+	k := ObjKey{Ino: 1, Comp: 0}
+	data := bytes.Repeat([]byte("braid"), 5000)
+	if err := s.Write(k, 1, 0, data, true); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	path := s.path(k, "dat")
+	raw, _ := os.ReadFile(path)
+	raw[10000] ^= 0x40
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openTestStore(t, OSFS{}, dir)
+	buf := make([]byte, len(data))
+	if _, _, err := s2.Read(k, 1, 0, buf); !errors.Is(err, wire.ErrCorrupt) {
+		t.Fatalf("read of flipped byte: err %v, want ErrCorrupt", err)
+	}
+	// Blocks away from the damage still read.
+	if _, _, err := s2.Read(k, 1, 16384, buf[:4096]); err != nil || !bytes.Equal(buf[:4096], data[16384:16384+4096]) {
+		t.Fatalf("undamaged block: %v", err)
+	}
+	// A damaged checksum header is corruption too.
+	s2.Close()
+	sum, _ := os.ReadFile(s.path(k, "sum"))
+	sum[8] ^= 1
+	_ = os.WriteFile(s.path(k, "sum"), sum, 0o644)
+	s3 := openTestStore(t, OSFS{}, dir)
+	if _, _, err := s3.Read(k, 1, 0, buf); !errors.Is(err, wire.ErrCorrupt) {
+		t.Fatalf("damaged header: err %v, want ErrCorrupt", err)
+	}
+}
+
+func TestStaleVersion(t *testing.T) {
+	s := openTestStore(t, OSFS{}, t.TempDir())
+	k := ObjKey{Ino: 3, Comp: 1}
+	if err := s.Write(k, 5, 0, []byte("v5"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(k, 4, 0, []byte("v4"), false); !errors.Is(err, wire.ErrStale) {
+		t.Fatalf("write at older version: %v", err)
+	}
+	if _, _, err := s.Read(k, 4, 0, make([]byte, 2)); !errors.Is(err, wire.ErrStale) {
+		t.Fatalf("read at older version: %v", err)
+	}
+	if err := s.Write(k, 6, 0, []byte("v6"), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, v, _ := s.Stat(k); v != 6 {
+		t.Fatalf("version %d after newer write, want 6", v)
+	}
+}
+
+func TestFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	lfs := NewLimitFS(OSFS{}, 300_000, 0)
+	s := openTestStore(t, lfs, dir)
+	keep := bytes.Repeat([]byte{7}, 100_000)
+	if err := s.Write(ObjKey{Ino: 1}, 1, 0, keep, true); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Write(ObjKey{Ino: 2}, 1, 0, make([]byte, 400_000), false)
+	if !errors.Is(err, wire.ErrNoSpace) {
+		t.Fatalf("write past capacity: %v, want ErrNoSpace", err)
+	}
+	buf := make([]byte, len(keep))
+	if _, _, err := s.Read(ObjKey{Ino: 1}, 1, 0, buf); err != nil || !bytes.Equal(buf, keep) {
+		t.Fatalf("other object damaged by full disk: %v", err)
+	}
+	if err := s.Delete(ObjKey{Ino: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ObjKey{Ino: 2}, 1, 0, make([]byte, 250_000), false); err != nil {
+		t.Fatalf("write after freeing space: %v", err)
+	}
+}
+
+func TestMissingObjectReadsZero(t *testing.T) {
+	s := openTestStore(t, OSFS{}, t.TempDir())
+	buf := []byte("xxxx")
+	size, _, err := s.Read(ObjKey{Ino: 77}, 1, 100, buf)
+	if err != nil || size != 0 || !bytes.Equal(buf, make([]byte, 4)) {
+		t.Fatalf("missing object: %q %d %v", buf, size, err)
+	}
+}
+
+func TestParseObjectName(t *testing.T) {
+	k, ok := ParseObjectName("00000000000000ff.3.dat")
+	if !ok || k != (ObjKey{Ino: 255, Comp: 3}) {
+		t.Fatalf("got %+v %v", k, ok)
+	}
+	for _, bad := range []string{"x.dat", "ff.3.sum", "ff.-1.dat", "zz.1.dat"} {
+		if _, ok := ParseObjectName(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

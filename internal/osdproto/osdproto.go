@@ -1,0 +1,143 @@
+// Package osdproto defines the OSD's operations on the wire: op codes and
+// the binary meta sections of each request and response, carried in
+// internal/wire frames. Every request names a file (ino) and component(s)
+// and carries the capability the MDS issued for that file.
+//
+// Meta layouts, version 1 (wire.Enc encoding: little-endian integers,
+// u16-length-prefixed byte strings; cap is capability.Encode, 57 bytes):
+//
+//	Write    cap, ino u64, comp u32, off i64, flags u8 (1 = sync)      data = bytes
+//	Read     cap, ino u64, comp u32, off i64, len u32                  resp data = bytes, resp meta = objLen i64
+//	Sync     cap, ino u64, n u32, comp u32 × n
+//	Truncate cap, ino u64, comp u32, size i64
+//	Delete   cap, ino u64, n u32, comp u32 × n
+//	Stat     cap, ino u64, comp u32                                    resp meta = objLen i64, version u64
+//
+// A read past the end of an object returns zeros: stripes are computed over
+// zero-padded units, so holes decode like data.
+package osdproto
+
+import (
+	"fmt"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Op codes.
+const (
+	OpWrite    uint16 = 1
+	OpRead     uint16 = 2
+	OpSync     uint16 = 3
+	OpTruncate uint16 = 4
+	OpDelete   uint16 = 5
+	OpStat     uint16 = 6
+)
+
+// FlagSync asks the OSD to make a write durable before answering.
+const FlagSync = 1
+
+// MaxComps bounds the component list of one request.
+const MaxComps = 4096
+
+// Req is the decoded meta of any OSD request; fields unused by an op are 0.
+type Req struct {
+	Cap   capability.Cap
+	Ino   uint64
+	Comp  uint32
+	Comps []uint32
+	Off   int64 // Write, Read; Truncate's new size
+	Len   uint32
+	Flags uint8
+}
+
+func (r *Req) head(e *wire.Enc) {
+	e.Bytes(r.Cap.Encode())
+	e.U64(r.Ino)
+}
+
+// Encode renders the meta section of op.
+func (r *Req) Encode(op uint16) []byte {
+	e := &wire.Enc{B: make([]byte, 0, 96)}
+	r.head(e)
+	switch op {
+	case OpWrite:
+		e.U32(r.Comp)
+		e.I64(r.Off)
+		e.U8(r.Flags)
+	case OpRead:
+		e.U32(r.Comp)
+		e.I64(r.Off)
+		e.U32(r.Len)
+	case OpSync, OpDelete:
+		e.U32(uint32(len(r.Comps)))
+		for _, c := range r.Comps {
+			e.U32(c)
+		}
+	case OpTruncate:
+		e.U32(r.Comp)
+		e.I64(r.Off)
+	case OpStat:
+		e.U32(r.Comp)
+	}
+	return e.B
+}
+
+// Decode parses the meta section of op, rejecting anything malformed.
+func Decode(op uint16, meta []byte) (Req, error) {
+	d := wire.NewDec(meta)
+	var r Req
+	capBytes := d.Bytes()
+	r.Ino = d.U64()
+	switch op {
+	case OpWrite:
+		r.Comp, r.Off, r.Flags = d.U32(), d.I64(), d.U8()
+	case OpRead:
+		r.Comp, r.Off, r.Len = d.U32(), d.I64(), d.U32()
+	case OpSync, OpDelete:
+		n := d.U32()
+		if n > MaxComps {
+			return Req{}, wire.Errorf(wire.ErrBadRequest, "%d components exceeds %d", n, MaxComps)
+		}
+		for i := uint32(0); i < n && !d.Short(); i++ {
+			r.Comps = append(r.Comps, d.U32())
+		}
+	case OpTruncate:
+		r.Comp, r.Off = d.U32(), d.I64()
+	case OpStat:
+		r.Comp = d.U32()
+	default:
+		return Req{}, wire.Errorf(wire.ErrUnknownOp, "osd op %d", op)
+	}
+	if err := d.Err(); err != nil {
+		return Req{}, err
+	}
+	c, err := capability.Decode(capBytes)
+	if err != nil {
+		return Req{}, fmt.Errorf("%w: %v", wire.ErrBadRequest, err)
+	}
+	r.Cap = c
+	if r.Off < 0 {
+		return Req{}, wire.Errorf(wire.ErrBadRequest, "negative offset %d", r.Off)
+	}
+	return r, nil
+}
+
+// ObjectInfo is the meta of Read and Stat responses.
+type ObjectInfo struct {
+	Len     int64
+	Version uint64
+}
+
+func (o ObjectInfo) Encode() []byte {
+	var e wire.Enc
+	e.I64(o.Len)
+	e.U64(o.Version)
+	return e.B
+}
+
+func DecodeObjectInfo(b []byte) (ObjectInfo, error) {
+	d := wire.NewDec(b)
+	o := ObjectInfo{Len: d.I64(), Version: d.U64()}
+	return o, d.Err()
+}

@@ -1,0 +1,66 @@
+package osdproto
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+func TestRoundTrip(t *testing.T) {
+	key, _ := capability.NewKey()
+	c := key.Issue(5, capability.Read|capability.Write, 2, time.Unix(100, 0))
+	for op, r := range map[uint16]Req{
+		OpWrite:    {Cap: c, Ino: 5, Comp: 3, Off: 1 << 40, Flags: FlagSync},
+		OpRead:     {Cap: c, Ino: 5, Comp: 1, Off: 4096, Len: 1 << 20},
+		OpSync:     {Cap: c, Ino: 5, Comps: []uint32{0, 1, 2}},
+		OpDelete:   {Cap: c, Ino: 5, Comps: []uint32{4}},
+		OpTruncate: {Cap: c, Ino: 5, Comp: 2, Off: 77},
+		OpStat:     {Cap: c, Ino: 5, Comp: 2},
+	} {
+		got, err := Decode(op, r.Encode(op))
+		if err != nil || !reflect.DeepEqual(got, r) {
+			t.Errorf("op %d: got %+v, %v; want %+v", op, got, err, r)
+		}
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	key, _ := capability.NewKey()
+	r := Req{Cap: key.Issue(5, capability.Read, 1, time.Unix(100, 0)), Ino: 5, Comp: 1, Len: 10}
+	meta := r.Encode(OpRead)
+	for name, tc := range map[string]struct {
+		op   uint16
+		meta []byte
+	}{
+		"truncated":       {OpRead, meta[:len(meta)-1]},
+		"trailing":        {OpRead, append(append([]byte{}, meta...), 0)},
+		"unknown op":      {99, meta},
+		"empty":           {OpWrite, nil},
+		"negative offset": {OpRead, (&Req{Cap: r.Cap, Off: -1}).Encode(OpRead)},
+	} {
+		if _, err := Decode(tc.op, tc.meta); !errors.Is(err, wire.ErrBadRequest) && !errors.Is(err, wire.ErrUnknownOp) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	key, _ := capability.NewKey()
+	c := key.Issue(5, capability.Read, 1, time.Unix(100, 0))
+	for op := OpWrite; op <= OpStat; op++ {
+		f.Add(op, (&Req{Cap: c, Ino: 5, Comps: []uint32{1}}).Encode(op))
+	}
+	f.Fuzz(func(t *testing.T, op uint16, meta []byte) {
+		r, err := Decode(op, meta)
+		if err != nil {
+			return
+		}
+		if r.Off < 0 || len(r.Comps) > MaxComps {
+			t.Fatalf("decoder accepted out-of-range request %+v", r)
+		}
+	})
+}
