@@ -92,3 +92,21 @@ func (l Layout) Spans(off, n int64, fn func(Span) bool) {
 		off += piece
 	}
 }
+
+// ObjectLen is the length component c's object needs for a file of size
+// bytes: through the end of the last stripe of c's group that holds file
+// data. Truncation cuts objects to this length.
+func (l Layout) ObjectLen(size int64, c int) int64 {
+	if size <= 0 {
+		return 0
+	}
+	g := c / l.Spec.Width()
+	last := (size - 1) / l.Spec.StripeBytes()
+	span := int64(l.Groups * l.Spec.Visit) // one visit of every group
+	for fs := last; fs >= 0 && fs > last-span; fs-- {
+		if fg, s := l.Locate(fs); fg == g {
+			return (s + 1) * l.Spec.UnitBytes
+		}
+	}
+	return 0
+}

@@ -154,3 +154,26 @@ func TestLayoutValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestObjectLen(t *testing.T) {
+	// ec:2+1, unit 4KiB, visit 2, two groups: file stripes hold 8KiB;
+	// stripes 0,1 → group 0; 2,3 → group 1; 4,5 → group 0 (object stripes 2,3).
+	l := Layout{Spec: Spec{EC, 2, 1, 4096, 2}, Groups: 2, OSDs: make([]uint32, 6)}
+	for _, tc := range []struct {
+		size int64
+		comp int
+		want int64
+	}{
+		{0, 0, 0},
+		{1, 0, 4096},
+		{1, 3, 0},           // group 1 holds nothing yet
+		{8192 + 1, 2, 8192}, // stripe 1 → object stripe 1
+		{3*8192 + 5, 4, 8192},
+		{4*8192 + 5, 1, 3 * 4096}, // stripe 4 → group 0 object stripe 2
+		{4*8192 + 5, 5, 8192},
+	} {
+		if got := l.ObjectLen(tc.size, tc.comp); got != tc.want {
+			t.Errorf("ObjectLen(%d, %d) = %d, want %d", tc.size, tc.comp, got, tc.want)
+		}
+	}
+}

@@ -43,6 +43,7 @@ const (
 	DefaultVisit    = 8        // stripes per visit when the spec names none
 	SmallFileBytes  = 64 << 10 // files below this are mirrored, not coded
 	maxSpecTextSize = 256
+	MaxStripeBytes  = 256 << 20 // Width × unit: the memory one stripe buffer needs
 )
 
 // ErrBadSpec is wrapped by every spec parse or validation error.
@@ -106,6 +107,9 @@ func (s Spec) Validate() error {
 	}
 	if s.UnitBytes < MinUnitBytes || s.UnitBytes > MaxUnitBytes || s.UnitBytes%MinUnitBytes != 0 {
 		return fmt.Errorf("%w: unit %d must be a multiple of 4KiB between 4KiB and 16MiB", ErrBadSpec, s.UnitBytes)
+	}
+	if int64(s.Width())*s.UnitBytes > MaxStripeBytes {
+		return fmt.Errorf("%w: width %d × unit %s exceeds %s per stripe", ErrBadSpec, s.Width(), FormatSize(s.UnitBytes), FormatSize(MaxStripeBytes))
 	}
 	if s.Visit < 1 || s.Visit > MaxVisit {
 		return fmt.Errorf("%w: visit %d must be in 1..%d", ErrBadSpec, s.Visit, MaxVisit)

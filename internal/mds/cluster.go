@@ -1,0 +1,139 @@
+package mds
+
+import (
+	"encoding/binary"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+)
+
+// osdRec is the stored form of an OSD's identity.
+type osdRec struct {
+	Format int    `json:"v"`
+	ID     uint32 `json:"id"`
+	UUID   string `json:"uuid"`
+	Addr   string `json:"addr"`
+}
+
+func osdKey(id uint32) []byte { return binary.BigEndian.AppendUint32([]byte{'o'}, id) }
+func uuidKey(u string) []byte { return append([]byte{'u'}, u...) }
+
+// osdState is what the MDS knows of an OSD: its identity (persistent) and
+// its last heartbeat (in memory; after an MDS restart every OSD is down
+// until it next reports, a second later).
+type osdState struct {
+	osdRec
+	lastSeen time.Time
+	hb       mdsproto.HeartbeatReq
+}
+
+// clusterMap tracks the OSDs and decides which are up.
+type clusterMap struct {
+	mu        sync.Mutex
+	osds      map[uint32]*osdState
+	downAfter time.Duration
+}
+
+func newClusterMap(downAfter time.Duration) *clusterMap {
+	return &clusterMap{osds: map[uint32]*osdState{}, downAfter: downAfter}
+}
+
+func (m *clusterMap) load(r kv.Reader) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ferr error
+	err := r.Scan([]byte{'o'}, []byte{'p'}, func(k, v []byte) bool {
+		var rec osdRec
+		if err := jsonUnmarshal(v, &rec); err != nil {
+			ferr = err
+			return false
+		}
+		m.osds[rec.ID] = &osdState{osdRec: rec}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return ferr
+}
+
+func (m *clusterMap) isUp(st *osdState, now time.Time) bool {
+	return !st.lastSeen.IsZero() && now.Sub(st.lastSeen) <= m.downAfter
+}
+
+// upCandidates lists the OSDs placement may use.
+func (m *clusterMap) upCandidates(now time.Time) []Candidate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Candidate
+	for id, st := range m.osds {
+		if m.isUp(st, now) {
+			out = append(out, Candidate{ID: id, FreeBytes: st.hb.FreeBytes})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (m *clusterMap) known() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.osds)
+}
+
+func (m *clusterMap) endpoints(ids []uint32, now time.Time) map[uint32]mdsproto.Endpoint {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[uint32]mdsproto.Endpoint, len(ids))
+	for _, id := range ids {
+		if st := m.osds[id]; st != nil {
+			out[id] = mdsproto.Endpoint{Addr: st.Addr, Up: m.isUp(st, now)}
+		}
+	}
+	return out
+}
+
+func (m *clusterMap) endpoint(id uint32, now time.Time) (mdsproto.Endpoint, bool) {
+	e, ok := m.endpoints([]uint32{id}, now)[id]
+	return e, ok
+}
+
+// beat records a heartbeat from a known OSD and reports whether its
+// persistent record (address) changed.
+func (m *clusterMap) beat(rec osdRec, hb mdsproto.HeartbeatReq, now time.Time) (changed bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.osds[rec.ID]
+	if st == nil {
+		st = &osdState{osdRec: rec}
+		m.osds[rec.ID] = st
+		changed = true
+	}
+	if st.Addr != rec.Addr || st.UUID != rec.UUID {
+		st.osdRec, changed = rec, true
+	}
+	st.lastSeen, st.hb = now, hb
+	return changed
+}
+
+func (m *clusterMap) status(now time.Time) []mdsproto.OSDStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]mdsproto.OSDStatus, 0, len(m.osds))
+	for id, st := range m.osds {
+		s := mdsproto.OSDStatus{ID: id, Addr: st.Addr, State: "down", CapacityBytes: st.hb.CapacityBytes,
+			UsedBytes: st.hb.UsedBytes, FreeBytes: st.hb.FreeBytes, Pid: st.hb.Pid}
+		if !st.lastSeen.IsZero() {
+			s.LastSeenNs = st.lastSeen.UnixNano()
+		}
+		if m.isUp(st, now) {
+			s.State = "up"
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,267 @@
+package mds
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Key space of the metadata engine (format 1):
+//
+//	i<ino be64>              inode record (JSON inodeRec)
+//	d<parent be64><name>     directory entry → child ino (be64)
+//	g<ino be64><version be64> objects of a removed file awaiting deletion (JSON mdsproto.Layout)
+//	o<osd id be32>           OSD record (JSON osdRec)
+//	u<uuid>                  OSD uuid → id (be32)
+//	s/next_ino, s/next_osd   counters (be64)
+//	s/cluster                cluster record (JSON clusterRec)
+const (
+	rootIno      = 1
+	maxNameBytes = 255
+	maxPathBytes = 4096
+	maxDepth     = 1024 // bound on parent-chain walks
+	recFormat    = 1
+)
+
+var (
+	keyNextIno = []byte("s/next_ino")
+	keyNextOSD = []byte("s/next_osd")
+	keyCluster = []byte("s/cluster")
+)
+
+func be64(prefix byte, n uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{prefix}, n)
+}
+
+func inodeKey(ino uint64) []byte       { return be64('i', ino) }
+func gcKey(ino, version uint64) []byte { return binary.BigEndian.AppendUint64(be64('g', ino), version) }
+func direntPrefix(parent uint64) []byte {
+	return be64('d', parent)
+}
+func direntKey(parent uint64, name string) []byte {
+	return append(direntPrefix(parent), name...)
+}
+
+// inodeRec is the stored form of an inode.
+type inodeRec struct {
+	Format int `json:"v"`
+	mdsproto.Inode
+	Parent uint64 `json:"parent,omitempty"` // directories: for rename cycle checks and layout inheritance
+}
+
+type clusterRec struct {
+	Format        int    `json:"v"`
+	ID            string `json:"id"`
+	DefaultLayout string `json:"default_layout"`
+}
+
+func getJSON(r kv.Reader, key []byte, v any) (bool, error) {
+	b, err := r.Get(key)
+	if err != nil || b == nil {
+		return false, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("%w: record %q undecodable: %v", wire.ErrInternal, key, err)
+	}
+	return true, nil
+}
+
+func putJSON(tx kv.Txn, key []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tx.Put(key, b)
+}
+
+func getInode(r kv.Reader, ino uint64) (*inodeRec, error) {
+	var rec inodeRec
+	ok, err := getJSON(r, inodeKey(ino), &rec)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, wire.Errorf(wire.ErrNotFound, "inode %d", ino)
+	}
+	return &rec, nil
+}
+
+func putInode(tx kv.Txn, rec *inodeRec) error {
+	rec.Format = recFormat
+	return putJSON(tx, inodeKey(rec.Ino), rec)
+}
+
+func nextCounter(tx kv.Txn, key []byte, first uint64) (uint64, error) {
+	b, err := tx.Get(key)
+	if err != nil {
+		return 0, err
+	}
+	n := first
+	if len(b) == 8 {
+		n = binary.BigEndian.Uint64(b)
+	}
+	return n, tx.Put(key, binary.BigEndian.AppendUint64(nil, n+1))
+}
+
+// splitPath validates and cleans a path into its components ("" and "/"
+// are the root).
+func splitPath(p string) ([]string, error) {
+	if len(p) > maxPathBytes {
+		return nil, wire.Errorf(wire.ErrNameTooLong, "path of %d bytes", len(p))
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return nil, wire.Errorf(wire.ErrInvalid, "path contains NUL")
+	}
+	clean := path.Clean("/" + p)
+	if clean == "/" {
+		return nil, nil
+	}
+	parts := strings.Split(clean[1:], "/")
+	for _, name := range parts {
+		if len(name) > maxNameBytes {
+			return nil, wire.Errorf(wire.ErrNameTooLong, "name %.20q... is %d bytes", name, len(name))
+		}
+	}
+	return parts, nil
+}
+
+func lookupChild(r kv.Reader, parent uint64, name string) (uint64, bool, error) {
+	b, err := r.Get(direntKey(parent, name))
+	if err != nil || b == nil {
+		return 0, false, err
+	}
+	if len(b) != 8 {
+		return 0, false, wire.Errorf(wire.ErrInternal, "directory entry %q damaged", name)
+	}
+	return binary.BigEndian.Uint64(b), true, nil
+}
+
+// walk resolves components from the root.
+func walk(r kv.Reader, parts []string, full string) (*inodeRec, error) {
+	cur, err := getInode(r, rootIno)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range parts {
+		if cur.Type != mdsproto.TypeDir {
+			return nil, wire.Errorf(wire.ErrNotDir, "%s: a component is not a directory", full)
+		}
+		ino, ok, err := lookupChild(r, cur.Ino, name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, wire.Errorf(wire.ErrNotFound, "%s", full)
+		}
+		if cur, err = getInode(r, ino); err != nil {
+			return nil, err
+		}
+	}
+	return cur, nil
+}
+
+func resolve(r kv.Reader, p string) (*inodeRec, error) {
+	parts, err := splitPath(p)
+	if err != nil {
+		return nil, err
+	}
+	return walk(r, parts, p)
+}
+
+// resolveParent returns the directory that holds p's last component and
+// that component's name.
+func resolveParent(r kv.Reader, p string) (*inodeRec, string, error) {
+	parts, err := splitPath(p)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(parts) == 0 {
+		return nil, "", wire.Errorf(wire.ErrInvalid, "%q is the root", p)
+	}
+	dir, err := walk(r, parts[:len(parts)-1], p)
+	if err != nil {
+		return nil, "", err
+	}
+	if dir.Type != mdsproto.TypeDir {
+		return nil, "", wire.Errorf(wire.ErrNotDir, "%s: parent is not a directory", p)
+	}
+	return dir, parts[len(parts)-1], nil
+}
+
+// inheritedSpec finds the layout spec new files in dir get: the nearest
+// directory default up the tree, else the cluster default.
+func inheritedSpec(r kv.Reader, dir *inodeRec, clusterDefault string) (string, error) {
+	for i := 0; i < maxDepth && dir != nil; i++ {
+		if dir.DirLayout != "" {
+			return dir.DirLayout, nil
+		}
+		if dir.Ino == rootIno || dir.Parent == 0 {
+			break
+		}
+		var err error
+		if dir, err = getInode(r, dir.Parent); err != nil {
+			return "", err
+		}
+	}
+	return clusterDefault, nil
+}
+
+func isAncestor(r kv.Reader, anc uint64, dir *inodeRec) (bool, error) {
+	for i := 0; i < maxDepth; i++ {
+		if dir.Ino == anc {
+			return true, nil
+		}
+		if dir.Ino == rootIno || dir.Parent == 0 {
+			return false, nil
+		}
+		var err error
+		if dir, err = getInode(r, dir.Parent); err != nil {
+			return false, err
+		}
+	}
+	return false, wire.Errorf(wire.ErrInternal, "directory chain deeper than %d", maxDepth)
+}
+
+func dirEmpty(r kv.Reader, ino uint64) (bool, error) {
+	empty := true
+	p := direntPrefix(ino)
+	err := r.Scan(p, kv.PrefixEnd(p), func(k, v []byte) bool { empty = false; return false })
+	return empty, err
+}
+
+// dropLink removes one link to a file inode; when the last goes, the inode
+// is deleted and its objects are queued for deletion on the OSDs.
+func dropLink(tx kv.Txn, rec *inodeRec) error {
+	if rec.Type == mdsproto.TypeDir {
+		return tx.Delete(inodeKey(rec.Ino))
+	}
+	if rec.Nlink > 1 {
+		rec.Nlink--
+		return putInode(tx, rec)
+	}
+	if rec.Layout != nil {
+		if err := putJSON(tx, gcKey(rec.Ino, rec.Layout.Version), rec.Layout); err != nil {
+			return err
+		}
+	}
+	return tx.Delete(inodeKey(rec.Ino))
+}
+
+func specOf(text string) (layout.Spec, error) {
+	s, err := layout.Parse(text)
+	if err != nil {
+		return layout.Spec{}, fmt.Errorf("%w: %v", wire.ErrInvalid, err)
+	}
+	return s, nil
+}
+
+func toWire(l layout.Layout) *mdsproto.Layout {
+	return &mdsproto.Layout{Spec: l.Spec.String(), Groups: l.Groups, OSDs: l.OSDs, Version: l.Version}
+}

@@ -1,0 +1,332 @@
+package mds
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+func (s *Server) lookup(ctx context.Context, req mdsproto.PathReq) (mdsproto.Inode, error) {
+	var rec *inodeRec
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		var err error
+		rec, err = resolve(r, req.Path)
+		return err
+	})
+	if err != nil {
+		return mdsproto.Inode{}, err
+	}
+	return rec.Inode, nil
+}
+
+func (s *Server) newInode(tx kv.Txn, typ string, mode uint32) (*inodeRec, error) {
+	ino, err := nextCounter(tx, keyNextIno, rootIno+1)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now().UnixNano()
+	return &inodeRec{Inode: mdsproto.Inode{Ino: ino, Type: typ, Mode: mode & 0o7777, Nlink: 1, MtimeNs: now, CtimeNs: now}}, nil
+}
+
+func link(tx kv.Txn, dir *inodeRec, name string, child *inodeRec) error {
+	return tx.Put(direntKey(dir.Ino, name), binary.BigEndian.AppendUint64(nil, child.Ino))
+}
+
+func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Inode, error) {
+	if req.Mode == 0 {
+		req.Mode = 0o755
+	}
+	parts, err := splitPath(req.Path)
+	if err != nil {
+		return mdsproto.Inode{}, err
+	}
+	if len(parts) == 0 {
+		if req.Parents {
+			return s.lookup(ctx, mdsproto.PathReq{Path: "/"})
+		}
+		return mdsproto.Inode{}, wire.Errorf(wire.ErrExists, "/")
+	}
+	var out *inodeRec
+	err = s.kv.Update(ctx, func(tx kv.Txn) error {
+		cur, err := getInode(tx, rootIno)
+		if err != nil {
+			return err
+		}
+		for i, name := range parts {
+			if cur.Type != mdsproto.TypeDir {
+				return wire.Errorf(wire.ErrNotDir, "%s: a component is not a directory", req.Path)
+			}
+			ino, ok, err := lookupChild(tx, cur.Ino, name)
+			if err != nil {
+				return err
+			}
+			last := i == len(parts)-1
+			if ok {
+				if last && !req.Parents {
+					return wire.Errorf(wire.ErrExists, "%s", req.Path)
+				}
+				if cur, err = getInode(tx, ino); err != nil {
+					return err
+				}
+				if last && cur.Type != mdsproto.TypeDir {
+					return wire.Errorf(wire.ErrExists, "%s exists and is not a directory", req.Path)
+				}
+				continue
+			}
+			if !last && !req.Parents {
+				return wire.Errorf(wire.ErrNotFound, "%s: parent does not exist", req.Path)
+			}
+			d, err := s.newInode(tx, mdsproto.TypeDir, req.Mode)
+			if err != nil {
+				return err
+			}
+			d.Nlink, d.Parent = 2, cur.Ino
+			if err := putInode(tx, d); err != nil {
+				return err
+			}
+			if err := link(tx, cur, name, d); err != nil {
+				return err
+			}
+			cur.Nlink++
+			cur.MtimeNs = d.MtimeNs
+			if err := putInode(tx, cur); err != nil {
+				return err
+			}
+			cur = d
+		}
+		out = cur
+		return nil
+	})
+	if err != nil {
+		return mdsproto.Inode{}, err
+	}
+	return out.Inode, nil
+}
+
+func (s *Server) place(spec layout.Spec, sizeHint int64) (layout.Layout, error) {
+	up := s.cluster.upCandidates(s.cfg.Now())
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return Place(spec, sizeHint, up, s.rng)
+}
+
+// create makes a new file, replacing an existing one unless Exclusive; the
+// replaced file's objects are deleted once no name refers to it.
+func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.OpenResp, error) {
+	if req.Mode == 0 {
+		req.Mode = 0o644
+	}
+	var rec *inodeRec
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		dir, name, err := resolveParent(tx, req.Path)
+		if err != nil {
+			return err
+		}
+		if old, ok, err := lookupChild(tx, dir.Ino, name); err != nil {
+			return err
+		} else if ok {
+			if req.Exclusive {
+				return wire.Errorf(wire.ErrExists, "%s", req.Path)
+			}
+			prev, err := getInode(tx, old)
+			if err != nil {
+				return err
+			}
+			if prev.Type == mdsproto.TypeDir {
+				return wire.Errorf(wire.ErrIsDir, "%s", req.Path)
+			}
+			if err := dropLink(tx, prev); err != nil {
+				return err
+			}
+		}
+		specText := req.Layout
+		if specText == "" {
+			if specText, err = inheritedSpec(tx, dir, s.cl.DefaultLayout); err != nil {
+				return err
+			}
+		}
+		spec, err := specOf(specText)
+		if err != nil {
+			return err
+		}
+		l, err := s.place(smallFileSpec(spec, req.SizeHint), req.SizeHint)
+		if err != nil {
+			return err
+		}
+		if rec, err = s.newInode(tx, mdsproto.TypeFile, req.Mode); err != nil {
+			return err
+		}
+		rec.Layout = toWire(l)
+		if err := putInode(tx, rec); err != nil {
+			return err
+		}
+		dir.MtimeNs = rec.MtimeNs
+		if err := putInode(tx, dir); err != nil {
+			return err
+		}
+		return link(tx, dir, name, rec)
+	})
+	if err != nil {
+		return mdsproto.OpenResp{}, err
+	}
+	return s.openResp(rec, true), nil
+}
+
+func (s *Server) openResp(rec *inodeRec, write bool) mdsproto.OpenResp {
+	rights := capability.Read
+	if write {
+		rights |= capability.Write
+	}
+	now := s.cfg.Now()
+	c := s.cfg.Key.Issue(rec.Ino, rights, rec.Layout.Version, now.Add(s.cfg.CapTTL))
+	return mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now)}
+}
+
+func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenResp, error) {
+	var rec *inodeRec
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		var err error
+		if req.Ino != 0 {
+			rec, err = getInode(r, req.Ino)
+		} else {
+			rec, err = resolve(r, req.Path)
+		}
+		return err
+	})
+	if err != nil {
+		return mdsproto.OpenResp{}, err
+	}
+	if rec.Type != mdsproto.TypeFile || rec.Layout == nil {
+		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrIsDir, "%s", req.Path)
+	}
+	return s.openResp(rec, req.Write), nil
+}
+
+// updateInode applies fn to inode ino in one transaction.
+func (s *Server) updateInode(ctx context.Context, ino uint64, fn func(*inodeRec) error) (mdsproto.Inode, error) {
+	var out *inodeRec
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		rec, err := getInode(tx, ino)
+		if err != nil {
+			return err
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+		out = rec
+		return putInode(tx, rec)
+	})
+	if err != nil {
+		return mdsproto.Inode{}, err
+	}
+	return out.Inode, nil
+}
+
+// commit records a client's close: the file's size and modification time.
+func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.Inode, error) {
+	if req.Size < 0 {
+		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "negative size")
+	}
+	return s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+		if rec.Type != mdsproto.TypeFile {
+			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
+		}
+		rec.Size = req.Size
+		if req.MtimeNs != 0 {
+			rec.MtimeNs = req.MtimeNs
+		}
+		rec.CtimeNs = s.cfg.Now().UnixNano()
+		return nil
+	})
+}
+
+func (s *Server) truncate(ctx context.Context, req mdsproto.TruncateReq) (mdsproto.Inode, error) {
+	return s.commit(ctx, mdsproto.CommitReq{Ino: req.Ino, Size: req.Size, MtimeNs: s.cfg.Now().UnixNano()})
+}
+
+func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto.ReaddirResp, error) {
+	limit := req.Limit
+	if limit <= 0 || limit > maxReaddir {
+		limit = maxReaddir
+	}
+	var out mdsproto.ReaddirResp
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		dir, err := resolve(r, req.Path)
+		if err != nil {
+			return err
+		}
+		if dir.Type != mdsproto.TypeDir {
+			return wire.Errorf(wire.ErrNotDir, "%s", req.Path)
+		}
+		prefix := direntPrefix(dir.Ino)
+		start := prefix
+		if req.After != "" {
+			start = append(direntKey(dir.Ino, req.After), 0)
+		}
+		var inos []uint64
+		var names []string
+		if err := r.Scan(start, kv.PrefixEnd(prefix), func(k, v []byte) bool {
+			if len(names) == limit {
+				out.More = true
+				return false
+			}
+			if len(v) == 8 {
+				names = append(names, string(k[len(prefix):]))
+				inos = append(inos, binary.BigEndian.Uint64(v))
+			}
+			return true
+		}); err != nil {
+			return err
+		}
+		for i, ino := range inos {
+			rec, err := getInode(r, ino)
+			if err != nil {
+				return err
+			}
+			out.Entries = append(out.Entries, mdsproto.DirEntry{Name: names[i], Inode: rec.Inode})
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, error) {
+	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error {
+		dir, name, err := resolveParent(tx, req.Path)
+		if err != nil {
+			return err
+		}
+		ino, ok, err := lookupChild(tx, dir.Ino, name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return wire.Errorf(wire.ErrNotFound, "%s", req.Path)
+		}
+		rec, err := getInode(tx, ino)
+		if err != nil {
+			return err
+		}
+		if rec.Type == mdsproto.TypeDir {
+			if empty, err := dirEmpty(tx, ino); err != nil {
+				return err
+			} else if !empty {
+				return wire.Errorf(wire.ErrNotEmpty, "%s", req.Path)
+			}
+			dir.Nlink--
+		}
+		if err := tx.Delete(direntKey(dir.Ino, name)); err != nil {
+			return err
+		}
+		dir.MtimeNs = s.cfg.Now().UnixNano()
+		if err := putInode(tx, dir); err != nil {
+			return err
+		}
+		return dropLink(tx, rec)
+	})
+}

@@ -1,0 +1,115 @@
+package mds
+
+import (
+	"context"
+	"errors"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// rename moves From to To atomically with POSIX rules: a file may replace
+// a file, a directory may replace an empty directory, and a directory may
+// not move into its own subtree.
+func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, error) {
+	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error {
+		srcDir, srcName, err := resolveParent(tx, req.From)
+		if err != nil {
+			return err
+		}
+		dstDir, dstName, err := resolveParent(tx, req.To)
+		if err != nil {
+			return err
+		}
+		if dstDir.Ino == srcDir.Ino {
+			dstDir = srcDir // one record, so link-count changes land once
+		}
+		ino, ok, err := lookupChild(tx, srcDir.Ino, srcName)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return wire.Errorf(wire.ErrNotFound, "%s", req.From)
+		}
+		src, err := getInode(tx, ino)
+		if err != nil {
+			return err
+		}
+		if src.Type == mdsproto.TypeDir {
+			inside, err := isAncestor(tx, src.Ino, dstDir)
+			if err != nil {
+				return err
+			}
+			if inside {
+				return wire.Errorf(wire.ErrInvalid, "cannot move %s into itself", req.From)
+			}
+		}
+		if err := s.replaceTarget(tx, src, dstDir, dstName, req.To); err != nil {
+			if errors.Is(err, errSameFile) {
+				return nil
+			}
+			return err
+		}
+		if err := tx.Delete(direntKey(srcDir.Ino, srcName)); err != nil {
+			return err
+		}
+		now := s.cfg.Now().UnixNano()
+		if src.Type == mdsproto.TypeDir && srcDir.Ino != dstDir.Ino {
+			src.Parent = dstDir.Ino
+			srcDir.Nlink--
+			dstDir.Nlink++
+		}
+		src.CtimeNs = now
+		if err := putInode(tx, src); err != nil {
+			return err
+		}
+		srcDir.MtimeNs, dstDir.MtimeNs = now, now
+		if err := putInode(tx, srcDir); err != nil {
+			return err
+		}
+		if srcDir.Ino != dstDir.Ino {
+			if err := putInode(tx, dstDir); err != nil {
+				return err
+			}
+		}
+		return link(tx, dstDir, dstName, src)
+	})
+}
+
+var errSameFile = errors.New("rename onto the same file")
+
+// replaceTarget checks what is at the destination and unlinks it if the
+// rename may replace it.
+func (s *Server) replaceTarget(tx kv.Txn, src, dstDir *inodeRec, dstName, path string) error {
+	old, ok, err := lookupChild(tx, dstDir.Ino, dstName)
+	if err != nil || !ok {
+		return err
+	}
+	if old == src.Ino {
+		return errSameFile
+	}
+	dst, err := getInode(tx, old)
+	if err != nil {
+		return err
+	}
+	switch {
+	case src.Type == mdsproto.TypeDir && dst.Type != mdsproto.TypeDir:
+		return wire.Errorf(wire.ErrNotDir, "%s is not a directory", path)
+	case src.Type != mdsproto.TypeDir && dst.Type == mdsproto.TypeDir:
+		return wire.Errorf(wire.ErrIsDir, "%s is a directory", path)
+	case dst.Type == mdsproto.TypeDir:
+		empty, err := dirEmpty(tx, dst.Ino)
+		if err != nil {
+			return err
+		}
+		if !empty {
+			return wire.Errorf(wire.ErrNotEmpty, "%s", path)
+		}
+		dstDir.Nlink--
+	}
+	if err := tx.Delete(direntKey(dstDir.Ino, dstName)); err != nil {
+		return err
+	}
+	return dropLink(tx, dst)
+}

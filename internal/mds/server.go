@@ -1,0 +1,288 @@
+// Package mds is braid's metadata service: the namespace, per-file layouts
+// and their placement, capabilities, the cluster map fed by OSD
+// heartbeats, and deletion of removed files' objects. It is dataless: all
+// state lives in a kv.Engine, so a restart loses nothing acknowledged.
+package mds
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Config configures an MDS.
+type Config struct {
+	Dir           string // holds meta.db when Engine is nil
+	Listen        string
+	Key           capability.Key
+	DefaultLayout string        // cluster default for new files; "" = ec:4+2
+	OSDDownAfter  time.Duration // heartbeat silence after which an OSD is down
+	CapTTL        time.Duration // lifetime of issued capabilities
+	GCEvery       time.Duration // how often removed files' objects are deleted
+	Engine        kv.Engine     // nil: embedded bbolt in Dir
+	Log           *slog.Logger
+	Now           func() time.Time
+	Seed          uint64 // placement randomness; 0 picks one
+}
+
+// Server is a running MDS.
+type Server struct {
+	cfg     Config
+	kv      kv.Engine
+	cluster *clusterMap
+	wsrv    *wire.Server
+	ln      net.Listener
+	osds    *wire.Pool
+	cl      clusterRec
+
+	rngMu sync.Mutex
+	rng   *mrand.Rand
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+const (
+	defaultLayout  = "ec:4+2"
+	maxReaddir     = 1000
+	heartbeatSkew  = 10 * time.Minute // heartbeats further off than this are refused as replays
+	gcBatch        = 64               // removed files handled per GC pass
+	osdCallTimeout = 10 * time.Second
+)
+
+// Start opens the metadata store and serves on cfg.Listen.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if err := fillDefaults(&cfg); err != nil {
+		return nil, err
+	}
+	eng := cfg.Engine
+	if eng == nil {
+		b, err := kv.OpenBolt(filepath.Join(cfg.Dir, "meta.db"))
+		if err != nil {
+			return nil, fmt.Errorf("open metadata store: %w", err)
+		}
+		eng = b
+	}
+	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter), osds: wire.NewPool(),
+		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	if err := s.bootstrap(ctx); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	s.ln = ln
+	ctx, s.stop = context.WithCancel(ctx)
+	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.Limits{MaxInflightPerConn: 256, MaxInflightBytes: 64 << 20})
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
+	go func() { defer s.wg.Done(); s.gcLoop(ctx) }()
+	return s, nil
+}
+
+func fillDefaults(cfg *Config) error {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.OSDDownAfter == 0 {
+		cfg.OSDDownAfter = 5 * time.Second
+	}
+	if cfg.CapTTL == 0 {
+		cfg.CapTTL = 10 * time.Minute
+	}
+	if cfg.GCEvery == 0 {
+		cfg.GCEvery = time.Second
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = mrand.Uint64()
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if len(cfg.Key) == 0 {
+		return fmt.Errorf("mds: no cluster key")
+	}
+	if cfg.DefaultLayout != "" {
+		if _, err := specOf(cfg.DefaultLayout); err != nil {
+			return fmt.Errorf("default layout: %w", err)
+		}
+	}
+	return nil
+}
+
+// bootstrap creates the root directory and cluster record on first start
+// and loads the OSD table.
+func (s *Server) bootstrap(ctx context.Context) error {
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		var cl clusterRec
+		ok, err := getJSON(tx, keyCluster, &cl)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			var id [8]byte
+			_, _ = rand.Read(id[:])
+			cl = clusterRec{Format: recFormat, ID: hex.EncodeToString(id[:]), DefaultLayout: defaultLayout}
+			now := s.cfg.Now().UnixNano()
+			root := &inodeRec{Inode: mdsproto.Inode{Ino: rootIno, Type: mdsproto.TypeDir, Mode: 0o755, Nlink: 2, MtimeNs: now, CtimeNs: now}}
+			if err := putInode(tx, root); err != nil {
+				return err
+			}
+		}
+		if s.cfg.DefaultLayout != "" {
+			cl.DefaultLayout = s.cfg.DefaultLayout
+		}
+		s.cl = cl
+		return putJSON(tx, keyCluster, &cl)
+	})
+	if err != nil {
+		return err
+	}
+	return s.kv.View(ctx, s.cluster.load)
+}
+
+// Addr is the address the MDS listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the MDS.
+func (s *Server) Close() {
+	s.stop()
+	s.wsrv.Close()
+	s.wg.Wait()
+	s.osds.Close()
+	_ = s.kv.Close()
+}
+
+func jsonUnmarshal(b []byte, v any) error { return mdsproto.Unmarshal(b, v) }
+
+// handle decodes a request, runs its op and encodes the answer.
+func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
+	out, err := s.dispatch(ctx, r)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return wire.Response{}, fmt.Errorf("%w: %v", wire.ErrInternal, err)
+	}
+	return wire.Response{Meta: b}, nil
+}
+
+func decode[T any](meta []byte) (T, error) {
+	var v T
+	return v, mdsproto.Unmarshal(meta, &v)
+}
+
+func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
+	switch r.Op {
+	case mdsproto.OpHeartbeat:
+		return call(ctx, r.Meta, s.heartbeat)
+	case mdsproto.OpLookup:
+		return call(ctx, r.Meta, s.lookup)
+	case mdsproto.OpMkdir:
+		return call(ctx, r.Meta, s.mkdir)
+	case mdsproto.OpCreate:
+		return call(ctx, r.Meta, s.create)
+	case mdsproto.OpOpen:
+		return call(ctx, r.Meta, s.open)
+	case mdsproto.OpCommit:
+		return call(ctx, r.Meta, s.commit)
+	case mdsproto.OpTruncate:
+		return call(ctx, r.Meta, s.truncate)
+	case mdsproto.OpReaddir:
+		return call(ctx, r.Meta, s.readdir)
+	case mdsproto.OpRemove:
+		return call(ctx, r.Meta, s.remove)
+	case mdsproto.OpRename:
+		return call(ctx, r.Meta, s.rename)
+	case mdsproto.OpSetLayout:
+		return call(ctx, r.Meta, s.setLayout)
+	case mdsproto.OpGetLayout:
+		return call(ctx, r.Meta, s.getLayout)
+	case mdsproto.OpStatus:
+		return s.status(ctx)
+	}
+	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
+}
+
+func call[Req, Resp any](ctx context.Context, meta []byte, fn func(context.Context, Req) (Resp, error)) (any, error) {
+	req, err := decode[Req](meta)
+	if err != nil {
+		return nil, err
+	}
+	return fn(ctx, req)
+}
+
+func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdsproto.HeartbeatResp, error) {
+	if !s.cfg.Key.VerifySignature("heartbeat", hb.SignedBytes(), hb.Sig) {
+		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrDenied, "heartbeat signature invalid")
+	}
+	now := s.cfg.Now()
+	if d := now.Sub(time.Unix(0, hb.TimeNs)); d > heartbeatSkew || d < -heartbeatSkew {
+		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrDenied, "heartbeat time %v off", d)
+	}
+	if hb.UUID == "" || len(hb.UUID) > 64 || hb.Addr == "" || len(hb.Addr) > 256 {
+		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrBadRequest, "heartbeat without uuid or address")
+	}
+	rec, err := s.osdIdentity(ctx, hb)
+	if err != nil {
+		return mdsproto.HeartbeatResp{}, err
+	}
+	if s.cluster.beat(rec, hb, now) {
+		if err := s.kv.Update(ctx, func(tx kv.Txn) error { return putJSON(tx, osdKey(rec.ID), &rec) }); err != nil {
+			return mdsproto.HeartbeatResp{}, err
+		}
+		s.cfg.Log.Info("osd registered", "id", rec.ID, "addr", rec.Addr)
+	}
+	return mdsproto.HeartbeatResp{ID: rec.ID}, nil
+}
+
+// osdIdentity maps an OSD's uuid to its id, allocating one on first sight.
+func (s *Server) osdIdentity(ctx context.Context, hb mdsproto.HeartbeatReq) (osdRec, error) {
+	var rec osdRec
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		b, err := r.Get(uuidKey(hb.UUID))
+		if len(b) == 4 {
+			rec.ID = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+		}
+		return err
+	})
+	if err != nil {
+		return rec, err
+	}
+	if rec.ID == 0 {
+		err = s.kv.Update(ctx, func(tx kv.Txn) error {
+			if b, err := tx.Get(uuidKey(hb.UUID)); err != nil || len(b) == 4 {
+				if len(b) == 4 {
+					rec.ID = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+				}
+				return err
+			}
+			n, err := nextCounter(tx, keyNextOSD, 1)
+			if err != nil {
+				return err
+			}
+			rec.ID = uint32(n)
+			id := osdKey(rec.ID)[1:]
+			return tx.Put(uuidKey(hb.UUID), id)
+		})
+	}
+	rec.Format, rec.UUID, rec.Addr = recFormat, hb.UUID, hb.Addr
+	return rec, err
+}
