@@ -3,6 +3,7 @@ package mds
 import (
 	"context"
 	"encoding/binary"
+	"slices"
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/kv"
@@ -237,6 +238,14 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
 		rec.Size = req.Size
+		for _, c := range req.Dirty {
+			if rec.Layout == nil || int(c) >= len(rec.Layout.OSDs) {
+				return wire.Errorf(wire.ErrInvalid, "component %d out of range", c)
+			}
+			if !slices.Contains(rec.Dirty, c) {
+				rec.Dirty = append(rec.Dirty, c)
+			}
+		}
 		if req.MtimeNs != 0 {
 			rec.MtimeNs = req.MtimeNs
 		}

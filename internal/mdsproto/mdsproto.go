@@ -65,6 +65,9 @@ type Inode struct {
 	CtimeNs   int64   `json:"ctime_ns"`
 	Layout    *Layout `json:"layout,omitempty"`     // files
 	DirLayout string  `json:"dir_layout,omitempty"` // directories: default spec for new files
+	// Dirty lists components that missed writes while their OSD was
+	// unreachable; readers reconstruct them instead of trusting them.
+	Dirty []uint32 `json:"dirty,omitempty"`
 }
 
 // Endpoint is where an OSD listens and whether the MDS believes it is up.
@@ -126,9 +129,10 @@ type OpenResp struct {
 }
 
 type CommitReq struct {
-	Ino     uint64 `json:"ino"`
-	Size    int64  `json:"size"`
-	MtimeNs int64  `json:"mtime_ns"`
+	Ino     uint64   `json:"ino"`
+	Size    int64    `json:"size"`
+	MtimeNs int64    `json:"mtime_ns"`
+	Dirty   []uint32 `json:"dirty,omitempty"` // components to add to the inode's dirty set
 }
 
 type TruncateReq struct {

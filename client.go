@@ -1,0 +1,259 @@
+// Package braid is the client library of the braid parallel file system.
+// It asks the MDS for a file's layout and capability, then reads and
+// writes the file's component objects on the OSDs directly and in
+// parallel, computing erasure codes itself; file data never passes
+// through the MDS.
+//
+//	c, err := braid.Dial(ctx, "127.0.0.1:7000")
+//	f, err := c.Create(ctx, "/data/x", braid.CreateOptions{Layout: "ec:4+2"})
+//	_, err = f.WriteAt(buf, 0)
+//	err = f.Close() // durable on the OSDs and size recorded at the MDS
+package braid
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/klauspost/reedsolomon"
+
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Errors a caller may test with errors.Is.
+var (
+	ErrNotFound    error = wire.ErrNotFound
+	ErrExists      error = wire.ErrExists
+	ErrNotDir      error = wire.ErrNotDir
+	ErrIsDir       error = wire.ErrIsDir
+	ErrNotEmpty    error = wire.ErrNotEmpty
+	ErrNoSpace     error = wire.ErrNoSpace
+	ErrCorrupt     error = wire.ErrCorrupt
+	ErrDenied      error = wire.ErrDenied
+	ErrUnavailable error = wire.ErrUnavail
+	ErrInvalid     error = wire.ErrInvalid
+	ErrBadLayout   error = layout.ErrBadSpec
+)
+
+// Options tune a client.
+type Options struct {
+	// IOTimeout bounds one request to an OSD or the MDS.
+	IOTimeout time.Duration
+	// MaxInflightBytes bounds the stripe buffers one open file holds for
+	// write-behind and read-ahead.
+	MaxInflightBytes int64
+}
+
+// DefaultOptions suit a client on a small machine.
+var DefaultOptions = Options{IOTimeout: 30 * time.Second, MaxInflightBytes: 96 << 20}
+
+// Client talks to one braid cluster. It is safe for concurrent use.
+type Client struct {
+	mdsAddr string
+	opts    Options
+	conns   *wire.Pool // MDS and OSD connections
+
+	encMu    sync.Mutex
+	encoders map[[2]int]reedsolomon.Encoder
+}
+
+// Dial connects to the MDS at addr.
+func Dial(ctx context.Context, addr string) (*Client, error) {
+	return DialOptions(ctx, addr, DefaultOptions)
+}
+
+// DialOptions connects with explicit options.
+func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error) {
+	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPool(), encoders: map[[2]int]reedsolomon.Encoder{}}
+	if _, err := c.conns.Get(ctx, addr); err != nil {
+		return nil, fmt.Errorf("braid: connect to MDS: %w", err)
+	}
+	return c, nil
+}
+
+// Close releases the client's connections.
+func (c *Client) Close() error {
+	c.conns.Close()
+	return nil
+}
+
+func (c *Client) encoder(k, m int) (reedsolomon.Encoder, error) {
+	c.encMu.Lock()
+	defer c.encMu.Unlock()
+	if e, ok := c.encoders[[2]int{k, m}]; ok {
+		return e, nil
+	}
+	e, err := reedsolomon.New(k, m)
+	if err != nil {
+		return nil, err
+	}
+	c.encoders[[2]int{k, m}] = e
+	return e, nil
+}
+
+// mds sends one request to the MDS and decodes the JSON answer into out.
+func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.IOTimeout)
+	defer cancel()
+	var meta []byte
+	for attempt := 0; attempt < 2; attempt++ { // one retry on a broken pooled connection
+		var conn *wire.Client
+		if conn, err = c.conns.Get(ctx, c.mdsAddr); err != nil {
+			continue
+		}
+		if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(meta, out)
+}
+
+// FileInfo describes a file or directory.
+type FileInfo struct {
+	Name    string
+	Ino     uint64
+	IsDir   bool
+	Size    int64
+	Mode    fs.FileMode
+	ModTime time.Time
+	Nlink   uint32
+	Layout  *Layout // files only
+}
+
+// Layout is a file's placed layout.
+type Layout struct {
+	Spec       string
+	Groups     int
+	Version    uint64
+	Components []Component
+}
+
+// Component is one object of a file.
+type Component struct {
+	Index int
+	Group int
+	OSD   uint32
+	Addr  string
+	Up    bool
+}
+
+func infoOf(name string, in mdsproto.Inode, eps map[uint32]mdsproto.Endpoint) FileInfo {
+	fi := FileInfo{Name: name, Ino: in.Ino, IsDir: in.Type == mdsproto.TypeDir, Size: in.Size,
+		Mode: fs.FileMode(in.Mode & 0o777), ModTime: time.Unix(0, in.MtimeNs), Nlink: in.Nlink}
+	if fi.IsDir {
+		fi.Mode |= fs.ModeDir
+	}
+	if l := in.Layout; l != nil {
+		fi.Layout = &Layout{Spec: l.Spec, Groups: l.Groups, Version: l.Version}
+		width := len(l.OSDs) / max(1, l.Groups)
+		for i, id := range l.OSDs {
+			comp := Component{Index: i, Group: i / max(1, width), OSD: id}
+			if ep, ok := eps[id]; ok {
+				comp.Addr, comp.Up = ep.Addr, ep.Up
+			}
+			fi.Layout.Components = append(fi.Layout.Components, comp)
+		}
+	}
+	return fi
+}
+
+// Stat describes the file or directory at p. For files the layout's
+// components carry the OSD addresses and states.
+func (c *Client) Stat(ctx context.Context, p string) (FileInfo, error) {
+	var in mdsproto.Inode
+	if err := c.mds(ctx, mdsproto.OpLookup, mdsproto.PathReq{Path: p}, &in); err != nil {
+		return FileInfo{}, err
+	}
+	var eps map[uint32]mdsproto.Endpoint
+	if in.Type == mdsproto.TypeFile {
+		var o mdsproto.OpenResp
+		if err := c.mds(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: in.Ino}, &o); err == nil {
+			in, eps = o.Inode, o.Endpoints
+		}
+	}
+	return infoOf(path.Base(path.Clean("/"+p)), in, eps), nil
+}
+
+// Mkdir creates directory p; with parents, missing parents too and an
+// existing directory is not an error.
+func (c *Client) Mkdir(ctx context.Context, p string, parents bool) error {
+	return c.mds(ctx, mdsproto.OpMkdir, mdsproto.MkdirReq{Path: p, Parents: parents}, nil)
+}
+
+// ReadDir lists directory p in name order.
+func (c *Client) ReadDir(ctx context.Context, p string) ([]FileInfo, error) {
+	var out []FileInfo
+	after := ""
+	for {
+		var resp mdsproto.ReaddirResp
+		if err := c.mds(ctx, mdsproto.OpReaddir, mdsproto.ReaddirReq{Path: p, After: after}, &resp); err != nil {
+			return nil, err
+		}
+		for _, e := range resp.Entries {
+			out = append(out, infoOf(e.Name, e.Inode, nil))
+			after = e.Name
+		}
+		if !resp.More || len(resp.Entries) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// Remove deletes a file or an empty directory. A file's objects are
+// deleted from the OSDs in the background.
+func (c *Client) Remove(ctx context.Context, p string) error {
+	return c.mds(ctx, mdsproto.OpRemove, mdsproto.PathReq{Path: p}, nil)
+}
+
+// Rename moves from to to atomically, replacing a file or empty directory.
+func (c *Client) Rename(ctx context.Context, from, to string) error {
+	return c.mds(ctx, mdsproto.OpRename, mdsproto.RenameReq{From: from, To: to}, nil)
+}
+
+// LayoutInfo is what `braid layout get` shows.
+type LayoutInfo struct {
+	Spec     string // the file's spec, or the spec new files in the directory get
+	Explicit bool   // directory: set on this directory rather than inherited
+}
+
+// SetLayout sets a directory's default layout (inherited by new files
+// below it) or the layout of an empty file.
+func (c *Client) SetLayout(ctx context.Context, p, spec string) error {
+	if _, err := layout.Parse(spec); err != nil {
+		return err
+	}
+	return c.mds(ctx, mdsproto.OpSetLayout, mdsproto.SetLayoutReq{Path: p, Spec: spec}, nil)
+}
+
+// GetLayout reports a file's layout spec or a directory's default.
+func (c *Client) GetLayout(ctx context.Context, p string) (LayoutInfo, error) {
+	var r mdsproto.GetLayoutResp
+	err := c.mds(ctx, mdsproto.OpGetLayout, mdsproto.PathReq{Path: p}, &r)
+	return LayoutInfo{Spec: r.Spec, Explicit: r.Explicit}, err
+}
+
+// Status is the cluster map and capacity.
+type Status = mdsproto.StatusResp
+
+// Status fetches the cluster map: every OSD with its state and capacity.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	err := c.mds(ctx, mdsproto.OpStatus, struct{}{}, &s)
+	return s, err
+}

@@ -1,0 +1,400 @@
+package braid_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/testcluster"
+)
+
+var ctx = context.Background()
+
+func dial(t *testing.T, c *testcluster.Cluster) *braid.Client {
+	t.Helper()
+	cl, err := braid.Dial(ctx, c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func randBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		v := rng.Uint64()
+		for j := 0; j < 8; j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	for i := n &^ 7; i < n; i++ {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+func put(t *testing.T, cl *braid.Client, path, spec string, data []byte) {
+	t.Helper()
+	f, err := cl.Create(ctx, path, braid.CreateOptions{Layout: spec, SizeHint: int64(len(data))})
+	if err != nil {
+		t.Fatalf("create %s: %v", path, err)
+	}
+	if _, err := f.ReadFrom(bytes.NewReader(data)); err != nil {
+		t.Fatalf("write %s: %v", path, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close %s: %v", path, err)
+	}
+}
+
+func get(t *testing.T, cl *braid.Client, path string) ([]byte, error) {
+	t.Helper()
+	f, err := cl.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	_, err = f.WriteTo(&buf)
+	return buf.Bytes(), err
+}
+
+func mustEqual(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: got %d bytes sha %x, want %d bytes sha %x", what, len(got), sha256.Sum256(got), len(want), sha256.Sum256(want))
+	}
+}
+
+func TestRoundTripLayouts(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 8})
+	cl := dial(t, c)
+	rng := rand.New(rand.NewPCG(1, 2))
+	specs := []string{"stripe:6", "mirror:3", "ec:4+2", "ec:4+2,unit=64KiB,visit=2", "ec:2+1,unit=16KiB,visit=1", "ec:3+2,unit=4KiB"}
+	sizes := []int{0, 1, 1000, 64<<10 - 1, 64<<10 + 1, 3<<20 + 17, 9<<20 + 4095}
+	for _, spec := range specs {
+		for _, size := range sizes {
+			data := randBytes(rng, size)
+			path := fmt.Sprintf("/%s-%d", strings.NewReplacer(":", "_", ",", "_", "=", "_", "+", "p").Replace(spec), size)
+			put(t, cl, path, spec, data)
+			got, err := get(t, cl, path)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			mustEqual(t, path, got, data)
+			fi, err := cl.Stat(ctx, path)
+			if err != nil || fi.Size != int64(size) {
+				t.Fatalf("stat %s: size %d, %v", path, fi.Size, err)
+			}
+		}
+	}
+}
+
+// TestOverwriteKeepsParity overwrites random ranges in the middle of coded
+// files, then reads the file with each OSD in turn treated as lost: every
+// degraded read must equal the model, so parity matches data everywhere.
+func TestOverwriteKeepsParity(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	for _, spec := range []string{"ec:4+2,unit=64KiB", "mirror:3,unit=64KiB", "ec:3+1,unit=4KiB,visit=2"} {
+		model := randBytes(rng, 1<<20+12345)
+		path := "/ow-" + strings.NewReplacer(":", "", ",", "", "=", "", "+", "").Replace(spec)
+		put(t, cl, path, spec, model)
+		f, err := cl.OpenFile(ctx, path, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 40; i++ {
+			off := rng.Int64N(int64(len(model)) + 100_000)
+			p := randBytes(rng, 1+rng.IntN(200_000))
+			if _, err := f.WriteAt(p, off); err != nil {
+				t.Fatalf("seed %d: WriteAt: %v", seed, err)
+			}
+			if end := off + int64(len(p)); end > int64(len(model)) {
+				model = append(model, make([]byte, end-int64(len(model)))...)
+			}
+			copy(model[off:], p)
+			if i%10 == 9 { // interleave reads of partly written stripes
+				buf := make([]byte, 50_000)
+				roff := rng.Int64N(int64(len(model)) - 50_000)
+				if _, err := f.ReadAt(buf, roff); err != nil {
+					t.Fatalf("seed %d: ReadAt: %v", seed, err)
+				}
+				mustEqual(t, "read while writing", buf, model[roff:roff+50_000])
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatalf("seed %d: close: %v", seed, err)
+		}
+		got, err := get(t, cl, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustEqual(t, fmt.Sprintf("seed %d %s", seed, path), got, model)
+	}
+	// Lose each OSD in turn (by hiding its data directory) and re-read.
+	for i := range c.OSDs {
+		hidden := c.OSDDir(i) + ".hidden"
+		c.StopOSD(i)
+		if err := os.Rename(c.OSDDir(i), hidden); err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range []string{"ec:4+2,unit=64KiB", "mirror:3,unit=64KiB", "ec:3+1,unit=4KiB,visit=2"} {
+			path := "/ow-" + strings.NewReplacer(":", "", ",", "", "=", "", "+", "").Replace(spec)
+			if _, err := get(t, cl, path); err != nil {
+				t.Fatalf("seed %d: %s with OSD %d lost: %v", seed, path, i, err)
+			}
+		}
+		if err := os.Rename(hidden, c.OSDDir(i)); err != nil {
+			t.Fatal(err)
+		}
+		c.RestartOSD(i)
+	}
+}
+
+func TestDegradedReadsAndLimits(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	rng := rand.New(rand.NewPCG(3, 4))
+	ec := randBytes(rng, 5<<20+333)
+	mirror := randBytes(rng, 2<<20+1)
+	put(t, cl, "/ec", "ec:4+2,unit=256KiB", ec)
+	put(t, cl, "/mirror", "mirror:3", mirror)
+	put(t, cl, "/stripe", "stripe:6,unit=64KiB", ec)
+	c.StopOSD(0)
+	c.StopOSD(3)
+	for path, want := range map[string][]byte{"/ec": ec, "/mirror": mirror} {
+		got, err := get(t, cl, path)
+		if err != nil {
+			t.Fatalf("%s with 2 OSDs down: %v", path, err)
+		}
+		mustEqual(t, path, got, want)
+	}
+	if _, err := get(t, cl, "/stripe"); !errors.Is(err, braid.ErrUnavailable) {
+		t.Fatalf("stripe:6 with OSDs down: err %v, want ErrUnavailable", err)
+	}
+	c.StopOSD(5)
+	_, err := get(t, cl, "/ec")
+	if !errors.Is(err, braid.ErrUnavailable) || !strings.Contains(err.Error(), "units needed") {
+		t.Fatalf("ec:4+2 with 3 OSDs down: err %v, want ErrUnavailable naming what is missing", err)
+	}
+}
+
+func TestCorruptBlockIsReconstructed(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	data := randBytes(rand.New(rand.NewPCG(5, 6)), 3<<20)
+	put(t, cl, "/c", "ec:4+2,unit=256KiB", data)
+	// Flip one byte in every data file of two OSDs.
+	flipped := 0
+	for _, i := range []int{1, 4} {
+		_ = filepath.Walk(c.OSDDir(i), func(p string, info os.FileInfo, err error) error {
+			if err == nil && strings.HasSuffix(p, ".dat") && info.Size() > 100 {
+				b, _ := os.ReadFile(p)
+				b[len(b)/2] ^= 0xff
+				flipped++
+				return os.WriteFile(p, b, 0o644)
+			}
+			return nil
+		})
+	}
+	if flipped != 2 {
+		t.Fatalf("flipped %d files, want 2", flipped)
+	}
+	got, err := get(t, cl, "/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "read over corrupt blocks", got, data)
+}
+
+func TestSmallFilesAreMirrored(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	put(t, cl, "/small", "", []byte("hello braid"))
+	fi, err := cl.Stat(ctx, "/small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(fi.Layout.Spec, "mirror:3") || len(fi.Layout.Components) != 3 {
+		t.Fatalf("small file under default ec:4+2 got %s with %d components", fi.Layout.Spec, len(fi.Layout.Components))
+	}
+	put(t, cl, "/big", "", make([]byte, 100<<10))
+	if fi, _ := cl.Stat(ctx, "/big"); !strings.HasPrefix(fi.Layout.Spec, "ec:4+2") {
+		t.Fatalf("100 KiB file got %s, want the default ec:4+2", fi.Layout.Spec)
+	}
+}
+
+func TestLayoutErrorsAndInheritance(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	if _, err := cl.Create(ctx, "/x", braid.CreateOptions{Layout: "ec:8+2", SizeHint: -1}); !errors.Is(err, braid.ErrUnavailable) {
+		t.Fatalf("ec:8+2 on 6 OSDs: %v", err)
+	}
+	if _, err := cl.Create(ctx, "/x", braid.CreateOptions{Layout: "raid6", SizeHint: -1}); !errors.Is(err, braid.ErrBadLayout) {
+		t.Fatalf("unknown spec: %v", err)
+	}
+	if err := cl.Mkdir(ctx, "/d/e", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.SetLayout(ctx, "/d", "ec:8+2"); !errors.Is(err, braid.ErrInvalid) {
+		t.Fatalf("impossible directory layout: %v", err)
+	}
+	if err := cl.SetLayout(ctx, "/d", "ec:3+1,unit=64KiB"); err != nil {
+		t.Fatal(err)
+	}
+	put(t, cl, "/d/e/f", "", make([]byte, 1<<20))
+	fi, _ := cl.Stat(ctx, "/d/e/f")
+	if fi.Layout.Spec != "ec:3+1,unit=64KiB,visit=8" {
+		t.Fatalf("inherited layout %q", fi.Layout.Spec)
+	}
+	li, err := cl.GetLayout(ctx, "/d/e")
+	if err != nil || li.Spec != "ec:3+1,unit=64KiB,visit=8" || li.Explicit {
+		t.Fatalf("layout get of child dir: %+v %v", li, err)
+	}
+}
+
+func TestNamespace(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(cl.Mkdir(ctx, "/a/b", true))
+	put(t, cl, "/a/b/f", "", []byte("one"))
+	put(t, cl, "/a/g", "", []byte("two"))
+	for _, tc := range []struct {
+		err  error
+		want error
+	}{
+		{cl.Mkdir(ctx, "/a", false), braid.ErrExists},
+		{cl.Remove(ctx, "/a"), braid.ErrNotEmpty},
+		{cl.Remove(ctx, "/nope"), braid.ErrNotFound},
+		{cl.Mkdir(ctx, "/a/g/x", false), braid.ErrNotDir},
+		{cl.Rename(ctx, "/a", "/a/b/inside"), braid.ErrInvalid},
+		{cl.Rename(ctx, "/a/g", "/a/b"), braid.ErrIsDir},
+		{cl.Mkdir(ctx, "/"+strings.Repeat("n", 256), false), braid.ErrInvalid},
+	} {
+		if tc.want == braid.ErrInvalid && strings.Contains(fmt.Sprint(tc.err), "name too long") {
+			continue
+		}
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("got %v, want %v", tc.err, tc.want)
+		}
+	}
+	if _, err := cl.Open(ctx, "/a/missing"); !errors.Is(err, braid.ErrNotFound) {
+		t.Errorf("open missing: %v", err)
+	}
+	must(cl.Rename(ctx, "/a/g", "/a/b/f")) // replaces f
+	got, err := get(t, cl, "/a/b/f")
+	if err != nil || string(got) != "two" {
+		t.Fatalf("after rename over: %q %v", got, err)
+	}
+	ents, err := cl.ReadDir(ctx, "/a")
+	if err != nil || len(ents) != 1 || ents[0].Name != "b" || !ents[0].IsDir {
+		t.Fatalf("readdir /a: %+v %v", ents, err)
+	}
+	for i := 0; i < 2500; i += 250 { // paging
+		must(cl.Mkdir(ctx, fmt.Sprintf("/many/%05d", i), true))
+	}
+	ents, _ = cl.ReadDir(ctx, "/many")
+	if len(ents) != 10 {
+		t.Fatalf("readdir /many: %d entries", len(ents))
+	}
+	must(cl.Remove(ctx, "/a/b/f"))
+	must(cl.Remove(ctx, "/a/b"))
+}
+
+func TestFullOSDReportsNoSpace(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, CapacityBytes: 4 << 20})
+	cl := dial(t, c)
+	keep := randBytes(rand.New(rand.NewPCG(9, 9)), 1<<20)
+	put(t, cl, "/keep", "ec:4+2,unit=64KiB", keep)
+	f, err := cl.Create(ctx, "/huge", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := f.ReadFrom(io.LimitReader(zeroReader{}, 64<<20))
+	cerr := f.Close()
+	if !errors.Is(werr, braid.ErrNoSpace) && !errors.Is(cerr, braid.ErrNoSpace) {
+		t.Fatalf("writing past capacity: write %v, close %v; want ErrNoSpace", werr, cerr)
+	}
+	got, err := get(t, cl, "/keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "file written before the disk filled", got, keep)
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 1
+	}
+	return len(p), nil
+}
+
+func TestWriteWithOSDDown(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	c.StopOSD(2)
+	data := randBytes(rand.New(rand.NewPCG(11, 12)), 6<<20+5)
+	f, err := cl.Create(ctx, "/w", braid.CreateOptions{Layout: "ec:4+2,unit=128KiB", SizeHint: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadFrom(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close with one OSD down: %v", err)
+	}
+	got, err := get(t, cl, "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "written degraded", got, data)
+}
+
+func TestTruncate(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	data := randBytes(rand.New(rand.NewPCG(13, 14)), 1<<20)
+	put(t, cl, "/t", "ec:4+2,unit=16KiB", data)
+	f, err := cl.OpenFile(ctx, "/t", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(100_000); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(300_000); err != nil { // grow: the gap must read as zeros
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]byte{}, data[:100_000]...), make([]byte, 200_000)...)
+	got, err := get(t, cl, "/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "truncate down then up", got, want)
+}

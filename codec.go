@@ -1,0 +1,62 @@
+package braid
+
+import (
+	"fmt"
+
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// encoder computes a stripe's redundant units and rebuilds lost ones.
+// shards holds K data then M redundant units, all the same length; on
+// reconstruction, missing ones are nil.
+type encoder interface {
+	Encode(shards [][]byte) error
+	ReconstructData(shards [][]byte) error
+}
+
+func (c *Client) newEncoder(s layout.Spec) (encoder, error) {
+	switch s.Scheme {
+	case layout.EC:
+		return c.encoder(s.K, s.M)
+	case layout.Mirror:
+		return mirrorCodec{}, nil
+	}
+	return stripeCodec{}, nil
+}
+
+// mirrorCodec: every unit is a copy of the single data unit.
+type mirrorCodec struct{}
+
+func (mirrorCodec) Encode(shards [][]byte) error {
+	for _, s := range shards[1:] {
+		copy(s, shards[0])
+	}
+	return nil
+}
+
+func (mirrorCodec) ReconstructData(shards [][]byte) error {
+	if shards[0] != nil {
+		return nil
+	}
+	for _, s := range shards[1:] {
+		if s != nil {
+			shards[0] = append([]byte(nil), s...)
+			return nil
+		}
+	}
+	return wire.Errorf(wire.ErrUnavail, "no copy left")
+}
+
+// stripeCodec: no redundancy.
+type stripeCodec struct{}
+
+func (stripeCodec) Encode([][]byte) error { return nil }
+func (stripeCodec) ReconstructData(shards [][]byte) error {
+	for i, s := range shards {
+		if s == nil {
+			return fmt.Errorf("%w: unit %d lost and stripe layout has no redundancy", wire.ErrUnavail, i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,349 @@
+package braid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// CreateOptions choose how a new file is made.
+type CreateOptions struct {
+	Layout    string // layout spec; "" inherits the directory's default
+	SizeHint  int64  // expected size, or -1 if unknown; files under 64 KiB are mirrored
+	Exclusive bool   // fail if the name exists instead of replacing it
+	Mode      uint32 // permission bits; 0 means 0644
+}
+
+// File is an open braid file. Writes are buffered into whole stripes and
+// sent to the OSDs behind the caller (write-behind); Sync and Close wait
+// until every OSD has the data on disk and record the size at the MDS.
+// Its methods are safe for concurrent use.
+type File struct {
+	c     *Client
+	path  string
+	write bool
+
+	// lmu guards the layout state. It is never held while waiting for I/O,
+	// so asynchronous unit writes can always take it.
+	lmu sync.Mutex
+	ino uint64
+	lay layout.Layout
+	cap capability.Cap
+	eps map[uint32]mdsproto.Endpoint
+
+	mu       sync.Mutex // guards the handle state below; held across writes
+	size     int64
+	wb       *stripeBuf // stripe being filled by sequential writes
+	modified bool
+	closed   bool
+	enc      encoder
+
+	pending  sync.WaitGroup // unit writes in flight
+	inflight *semaphore.Weighted
+
+	amu     sync.Mutex   // guards results of asynchronous writes
+	err     error        // first write failure; sticky
+	dirty   map[int]bool // components that missed writes
+	touched map[int]bool // components written since the last sync
+}
+
+// Create makes (or replaces) the file at p and opens it for writing.
+func (c *Client) Create(ctx context.Context, p string, o CreateOptions) (*File, error) {
+	if o.Layout != "" {
+		if _, err := layout.Parse(o.Layout); err != nil {
+			return nil, err
+		}
+	}
+	var r mdsproto.OpenResp
+	err := c.mds(ctx, mdsproto.OpCreate, mdsproto.CreateReq{Path: p, Mode: o.Mode, Layout: o.Layout,
+		SizeHint: o.SizeHint, Exclusive: o.Exclusive}, &r)
+	if err != nil {
+		return nil, err
+	}
+	return c.newFile(p, true, r)
+}
+
+// Open opens the file at p for reading.
+func (c *Client) Open(ctx context.Context, p string) (*File, error) { return c.OpenFile(ctx, p, false) }
+
+// OpenFile opens the existing file at p, for writing too if write is set.
+func (c *Client) OpenFile(ctx context.Context, p string, write bool) (*File, error) {
+	var r mdsproto.OpenResp
+	if err := c.mds(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Path: p, Write: write}, &r); err != nil {
+		return nil, err
+	}
+	return c.newFile(p, write, r)
+}
+
+func (c *Client) newFile(p string, write bool, r mdsproto.OpenResp) (*File, error) {
+	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, touched: map[int]bool{}, size: r.Inode.Size}
+	if err := f.apply(r); err != nil {
+		return nil, err
+	}
+	enc, err := c.newEncoder(f.lay.Spec)
+	if err != nil {
+		return nil, err
+	}
+	f.enc = enc
+	stripe := int64(f.lay.Spec.Width()) * f.lay.Spec.UnitBytes
+	f.inflight = semaphore.NewWeighted(max(c.opts.MaxInflightBytes, 2*stripe))
+	return f, nil
+}
+
+// apply installs an MDS open response (first open or refresh).
+func (f *File) apply(r mdsproto.OpenResp) error {
+	if r.Inode.Layout == nil {
+		return fmt.Errorf("%w: %s has no layout", wire.ErrIsDir, f.path)
+	}
+	l, err := r.Inode.Layout.Decode()
+	if err != nil {
+		return fmt.Errorf("%w: layout from MDS: %v", wire.ErrInternal, err)
+	}
+	c, err := capability.Decode(r.Cap)
+	if err != nil {
+		return fmt.Errorf("%w: capability from MDS: %v", wire.ErrInternal, err)
+	}
+	f.lmu.Lock()
+	f.ino, f.lay, f.cap, f.eps = r.Inode.Ino, l, c, r.Endpoints
+	f.lmu.Unlock()
+	f.amu.Lock()
+	for _, d := range r.Inode.Dirty {
+		f.dirty[int(d)] = true
+	}
+	f.amu.Unlock()
+	return nil
+}
+
+// refresh fetches a new capability and layout after an OSD refused ours
+// (expired, or the layout moved on).
+func (f *File) refresh(ctx context.Context, seen capability.Cap) error {
+	f.lmu.Lock()
+	cur, ino := f.cap, f.ino
+	f.lmu.Unlock()
+	if cur != seen { // another goroutine refreshed already
+		return nil
+	}
+	var r mdsproto.OpenResp
+	if err := f.c.mds(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: f.write}, &r); err != nil {
+		return err
+	}
+	return f.apply(r)
+}
+
+// Name is the path the file was opened with.
+func (f *File) Name() string { return f.path }
+
+// Size is the file's size as this handle sees it.
+func (f *File) Size() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.size
+}
+
+// Spec is the file's layout spec.
+func (f *File) Spec() string { return f.layout().Spec.String() }
+
+func (f *File) layoutIno() uint64 {
+	f.lmu.Lock()
+	defer f.lmu.Unlock()
+	return f.ino
+}
+
+// layout returns the current layout (its OSD slice is never mutated).
+func (f *File) layout() layout.Layout {
+	f.lmu.Lock()
+	defer f.lmu.Unlock()
+	return f.lay
+}
+
+func isConnError(err error) bool {
+	var ne net.Error
+	return errors.Is(err, wire.ErrClosed) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.As(err, &ne) || errors.Is(err, syscall.EPIPE)
+}
+
+// unitCall sends one request for component comp to the OSD holding it,
+// refreshing the capability once if the OSD refuses it.
+func (f *File) unitCall(ctx context.Context, op uint16, comp int, req osdproto.Req, data, resp []byte) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		f.lmu.Lock()
+		id := f.lay.OSDs[comp]
+		ep, known := f.eps[id]
+		req.Cap, req.Ino, req.Comp = f.cap, f.ino, uint32(comp)
+		f.lmu.Unlock()
+		if !known {
+			return nil, wire.Errorf(wire.ErrUnavail, "OSD %d (component %d) has no address", id, comp)
+		}
+		meta, err := f.callOSD(ctx, ep.Addr, op, req, data, resp)
+		if err == nil {
+			return meta, nil
+		}
+		if attempt == 0 && (errors.Is(err, wire.ErrDenied) || errors.Is(err, wire.ErrStale)) {
+			if rerr := f.refresh(ctx, req.Cap); rerr != nil {
+				return nil, rerr
+			}
+			continue
+		}
+		return nil, fmt.Errorf("OSD %d (%s) component %d: %w", id, ep.Addr, comp, err)
+	}
+}
+
+func (f *File) callOSD(ctx context.Context, addr string, op uint16, req osdproto.Req, data, resp []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.c.opts.IOTimeout)
+	defer cancel()
+	conn, err := f.c.conns.Get(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	meta, n, err := conn.Call(ctx, op, req.Encode(op), data, resp)
+	if err == nil && n != len(resp) {
+		return nil, wire.Errorf(wire.ErrInternal, "short read: %d of %d bytes", n, len(resp))
+	}
+	return meta, err
+}
+
+func (f *File) setErr(err error) {
+	f.amu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.amu.Unlock()
+}
+
+func (f *File) stickyErr() error {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	return f.err
+}
+
+func (f *File) isDirty(comp int) bool {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	return f.dirty[comp]
+}
+
+// Sync makes everything written so far durable on the OSDs and records the
+// size at the MDS. A component whose OSD could not be reached is recorded
+// as dirty (read by reconstruction) as long as every parity group keeps
+// enough components; otherwise Sync fails.
+func (f *File) Sync() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.syncLocked(context.Background())
+}
+
+func (f *File) syncLocked(ctx context.Context) error {
+	if !f.write {
+		return nil
+	}
+	f.submitLocked()
+	f.pending.Wait()
+	if err := f.stickyErr(); err != nil {
+		return err
+	}
+	lay := f.layout()
+	f.amu.Lock()
+	byOSD := map[uint32][]uint32{}
+	for comp := range f.touched {
+		byOSD[lay.OSDs[comp]] = append(byOSD[lay.OSDs[comp]], uint32(comp))
+	}
+	f.touched = map[int]bool{}
+	f.amu.Unlock()
+	var wg sync.WaitGroup
+	for _, comps := range byOSD {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := f.unitCall(ctx, osdproto.OpSync, int(comps[0]), osdproto.Req{Comps: comps}, nil, nil); err != nil {
+				f.amu.Lock()
+				for _, c := range comps {
+					f.dirty[int(c)] = true
+				}
+				f.amu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := f.checkRedundancy(); err != nil {
+		return err
+	}
+	return f.commitLocked(ctx)
+}
+
+// checkRedundancy fails if some parity group lost more components than the
+// layout tolerates: then acknowledged data would not be recoverable.
+func (f *File) checkRedundancy() error {
+	lay := f.layout()
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	w := lay.Spec.Width()
+	for g := 0; g < lay.Groups; g++ {
+		var lost []int
+		for c := g * w; c < (g+1)*w; c++ {
+			if f.dirty[c] {
+				lost = append(lost, c)
+			}
+		}
+		if len(lost) > lay.Spec.Tolerates() {
+			err := wire.Errorf(wire.ErrUnavail, "%s: parity group %d lost components %v, layout %s tolerates %d",
+				f.path, g, lost, lay.Spec, lay.Spec.Tolerates())
+			if f.err == nil {
+				f.err = err
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *File) commitLocked(ctx context.Context) error {
+	f.amu.Lock()
+	var dirty []uint32
+	for c := range f.dirty {
+		dirty = append(dirty, uint32(c))
+	}
+	f.amu.Unlock()
+	slices.Sort(dirty)
+	var in mdsproto.Inode
+	err := f.c.mds(ctx, mdsproto.OpCommit, mdsproto.CommitReq{Ino: f.layoutIno(), Size: f.size,
+		MtimeNs: time.Now().UnixNano(), Dirty: dirty}, &in)
+	if err == nil {
+		f.modified = false
+	}
+	return err
+}
+
+// Close flushes and syncs a file opened for writing, then releases it.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	var err error
+	if f.write && (f.modified || f.wb != nil) {
+		err = f.syncLocked(context.Background())
+	}
+	f.pending.Wait()
+	if f.wb != nil {
+		f.releaseStripe(f.wb)
+		f.wb = nil
+	}
+	return err
+}

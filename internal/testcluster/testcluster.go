@@ -1,0 +1,120 @@
+// Package testcluster runs a whole braid cluster — one MDS and N OSDs — in
+// the test process, each listening on 127.0.0.1 with an OS-chosen port.
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/mds"
+	"github.com/braidfs/braid/internal/osd"
+)
+
+// Cluster is a running in-process cluster.
+type Cluster struct {
+	t        testing.TB
+	Dir      string
+	Key      capability.Key
+	MDS      *mds.Server
+	OSDs     []*osd.Server
+	log      *slog.Logger
+	addr     []string // each OSD's address, reused on restart
+	capacity int64
+}
+
+// Options for Start.
+type Options struct {
+	OSDs          int
+	CapacityBytes int64 // per OSD; 0 unlimited
+	DefaultLayout string
+}
+
+// Start launches the cluster and waits until every OSD is up.
+func Start(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	key, err := capability.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{t: t, Dir: t.TempDir(), Key: key, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Listen: "127.0.0.1:0", Key: key,
+		DefaultLayout: o.DefaultLayout, OSDDownAfter: 2 * time.Second, GCEvery: 100 * time.Millisecond, Log: c.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	c.capacity = o.CapacityBytes
+	for i := 0; i < o.OSDs; i++ {
+		c.addr = append(c.addr, "127.0.0.1:0")
+		c.OSDs = append(c.OSDs, c.startOSD(i))
+	}
+	c.WaitUp(o.OSDs)
+	return c
+}
+
+func (c *Cluster) startOSD(i int) *osd.Server {
+	c.t.Helper()
+	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
+		Listen: c.addr[i], MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.capacity,
+		HeartbeatEvery: 100 * time.Millisecond, Log: c.log,
+		OnFatal: func(err error) { c.t.Errorf("osd %d fatal: %v", i, err) }})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.addr[i] = s.Addr()
+	return s
+}
+
+// RestartOSD starts OSD i again on its old address and data.
+func (c *Cluster) RestartOSD(i int) {
+	c.t.Helper()
+	c.StopOSD(i)
+	c.OSDs[i] = c.startOSD(i)
+}
+
+// WaitUp polls until n OSDs have registered and are up.
+func (c *Cluster) WaitUp(n int) {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		up := 0
+		for _, s := range c.OSDs {
+			if s != nil && s.ID() != 0 {
+				up++
+			}
+		}
+		if up >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling for registration, bounded by the deadline
+	}
+	c.t.Fatalf("OSDs did not register within 20s")
+}
+
+// StopOSD stops OSD i (its data stays on disk).
+func (c *Cluster) StopOSD(i int) {
+	if c.OSDs[i] != nil {
+		c.OSDs[i].Close()
+		c.OSDs[i] = nil
+	}
+}
+
+// OSDDir is OSD i's data directory.
+func (c *Cluster) OSDDir(i int) string { return filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)) }
+
+// Stop shuts everything down.
+func (c *Cluster) Stop() {
+	for i := range c.OSDs {
+		c.StopOSD(i)
+	}
+	if c.MDS != nil {
+		c.MDS.Close()
+		c.MDS = nil
+	}
+}

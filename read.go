@@ -1,0 +1,191 @@
+package braid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// maxParallelUnitReads bounds the unit reads one ReadAt runs at once.
+const maxParallelUnitReads = 64
+
+// ReadAt reads len(p) bytes at off. Each piece is read from the OSD
+// holding its data unit, all pieces in parallel; a piece whose OSD is down,
+// times out or returns a corrupt block is rebuilt from the stripe's other
+// units (degraded read).
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%w: negative offset", wire.ErrInvalid)
+	}
+	f.mu.Lock()
+	if f.write {
+		f.submitLocked() // read your own writes
+	}
+	size := f.size
+	f.mu.Unlock()
+	f.pending.Wait()
+	if off >= size {
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), size-off)
+	if err := f.readRange(context.Background(), p[:n], off); err != nil {
+		return 0, err
+	}
+	if n < int64(len(p)) {
+		return int(n), io.EOF
+	}
+	return int(n), nil
+}
+
+// readRange fills p with the file bytes at off (all below the size).
+func (f *File) readRange(ctx context.Context, p []byte, off int64) error {
+	lay := f.layout()
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxParallelUnitReads)
+	lay.Spans(off, int64(len(p)), func(s layout.Span) bool {
+		dst := p[s.FileOff-off : s.FileOff-off+s.Len]
+		g.Go(func() error { return f.readSpan(ctx, lay, s, dst) })
+		return true
+	})
+	return g.Wait()
+}
+
+func (f *File) readSpan(ctx context.Context, lay layout.Layout, s layout.Span, dst []byte) error {
+	loc := lay.UnitOf(s.Stripe, s.Unit)
+	var err error
+	if f.isDirty(loc.Component) {
+		err = fmt.Errorf("component %d missed writes", loc.Component)
+	} else {
+		req := osdproto.Req{Off: loc.ObjectOff + s.InUnit, Len: uint32(s.Len)}
+		if _, err = f.unitCall(ctx, osdproto.OpRead, loc.Component, req, nil, dst); err == nil {
+			return nil
+		}
+	}
+	if rerr := f.reconstruct(ctx, lay, s, dst); rerr != nil {
+		return fmt.Errorf("%s: bytes %d-%d: %w (first failure: %v)", f.path, s.FileOff, s.FileOff+s.Len, rerr, err)
+	}
+	return nil
+}
+
+// reconstruct rebuilds the piece s of a data unit from the same byte range
+// of the stripe's other units. Reed-Solomon works column by column, so
+// only the range asked for is read from each survivor.
+func (f *File) reconstruct(ctx context.Context, lay layout.Layout, s layout.Span, dst []byte) error {
+	spec := lay.Spec
+	width := spec.Width()
+	if spec.M == 0 {
+		return fmt.Errorf("%w: layout %s has no redundancy", wire.ErrUnavail, spec)
+	}
+	shards := make([][]byte, width)
+	var mu sync.Mutex
+	var failures []error
+	var wg sync.WaitGroup
+	for u := 0; u < width; u++ {
+		loc := lay.UnitOf(s.Stripe, u)
+		if u == s.Unit || f.isDirty(loc.Component) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := wire.GetBuf(int(s.Len))
+			req := osdproto.Req{Off: loc.ObjectOff + s.InUnit, Len: uint32(s.Len)}
+			_, err := f.unitCall(ctx, osdproto.OpRead, loc.Component, req, nil, buf)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				wire.PutBuf(buf)
+				failures = append(failures, err)
+				return
+			}
+			shards[u] = buf
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, b := range shards {
+			if b != nil && cap(b) > 0 {
+				wire.PutBuf(b)
+			}
+		}
+	}()
+	have := 0
+	for _, b := range shards {
+		if b != nil {
+			have++
+		}
+	}
+	if have < spec.K {
+		return fmt.Errorf("%w: stripe %d has %d of the %d units needed (%s): %w",
+			wire.ErrUnavail, s.Stripe, have, spec.K, spec, errors.Join(failures...))
+	}
+	if err := f.enc.ReconstructData(shards); err != nil {
+		return fmt.Errorf("%w: reconstruct stripe %d: %v", wire.ErrUnavail, s.Stripe, err)
+	}
+	copy(dst, shards[s.Unit])
+	shards[s.Unit] = nil // allocated by the codec, not pooled
+	return nil
+}
+
+// readAheadDepth is how many windows WriteTo keeps in flight.
+const readAheadDepth = 4
+
+// WriteTo copies the whole file to w, reading ahead several windows of
+// whole stripes in parallel while earlier ones are written out.
+func (f *File) WriteTo(w io.Writer) (int64, error) {
+	size := f.Size()
+	S := f.layout().Spec.StripeBytes()
+	window := max(S, (8<<20)/S*S)
+	type chunk struct {
+		buf  []byte
+		err  error
+		done chan struct{}
+	}
+	start := func(off int64) *chunk {
+		c := &chunk{buf: wire.GetBuf(int(min(window, size-off))), done: make(chan struct{})}
+		go func() {
+			defer close(c.done)
+			_, c.err = f.ReadAt(c.buf, off)
+			if errors.Is(c.err, io.EOF) {
+				c.err = nil
+			}
+		}()
+		return c
+	}
+	var queue []*chunk
+	next, written := int64(0), int64(0)
+	defer func() {
+		for _, c := range queue {
+			<-c.done
+			wire.PutBuf(c.buf)
+		}
+	}()
+	for written < size {
+		for len(queue) < readAheadDepth && next < size {
+			queue = append(queue, start(next))
+			next += window
+		}
+		c := queue[0]
+		queue = queue[1:]
+		<-c.done
+		if c.err != nil {
+			wire.PutBuf(c.buf)
+			return written, c.err
+		}
+		n, err := w.Write(c.buf)
+		written += int64(n)
+		wire.PutBuf(c.buf)
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}

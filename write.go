@@ -1,0 +1,316 @@
+package braid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// stripeBuf holds one file stripe being written: K data units back to
+// back, then M parity units (erasure-coded layouts only).
+type stripeBuf struct {
+	fs     int64  // file stripe number
+	buf    []byte // pooled
+	lo, hi int64  // bytes of the data region the writer has filled
+	whole  bool   // write every unit at full length (truncation rewrites)
+}
+
+func stripeBufBytes(s layout.Spec) int64 {
+	n := s.StripeBytes()
+	if s.Scheme == layout.EC {
+		n += int64(s.M) * s.UnitBytes
+	}
+	return n
+}
+
+// newStripeBuf takes a stripe buffer, waiting while the file already has
+// MaxInflightBytes of stripes in flight (back-pressure on the writer).
+func (f *File) newStripeBuf(fs int64) *stripeBuf {
+	n := stripeBufBytes(f.layout().Spec)
+	_ = f.inflight.Acquire(context.Background(), n)
+	return &stripeBuf{fs: fs, buf: wire.GetBuf(int(n)), lo: -1, hi: -1}
+}
+
+func (f *File) releaseStripe(wb *stripeBuf) {
+	f.inflight.Release(int64(len(wb.buf)))
+	wire.PutBuf(wb.buf)
+}
+
+var errReadOnly = fmt.Errorf("%w: file not open for writing", wire.ErrDenied)
+
+// WriteAt writes p at off. Data is gathered into whole stripes and sent
+// behind the caller; errors from earlier writes surface here, in Sync and
+// in Close.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	if !f.write {
+		return 0, errReadOnly
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("%w: negative offset", wire.ErrInvalid)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, os.ErrClosed
+	}
+	if err := f.stickyErr(); err != nil {
+		return 0, err
+	}
+	S := f.layout().Spec.StripeBytes()
+	for n := 0; n < len(p); {
+		o := off + int64(n)
+		fs, in := o/S, o%S
+		piece := min(S-in, int64(len(p)-n))
+		if wb := f.wb; wb != nil && (wb.fs != fs || in > wb.hi || in+piece < wb.lo) {
+			f.submitLocked() // not contiguous with what the buffer holds
+		}
+		if f.wb == nil {
+			f.wb = f.newStripeBuf(fs)
+			f.wb.lo, f.wb.hi = in, in
+		}
+		copy(f.wb.buf[in:in+piece], p[n:])
+		f.wb.lo, f.wb.hi = min(f.wb.lo, in), max(f.wb.hi, in+piece)
+		f.size = max(f.size, o+piece)
+		f.modified = true
+		if f.wb.lo == 0 && f.wb.hi == S {
+			f.submitLocked()
+		}
+		n += int(piece)
+	}
+	return len(p), nil
+}
+
+// submitLocked sends the buffered stripe. A partly filled stripe is first
+// completed with the file's current bytes (read-modify-write), so parity
+// is always computed over the whole stripe.
+func (f *File) submitLocked() {
+	wb := f.wb
+	if wb == nil {
+		return
+	}
+	f.wb = nil
+	spec := f.layout().Spec
+	S := spec.StripeBytes()
+	start := wb.fs * S
+	valid := min(S, f.size-start)
+	if wb.lo > 0 || wb.hi < valid {
+		f.pending.Wait() // earlier writes to this stripe must land before it is read
+		if err := f.fillStripe(wb, start, valid); err != nil {
+			f.setErr(err)
+			f.releaseStripe(wb)
+			return
+		}
+	}
+	clear(wb.buf[valid:S])
+	f.encodeAndSend(wb, valid)
+}
+
+// fillStripe reads the parts of the stripe's first valid bytes that the
+// writer did not supply.
+func (f *File) fillStripe(wb *stripeBuf, start, valid int64) error {
+	ctx := context.Background()
+	if wb.lo > 0 {
+		if err := f.readRange(ctx, wb.buf[:wb.lo], start); err != nil {
+			return fmt.Errorf("read-modify-write of stripe %d: %w", wb.fs, err)
+		}
+	}
+	if wb.hi < valid {
+		if err := f.readRange(ctx, wb.buf[wb.hi:valid], start+wb.hi); err != nil {
+			return fmt.Errorf("read-modify-write of stripe %d: %w", wb.fs, err)
+		}
+	}
+	return nil
+}
+
+// stripeOp tracks the unit writes of one stripe.
+type stripeOp struct {
+	f       *File
+	wb      *stripeBuf
+	m       int // failures the layout tolerates
+	mu      sync.Mutex
+	left    int
+	failed  []error
+	nospace error
+}
+
+// encodeAndSend computes the stripe's redundancy and writes every unit to
+// its OSD in parallel. Only the first valid bytes of the stripe are file
+// data; units (or parts) past that are zeros and are not sent, because
+// OSDs read missing bytes as zeros.
+func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
+	lay := f.layout()
+	s := lay.Spec
+	K, M, U := s.K, s.M, s.UnitBytes
+	shardLen := min(valid, U)
+	if wb.whole {
+		shardLen = U
+	}
+	shards := make([][]byte, K+M)
+	for u := 0; u < K; u++ {
+		shards[u] = wb.buf[int64(u)*U : int64(u)*U+shardLen]
+	}
+	switch s.Scheme {
+	case layout.EC:
+		for j := 0; j < M; j++ {
+			off := int64(K)*U + int64(j)*U
+			shards[K+j] = wb.buf[off : off+shardLen]
+		}
+		if err := f.enc.Encode(shards); err != nil {
+			f.setErr(fmt.Errorf("encode stripe %d: %w", wb.fs, err))
+			f.releaseStripe(wb)
+			return
+		}
+	case layout.Mirror:
+		for j := 1; j <= M; j++ {
+			shards[j] = shards[0] // copies share the buffer
+		}
+	}
+	type unitWrite struct {
+		comp int
+		off  int64
+		data []byte
+	}
+	var writes []unitWrite
+	for u := 0; u < K+M; u++ {
+		n := shardLen
+		if u < K && !wb.whole {
+			n = min(U, max(0, valid-int64(u)*U))
+		}
+		if n == 0 {
+			continue
+		}
+		loc := lay.UnitOf(wb.fs, u)
+		writes = append(writes, unitWrite{loc.Component, loc.ObjectOff, shards[u][:n]})
+	}
+	op := &stripeOp{f: f, wb: wb, m: M, left: len(writes)}
+	f.pending.Add(1)
+	for _, w := range writes {
+		go func() {
+			_, err := f.unitCall(context.Background(), osdproto.OpWrite, w.comp, osdproto.Req{Off: w.off}, w.data, nil)
+			op.done(w.comp, err)
+		}()
+	}
+}
+
+func (op *stripeOp) done(comp int, err error) {
+	f := op.f
+	f.amu.Lock()
+	if err != nil {
+		f.dirty[comp] = true
+	} else {
+		f.touched[comp] = true
+	}
+	f.amu.Unlock()
+	op.mu.Lock()
+	if err != nil {
+		op.failed = append(op.failed, err)
+		if errors.Is(err, wire.ErrNoSpace) && op.nospace == nil {
+			op.nospace = err
+		}
+	}
+	op.left--
+	last := op.left == 0
+	op.mu.Unlock()
+	if !last {
+		return
+	}
+	switch {
+	case op.nospace != nil:
+		f.setErr(op.nospace) // a full OSD is the user's to know about, even if redundancy covers it
+	case len(op.failed) > op.m:
+		f.setErr(fmt.Errorf("%w: stripe %d: %d unit writes failed, layout tolerates %d: %w",
+			wire.ErrUnavail, op.wb.fs, len(op.failed), op.m, errors.Join(op.failed...)))
+	}
+	f.releaseStripe(op.wb)
+	f.pending.Done()
+}
+
+// ReadFrom copies r into the file from offset 0 onwards in whole stripes.
+func (f *File) ReadFrom(r io.Reader) (int64, error) {
+	S := f.layout().Spec.StripeBytes()
+	chunk := make([]byte, S)
+	var total int64
+	for {
+		n, err := io.ReadFull(r, chunk)
+		if n > 0 {
+			if _, werr := f.WriteAt(chunk[:n], total); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// Truncate sets the file's size. Shrinking rewrites the stripe holding the
+// new end with zeros past it and cuts every object, so bytes beyond the
+// size are never left behind to reappear if the file grows again.
+func (f *File) Truncate(size int64) error {
+	if !f.write {
+		return errReadOnly
+	}
+	if size < 0 {
+		return fmt.Errorf("%w: negative size", wire.ErrInvalid)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.submitLocked()
+	f.pending.Wait()
+	if err := f.stickyErr(); err != nil {
+		return err
+	}
+	if size < f.size {
+		if err := f.shrinkLocked(size); err != nil {
+			return err
+		}
+	}
+	f.size = size
+	f.modified = true
+	return f.commitLocked(context.Background())
+}
+
+func (f *File) shrinkLocked(size int64) error {
+	lay := f.layout()
+	S := lay.Spec.StripeBytes()
+	if rem := size % S; rem != 0 {
+		wb := f.newStripeBuf(size / S)
+		if err := f.readRange(context.Background(), wb.buf[:rem], size-rem); err != nil {
+			f.releaseStripe(wb)
+			return err
+		}
+		clear(wb.buf[rem:S])
+		wb.whole, wb.lo, wb.hi = true, 0, rem
+		f.encodeAndSend(wb, rem)
+		f.pending.Wait()
+		if err := f.stickyErr(); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	for c := range lay.OSDs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := osdproto.Req{Off: lay.ObjectLen(size, c)}
+			if _, err := f.unitCall(context.Background(), osdproto.OpTruncate, c, req, nil, nil); err != nil {
+				f.amu.Lock()
+				f.dirty[c] = true
+				f.amu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return f.checkRedundancy()
+}
