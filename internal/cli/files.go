@@ -1,0 +1,257 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/braidfs/braid"
+)
+
+// progress wraps a transfer in a progress bar when stderr is a terminal.
+func (e *env) progress(size int64, what string) io.Writer {
+	if f, ok := e.stderr.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+		return io.Discard
+	}
+	return progressbar.DefaultBytes(size, what)
+}
+
+func (e *env) putCmd() *cobra.Command {
+	var spec string
+	cmd := &cobra.Command{
+		Use:   "put LOCAL PATH",
+		Short: "copy a local file into braid (replacing PATH if it exists)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				return e.put(ctx, c, args[0], args[1], spec)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&spec, "layout", "", "layout spec, e.g. ec:4+2,unit=1MiB (default: inherited from the directory)")
+	return cmd
+}
+
+func (e *env) put(ctx context.Context, c *braid.Client, local, dst, spec string) error {
+	src, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s is a directory", local)
+	}
+	if di, err := c.Stat(ctx, dst); err == nil && di.IsDir {
+		dst = path.Join(dst, path.Base(local))
+	}
+	f, err := c.Create(ctx, dst, braid.CreateOptions{Layout: spec, SizeHint: fi.Size(), Mode: uint32(fi.Mode().Perm())})
+	if err != nil {
+		return err
+	}
+	_, werr := f.ReadFrom(io.TeeReader(src, e.progress(fi.Size(), "put "+path.Base(dst))))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
+}
+
+func (e *env) getCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get PATH LOCAL",
+		Short: "copy a braid file to a local file (- for standard output)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				return e.get(ctx, c, args[0], args[1])
+			})
+		},
+	}
+}
+
+func (e *env) get(ctx context.Context, c *braid.Client, src, local string) error {
+	f, err := c.Open(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var out io.Writer = e.stdout
+	if local != "-" {
+		if st, err := os.Stat(local); err == nil && st.IsDir() {
+			local = path.Join(local, path.Base(src))
+		}
+		tmp := local + ".braid-partial"
+		dst, err := os.Create(tmp)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(tmp)
+		if _, err := f.WriteTo(io.MultiWriter(dst, e.progress(f.Size(), "get "+path.Base(src)))); err != nil {
+			dst.Close()
+			return err
+		}
+		if err := dst.Close(); err != nil {
+			return err
+		}
+		return os.Rename(tmp, local) // a failed get leaves no partial file under the real name
+	}
+	_, err = f.WriteTo(out)
+	return err
+}
+
+func (e *env) lsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls [PATH]",
+		Short: "list a directory",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := "/"
+			if len(args) == 1 {
+				p = args[0]
+			}
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				fi, err := c.Stat(ctx, p)
+				if err != nil {
+					return err
+				}
+				ents := []braid.FileInfo{fi}
+				if fi.IsDir {
+					if ents, err = c.ReadDir(ctx, p); err != nil {
+						return err
+					}
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+				for _, en := range ents {
+					name := en.Name
+					if en.IsDir {
+						name += "/"
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%s\t %s\t\n", en.Mode, en.Size, en.ModTime.Format(time.DateTime), name)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func (e *env) statCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stat PATH",
+		Short: "show a file's attributes, layout, and which OSD holds which component",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				fi, err := c.Stat(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				kind := "file"
+				if fi.IsDir {
+					kind = "directory"
+				}
+				fmt.Fprintf(e.stdout, "path:     %s\ntype:     %s\nino:      %d\nsize:     %d\nmode:     %s\nmodified: %s\nlinks:    %d\n",
+					args[0], kind, fi.Ino, fi.Size, fi.Mode, fi.ModTime.Format(time.RFC3339Nano), fi.Nlink)
+				if fi.IsDir {
+					li, err := c.GetLayout(ctx, args[0])
+					if err == nil {
+						fmt.Fprintf(e.stdout, "layout:   %s (default for new files%s)\n", li.Spec, map[bool]string{true: ", set here", false: ", inherited"}[li.Explicit])
+					}
+					return err
+				}
+				l := fi.Layout
+				fmt.Fprintf(e.stdout, "layout:   %s\ngroups:   %d\nversion:  %d\ncomponents:\n", l.Spec, l.Groups, l.Version)
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "  COMP\tGROUP\tOSD\tADDRESS\tSTATE")
+				for _, comp := range l.Components {
+					state := "down"
+					if comp.Up {
+						state = "up"
+					}
+					fmt.Fprintf(tw, "  %d\t%d\t%d\t%s\t%s\n", comp.Index, comp.Group, comp.OSD, comp.Addr, state)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func (e *env) rmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm PATH...",
+		Short: "remove files or empty directories",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				var errs []error
+				for _, p := range args {
+					if err := c.Remove(ctx, p); err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", p, err))
+					}
+				}
+				return errors.Join(errs...)
+			})
+		},
+	}
+}
+
+func (e *env) mkdirCmd() *cobra.Command {
+	var parents bool
+	cmd := &cobra.Command{
+		Use:   "mkdir PATH...",
+		Short: "create directories",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				for _, p := range args {
+					if err := c.Mkdir(ctx, p, parents); err != nil {
+						return fmt.Errorf("%s: %w", p, err)
+					}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&parents, "parents", "p", false, "create missing parents; an existing directory is fine")
+	return cmd
+}
+
+func (e *env) layoutCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "layout", Short: "get or set a file's or directory's layout"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "get PATH",
+		Short: "print the layout of a file, or the default layout of a directory",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				li, err := c.GetLayout(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(e.stdout, li.Spec)
+				return nil
+			})
+		},
+	}, &cobra.Command{
+		Use:   "set PATH SPEC",
+		Short: "set a directory's default layout (inherited by new files) or an empty file's layout",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				return c.SetLayout(ctx, args[0], args[1])
+			})
+		},
+	})
+	return cmd
+}

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mds"
+	"github.com/braidfs/braid/internal/osd"
+)
+
+func (e *env) mdsCmd() *cobra.Command {
+	var cfg mds.Config
+	var keyFile, addrFile string
+	cmd := &cobra.Command{
+		Use:   "mds",
+		Short: "run the metadata service",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			key, err := capability.LoadKey(keyFile)
+			if err != nil {
+				return err
+			}
+			cfg.Key, cfg.Log = key, e.logger()
+			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			s, err := mds.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			cfg.Log.Info("mds serving", "addr", s.Addr(), "dir", cfg.Dir)
+			if err := announce(addrFile, s.Addr()); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			cfg.Log.Info("mds stopping")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Dir, "dir", "braid-mds", "directory holding the metadata store")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7000", "address to serve on (port 0 picks one)")
+	f.StringVar(&keyFile, "key-file", "cluster.key", "file with the cluster key shared with the OSDs")
+	f.StringVar(&addrFile, "addr-file", "", "write the address served on to this file once listening")
+	f.StringVar(&cfg.DefaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2)")
+	f.DurationVar(&cfg.OSDDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
+	return cmd
+}
+
+func (e *env) osdCmd() *cobra.Command {
+	var cfg osd.Config
+	var keyFile, addrFile, capacity string
+	cmd := &cobra.Command{
+		Use:   "osd",
+		Short: "run an object storage daemon",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			key, err := capability.LoadKey(keyFile)
+			if err != nil {
+				return err
+			}
+			if capacity != "" {
+				if cfg.CapacityBytes, err = layout.ParseSize(capacity); err != nil {
+					return fmt.Errorf("--capacity: %w", err)
+				}
+			}
+			cfg.Key, cfg.Log = key, e.logger()
+			cfg.OnFatal = func(err error) {
+				// The kernel may have dropped acknowledged data: stop rather
+				// than keep serving it (see internal/osd/doc.go).
+				cfg.Log.Error("fatal storage error; stopping", "err", err)
+				os.Exit(3)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			s, err := osd.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			cfg.Log.Info("osd serving", "addr", s.Addr(), "dir", cfg.Dir, "mds", cfg.MDSAddr)
+			if err := announce(addrFile, s.Addr()); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			cfg.Log.Info("osd stopping")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Dir, "dir", "braid-osd", "directory holding this OSD's objects")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "address to serve on (port 0 picks one)")
+	f.StringVar(&cfg.MDSAddr, "mds-addr", "127.0.0.1:7000", "MDS to heartbeat to")
+	f.StringVar(&keyFile, "key-file", "cluster.key", "file with the cluster key shared with the MDS")
+	f.StringVar(&addrFile, "addr-file", "", "write the address served on to this file once listening")
+	f.StringVar(&capacity, "capacity", "", "bytes this OSD may store, e.g. 100GiB (default: the file system's size)")
+	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat", time.Second, "interval between heartbeats to the MDS")
+	return cmd
+}
+
+func announce(path, addr string) error {
+	if path == "" {
+		return nil
+	}
+	return writeFileAtomic(path, []byte(addr+"\n"))
+}

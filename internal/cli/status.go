@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/layout"
+)
+
+func (e *env) statusCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "show the cluster map: OSDs, their state and capacity",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				st, err := c.Status(ctx)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(e.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(st)
+				}
+				return e.printStatus(st)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print machine-readable JSON")
+	return cmd
+}
+
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+func (e *env) printStatus(st braid.Status) error {
+	up := 0
+	for _, o := range st.OSDs {
+		if o.State == "up" {
+			up++
+		}
+	}
+	spec := st.DefaultLayout
+	if s, err := layout.Parse(spec); err == nil {
+		spec = s.String()
+	}
+	fmt.Fprintf(e.stdout, "cluster %s: %d of %d OSDs up; default layout %s\n", st.ClusterID, up, len(st.OSDs), spec)
+	fmt.Fprintf(e.stdout, "namespace: %d files, %d directories, %s of file data\n", st.Files, st.Dirs, human(st.LogicalBytes))
+	fmt.Fprintf(e.stdout, "capacity: %s used of %s\n\n", human(st.UsedBytes), human(st.CapacityBytes))
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OSD\tADDRESS\tSTATE\tUSED\tFREE\tPID")
+	for _, o := range st.OSDs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\n", o.ID, o.Addr, o.State, human(o.UsedBytes), human(o.FreeBytes), o.Pid)
+	}
+	return tw.Flush()
+}

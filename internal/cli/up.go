@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/capability"
+)
+
+const upReadyTimeout = 30 * time.Second
+
+type upOptions struct {
+	dir           string
+	osds          int
+	defaultLayout string
+	capacity      string
+	osdDownAfter  time.Duration
+}
+
+func defaultDataDir() string {
+	dir := os.Getenv("XDG_DATA_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		dir = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(dir, "braid", "cluster")
+}
+
+func (e *env) upCmd() *cobra.Command {
+	var o upOptions
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "start a whole local cluster (one MDS, N OSDs) as child processes",
+		Long: "up starts one MDS and N OSDs on 127.0.0.1, prints their endpoints, records the cluster in\n" +
+			"the per-user state file so other braid commands find it, and stops them all on Ctrl-C.\n" +
+			"Started again with the same --dir it serves the same data.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return e.up(o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dir, "dir", defaultDataDir(), "directory for the cluster's data")
+	f.IntVar(&o.osds, "osds", 6, "number of OSDs")
+	f.StringVar(&o.defaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2)")
+	f.StringVar(&o.capacity, "capacity", "", "bytes each OSD may store, e.g. 10GiB")
+	f.DurationVar(&o.osdDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
+	return cmd
+}
+
+// child is a server process started by up.
+type child struct {
+	name string
+	dir  string
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (e *env) up(o upOptions) error {
+	if o.osds < 1 || o.osds > 256 {
+		return fmt.Errorf("--osds %d: want 1..256", o.osds)
+	}
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	keyFile := filepath.Join(dir, "cluster.key")
+	if err := capability.CreateKeyFile(keyFile); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var children []*child
+	defer func() { stopChildren(children) }()
+
+	mdsArgs := []string{"mds", "--dir", filepath.Join(dir, "mds"), "--listen", "127.0.0.1:0", "--key-file", keyFile,
+		"--osd-down-after", o.osdDownAfter.String(), "--log-level", e.logLevel}
+	if o.defaultLayout != "" {
+		mdsArgs = append(mdsArgs, "--default-layout", o.defaultLayout)
+	}
+	m, err := startChild(ctx, "mds", dir, filepath.Join(dir, "mds"), mdsArgs)
+	if err != nil {
+		return err
+	}
+	children = append(children, m)
+	for i := 0; i < o.osds; i++ {
+		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
+		args := []string{"osd", "--dir", osdDir, "--listen", "127.0.0.1:0", "--mds-addr", m.addr,
+			"--key-file", keyFile, "--log-level", e.logLevel}
+		if o.capacity != "" {
+			args = append(args, "--capacity", o.capacity)
+		}
+		c, err := startChild(ctx, fmt.Sprintf("osd%d", i), dir, osdDir, args)
+		if err != nil {
+			return err
+		}
+		children = append(children, c)
+	}
+	if err := waitOSDsUp(ctx, m.addr, o.osds); err != nil {
+		return err
+	}
+	st := upState{MDS: m.addr, Dir: dir, Pid: os.Getpid()}
+	for _, c := range children[1:] {
+		st.OSDs = append(st.OSDs, upProcess{Dir: c.dir, Addr: c.addr, Pid: c.cmd.Process.Pid})
+	}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	if err := writeFileAtomic(stateFile(), b); err != nil {
+		return err
+	}
+	defer os.Remove(stateFile())
+	e.printEndpoints(m, children[1:], dir)
+	return superviseChildren(ctx, e, children)
+}
+
+func (e *env) printEndpoints(m *child, osds []*child, dir string) {
+	fmt.Fprintf(e.stdout, "braid cluster up (data in %s, logs in %s)\n", dir, filepath.Join(dir, "logs"))
+	fmt.Fprintf(e.stdout, "  mds   %-21s pid %d\n", m.addr, m.cmd.Process.Pid)
+	for _, c := range osds {
+		fmt.Fprintf(e.stdout, "  %-5s %-21s pid %d\n", c.name, c.addr, c.cmd.Process.Pid)
+	}
+	fmt.Fprintf(e.stdout, "export BRAID_MDS=%s   # or just run braid commands: they read %s\n", m.addr, stateFile())
+	fmt.Fprintln(e.stdout, "Ctrl-C stops the cluster.")
+}
+
+// superviseChildren waits for Ctrl-C. A child that dies is reported and
+// left down (the cluster keeps serving degraded), as a crashed server
+// would be in production.
+func superviseChildren(ctx context.Context, e *env, children []*child) error {
+	cases := make(chan *child, len(children))
+	for _, c := range children {
+		go func() { <-c.done; cases <- c }()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(e.stdout, "stopping cluster")
+			return nil
+		case c := <-cases:
+			fmt.Fprintf(e.stderr, "braid up: %s (pid %d) exited: %v; see %s\n", c.name, c.cmd.Process.Pid,
+				c.cmd.ProcessState, filepath.Join(filepath.Dir(c.dir), "logs", c.name+".log"))
+		}
+	}
+}
+
+func startChild(ctx context.Context, name, clusterDir, dir string, args []string) (*child, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	addrFile := filepath.Join(clusterDir, name+".addr")
+	_ = os.Remove(addrFile)
+	logf, err := os.OpenFile(filepath.Join(clusterDir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, append(args, "--addr-file", addrFile)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive up
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, dir: dir, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(c.done) }()
+	deadline := time.Now().Add(upReadyTimeout)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(addrFile); err == nil && strings.TrimSpace(string(b)) != "" {
+			c.addr = strings.TrimSpace(string(b))
+			return c, nil
+		}
+		select {
+		case <-c.done:
+			return nil, fmt.Errorf("%s exited during start-up: %v (see %s)", name, cmd.ProcessState, logf.Name())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("%s did not start within %v (see %s)", name, upReadyTimeout, logf.Name())
+}
+
+func waitOSDsUp(ctx context.Context, mdsAddr string, n int) error {
+	deadline := time.Now().Add(upReadyTimeout)
+	var last string
+	for time.Now().Before(deadline) {
+		if c, err := braid.Dial(ctx, mdsAddr); err == nil {
+			st, err := c.Status(ctx)
+			c.Close()
+			up := 0
+			for _, o := range st.OSDs {
+				if o.State == "up" {
+					up++
+				}
+			}
+			if err == nil && up >= n {
+				return nil
+			}
+			last = strconv.Itoa(up) + " of " + strconv.Itoa(n) + " OSDs up"
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("cluster not ready within %v: %s", upReadyTimeout, last)
+}
+
+// stopChildren sends SIGTERM to every child, OSDs first, and waits; one
+// that does not stop within the grace period is killed.
+func stopChildren(children []*child) {
+	for i := len(children) - 1; i >= 0; i-- {
+		c := children[i]
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+	}
+}
