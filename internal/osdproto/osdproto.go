@@ -40,6 +40,10 @@ const FlagSync = 1
 // MaxComps bounds the component list of one request.
 const MaxComps = 4096
 
+// MaxObjectBytes bounds offsets and sizes within one object (256 TiB), so
+// offset arithmetic can never overflow.
+const MaxObjectBytes = 1 << 48
+
 // Req is the decoded meta of any OSD request; fields unused by an op are 0.
 type Req struct {
 	Cap   capability.Cap
@@ -117,8 +121,8 @@ func Decode(op uint16, meta []byte) (Req, error) {
 		return Req{}, fmt.Errorf("%w: %v", wire.ErrBadRequest, err)
 	}
 	r.Cap = c
-	if r.Off < 0 {
-		return Req{}, wire.Errorf(wire.ErrBadRequest, "negative offset %d", r.Off)
+	if r.Off < 0 || r.Off > MaxObjectBytes {
+		return Req{}, wire.Errorf(wire.ErrBadRequest, "offset %d outside 0..%d", r.Off, int64(MaxObjectBytes))
 	}
 	return r, nil
 }

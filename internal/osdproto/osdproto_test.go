@@ -41,6 +41,7 @@ func TestDecodeRejects(t *testing.T) {
 		"unknown op":      {99, meta},
 		"empty":           {OpWrite, nil},
 		"negative offset": {OpRead, (&Req{Cap: r.Cap, Off: -1}).Encode(OpRead)},
+		"huge offset":     {OpWrite, (&Req{Cap: r.Cap, Off: 1 << 62}).Encode(OpWrite)},
 	} {
 		if _, err := Decode(tc.op, tc.meta); !errors.Is(err, wire.ErrBadRequest) && !errors.Is(err, wire.ErrUnknownOp) {
 			t.Errorf("%s: err = %v", name, err)
@@ -59,7 +60,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Off < 0 || len(r.Comps) > MaxComps {
+		if r.Off < 0 || r.Off > MaxObjectBytes || len(r.Comps) > MaxComps {
 			t.Fatalf("decoder accepted out-of-range request %+v", r)
 		}
 	})

@@ -18,14 +18,34 @@ import (
 
 // Cluster is a running in-process cluster.
 type Cluster struct {
-	t        testing.TB
-	Dir      string
-	Key      capability.Key
-	MDS      *mds.Server
-	OSDs     []*osd.Server
-	log      *slog.Logger
-	addr     []string // each OSD's address, reused on restart
-	capacity int64
+	t             testing.TB
+	Dir           string
+	Key           capability.Key
+	MDS           *mds.Server
+	OSDs          []*osd.Server
+	log           *slog.Logger
+	addr          []string // each OSD's address, reused on restart
+	capacity      int64
+	defaultLayout string
+}
+
+func (c *Cluster) startMDS(listen string) {
+	c.t.Helper()
+	var err error
+	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Listen: listen, Key: c.Key,
+		DefaultLayout: c.defaultLayout, OSDDownAfter: 2 * time.Second, GCEvery: 100 * time.Millisecond, Log: c.log})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// RestartMDS stops the MDS and starts it again on the same address and
+// metadata store.
+func (c *Cluster) RestartMDS() {
+	c.t.Helper()
+	addr := c.MDS.Addr()
+	c.MDS.Close()
+	c.startMDS(addr)
 }
 
 // Options for Start.
@@ -42,12 +62,9 @@ func Start(t testing.TB, o Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, Dir: t.TempDir(), Key: key, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Listen: "127.0.0.1:0", Key: key,
-		DefaultLayout: o.DefaultLayout, OSDDownAfter: 2 * time.Second, GCEvery: 100 * time.Millisecond, Log: c.log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := &Cluster{t: t, Dir: t.TempDir(), Key: key, log: slog.New(failOnError{t: t, Handler: slog.NewTextHandler(io.Discard, nil)})}
+	c.defaultLayout = o.DefaultLayout
+	c.startMDS("127.0.0.1:0")
 	t.Cleanup(c.Stop)
 	c.capacity = o.CapacityBytes
 	for i := 0; i < o.OSDs; i++ {
@@ -118,3 +135,21 @@ func (c *Cluster) Stop() {
 		c.MDS = nil
 	}
 }
+
+// failOnError fails the test on any error-level log line: servers log
+// contained handler panics and fatal storage errors at that level.
+type failOnError struct {
+	slog.Handler
+	t testing.TB
+}
+
+func (h failOnError) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		var attrs []string
+		r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a.String()); return true })
+		h.t.Errorf("server logged an error: %s %v", r.Message, attrs)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h failOnError) Enabled(context.Context, slog.Level) bool { return true }
