@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cliEnv runs braid commands the way a user in a second terminal would:
+// no --mds flag, the cluster found through the state file.
+type cliEnv struct {
+	t     *testing.T
+	bin   string
+	state string // XDG_STATE_HOME
+}
+
+func (e cliEnv) run(args ...string) (string, string, error) {
+	cmd := exec.Command(e.bin, args...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+e.state, "BRAID_MDS=")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+func (e cliEnv) must(args ...string) string {
+	e.t.Helper()
+	out, stderr, err := e.run(args...)
+	if err != nil {
+		e.t.Fatalf("braid %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return out
+}
+
+func (e cliEnv) fails(wantInErr string, args ...string) {
+	e.t.Helper()
+	_, stderr, err := e.run(args...)
+	if err == nil || !strings.Contains(stderr, wantInErr) {
+		e.t.Fatalf("braid %s: err %v, stderr %q; want failure mentioning %q", strings.Join(args, " "), err, stderr, wantInErr)
+	}
+}
+
+type upProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	out  *bytes.Buffer
+}
+
+func startUp(t *testing.T, e cliEnv, dir string) *upProc {
+	t.Helper()
+	cmd := exec.Command(e.bin, "up", "--dir", dir, "--osds", "4", "--osd-down-after", "2s")
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+e.state)
+	p := &upProc{cmd: cmd, done: make(chan struct{}), out: &bytes.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGINT); <-p.done })
+	stateFile := filepath.Join(e.state, "braid", "cluster.json")
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(stateFile); err == nil {
+			return p
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("braid up exited: %s", p.out)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("braid up not ready: %s", p.out)
+	return nil
+}
+
+type statusJSON struct {
+	OSDs []struct {
+		ID    uint32 `json:"id"`
+		Addr  string `json:"addr"`
+		State string `json:"state"`
+		Pid   int    `json:"pid"`
+	} `json:"osds"`
+}
+
+func TestBraidUpWorkflow(t *testing.T) {
+	e := cliEnv{t: t, bin: Binary(t), state: t.TempDir()}
+	dir := filepath.Join(t.TempDir(), "cluster")
+	up := startUp(t, e, dir)
+	if !strings.Contains(up.out.String(), "mds") || !strings.Contains(up.out.String(), "osd3") {
+		t.Fatalf("braid up did not print endpoints: %s", up.out)
+	}
+	local := filepath.Join(t.TempDir(), "in")
+	data := bytes.Repeat([]byte("0123456789abcdef"), 300_000) // 4.8 MB
+	if err := os.WriteFile(local, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.must("mkdir", "-p", "/x/y")
+	e.must("put", local, "/x/f", "--layout", "ec:2+1,unit=256KiB")
+	if out := e.must("ls", "/x"); !strings.Contains(out, " f") || !strings.Contains(out, "y/") {
+		t.Fatalf("ls /x: %q", out)
+	}
+	stat := e.must("stat", "/x/f")
+	if !strings.Contains(stat, "ec:2+1,unit=256KiB") || strings.Count(stat, "127.0.0.1:") != 3 {
+		t.Fatalf("stat does not show layout and 3 components:\n%s", stat)
+	}
+	e.must("layout", "set", "/x/y", "mirror:2")
+	if out := e.must("layout", "get", "/x/y"); !strings.HasPrefix(out, "mirror:2") {
+		t.Fatalf("layout get: %q", out)
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(e.must("status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.OSDs) != 4 {
+		t.Fatalf("status --json lists %d OSDs", len(st.OSDs))
+	}
+	for _, o := range st.OSDs {
+		if o.ID == 0 || o.Addr == "" || o.State != "up" || o.Pid <= 0 {
+			t.Fatalf("status --json OSD entry incomplete: %+v", o)
+		}
+	}
+	// Bad input: clear errors, non-zero exit.
+	e.fails("needs 10 OSDs", "put", local, "/bad", "--layout", "ec:8+2")
+	e.fails("unknown scheme", "put", local, "/bad", "--layout", "raid9:2")
+	e.fails("not found", "get", "/nope", filepath.Join(t.TempDir(), "out"))
+	e.fails("not found", "stat", "/x/nope")
+	e.fails("not empty", "rm", "/x")
+
+	// SIGKILL an OSD; the file still reads (degraded), and status shows it down.
+	victim := st.OSDs[1]
+	_ = syscall.Kill(victim.Pid, syscall.SIGKILL)
+	out := filepath.Join(t.TempDir(), "out")
+	e.must("get", "/x/f", out)
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
+		t.Fatal("get after SIGKILL of an OSD returned different bytes")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var st2 statusJSON
+		_ = json.Unmarshal([]byte(e.must("status", "--json")), &st2)
+		if len(st2.OSDs) == 4 && st2.OSDs[1].State == "down" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("killed OSD never shown down")
+		}
+		time.Sleep(100 * time.Millisecond) // poll, bounded by the deadline
+	}
+
+	// Ctrl-C stops everything and removes the state file.
+	_ = up.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-up.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("braid up did not stop on SIGINT")
+	}
+	for _, o := range st.OSDs {
+		if syscall.Kill(o.Pid, 0) == nil {
+			t.Errorf("OSD pid %d still running after braid up stopped", o.Pid)
+		}
+	}
+	e.fails("no cluster", "ls", "/")
+
+	// Started again, the same data is there (the killed OSD is back too).
+	startUp(t, e, dir)
+	e.must("get", "/x/f", out)
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
+		t.Fatal("data differs after braid up restart")
+	}
+}

@@ -1,0 +1,211 @@
+// Package e2e tests braid as users run it: real `braid` processes on
+// 127.0.0.1, killed with SIGKILL, driven by the client library and by the
+// command line.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/capability"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds cmd/braid once per test process.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "braid-e2e-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "braid")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/braidfs/braid/cmd/braid").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Proc is one server process.
+type Proc struct {
+	Name string
+	Args []string
+	Addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+// Cluster is an MDS and OSDs as separate processes.
+type Cluster struct {
+	t    testing.TB
+	Dir  string
+	bin  string
+	key  string
+	MDS  *Proc
+	OSDs []*Proc
+}
+
+// StartCluster launches an MDS and n OSD processes and waits until all
+// OSDs are up.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, Dir: t.TempDir(), bin: Binary(t)}
+	c.key = filepath.Join(c.Dir, "cluster.key")
+	if err := capability.CreateKeyFile(c.key); err != nil {
+		t.Fatal(err)
+	}
+	c.MDS = c.start("mds", "mds", "--dir", filepath.Join(c.Dir, "mds"), "--listen", "127.0.0.1:0",
+		"--key-file", c.key, "--osd-down-after", "2s")
+	for i := 0; i < n; i++ {
+		c.OSDs = append(c.OSDs, c.start(fmt.Sprintf("osd%d", i), "osd", "--dir", filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
+			"--listen", "127.0.0.1:0", "--mds-addr", c.MDS.Addr, "--key-file", c.key, "--heartbeat", "200ms"))
+	}
+	t.Cleanup(c.Stop)
+	c.WaitUp(n)
+	return c
+}
+
+func (c *Cluster) start(name string, args ...string) *Proc {
+	c.t.Helper()
+	p := &Proc{Name: name, Args: args, log: filepath.Join(c.Dir, name+".log")}
+	c.launch(p)
+	return p
+}
+
+func (c *Cluster) launch(p *Proc) {
+	c.t.Helper()
+	addrFile := filepath.Join(c.Dir, p.Name+".addr")
+	_ = os.Remove(addrFile)
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer logf.Close()
+	p.cmd = exec.Command(c.bin, append(append([]string{}, p.Args...), "--addr-file", addrFile)...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	p.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(p.cmd, p.done)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(addrFile); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			p.Addr = string(bytes.TrimSpace(b))
+			return
+		}
+		select {
+		case <-p.done:
+			log, _ := os.ReadFile(p.log)
+			c.t.Fatalf("%s exited during start-up:\n%s", p.Name, log)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	c.t.Fatalf("%s did not start", p.Name)
+}
+
+// Kill sends SIGKILL and waits for the process to die.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Restart starts a killed process again, on its old address if it had a
+// fixed one, with the same data.
+func (c *Cluster) Restart(p *Proc) {
+	c.t.Helper()
+	for i, a := range p.Args {
+		if a == "--listen" && i+1 < len(p.Args) {
+			p.Args[i+1] = p.Addr // come back where clients and OSDs expect it
+		}
+	}
+	c.launch(p)
+}
+
+// Client dials the MDS.
+func (c *Cluster) Client() *braid.Client {
+	c.t.Helper()
+	cl, err := braid.Dial(context.Background(), c.MDS.Addr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// WaitUp polls the MDS until n OSDs are up.
+func (c *Cluster) WaitUp(n int) {
+	c.t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		if cl, err := braid.Dial(ctx, c.MDS.Addr); err == nil {
+			st, err := cl.Status(ctx)
+			cl.Close()
+			up := 0
+			for _, o := range st.OSDs {
+				if o.State == "up" {
+					up++
+				}
+			}
+			if err == nil && up >= n {
+				return
+			}
+			last = fmt.Sprintf("%d up, err %v", up, err)
+		}
+		time.Sleep(20 * time.Millisecond) // poll, bounded by the deadline
+	}
+	c.t.Fatalf("cluster not up: %s", last)
+}
+
+// Stop terminates every process.
+func (c *Cluster) Stop() {
+	for _, p := range append([]*Proc{c.MDS}, c.OSDs...) {
+		if p == nil || p.cmd == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				p.Kill()
+			}
+		}
+	}
+}
+
+// Logs returns every process's log, for failure messages.
+func (c *Cluster) Logs() string {
+	var b strings.Builder
+	for _, p := range append([]*Proc{c.MDS}, c.OSDs...) {
+		log, _ := os.ReadFile(p.log)
+		fmt.Fprintf(&b, "--- %s ---\n%s", p.Name, log)
+	}
+	return b.String()
+}
