@@ -19,6 +19,16 @@ import (
 
 var ctx = context.Background()
 
+func dialB(t testing.TB, c *testcluster.Cluster) *braid.Client {
+	t.Helper()
+	cl, err := braid.Dial(ctx, c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
 func dial(t *testing.T, c *testcluster.Cluster) *braid.Client {
 	t.Helper()
 	cl, err := braid.Dial(ctx, c.MDS.Addr())

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/layout"
 )
 
 // chunkBytes is the size of each write in every measurement.
@@ -24,6 +25,9 @@ type Result struct {
 	Name    string
 	Bytes   int64
 	Elapsed time.Duration
+	// Expansion is the bytes stored per byte written (K+M)/K for a write,
+	// 0 otherwise: the write can go no faster than disk speed / Expansion.
+	Expansion float64
 }
 
 // GBps is decimal gigabytes per second.
@@ -76,7 +80,7 @@ func LoopbackTCP(n int64) (Result, error) {
 	if err := <-got; err != nil {
 		return Result{}, err
 	}
-	return Result{"loopback TCP", n, time.Since(start)}, nil
+	return Result{Name: "loopback TCP", Bytes: n, Elapsed: time.Since(start)}, nil
 }
 
 // DiskWrite writes n bytes to a file in dir in 1 MiB writes and fsyncs it.
@@ -99,7 +103,7 @@ func DiskWrite(dir string, n int64) (Result, error) {
 	if err := f.Sync(); err != nil {
 		return Result{}, err
 	}
-	return Result{"disk write+fsync", n, time.Since(start)}, nil
+	return Result{Name: "disk write+fsync", Bytes: n, Elapsed: time.Since(start)}, nil
 }
 
 // Write creates path with spec and writes n bytes in 1 MiB writes; the
@@ -121,7 +125,7 @@ func Write(ctx context.Context, c *braid.Client, path, spec string, n int64) (Re
 	if err := f.Close(); err != nil {
 		return Result{}, err
 	}
-	return Result{"write " + spec, n, time.Since(start)}, nil
+	return Result{Name: "write " + spec, Bytes: n, Elapsed: time.Since(start), Expansion: expansion(spec)}, nil
 }
 
 // Read reads the whole file at path and discards it.
@@ -136,13 +140,26 @@ func Read(ctx context.Context, c *braid.Client, path, spec string) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{"read " + spec, n, time.Since(start)}, nil
+	return Result{Name: "read " + spec, Bytes: n, Elapsed: time.Since(start)}, nil
 }
 
-// Report prints results as a table with each one's ratio to base.
-func Report(w io.Writer, base Result, results []Result) {
-	fmt.Fprintf(w, "%-28s %10s %10s %12s\n", "measurement", "GB/s", "seconds", "vs TCP")
+func expansion(spec string) float64 {
+	s, err := layout.Parse(spec)
+	if err != nil {
+		return 0
+	}
+	return float64(s.Width()) / float64(s.K)
+}
+
+// Report prints results as a table with each one's ratio to loopback TCP
+// and, for writes, to the disk's bound: disk speed / expansion.
+func Report(w io.Writer, tcp, disk Result, results []Result) {
+	fmt.Fprintf(w, "%-28s %8s %8s %8s %14s\n", "measurement", "GB/s", "seconds", "vs TCP", "vs disk bound")
 	for _, r := range results {
-		fmt.Fprintf(w, "%-28s %10.2f %10.2f %11.2fx\n", r.Name, r.GBps(), r.Elapsed.Seconds(), r.GBps()/base.GBps())
+		bound := ""
+		if r.Expansion > 0 {
+			bound = fmt.Sprintf("%.2fx", r.GBps()/(disk.GBps()/r.Expansion))
+		}
+		fmt.Fprintf(w, "%-28s %8.2f %8.2f %7.2fx %14s\n", r.Name, r.GBps(), r.Elapsed.Seconds(), r.GBps()/tcp.GBps(), bound)
 	}
 }

@@ -74,6 +74,6 @@ func (e *env) bench(ctx context.Context, c *braid.Client, n int64, specs []strin
 		_ = c.Remove(ctx, path)
 	}
 	fmt.Fprintf(e.stdout, "one client, %s per file, 1 MiB writes\n", layout.FormatSize(n))
-	bench.Report(e.stdout, tcp, results)
+	bench.Report(e.stdout, tcp, disk, results)
 	return nil
 }

@@ -134,3 +134,20 @@ func (f *limitFile) Truncate(size int64) error {
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
+
+// startWriteback asks the kernel to begin writing f's dirty pages to disk
+// without waiting. It is only a hint: errors surface at the next fsync.
+func startWriteback(f File) {
+	type fder interface{ Fd() uintptr }
+	for {
+		switch v := f.(type) {
+		case fder:
+			_ = unix.SyncFileRange(int(v.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+			return
+		case *limitFile:
+			f = v.File
+		default:
+			return
+		}
+	}
+}
