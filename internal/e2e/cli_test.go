@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,14 +50,32 @@ func (e cliEnv) fails(wantInErr string, args ...string) {
 type upProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
-	out  *bytes.Buffer
+	out  *syncBuffer
+}
+
+// syncBuffer is written by exec's output copier while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func startUp(t *testing.T, e cliEnv, dir string) *upProc {
 	t.Helper()
 	cmd := exec.Command(e.bin, "up", "--dir", dir, "--osds", "4", "--osd-down-after", "2s")
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+e.state)
-	p := &upProc{cmd: cmd, done: make(chan struct{}), out: &bytes.Buffer{}}
+	p := &upProc{cmd: cmd, done: make(chan struct{}), out: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
