@@ -51,12 +51,7 @@ func human(n int64) string {
 }
 
 func (e *env) printStatus(st braid.Status) error {
-	up := 0
-	for _, o := range st.OSDs {
-		if o.State == "up" {
-			up++
-		}
-	}
+	up := st.UpOSDs()
 	spec := st.DefaultLayout
 	if s, err := layout.Parse(spec); err == nil {
 		spec = s.String()

@@ -203,12 +203,7 @@ func waitOSDsUp(ctx context.Context, mdsAddr string, n int) error {
 		if c, err := braid.Dial(ctx, mdsAddr); err == nil {
 			st, err := c.Status(ctx)
 			c.Close()
-			up := 0
-			for _, o := range st.OSDs {
-				if o.State == "up" {
-					up++
-				}
-			}
+			up := st.UpOSDs()
 			if err == nil && up >= n {
 				return nil
 			}

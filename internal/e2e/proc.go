@@ -165,12 +165,7 @@ func (c *Cluster) WaitUp(n int) {
 		if cl, err := braid.Dial(ctx, c.MDS.Addr); err == nil {
 			st, err := cl.Status(ctx)
 			cl.Close()
-			up := 0
-			for _, o := range st.OSDs {
-				if o.State == "up" {
-					up++
-				}
-			}
+			up := st.UpOSDs()
 			if err == nil && up >= n {
 				return
 			}

@@ -51,12 +51,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		st, err := cl.Status(ctx)
-		up := 0
-		for _, o := range st.OSDs {
-			if o.State == "up" {
-				up++
-			}
-		}
+		up := st.UpOSDs()
 		if err == nil && up == 6 {
 			break
 		}

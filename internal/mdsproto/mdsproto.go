@@ -194,6 +194,17 @@ type StatusResp struct {
 	UsedBytes     int64       `json:"used_bytes"`
 }
 
+// UpOSDs counts the OSDs in state "up".
+func (s StatusResp) UpOSDs() int {
+	n := 0
+	for _, o := range s.OSDs {
+		if o.State == "up" {
+			n++
+		}
+	}
+	return n
+}
+
 // Unmarshal decodes a JSON body strictly, as a bad-request error.
 func Unmarshal(b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {

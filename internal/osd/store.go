@@ -276,21 +276,51 @@ func (s *Store) ioError(err error) error {
 	return fmt.Errorf("%w: %v", wire.ErrInternal, err)
 }
 
+// lockMode says how an operation holds an object.
+type lockMode int
+
+const (
+	forRead   lockMode = iota // shared lock; a missing object is not created
+	forSync                   // exclusive; a missing object is not created
+	forUpdate                 // exclusive; created if missing; newer versions recorded
+)
+
+// lockObject acquires object k, takes its lock and checks the request's
+// layout version. done releases both. A missing object (not created)
+// comes back as nil with a no-op done.
+func (s *Store) lockObject(k ObjKey, version uint64, mode lockMode) (o *object, done func(), err error) {
+	o, err = s.acquire(k, mode == forUpdate, version)
+	if err != nil {
+		return nil, nil, s.ioError(err)
+	}
+	if o == nil {
+		return nil, func() {}, nil
+	}
+	if mode == forRead {
+		o.mu.RLock()
+		done = func() { o.mu.RUnlock(); s.release(o) }
+	} else {
+		o.mu.Lock()
+		done = func() { o.mu.Unlock(); s.release(o) }
+	}
+	if o.deleted {
+		done()
+		return nil, nil, errDeleted(k)
+	}
+	if err := o.checkVersion(version, mode == forUpdate); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return o, done, nil
+}
+
 // Write stores p at off in object k, then fsyncs it if sync is set.
 func (s *Store) Write(k ObjKey, version uint64, off int64, p []byte, sync bool) error {
-	o, err := s.acquire(k, true, version)
+	o, done, err := s.lockObject(k, version, forUpdate)
 	if err != nil {
-		return s.ioError(err)
-	}
-	defer s.release(o)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.deleted {
-		return errDeleted(k)
-	}
-	if err := o.checkVersion(version, true); err != nil {
 		return err
 	}
+	defer done()
 	if len(p) > 0 {
 		if err := s.writeLocked(o, off, p); err != nil {
 			return err
@@ -401,22 +431,14 @@ func allZero(b []byte) bool {
 // Read fills buf from off in object k, zeros past its end, after verifying
 // every block it touches. It returns the object's length and version.
 func (s *Store) Read(k ObjKey, version uint64, off int64, buf []byte) (int64, uint64, error) {
-	o, err := s.acquire(k, false, 0)
+	o, done, err := s.lockObject(k, version, forRead)
 	if err != nil {
-		return 0, 0, s.ioError(err)
+		return 0, 0, err
 	}
+	defer done()
 	if o == nil {
 		clear(buf)
 		return 0, 0, nil
-	}
-	defer s.release(o)
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	if o.deleted {
-		return 0, 0, errDeleted(k)
-	}
-	if err := o.checkVersion(version, false); err != nil {
-		return 0, 0, err
 	}
 	if err := s.readLocked(o, off, buf); err != nil {
 		return 0, 0, err
@@ -463,37 +485,21 @@ func (s *Store) syncLocked(o *object) error {
 
 // Sync makes object k durable. A missing object has nothing to sync.
 func (s *Store) Sync(k ObjKey, version uint64) error {
-	o, err := s.acquire(k, false, 0)
+	o, done, err := s.lockObject(k, version, forSync)
 	if err != nil || o == nil {
 		return err
 	}
-	defer s.release(o)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.deleted {
-		return errDeleted(k)
-	}
-	if err := o.checkVersion(version, false); err != nil {
-		return err
-	}
+	defer done()
 	return s.syncLocked(o)
 }
 
 // Truncate sets object k's length, keeping the last block's checksum true.
 func (s *Store) Truncate(k ObjKey, version uint64, size int64) error {
-	o, err := s.acquire(k, true, version)
+	o, done, err := s.lockObject(k, version, forUpdate)
 	if err != nil {
-		return s.ioError(err)
-	}
-	defer s.release(o)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.deleted {
-		return errDeleted(k)
-	}
-	if err := o.checkVersion(version, true); err != nil {
 		return err
 	}
+	defer done()
 	if size < o.size && size%blockBytes != 0 {
 		// The tail block keeps its bytes below size; the rest become zeros.
 		b := size / blockBytes
