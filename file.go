@@ -52,7 +52,7 @@ type File struct {
 	closed   bool
 	enc      encoder
 
-	pending  sync.WaitGroup // unit writes in flight
+	pending  *pendingStripes // stripe writes in flight
 	inflight *semaphore.Weighted
 
 	amu     sync.Mutex   // guards results of asynchronous writes
@@ -90,7 +90,8 @@ func (c *Client) OpenFile(ctx context.Context, p string, write bool) (*File, err
 }
 
 func (c *Client) newFile(p string, write bool, r mdsproto.OpenResp) (*File, error) {
-	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, touched: map[int]bool{}, size: r.Inode.Size}
+	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, touched: map[int]bool{}, size: r.Inode.Size,
+		pending: newPendingStripes()}
 	if err := f.apply(r); err != nil {
 		return nil, err
 	}
@@ -182,6 +183,10 @@ func isConnError(err error) bool {
 func (f *File) unitCall(ctx context.Context, op uint16, comp int, req osdproto.Req, data, resp []byte) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		f.lmu.Lock()
+		if comp >= len(f.lay.OSDs) { // the layout was replaced under us
+			f.lmu.Unlock()
+			return nil, wire.Errorf(wire.ErrStale, "%s: component %d not in the file's current layout", f.path, comp)
+		}
 		id := f.lay.OSDs[comp]
 		ep, known := f.eps[id]
 		req.Cap, req.Ino, req.Comp = f.cap, f.ino, uint32(comp)
@@ -252,7 +257,7 @@ func (f *File) syncLocked(ctx context.Context) error {
 		return nil
 	}
 	f.submitLocked()
-	f.pending.Wait()
+	f.pending.wait()
 	if err := f.stickyErr(); err != nil {
 		return err
 	}
@@ -319,9 +324,10 @@ func (f *File) commitLocked(ctx context.Context) error {
 	}
 	f.amu.Unlock()
 	slices.Sort(dirty)
+	lay := f.layout()
 	var in mdsproto.Inode
 	err := f.c.mds(ctx, mdsproto.OpCommit, mdsproto.CommitReq{Ino: f.layoutIno(), Size: f.size,
-		MtimeNs: time.Now().UnixNano(), Dirty: dirty}, &in)
+		MtimeNs: time.Now().UnixNano(), Dirty: dirty, LayoutVersion: lay.Version}, &in)
 	if err == nil {
 		f.modified = false
 	}
@@ -340,7 +346,7 @@ func (f *File) Close() error {
 	if f.write && (f.modified || f.wb != nil) {
 		err = f.syncLocked(context.Background())
 	}
-	f.pending.Wait()
+	f.pending.wait()
 	if f.wb != nil {
 		f.releaseStripe(f.wb)
 		f.wb = nil

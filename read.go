@@ -31,7 +31,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	size := f.size
 	f.mu.Unlock()
-	f.pending.Wait()
+	f.pending.wait()
 	if off >= size {
 		return 0, io.EOF
 	}

@@ -17,7 +17,7 @@ import (
 // back, then M parity units (erasure-coded layouts only).
 type stripeBuf struct {
 	fs     int64  // file stripe number
-	buf    []byte // pooled
+	buf    []byte // pooled; len(buf) bytes are reserved from File.inflight
 	lo, hi int64  // bytes of the data region the writer has filled
 	whole  bool   // write every unit at full length (truncation rewrites)
 }
@@ -101,7 +101,7 @@ func (f *File) submitLocked() {
 	start := wb.fs * S
 	valid := min(S, f.size-start)
 	if wb.lo > 0 || wb.hi < valid {
-		f.pending.Wait() // earlier writes to this stripe must land before it is read
+		f.pending.wait() // earlier writes to this stripe must land before it is read
 		if err := f.fillStripe(wb, start, valid); err != nil {
 			f.setErr(err)
 			f.releaseStripe(wb)
@@ -142,8 +142,11 @@ type stripeOp struct {
 
 // encodeAndSend computes the stripe's redundancy and writes every unit to
 // its OSD in parallel. Only the first valid bytes of the stripe are file
-// data; units (or parts) past that are zeros and are not sent, because
-// OSDs read missing bytes as zeros.
+// data. Every unit is written over the same columns the parity covers
+// (shardLen: unit 0's length), zeros past the data included, because an
+// object may hold bytes past the file's size (a writer that crashed before
+// committing) that parity must not be computed against. Columns past
+// shardLen lie past the file's end in every unit and are not sent.
 func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
 	lay := f.layout()
 	s := lay.Spec
@@ -179,18 +182,11 @@ func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
 	}
 	var writes []unitWrite
 	for u := 0; u < K+M; u++ {
-		n := shardLen
-		if u < K && !wb.whole {
-			n = min(U, max(0, valid-int64(u)*U))
-		}
-		if n == 0 {
-			continue
-		}
 		loc := lay.UnitOf(wb.fs, u)
-		writes = append(writes, unitWrite{loc.Component, loc.ObjectOff, shards[u][:n]})
+		writes = append(writes, unitWrite{loc.Component, loc.ObjectOff, shards[u]})
 	}
 	op := &stripeOp{f: f, wb: wb, m: M, left: len(writes)}
-	f.pending.Add(1)
+	f.pending.begin(wb.fs)
 	for _, w := range writes {
 		go func() {
 			_, err := f.unitCall(context.Background(), osdproto.OpWrite, w.comp, osdproto.Req{Off: w.off}, w.data, nil)
@@ -229,7 +225,7 @@ func (op *stripeOp) done(comp int, err error) {
 			wire.ErrUnavail, op.wb.fs, len(op.failed), op.m, errors.Join(op.failed...)))
 	}
 	f.releaseStripe(op.wb)
-	f.pending.Done()
+	f.pending.end(op.wb.fs)
 }
 
 // ReadFrom copies r into the file from offset 0 onwards in whole stripes.
@@ -267,14 +263,14 @@ func (f *File) Truncate(size int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.submitLocked()
-	f.pending.Wait()
+	f.pending.wait()
 	if err := f.stickyErr(); err != nil {
 		return err
 	}
-	if size < f.size {
-		if err := f.shrinkLocked(size); err != nil {
-			return err
-		}
+	// Growing first cuts the objects at the old size: bytes past it that a
+	// crashed writer left behind must read as zeros, not reappear.
+	if err := f.shrinkLocked(min(size, f.size)); err != nil {
+		return err
 	}
 	f.size = size
 	f.modified = true
@@ -293,7 +289,7 @@ func (f *File) shrinkLocked(size int64) error {
 		clear(wb.buf[rem:S])
 		wb.whole, wb.lo, wb.hi = true, 0, rem
 		f.encodeAndSend(wb, rem)
-		f.pending.Wait()
+		f.pending.wait()
 		if err := f.stickyErr(); err != nil {
 			return err
 		}

@@ -2,6 +2,8 @@ package mds
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
@@ -39,7 +41,7 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 		}
 		if rec.Layout != nil {
 			l.Version = rec.Layout.Version + 1
-			if err := putJSON(tx, gcKey(rec.Ino, rec.Layout.Version), rec.Layout); err != nil {
+			if err := s.queueDelete(tx, rec.Ino, rec.Layout); err != nil {
 				return err
 			}
 		}
@@ -104,90 +106,136 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	return out, err
 }
 
-// gcLoop deletes the objects of removed files from their OSDs. Records
-// stay until every OSD holding a component has confirmed, so an OSD that
-// is down when a file is removed is cleaned when it returns.
+// gcRec is a removed file's (or replaced layout's) objects awaiting
+// deletion, keyed g<ino><layout version>.
+type gcRec struct {
+	Format      int      `json:"v"`
+	NotBeforeNs int64    `json:"not_before_ns"` // no deletion before: open handles keep reading until their capabilities expire
+	Comps       []uint32 `json:"comps"`         // components not yet confirmed deleted
+	OSDs        []uint32 `json:"osds"`          // OSD of each entry in Comps
+}
+
+// queueDelete records l's objects for deletion once every capability that
+// could still reach them has expired.
+func (s *Server) queueDelete(tx kv.Txn, ino uint64, l *mdsproto.Layout) error {
+	rec := gcRec{Format: recFormat, NotBeforeNs: s.cfg.Now().Add(s.cfg.DeleteDelay).UnixNano()}
+	for c, id := range l.OSDs {
+		rec.Comps = append(rec.Comps, uint32(c))
+		rec.OSDs = append(rec.OSDs, id)
+	}
+	return putJSON(tx, gcKey(ino, l.Version), &rec)
+}
+
+// gcLoop deletes the objects of removed files from their OSDs. A record
+// shrinks as OSDs confirm and goes when the last has, so an OSD that is
+// down when a file is removed is cleaned when it returns.
 func (s *Server) gcLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.GCEvery)
 	defer t.Stop()
+	var cursor []byte
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := s.gcPass(ctx); err != nil && ctx.Err() == nil {
+		next, err := s.gcPass(ctx, cursor)
+		if err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("object deletion pass", "err", err)
 		}
+		cursor = next
 	}
 }
 
 type gcItem struct {
 	key []byte
 	ino uint64
-	l   mdsproto.Layout
+	ver uint64
+	rec gcRec
 }
 
-func (s *Server) gcPass(ctx context.Context) error {
+// gcPass handles up to gcBatch records from cursor on and returns where
+// the next pass starts, so records that cannot finish (an OSD long down)
+// never stop the ones behind them.
+func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
+	if cursor == nil {
+		cursor = []byte{'g'}
+	}
 	var items []gcItem
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan([]byte{'g'}, []byte{'h'}, func(k, v []byte) bool {
+		return r.Scan(cursor, []byte{'h'}, func(k, v []byte) bool {
 			var it gcItem
-			if len(k) == 17 && jsonUnmarshal(v, &it.l) == nil {
+			if len(k) == 17 && jsonUnmarshal(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) {
 				it.key = append([]byte(nil), k...)
-				it.ino = beUint64(k[1:9])
+				it.ino = binary.BigEndian.Uint64(k[1:9])
+				it.ver = binary.BigEndian.Uint64(k[9:17])
 				items = append(items, it)
 			}
 			return len(items) < gcBatch
 		})
 	})
-	if err != nil {
-		return err
+	if err != nil || len(items) < gcBatch {
+		cursor = nil // wrap around
+	} else {
+		cursor = append(items[len(items)-1].key, 0)
 	}
+	if err != nil {
+		return cursor, err
+	}
+	now := s.cfg.Now()
 	for _, it := range items {
-		if s.deleteObjects(ctx, it) {
-			if err := s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(it.key) }); err != nil {
-				return err
+		if now.UnixNano() < it.rec.NotBeforeNs {
+			continue
+		}
+		left := s.deleteObjects(ctx, it)
+		if len(left.Comps) == len(it.rec.Comps) {
+			continue
+		}
+		err := s.kv.Update(ctx, func(tx kv.Txn) error {
+			if len(left.Comps) == 0 {
+				return tx.Delete(it.key)
+			}
+			return putJSON(tx, it.key, &left)
+		})
+		if err != nil {
+			return cursor, err
+		}
+	}
+	return cursor, nil
+}
+
+// deleteObjects asks each OSD of the record to drop its components and
+// returns the record with what is still to do.
+func (s *Server) deleteObjects(ctx context.Context, it gcItem) gcRec {
+	byOSD := map[uint32][]uint32{}
+	for i, id := range it.rec.OSDs {
+		byOSD[id] = append(byOSD[id], it.rec.Comps[i])
+	}
+	now := s.cfg.Now()
+	c := s.cfg.Key.Issue(it.ino, capability.Write, it.ver, now.Add(time.Minute))
+	left := gcRec{Format: recFormat, NotBeforeNs: it.rec.NotBeforeNs}
+	for id, comps := range byOSD {
+		if !s.deleteOn(ctx, id, osdproto.Req{Cap: c, Ino: it.ino, Comps: comps}, now) {
+			left.Comps = append(left.Comps, comps...)
+			for range comps {
+				left.OSDs = append(left.OSDs, id)
 			}
 		}
 	}
-	return nil
+	return left
 }
 
-func beUint64(b []byte) uint64 {
-	var n uint64
-	for _, c := range b {
-		n = n<<8 | uint64(c)
+func (s *Server) deleteOn(ctx context.Context, id uint32, req osdproto.Req, now time.Time) bool {
+	ep, ok := s.cluster.endpoint(id, now)
+	if !ok || !ep.Up {
+		return false
 	}
-	return n
-}
-
-// deleteObjects asks each OSD of the layout to drop its components and
-// reports whether all confirmed.
-func (s *Server) deleteObjects(ctx context.Context, it gcItem) bool {
-	byOSD := map[uint32][]uint32{}
-	for comp, id := range it.l.OSDs {
-		byOSD[id] = append(byOSD[id], uint32(comp))
+	ctx, cancel := context.WithTimeout(ctx, osdCallTimeout)
+	defer cancel()
+	conn, err := s.osds.Get(ctx, ep.Addr)
+	if err == nil {
+		_, _, err = conn.Call(ctx, osdproto.OpDelete, req.Encode(osdproto.OpDelete), nil, nil)
 	}
-	now := s.cfg.Now()
-	c := s.cfg.Key.Issue(it.ino, capability.Write, it.l.Version, now.Add(time.Minute))
-	done := true
-	for id, comps := range byOSD {
-		ep, ok := s.cluster.endpoint(id, now)
-		if !ok || !ep.Up {
-			done = false
-			continue
-		}
-		req := osdproto.Req{Cap: c, Ino: it.ino, Comps: comps}
-		cctx, cancel := context.WithTimeout(ctx, osdCallTimeout)
-		conn, err := s.osds.Get(cctx, ep.Addr)
-		if err == nil {
-			_, _, err = conn.Call(cctx, osdproto.OpDelete, req.Encode(osdproto.OpDelete), nil, nil)
-		}
-		cancel()
-		if err != nil {
-			done = false
-		}
-	}
-	return done
+	// Stale: a newer layout of the file owns that object now; not ours to delete.
+	return err == nil || errors.Is(err, wire.ErrStale)
 }

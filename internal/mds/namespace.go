@@ -17,7 +17,7 @@ import (
 //
 //	i<ino be64>              inode record (JSON inodeRec)
 //	d<parent be64><name>     directory entry → child ino (be64)
-//	g<ino be64><version be64> objects of a removed file awaiting deletion (JSON mdsproto.Layout)
+//	g<ino be64><version be64> objects of a removed file awaiting deletion (JSON gcRec)
 //	o<osd id be32>           OSD record (JSON osdRec)
 //	u<uuid>                  OSD uuid → id (be32)
 //	s/next_ino, s/next_osd   counters (be64)
@@ -238,7 +238,7 @@ func dirEmpty(r kv.Reader, ino uint64) (bool, error) {
 
 // dropLink removes one link to a file inode; when the last goes, the inode
 // is deleted and its objects are queued for deletion on the OSDs.
-func dropLink(tx kv.Txn, rec *inodeRec) error {
+func (s *Server) dropLink(tx kv.Txn, rec *inodeRec) error {
 	if rec.Type == mdsproto.TypeDir {
 		return tx.Delete(inodeKey(rec.Ino))
 	}
@@ -247,7 +247,7 @@ func dropLink(tx kv.Txn, rec *inodeRec) error {
 		return putInode(tx, rec)
 	}
 	if rec.Layout != nil {
-		if err := putJSON(tx, gcKey(rec.Ino, rec.Layout.Version), rec.Layout); err != nil {
+		if err := s.queueDelete(tx, rec.Ino, rec.Layout); err != nil {
 			return err
 		}
 	}

@@ -141,7 +141,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 			if prev.Type == mdsproto.TypeDir {
 				return wire.Errorf(wire.ErrIsDir, "%s", req.Path)
 			}
-			if err := dropLink(tx, prev); err != nil {
+			if err := s.dropLink(tx, prev); err != nil {
 				return err
 			}
 		}
@@ -237,6 +237,9 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		if rec.Type != mdsproto.TypeFile {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
+		if rec.Layout == nil || rec.Layout.Version != req.LayoutVersion {
+			return wire.Errorf(wire.ErrStale, "inode %d: written under layout version %d, file now has another layout", req.Ino, req.LayoutVersion)
+		}
 		rec.Size = req.Size
 		for _, c := range req.Dirty {
 			if rec.Layout == nil || int(c) >= len(rec.Layout.OSDs) {
@@ -252,10 +255,6 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		rec.CtimeNs = s.cfg.Now().UnixNano()
 		return nil
 	})
-}
-
-func (s *Server) truncate(ctx context.Context, req mdsproto.TruncateReq) (mdsproto.Inode, error) {
-	return s.commit(ctx, mdsproto.CommitReq{Ino: req.Ino, Size: req.Size, MtimeNs: s.cfg.Now().UnixNano()})
 }
 
 func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto.ReaddirResp, error) {
@@ -336,6 +335,6 @@ func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, er
 		if err := putInode(tx, dir); err != nil {
 			return err
 		}
-		return dropLink(tx, rec)
+		return s.dropLink(tx, rec)
 	})
 }

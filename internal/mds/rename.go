@@ -111,5 +111,5 @@ func (s *Server) replaceTarget(tx kv.Txn, src, dstDir *inodeRec, dstName, path s
 	if err := tx.Delete(direntKey(dstDir.Ino, dstName)); err != nil {
 		return err
 	}
-	return dropLink(tx, dst)
+	return s.dropLink(tx, dst)
 }

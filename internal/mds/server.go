@@ -32,6 +32,7 @@ type Config struct {
 	OSDDownAfter  time.Duration // heartbeat silence after which an OSD is down
 	CapTTL        time.Duration // lifetime of issued capabilities
 	GCEvery       time.Duration // how often removed files' objects are deleted
+	DeleteDelay   time.Duration // how long a removed file's objects outlive it; default CapTTL+1m
 	Engine        kv.Engine     // nil: embedded bbolt in Dir
 	Log           *slog.Logger
 	Now           func() time.Time
@@ -105,6 +106,11 @@ func fillDefaults(cfg *Config) error {
 	}
 	if cfg.CapTTL == 0 {
 		cfg.CapTTL = 10 * time.Minute
+	}
+	if cfg.DeleteDelay == 0 {
+		// Until then a handle opened before the removal keeps reading the
+		// old data; after it, every capability for it has expired.
+		cfg.DeleteDelay = cfg.CapTTL + time.Minute
 	}
 	if cfg.GCEvery == 0 {
 		cfg.GCEvery = time.Second
@@ -203,8 +209,6 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.open)
 	case mdsproto.OpCommit:
 		return call(ctx, r.Meta, s.commit)
-	case mdsproto.OpTruncate:
-		return call(ctx, r.Meta, s.truncate)
 	case mdsproto.OpReaddir:
 		return call(ctx, r.Meta, s.readdir)
 	case mdsproto.OpRemove:

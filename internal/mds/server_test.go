@@ -79,7 +79,7 @@ func FuzzHandler(f *testing.F) {
 	c := testcluster.Start(f, testcluster.Options{OSDs: 3})
 	for _, op := range []uint16{mdsproto.OpLookup, mdsproto.OpMkdir, mdsproto.OpCreate, mdsproto.OpOpen, mdsproto.OpCommit,
 		mdsproto.OpReaddir, mdsproto.OpRemove, mdsproto.OpRename, mdsproto.OpSetLayout, mdsproto.OpGetLayout,
-		mdsproto.OpStatus, mdsproto.OpTruncate, mdsproto.OpHeartbeat} {
+		mdsproto.OpStatus, mdsproto.OpHeartbeat} {
 		f.Add(op, []byte(`{"path":"/a/b","from":"/a","to":"/a/b/c","spec":"ec:2+1","layout":"mirror:2","size_hint":10,"ino":2,"size":-5,"dirty":[99]}`))
 	}
 	f.Add(mdsproto.OpCreate, []byte(`{"path":"/x","layout":"ec:1+1,unit=16MiB"}`))

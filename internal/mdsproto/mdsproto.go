@@ -27,7 +27,6 @@ const (
 	OpSetLayout
 	OpGetLayout
 	OpStatus
-	OpTruncate
 )
 
 // File types.
@@ -133,11 +132,9 @@ type CommitReq struct {
 	Size    int64    `json:"size"`
 	MtimeNs int64    `json:"mtime_ns"`
 	Dirty   []uint32 `json:"dirty,omitempty"` // components to add to the inode's dirty set
-}
-
-type TruncateReq struct {
-	Ino  uint64 `json:"ino"`
-	Size int64  `json:"size"`
+	// LayoutVersion is the layout the client wrote under; a commit from a
+	// layout since replaced is refused (its data went to retired objects).
+	LayoutVersion uint64 `json:"layout_version"`
 }
 
 type ReaddirReq struct {

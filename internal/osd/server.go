@@ -200,7 +200,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		return wire.Response{}, s.store.Truncate(key, ver, req.Off)
 	case osdproto.OpDelete:
 		for _, c := range req.Comps {
-			if err := s.store.Delete(ObjKey{Ino: req.Ino, Comp: c}); err != nil {
+			if err := s.store.Delete(ObjKey{Ino: req.Ino, Comp: c}, ver); err != nil {
 				return wire.Response{}, err
 			}
 		}

@@ -528,26 +528,45 @@ func (s *Store) Truncate(k ObjKey, version uint64, size int64) error {
 	return s.syncLocked(o)
 }
 
-// Delete removes object k; a missing object is not an error.
-func (s *Store) Delete(k ObjKey) error {
+// Delete removes object k if it was written under layout version
+// `version` or earlier; an object a newer layout has written belongs to
+// that layout and stays. A missing object is not an error. The files are
+// removed while the object is locked and still cached, so a concurrent
+// request either finishes first or finds it deleted; none can reopen the
+// files half-way.
+func (s *Store) Delete(k ObjKey, version uint64) error {
 	o, err := s.acquire(k, false, 0)
 	if err != nil && !errors.Is(err, wire.ErrCorrupt) {
 		return s.ioError(err)
 	}
-	if o != nil {
-		o.mu.Lock()
-		o.deleted = true
-		s.usedBytes.Add(-o.size)
-		_ = o.data.Close()
-		_ = o.sum.Close()
-		o.mu.Unlock()
-		s.mu.Lock()
-		o.refs--
-		if s.open[k] == o {
-			delete(s.open, k)
-		}
-		s.mu.Unlock()
+	if o == nil {
+		return s.removeFiles(k) // absent, or its header unreadable: nothing to keep
 	}
+	o.mu.Lock()
+	err = nil
+	switch {
+	case o.deleted:
+	case o.version > version:
+		err = wire.Errorf(wire.ErrStale, "object %x.%d belongs to layout version %d", k.Ino, k.Comp, o.version)
+	default:
+		if err = s.removeFiles(k); err == nil {
+			o.deleted = true
+			s.usedBytes.Add(-o.size)
+			_ = o.data.Close()
+			_ = o.sum.Close()
+		}
+	}
+	o.mu.Unlock()
+	s.mu.Lock()
+	o.refs--
+	if o.deleted && s.open[k] == o {
+		delete(s.open, k)
+	}
+	s.mu.Unlock()
+	return err
+}
+
+func (s *Store) removeFiles(k ObjKey) error {
 	for _, ext := range []string{"dat", "sum"} {
 		if err := s.fs.Remove(s.path(k, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return s.ioError(err)

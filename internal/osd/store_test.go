@@ -158,7 +158,7 @@ func TestFullDisk(t *testing.T) {
 	if _, _, err := s.Read(ObjKey{Ino: 1}, 1, 0, buf); err != nil || !bytes.Equal(buf, keep) {
 		t.Fatalf("other object damaged by full disk: %v", err)
 	}
-	if err := s.Delete(ObjKey{Ino: 1}); err != nil {
+	if err := s.Delete(ObjKey{Ino: 1}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Write(ObjKey{Ino: 2}, 1, 0, make([]byte, 250_000), false); err != nil {
@@ -184,5 +184,29 @@ func TestParseObjectName(t *testing.T) {
 		if _, ok := ParseObjectName(bad); ok {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+func TestDeleteRespectsNewerLayout(t *testing.T) {
+	s := openTestStore(t, OSFS{}, t.TempDir())
+	k := ObjKey{Ino: 5, Comp: 0}
+	if err := s.Write(k, 2, 0, []byte("new layout data"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(k, 1); !errors.Is(err, wire.ErrStale) {
+		t.Fatalf("delete of the old layout's object removed the new layout's: %v", err)
+	}
+	buf := make([]byte, 15)
+	if _, _, err := s.Read(k, 2, 0, buf); err != nil || string(buf) != "new layout data" {
+		t.Fatalf("after refused delete: %q %v", buf, err)
+	}
+	if err := s.Delete(k, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(k, 2); err != nil { // a retried delete is harmless
+		t.Fatal(err)
+	}
+	if size, _, _ := s.Read(k, 2, 0, buf); size != 0 || s.UsedBytes() != 0 {
+		t.Fatalf("after delete: size %d, used %d", size, s.UsedBytes())
 	}
 }

@@ -33,7 +33,8 @@ func (c *Cluster) startMDS(listen string) {
 	c.t.Helper()
 	var err error
 	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Listen: listen, Key: c.Key,
-		DefaultLayout: c.defaultLayout, OSDDownAfter: 2 * time.Second, GCEvery: 100 * time.Millisecond, Log: c.log})
+		DefaultLayout: c.defaultLayout, OSDDownAfter: 2 * time.Second, GCEvery: 100 * time.Millisecond,
+		DeleteDelay: DeleteDelay, Log: c.log})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -47,6 +48,10 @@ func (c *Cluster) RestartMDS() {
 	c.MDS.Close()
 	c.startMDS(addr)
 }
+
+// DeleteDelay is how long removed files' objects outlive them in test
+// clusters (production waits for capabilities to expire).
+const DeleteDelay = 500 * time.Millisecond
 
 // Options for Start.
 type Options struct {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -138,6 +139,7 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		if h.Kind != KindRequest {
 			return fmt.Errorf("%w: response on a server connection", ErrFrame)
 		}
+		_ = sc.conn.SetReadDeadline(time.Now().Add(frameTimeout))
 		meta := make([]byte, h.MetaLen)
 		if _, err := io.ReadFull(br, meta); err != nil {
 			return err
@@ -145,15 +147,19 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		if err := checkHeaderCRC(hb[:], meta); err != nil {
 			return err
 		}
-		// Bound what this peer holds before reading its data.
-		if err := sc.s.inflight.Acquire(ctx, int64(h.DataLen)); err != nil {
-			return err
+		// Bound what this peer holds before reading its data. Requests
+		// without data never wait, so control traffic cannot be starved.
+		if h.DataLen > 0 {
+			if err := sc.s.inflight.Acquire(ctx, int64(h.DataLen)); err != nil {
+				return err
+			}
 		}
 		data := GetBuf(int(h.DataLen))
 		if _, err := io.ReadFull(br, data); err != nil {
 			sc.releaseData(data)
 			return err
 		}
+		_ = sc.conn.SetReadDeadline(time.Time{}) // idle between frames is fine
 		if CRC(data) != h.DataCRC {
 			sc.releaseData(data)
 			return fmt.Errorf("%w: request data checksum mismatch", ErrFrame)
@@ -165,7 +171,9 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 }
 
 func (sc *serverConn) releaseData(data []byte) {
-	sc.s.inflight.Release(int64(len(data)))
+	if len(data) > 0 {
+		sc.s.inflight.Release(int64(len(data)))
+	}
 	PutBuf(data)
 }
 
@@ -207,7 +215,13 @@ func (sc *serverConn) write(h Header, meta, data []byte) error {
 	sc.wmu.Lock()
 	defer sc.wmu.Unlock()
 	h.put(sc.hbuf[:], meta)
+	_ = sc.conn.SetWriteDeadline(time.Now().Add(frameTimeout))
 	bufs := net.Buffers{sc.hbuf[:], meta, data}
 	_, err := bufs.WriteTo(sc.conn)
 	return err
 }
+
+// frameTimeout bounds how long the rest of a frame may take to arrive once
+// its header has, and how long a response may take to be taken by the
+// peer: a stalled peer loses its connection instead of holding buffers.
+const frameTimeout = 30 * time.Second
