@@ -3,6 +3,7 @@ package braid_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -50,13 +51,8 @@ func TestRemovedFileReadableUntilDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustEqual(t, "old handle after replace and remove", got, old)
-	deadline := time.Now().Add(20 * time.Second)
-	for objectFiles(t, c) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d objects of removed files never deleted", objectFiles(t, c))
-		}
-		time.Sleep(50 * time.Millisecond) // poll for the GC, bounded
-	}
+	testcluster.Eventually(t, 20*time.Second, func() bool { return objectFiles(t, c) == 0 },
+		func() string { return fmt.Sprintf("%d objects of removed files not deleted", objectFiles(t, c)) })
 }
 
 // TestRewritesOfOneStripeStayConsistent writes the same stripes over and

@@ -61,18 +61,22 @@ func (e *env) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
 }
 
+// xdgDir is $env, else ~/fallback (the XDG base-directory rule).
+func xdgDir(env, fallback string) string {
+	if dir := os.Getenv(env); dir != "" {
+		return dir
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = os.TempDir()
+	}
+	return filepath.Join(home, fallback)
+}
+
 // stateFile is where `braid up` records the running cluster, so that
 // clients in other terminals find it.
 func stateFile() string {
-	dir := os.Getenv("XDG_STATE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		dir = filepath.Join(home, ".local", "state")
-	}
-	return filepath.Join(dir, "braid", "cluster.json")
+	return filepath.Join(xdgDir("XDG_STATE_HOME", ".local/state"), "braid", "cluster.json")
 }
 
 // upState is the content of the state file.

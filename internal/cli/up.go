@@ -30,15 +30,7 @@ type upOptions struct {
 }
 
 func defaultDataDir() string {
-	dir := os.Getenv("XDG_DATA_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		dir = filepath.Join(home, ".local", "share")
-	}
-	return filepath.Join(dir, "braid", "cluster")
+	return filepath.Join(xdgDir("XDG_DATA_HOME", ".local/share"), "braid", "cluster")
 }
 
 func (e *env) upCmd() *cobra.Command {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/braidfs/braid/internal/testcluster"
 )
 
 // cliEnv runs braid commands the way a user in a second terminal would:
@@ -159,18 +161,11 @@ func TestBraidUpWorkflow(t *testing.T) {
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
 		t.Fatal("get after SIGKILL of an OSD returned different bytes")
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testcluster.Eventually(t, 20*time.Second, func() bool {
 		var st2 statusJSON
 		_ = json.Unmarshal([]byte(e.must("status", "--json")), &st2)
-		if len(st2.OSDs) == 4 && st2.OSDs[1].State == "down" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("killed OSD never shown down")
-		}
-		time.Sleep(100 * time.Millisecond) // poll, bounded by the deadline
-	}
+		return len(st2.OSDs) == 4 && st2.OSDs[1].State == "down"
+	}, func() string { return "killed OSD never shown down" })
 
 	// Ctrl-C stops everything and removes the state file.
 	_ = up.cmd.Process.Signal(syscall.SIGINT)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/testcluster"
 )
 
 var (
@@ -159,21 +160,18 @@ func (c *Cluster) Client() *braid.Client {
 func (c *Cluster) WaitUp(n int) {
 	c.t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
 	var last string
-	for time.Now().Before(deadline) {
-		if cl, err := braid.Dial(ctx, c.MDS.Addr); err == nil {
-			st, err := cl.Status(ctx)
-			cl.Close()
-			up := st.UpOSDs()
-			if err == nil && up >= n {
-				return
-			}
-			last = fmt.Sprintf("%d up, err %v", up, err)
+	testcluster.Eventually(c.t, 30*time.Second, func() bool {
+		cl, err := braid.Dial(ctx, c.MDS.Addr)
+		if err != nil {
+			last = err.Error()
+			return false
 		}
-		time.Sleep(20 * time.Millisecond) // poll, bounded by the deadline
-	}
-	c.t.Fatalf("cluster not up: %s", last)
+		defer cl.Close()
+		st, err := cl.Status(ctx)
+		last = fmt.Sprintf("%d up, err %v", st.UpOSDs(), err)
+		return err == nil && st.UpOSDs() >= n
+	}, func() string { return "cluster not up: " + last })
 }
 
 // Stop terminates every process.

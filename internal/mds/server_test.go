@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,18 +49,12 @@ func TestRestartLosesNothing(t *testing.T) {
 		t.Fatalf("after restart: %+v %v", fi, err)
 	}
 	// OSDs re-register with the restarted MDS; then the data reads back.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var up int
+	testcluster.Eventually(t, 20*time.Second, func() bool {
 		st, err := cl.Status(ctx)
-		up := st.UpOSDs()
-		if err == nil && up == 6 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("OSDs did not rejoin the restarted MDS: %d up, %v", up, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		up = st.UpOSDs()
+		return err == nil && up == 6
+	}, func() string { return fmt.Sprintf("OSDs did not rejoin the restarted MDS: %d up", up) })
 	r, err := cl.Open(ctx, "/keep/renamed")
 	if err != nil {
 		t.Fatal(err)

@@ -100,23 +100,20 @@ func (c *Cluster) RestartOSD(i int) {
 	c.OSDs[i] = c.startOSD(i)
 }
 
-// WaitUp polls until n OSDs have registered and are up.
+// WaitUp polls until n OSDs have registered.
 func (c *Cluster) WaitUp(n int) {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	registered := func() int {
 		up := 0
 		for _, s := range c.OSDs {
 			if s != nil && s.ID() != 0 {
 				up++
 			}
 		}
-		if up >= n {
-			return
-		}
-		time.Sleep(10 * time.Millisecond) // polling for registration, bounded by the deadline
+		return up
 	}
-	c.t.Fatalf("OSDs did not register within 20s")
+	Eventually(c.t, 20*time.Second, func() bool { return registered() >= n },
+		func() string { return fmt.Sprintf("%d of %d OSDs registered", registered(), n) })
 }
 
 // StopOSD stops OSD i (its data stays on disk).
@@ -158,3 +155,19 @@ func (h failOnError) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h failOnError) Enabled(context.Context, slog.Level) bool { return true }
+
+// Eventually polls cond every 20 ms until it holds, failing the test with
+// what() if it does not within timeout.
+func Eventually(t testing.TB, timeout time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("not within %v: %s", timeout, what())
+		case <-tick.C:
+		}
+	}
+}
