@@ -78,6 +78,18 @@ func (m *clusterMap) upCandidates(now time.Time) []Candidate {
 	return out
 }
 
+// idOf finds a known OSD by its uuid.
+func (m *clusterMap) idOf(uuid string) (uint32, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, st := range m.osds {
+		if st.UUID == uuid {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
 func (m *clusterMap) known() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

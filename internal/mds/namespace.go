@@ -195,6 +195,23 @@ func resolveParent(r kv.Reader, p string) (*inodeRec, string, error) {
 	return dir, parts[len(parts)-1], nil
 }
 
+// resolveEntry resolves an existing name: its directory, its last
+// component and its inode.
+func resolveEntry(r kv.Reader, p string) (dir *inodeRec, name string, rec *inodeRec, err error) {
+	if dir, name, err = resolveParent(r, p); err != nil {
+		return nil, "", nil, err
+	}
+	ino, ok, err := lookupChild(r, dir.Ino, name)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if !ok {
+		return nil, "", nil, wire.Errorf(wire.ErrNotFound, "%s", p)
+	}
+	rec, err = getInode(r, ino)
+	return dir, name, rec, err
+}
+
 // inheritedSpec finds the layout spec new files in dir get: the nearest
 // directory default up the tree, else the cluster default.
 func inheritedSpec(r kv.Reader, dir *inodeRec, clusterDefault string) (string, error) {

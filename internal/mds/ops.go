@@ -240,6 +240,9 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		if rec.Layout == nil || rec.Layout.Version != req.LayoutVersion {
 			return wire.Errorf(wire.ErrStale, "inode %d: written under layout version %d, file now has another layout", req.Ino, req.LayoutVersion)
 		}
+		if len(req.Dirty) > len(rec.Layout.OSDs) {
+			return wire.Errorf(wire.ErrInvalid, "%d dirty components for a layout of %d", len(req.Dirty), len(rec.Layout.OSDs))
+		}
 		rec.Size = req.Size
 		for _, c := range req.Dirty {
 			if rec.Layout == nil || int(c) >= len(rec.Layout.OSDs) {
@@ -305,23 +308,12 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto
 
 func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, error) {
 	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error {
-		dir, name, err := resolveParent(tx, req.Path)
-		if err != nil {
-			return err
-		}
-		ino, ok, err := lookupChild(tx, dir.Ino, name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return wire.Errorf(wire.ErrNotFound, "%s", req.Path)
-		}
-		rec, err := getInode(tx, ino)
+		dir, name, rec, err := resolveEntry(tx, req.Path)
 		if err != nil {
 			return err
 		}
 		if rec.Type == mdsproto.TypeDir {
-			if empty, err := dirEmpty(tx, ino); err != nil {
+			if empty, err := dirEmpty(tx, rec.Ino); err != nil {
 				return err
 			} else if !empty {
 				return wire.Errorf(wire.ErrNotEmpty, "%s", req.Path)

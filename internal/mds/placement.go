@@ -1,7 +1,6 @@
 package mds
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -71,8 +70,4 @@ func smallFileSpec(s layout.Spec, sizeHint int64) layout.Spec {
 		return s
 	}
 	return layout.Spec{Scheme: layout.Mirror, K: 1, M: s.M, UnitBytes: s.UnitBytes, Visit: s.Visit}
-}
-
-func describe(l layout.Layout) string {
-	return fmt.Sprintf("%s over %d group(s)", l.Spec, l.Groups)
 }

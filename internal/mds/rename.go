@@ -14,7 +14,7 @@ import (
 // not move into its own subtree.
 func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, error) {
 	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error {
-		srcDir, srcName, err := resolveParent(tx, req.From)
+		srcDir, srcName, src, err := resolveEntry(tx, req.From)
 		if err != nil {
 			return err
 		}
@@ -24,17 +24,6 @@ func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, 
 		}
 		if dstDir.Ino == srcDir.Ino {
 			dstDir = srcDir // one record, so link-count changes land once
-		}
-		ino, ok, err := lookupChild(tx, srcDir.Ino, srcName)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return wire.Errorf(wire.ErrNotFound, "%s", req.From)
-		}
-		src, err := getInode(tx, ino)
-		if err != nil {
-			return err
 		}
 		if src.Type == mdsproto.TypeDir {
 			inside, err := isAncestor(tx, src.Ino, dstDir)

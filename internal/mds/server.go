@@ -7,6 +7,7 @@ package mds
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -258,35 +259,28 @@ func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdspr
 }
 
 // osdIdentity maps an OSD's uuid to its id, allocating one on first sight.
+// Known OSDs are answered from memory, so a heartbeat costs no store access.
 func (s *Server) osdIdentity(ctx context.Context, hb mdsproto.HeartbeatReq) (osdRec, error) {
-	var rec osdRec
-	err := s.kv.View(ctx, func(r kv.Reader) error {
-		b, err := r.Get(uuidKey(hb.UUID))
-		if len(b) == 4 {
-			rec.ID = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	rec := osdRec{Format: recFormat, UUID: hb.UUID, Addr: hb.Addr}
+	if id, ok := s.cluster.idOf(hb.UUID); ok {
+		rec.ID = id
+		return rec, nil
+	}
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		b, err := tx.Get(uuidKey(hb.UUID))
+		if err != nil {
+			return err
 		}
-		return err
+		if len(b) == 4 {
+			rec.ID = binary.BigEndian.Uint32(b)
+			return nil
+		}
+		n, err := nextCounter(tx, keyNextOSD, 1)
+		if err != nil {
+			return err
+		}
+		rec.ID = uint32(n)
+		return tx.Put(uuidKey(hb.UUID), binary.BigEndian.AppendUint32(nil, rec.ID))
 	})
-	if err != nil {
-		return rec, err
-	}
-	if rec.ID == 0 {
-		err = s.kv.Update(ctx, func(tx kv.Txn) error {
-			if b, err := tx.Get(uuidKey(hb.UUID)); err != nil || len(b) == 4 {
-				if len(b) == 4 {
-					rec.ID = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-				}
-				return err
-			}
-			n, err := nextCounter(tx, keyNextOSD, 1)
-			if err != nil {
-				return err
-			}
-			rec.ID = uint32(n)
-			id := osdKey(rec.ID)[1:]
-			return tx.Put(uuidKey(hb.UUID), id)
-		})
-	}
-	rec.Format, rec.UUID, rec.Addr = recFormat, hb.UUID, hb.Addr
 	return rec, err
 }

@@ -105,3 +105,34 @@ func FuzzHandler(f *testing.F) {
 		}
 	})
 }
+
+// TestCommitRejectsOversizedDirtyList: a client cannot make the MDS walk
+// a dirty-component list longer than the file's layout.
+func TestCommitRejectsOversizedDirtyList(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	conn, err := wire.Dial(ctx, c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body, _ := json.Marshal(mdsproto.CreateReq{Path: "/f", Layout: "ec:2+1", SizeHint: -1})
+	meta, _, err := conn.Call(ctx, mdsproto.OpCreate, body, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open mdsproto.OpenResp
+	if err := json.Unmarshal(meta, &open); err != nil {
+		t.Fatal(err)
+	}
+	commit := mdsproto.CommitReq{Ino: open.Inode.Ino, Size: 1, LayoutVersion: open.Inode.Layout.Version, Dirty: make([]uint32, 100_000)}
+	body, _ = json.Marshal(commit)
+	if _, _, err := conn.Call(ctx, mdsproto.OpCommit, body, nil, nil); !errors.Is(err, wire.ErrInvalid) {
+		t.Fatalf("commit with 100000 dirty entries: %v, want ErrInvalid", err)
+	}
+	commit.Dirty = []uint32{1}
+	body, _ = json.Marshal(commit)
+	if _, _, err := conn.Call(ctx, mdsproto.OpCommit, body, nil, nil); err != nil {
+		t.Fatalf("valid commit: %v", err)
+	}
+}

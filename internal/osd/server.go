@@ -190,21 +190,11 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		info := osdproto.ObjectInfo{Len: size, Version: v}
 		return wire.Response{Meta: info.Encode(), Data: buf, Release: func() { wire.PutBuf(buf) }}, nil
 	case osdproto.OpSync:
-		for _, c := range req.Comps {
-			if err := s.store.Sync(ObjKey{Ino: req.Ino, Comp: c}, ver); err != nil {
-				return wire.Response{}, err
-			}
-		}
-		return wire.Response{}, nil
+		return wire.Response{}, eachComp(req, ver, s.store.Sync)
 	case osdproto.OpTruncate:
 		return wire.Response{}, s.store.Truncate(key, ver, req.Off)
 	case osdproto.OpDelete:
-		for _, c := range req.Comps {
-			if err := s.store.Delete(ObjKey{Ino: req.Ino, Comp: c}, ver); err != nil {
-				return wire.Response{}, err
-			}
-		}
-		return wire.Response{}, nil
+		return wire.Response{}, eachComp(req, ver, s.store.Delete)
 	case osdproto.OpStat:
 		size, v, err := s.store.Stat(key)
 		if err != nil {
@@ -213,6 +203,17 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		return wire.Response{Meta: osdproto.ObjectInfo{Len: size, Version: v}.Encode()}, nil
 	}
 	return wire.Response{}, wire.Errorf(wire.ErrUnknownOp, "osd op %d", r.Op)
+}
+
+// eachComp applies op to every component a request names, stopping at
+// the first failure.
+func eachComp(req osdproto.Req, ver uint64, op func(ObjKey, uint64) error) error {
+	for _, c := range req.Comps {
+		if err := op(ObjKey{Ino: req.Ino, Comp: c}, ver); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // heartbeatLoop reports to the MDS every HeartbeatEvery until ctx ends,
