@@ -228,19 +228,24 @@ func (op *stripeOp) done(comp int, err error) {
 	f.pending.end(op.wb.fs)
 }
 
-// ReadFrom copies r into the file from offset 0 onwards in whole stripes.
+// ReadFrom copies r into the file from offset 0 onwards. Data is read
+// straight into stripe buffers, so a byte is copied once on its way from
+// r to the OSDs.
 func (f *File) ReadFrom(r io.Reader) (int64, error) {
+	if !f.write {
+		return 0, errReadOnly
+	}
 	S := f.layout().Spec.StripeBytes()
-	chunk := make([]byte, S)
 	var total int64
 	for {
-		n, err := io.ReadFull(r, chunk)
-		if n > 0 {
-			if _, werr := f.WriteAt(chunk[:n], total); werr != nil {
-				return total, werr
-			}
-			total += int64(n)
+		wb := f.newStripeBuf(total / S)
+		n, err := io.ReadFull(r, wb.buf[:S])
+		if n == 0 {
+			f.releaseStripe(wb)
+		} else if aerr := f.adoptStripe(wb, int64(n)); aerr != nil {
+			return total, aerr
 		}
+		total += int64(n)
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return total, nil
 		}
@@ -248,6 +253,30 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 			return total, err
 		}
 	}
+}
+
+// adoptStripe takes a stripe buffer whose first n bytes the caller filled
+// as the file's data at the start of stripe wb.fs: sent now if full,
+// buffered (like a WriteAt) otherwise.
+func (f *File) adoptStripe(wb *stripeBuf, n int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.stickyErr(); err != nil || f.closed {
+		f.releaseStripe(wb)
+		if err == nil {
+			err = os.ErrClosed
+		}
+		return err
+	}
+	f.submitLocked()
+	wb.lo, wb.hi = 0, n
+	f.wb = wb
+	f.size = max(f.size, wb.fs*f.layout().Spec.StripeBytes()+n)
+	f.modified = true
+	if n == f.layout().Spec.StripeBytes() {
+		f.submitLocked()
+	}
+	return nil
 }
 
 // Truncate sets the file's size. Shrinking rewrites the stripe holding the
