@@ -79,6 +79,16 @@ func get(t *testing.T, cl *braid.Client, path string) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
+// mustRead reads the whole file at path and checks it equals want.
+func mustRead(t *testing.T, cl *braid.Client, path, what string, want []byte) {
+	t.Helper()
+	got, err := get(t, cl, path)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	mustEqual(t, what, got, want)
+}
+
 func mustEqual(t *testing.T, what string, got, want []byte) {
 	t.Helper()
 	if !bytes.Equal(got, want) {
@@ -97,11 +107,7 @@ func TestRoundTripLayouts(t *testing.T) {
 			data := randBytes(rng, size)
 			path := fmt.Sprintf("/%s-%d", strings.NewReplacer(":", "_", ",", "_", "=", "_", "+", "p").Replace(spec), size)
 			put(t, cl, path, spec, data)
-			got, err := get(t, cl, path)
-			if err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			mustEqual(t, path, got, data)
+			mustRead(t, cl, path, path, data)
 			fi, err := cl.Stat(ctx, path)
 			if err != nil || fi.Size != int64(size) {
 				t.Fatalf("stat %s: size %d, %v", path, fi.Size, err)
@@ -149,11 +155,7 @@ func TestOverwriteKeepsParity(t *testing.T) {
 		if err := f.Close(); err != nil {
 			t.Fatalf("seed %d: close: %v", seed, err)
 		}
-		got, err := get(t, cl, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mustEqual(t, fmt.Sprintf("seed %d %s", seed, path), got, model)
+		mustRead(t, cl, path, fmt.Sprintf("seed %d %s", seed, path), model)
 	}
 	// Lose each OSD in turn (by hiding its data directory) and re-read.
 	for i := range c.OSDs {
@@ -187,11 +189,7 @@ func TestDegradedReadsAndLimits(t *testing.T) {
 	c.StopOSD(0)
 	c.StopOSD(3)
 	for path, want := range map[string][]byte{"/ec": ec, "/mirror": mirror} {
-		got, err := get(t, cl, path)
-		if err != nil {
-			t.Fatalf("%s with 2 OSDs down: %v", path, err)
-		}
-		mustEqual(t, path, got, want)
+		mustRead(t, cl, path, path+" with 2 OSDs down", want)
 	}
 	if _, err := get(t, cl, "/stripe"); !errors.Is(err, braid.ErrUnavailable) {
 		t.Fatalf("stripe:6 with OSDs down: err %v, want ErrUnavailable", err)
@@ -224,11 +222,7 @@ func TestCorruptBlockIsReconstructed(t *testing.T) {
 	if flipped != 2 {
 		t.Fatalf("flipped %d files, want 2", flipped)
 	}
-	got, err := get(t, cl, "/c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqual(t, "read over corrupt blocks", got, data)
+	mustRead(t, cl, "/c", "read over corrupt blocks", data)
 }
 
 func TestSmallFilesAreMirrored(t *testing.T) {
@@ -345,11 +339,7 @@ func TestFullOSDReportsNoSpace(t *testing.T) {
 	if !errors.Is(werr, braid.ErrNoSpace) && !errors.Is(cerr, braid.ErrNoSpace) {
 		t.Fatalf("writing past capacity: write %v, close %v; want ErrNoSpace", werr, cerr)
 	}
-	got, err := get(t, cl, "/keep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqual(t, "file written before the disk filled", got, keep)
+	mustRead(t, cl, "/keep", "file written before the disk filled", keep)
 }
 
 type zeroReader struct{}
@@ -376,11 +366,7 @@ func TestWriteWithOSDDown(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatalf("close with one OSD down: %v", err)
 	}
-	got, err := get(t, cl, "/w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqual(t, "written degraded", got, data)
+	mustRead(t, cl, "/w", "written degraded", data)
 }
 
 func TestTruncate(t *testing.T) {
@@ -402,9 +388,5 @@ func TestTruncate(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append(append([]byte{}, data[:100_000]...), make([]byte, 200_000)...)
-	got, err := get(t, cl, "/t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqual(t, "truncate down then up", got, want)
+	mustRead(t, cl, "/t", "truncate down then up", want)
 }

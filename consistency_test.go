@@ -78,11 +78,7 @@ func TestRewritesOfOneStripeStayConsistent(t *testing.T) {
 	}
 	for i := range c.OSDs {
 		c.StopOSD(i)
-		got, err := get(t, cl, "/r")
-		if err != nil {
-			t.Fatalf("OSD %d lost: %v", i, err)
-		}
-		mustEqual(t, "rewritten stripes read degraded", got, last)
+		mustRead(t, cl, "/r", fmt.Sprintf("rewritten stripes, OSD %d lost", i), last)
 		c.RestartOSD(i)
 	}
 }
@@ -194,11 +190,7 @@ func TestCrashedWriterBytesNeverReappear(t *testing.T) {
 		if i >= 0 {
 			c.StopOSD(i)
 		}
-		got, err := get(t, cl, "/cw")
-		if err != nil {
-			t.Fatalf("OSD %d lost: %v", i, err)
-		}
-		mustEqual(t, "file after crashed writer, grow and append", got, want)
+		mustRead(t, cl, "/cw", fmt.Sprintf("file after crashed writer, grow and append, OSD %d lost", i), want)
 		if i >= 0 {
 			c.RestartOSD(i)
 		}
