@@ -55,6 +55,9 @@ type Server struct {
 	conns map[net.Conn]struct{}
 	lns   []net.Listener
 	wg    sync.WaitGroup
+	// closed is set by Close; a Serve that starts or accepts afterwards
+	// closes what it holds instead of serving it.
+	closed bool
 }
 
 // NewServer returns a server that dispatches to h.
@@ -66,6 +69,11 @@ func NewServer(h Handler, log *slog.Logger, limits Limits) *Server {
 // Serve accepts on ln until it is closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
 	for {
@@ -80,9 +88,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			_ = tc.SetNoDelay(true)
 		}
 		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = conn.Close()
+			return nil
+		}
 		s.conns[conn] = struct{}{}
-		s.mu.Unlock()
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
 			s.serveConn(ctx, conn)
@@ -93,6 +106,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Close stops the listeners and every connection and waits for handlers.
 func (s *Server) Close() {
 	s.mu.Lock()
+	s.closed = true
 	for _, ln := range s.lns {
 		_ = ln.Close()
 	}
