@@ -13,6 +13,7 @@ package braid
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -48,10 +49,13 @@ type Options struct {
 	// MaxInflightBytes bounds the stripe buffers one open file holds for
 	// write-behind and read-ahead.
 	MaxInflightBytes int64
+	// RepairWait bounds how long a writer waits for a repair of its file
+	// (rebuild, drain, scrub) to finish before failing.
+	RepairWait time.Duration
 }
 
 // DefaultOptions suit a client on a small machine.
-var DefaultOptions = Options{IOTimeout: 30 * time.Second, MaxInflightBytes: 96 << 20}
+var DefaultOptions = Options{IOTimeout: 30 * time.Second, MaxInflightBytes: 96 << 20, RepairWait: 10 * time.Minute}
 
 // Client talks to one braid cluster. It is safe for concurrent use.
 type Client struct {
@@ -122,6 +126,27 @@ func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
 		return nil
 	}
 	return json.Unmarshal(meta, out)
+}
+
+// mdsWaitBusy is mds for requests the MDS may refuse while the file is
+// being repaired: it retries, backing off, for up to RepairWait.
+func (c *Client) mdsWaitBusy(ctx context.Context, op uint16, req, out any) error {
+	deadline := time.Now().Add(c.opts.RepairWait)
+	backoff := 50 * time.Millisecond
+	for {
+		err := c.mds(ctx, op, req, out)
+		if !errors.Is(err, wire.ErrBusy) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
 }
 
 // FileInfo describes a file or directory.
@@ -256,4 +281,21 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	var s Status
 	err := c.mds(ctx, mdsproto.OpStatus, struct{}{}, &s)
 	return s, err
+}
+
+// Scrub queues the files at or below p for verification: every block's
+// checksum and every stripe's parity, with what is wrong rewritten from
+// redundancy. It returns how many files were queued; Status reports the
+// progress (Repair.ScrubQueued, ScrubbedFiles, ScrubRepaired).
+func (c *Client) Scrub(ctx context.Context, p string) (int64, error) {
+	var r mdsproto.ScrubResp
+	err := c.mds(ctx, mdsproto.OpScrub, mdsproto.ScrubReq{Path: p}, &r)
+	return r.Files, err
+}
+
+// DrainOSD starts moving every component off OSD id (undo stops it). New
+// files avoid a draining OSD at once; Status shows how many components
+// are left on it.
+func (c *Client) DrainOSD(ctx context.Context, id uint32, undo bool) error {
+	return c.mds(ctx, mdsproto.OpOSDDrain, mdsproto.DrainReq{ID: id, Undo: undo}, nil)
 }

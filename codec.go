@@ -1,6 +1,7 @@
 package braid
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/braidfs/braid/internal/layout"
@@ -13,6 +14,10 @@ import (
 type encoder interface {
 	Encode(shards [][]byte) error
 	ReconstructData(shards [][]byte) error
+	// Reconstruct rebuilds every missing unit, redundant ones included.
+	Reconstruct(shards [][]byte) error
+	// Verify reports whether the redundant units match the data.
+	Verify(shards [][]byte) (bool, error)
 }
 
 func (c *Client) newEncoder(s layout.Spec) (encoder, error) {
@@ -48,6 +53,27 @@ func (mirrorCodec) ReconstructData(shards [][]byte) error {
 	return wire.Errorf(wire.ErrUnavail, "no copy left")
 }
 
+func (m mirrorCodec) Reconstruct(shards [][]byte) error {
+	if err := m.ReconstructData(shards); err != nil {
+		return err
+	}
+	for i := range shards {
+		if shards[i] == nil {
+			shards[i] = append([]byte(nil), shards[0]...)
+		}
+	}
+	return nil
+}
+
+func (mirrorCodec) Verify(shards [][]byte) (bool, error) {
+	for _, s := range shards[1:] {
+		if !bytes.Equal(s, shards[0]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // stripeCodec: no redundancy.
 type stripeCodec struct{}
 
@@ -60,3 +86,6 @@ func (stripeCodec) ReconstructData(shards [][]byte) error {
 	}
 	return nil
 }
+
+func (c stripeCodec) Reconstruct(shards [][]byte) error { return c.ReconstructData(shards) }
+func (stripeCodec) Verify([][]byte) (bool, error)       { return true, nil }

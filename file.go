@@ -55,10 +55,11 @@ type File struct {
 	pending  *pendingStripes // stripe writes in flight
 	inflight *semaphore.Weighted
 
-	amu     sync.Mutex   // guards results of asynchronous writes
-	err     error        // first write failure; sticky
-	dirty   map[int]bool // components that missed writes
-	touched map[int]bool // components written since the last sync
+	amu       sync.Mutex   // guards results of asynchronous writes
+	err       error        // first write failure; sticky
+	dirty     map[int]bool // components that missed writes
+	reporting map[int]int  // components whose dirty mark is on its way to the MDS
+	touched   map[int]bool // components written since the last sync
 }
 
 // Create makes (or replaces) the file at p and opens it for writing.
@@ -83,14 +84,14 @@ func (c *Client) Open(ctx context.Context, p string) (*File, error) { return c.O
 // OpenFile opens the existing file at p, for writing too if write is set.
 func (c *Client) OpenFile(ctx context.Context, p string, write bool) (*File, error) {
 	var r mdsproto.OpenResp
-	if err := c.mds(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Path: p, Write: write}, &r); err != nil {
+	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Path: p, Write: write}, &r); err != nil {
 		return nil, err
 	}
 	return c.newFile(p, write, r)
 }
 
 func (c *Client) newFile(p string, write bool, r mdsproto.OpenResp) (*File, error) {
-	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, touched: map[int]bool{}, size: r.Inode.Size,
+	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, touched: map[int]bool{}, size: r.Inode.Size,
 		pending: newPendingStripes()}
 	if err := f.apply(r); err != nil {
 		return nil, err
@@ -121,12 +122,63 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 	f.lmu.Lock()
 	f.ino, f.lay, f.cap, f.eps = r.Inode.Ino, l, c, r.Endpoints
 	f.lmu.Unlock()
+	// The MDS's dirty set is the truth: every mark this handle made has
+	// reached it, except those still on their way.
 	f.amu.Lock()
+	f.dirty = map[int]bool{}
 	for _, d := range r.Inode.Dirty {
 		f.dirty[int(d)] = true
 	}
+	for c := range f.reporting {
+		f.dirty[c] = true
+	}
 	f.amu.Unlock()
 	return nil
+}
+
+// markDirty records that component comp missed a write, here and at the
+// MDS, before the write counts as done: no repair may then use the
+// component as a source and no reader trusts it.
+func (f *File) markDirty(ctx context.Context, all ...int) error {
+	var comps []int
+	f.amu.Lock()
+	for _, c := range all {
+		if f.dirty[c] && f.reporting[c] == 0 {
+			continue // the MDS knows already (or an in-flight stripe op will fail Sync)
+		}
+		comps = append(comps, c)
+		f.dirty[c] = true
+		f.reporting[c]++
+	}
+	f.amu.Unlock()
+	if len(comps) == 0 {
+		return nil
+	}
+	defer func() {
+		f.amu.Lock()
+		for _, c := range comps {
+			if f.reporting[c]--; f.reporting[c] <= 0 {
+				delete(f.reporting, c)
+			}
+		}
+		f.amu.Unlock()
+	}()
+	req := mdsproto.MarkDirtyReq{Ino: f.layoutIno()}
+	for _, c := range comps {
+		req.Comps = append(req.Comps, uint32(c))
+	}
+	var err error
+	for attempt := 0; attempt < 3; attempt++ { // the MDS may be restarting
+		if err = f.c.mds(ctx, mdsproto.OpMarkDirty, req, nil); err == nil || !isConnError(err) {
+			break
+		}
+		sleepCtx(ctx, time.Second)
+	}
+	if err != nil {
+		err = fmt.Errorf("%s: record components %v as dirty: %w", f.path, comps, err)
+		f.setErr(err)
+	}
+	return err
 }
 
 // refresh fetches a new capability and layout after an OSD refused ours
@@ -139,7 +191,7 @@ func (f *File) refresh(ctx context.Context, seen capability.Cap) error {
 		return nil
 	}
 	var r mdsproto.OpenResp
-	if err := f.c.mds(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: f.write}, &r); err != nil {
+	if err := f.c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: f.write}, &r); err != nil {
 		return err
 	}
 	return f.apply(r)
@@ -191,8 +243,8 @@ func (f *File) unitCall(ctx context.Context, op uint16, comp int, req osdproto.R
 		ep, known := f.eps[id]
 		req.Cap, req.Ino, req.Comp = f.cap, f.ino, uint32(comp)
 		f.lmu.Unlock()
-		if !known {
-			return nil, wire.Errorf(wire.ErrUnavail, "OSD %d (component %d) has no address", id, comp)
+		if !known || !ep.Up {
+			return nil, wire.Errorf(wire.ErrUnavail, "OSD %d (component %d) is down", id, comp)
 		}
 		meta, err := f.callOSD(ctx, ep.Addr, op, req, data, resp)
 		if err == nil {
@@ -275,11 +327,11 @@ func (f *File) syncLocked(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			if _, err := f.unitCall(ctx, osdproto.OpSync, int(comps[0]), osdproto.Req{Comps: comps}, nil, nil); err != nil {
-				f.amu.Lock()
+				var cs []int
 				for _, c := range comps {
-					f.dirty[int(c)] = true
+					cs = append(cs, int(c))
 				}
-				f.amu.Unlock()
+				_ = f.markDirty(ctx, cs...)
 			}
 		}()
 	}

@@ -133,12 +133,19 @@ func (f *File) fillStripe(wb *stripeBuf, start, valid int64) error {
 type stripeOp struct {
 	f       *File
 	wb      *stripeBuf
-	m       int // failures the layout tolerates
+	m       int      // failures the layout tolerates
+	shards  [][]byte // every unit's bytes, data then redundancy
+	version uint64   // layout version the units were sent under
+	tries   int
 	mu      sync.Mutex
 	left    int
 	failed  []error
 	nospace error
 }
+
+// maxStripeSends bounds how often one stripe is sent again because the
+// file's layout changed while it was in flight.
+const maxStripeSends = 3
 
 // encodeAndSend computes the stripe's redundancy and writes every unit to
 // its OSD in parallel. Only the first valid bytes of the stripe are file
@@ -148,8 +155,7 @@ type stripeOp struct {
 // committing) that parity must not be computed against. Columns past
 // shardLen lie past the file's end in every unit and are not sent.
 func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
-	lay := f.layout()
-	s := lay.Spec
+	s := f.layout().Spec
 	K, M, U := s.K, s.M, s.UnitBytes
 	shardLen := min(valid, U)
 	if wb.whole {
@@ -175,35 +181,37 @@ func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
 			shards[j] = shards[0] // copies share the buffer
 		}
 	}
-	type unitWrite struct {
-		comp int
-		off  int64
-		data []byte
-	}
-	var writes []unitWrite
-	for u := 0; u < K+M; u++ {
-		loc := lay.UnitOf(wb.fs, u)
-		writes = append(writes, unitWrite{loc.Component, loc.ObjectOff, shards[u]})
-	}
-	op := &stripeOp{f: f, wb: wb, m: M, left: len(writes)}
+	op := &stripeOp{f: f, wb: wb, m: M, shards: shards}
 	f.pending.begin(wb.fs)
-	for _, w := range writes {
+	op.send()
+}
+
+// send writes every unit under the file's current layout.
+func (op *stripeOp) send() {
+	f := op.f
+	lay := f.layout()
+	op.mu.Lock()
+	op.version, op.left, op.failed, op.nospace = lay.Version, len(op.shards), nil, nil
+	op.tries++
+	op.mu.Unlock()
+	for u, data := range op.shards {
+		loc := lay.UnitOf(op.wb.fs, u)
 		go func() {
-			_, err := f.unitCall(context.Background(), osdproto.OpWrite, w.comp, osdproto.Req{Off: w.off}, w.data, nil)
-			op.done(w.comp, err)
+			_, err := f.unitCall(context.Background(), osdproto.OpWrite, loc.Component, osdproto.Req{Off: loc.ObjectOff}, data, nil)
+			op.done(loc.Component, err)
 		}()
 	}
 }
 
 func (op *stripeOp) done(comp int, err error) {
 	f := op.f
-	f.amu.Lock()
 	if err != nil {
-		f.dirty[comp] = true
+		_ = f.markDirty(context.Background(), comp)
 	} else {
+		f.amu.Lock()
 		f.touched[comp] = true
+		f.amu.Unlock()
 	}
-	f.amu.Unlock()
 	op.mu.Lock()
 	if err != nil {
 		op.failed = append(op.failed, err)
@@ -215,6 +223,13 @@ func (op *stripeOp) done(comp int, err error) {
 	last := op.left == 0
 	op.mu.Unlock()
 	if !last {
+		return
+	}
+	// A repair that moved or fenced components while these units were on
+	// their way may have read the stripe half old, half new: send it whole
+	// again under the new layout so every unit agrees.
+	if f.layout().Version != op.version && op.tries < maxStripeSends && op.nospace == nil {
+		op.send()
 		return
 	}
 	switch {
@@ -330,9 +345,7 @@ func (f *File) shrinkLocked(size int64) error {
 			defer wg.Done()
 			req := osdproto.Req{Off: lay.ObjectLen(size, c)}
 			if _, err := f.unitCall(context.Background(), osdproto.OpTruncate, c, req, nil, nil); err != nil {
-				f.amu.Lock()
-				f.dirty[c] = true
-				f.amu.Unlock()
+				_ = f.markDirty(context.Background(), c)
 			}
 		}()
 	}

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/healer"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/osd"
@@ -18,7 +21,7 @@ import (
 
 func (e *env) mdsCmd() *cobra.Command {
 	var cfg mds.Config
-	var keyFile, addrFile string
+	var keyFile, addrFile, repairRate, scrubRate string
 	cmd := &cobra.Command{
 		Use:   "mds",
 		Short: "run the metadata service",
@@ -28,7 +31,13 @@ func (e *env) mdsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg.Key, cfg.Log = key, e.logger()
+			cfg.Key, cfg.Log, cfg.RunHealer = key, e.logger(), healer.Run
+			if cfg.RepairRateBytes, err = parseRate(repairRate); err != nil {
+				return fmt.Errorf("--repair-rate: %w", err)
+			}
+			if cfg.ScrubRateBytes, err = parseRate(scrubRate); err != nil {
+				return fmt.Errorf("--scrub-rate: %w", err)
+			}
 			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 				return err
 			}
@@ -55,7 +64,29 @@ func (e *env) mdsCmd() *cobra.Command {
 	f.StringVar(&addrFile, "addr-file", "", "write the address served on to this file once listening")
 	f.StringVar(&cfg.DefaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2)")
 	f.DurationVar(&cfg.OSDDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
+	addHealFlags(f, &cfg, &repairRate, &scrubRate)
 	return cmd
+}
+
+// addHealFlags registers the failure-handling flags shared by mds and up.
+func addHealFlags(f *pflag.FlagSet, cfg *mds.Config, repairRate, scrubRate *string) {
+	f.DurationVar(&cfg.OSDOutAfter, "osd-out-after", 10*time.Minute, "silence after which a down OSD is out and its data is rebuilt on others")
+	f.StringVar(repairRate, "repair-rate", "256MiB", "bytes per second each healer may write when rebuilding, catching up or draining")
+	f.StringVar(scrubRate, "scrub-rate", "64MiB", "bytes per second each healer may read when scrubbing")
+	f.DurationVar(&cfg.ScrubEvery, "scrub-every", 7*24*time.Hour, "period of the background scrub of every file (0 disables)")
+	f.IntVar(&cfg.Healers, "healers", 4, "files the MDS repairs at once (negative: none; run braid heal elsewhere)")
+}
+
+// parseRate reads a byte rate such as 100MiB (per second).
+func parseRate(s string) (int64, error) {
+	n, err := layout.ParseSize(strings.TrimSuffix(s, "/s"))
+	if err != nil {
+		return 0, err
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("rate must be positive")
+	}
+	return n, nil
 }
 
 func (e *env) osdCmd() *cobra.Command {

@@ -27,6 +27,9 @@ type upOptions struct {
 	defaultLayout string
 	capacity      string
 	osdDownAfter  time.Duration
+	osdOutAfter   time.Duration
+	repairRate    string
+	scrubRate     string
 }
 
 func defaultDataDir() string {
@@ -50,6 +53,9 @@ func (e *env) upCmd() *cobra.Command {
 	f.StringVar(&o.defaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2)")
 	f.StringVar(&o.capacity, "capacity", "", "bytes each OSD may store, e.g. 10GiB")
 	f.DurationVar(&o.osdDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
+	f.DurationVar(&o.osdOutAfter, "osd-out-after", 10*time.Minute, "silence after which a down OSD is out and its data is rebuilt on others")
+	f.StringVar(&o.repairRate, "repair-rate", "256MiB", "bytes per second each healer may write when rebuilding")
+	f.StringVar(&o.scrubRate, "scrub-rate", "64MiB", "bytes per second each healer may read when scrubbing")
 	return cmd
 }
 
@@ -83,7 +89,8 @@ func (e *env) up(o upOptions) error {
 	defer func() { stopChildren(children) }()
 
 	mdsArgs := []string{"mds", "--dir", filepath.Join(dir, "mds"), "--listen", "127.0.0.1:0", "--key-file", keyFile,
-		"--osd-down-after", o.osdDownAfter.String(), "--log-level", e.logLevel}
+		"--osd-down-after", o.osdDownAfter.String(), "--osd-out-after", o.osdOutAfter.String(),
+		"--repair-rate", o.repairRate, "--scrub-rate", o.scrubRate, "--log-level", e.logLevel}
 	if o.defaultLayout != "" {
 		mdsArgs = append(mdsArgs, "--default-layout", o.defaultLayout)
 	}

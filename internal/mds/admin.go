@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
@@ -46,6 +47,7 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 			}
 		}
 		rec.Layout = toWire(l)
+		rec.Base, rec.Dirty = l.Version, nil
 		return putInode(tx, rec)
 	})
 	if err != nil {
@@ -78,11 +80,13 @@ func (s *Server) getLayout(ctx context.Context, req mdsproto.PathReq) (mdsproto.
 }
 
 func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
-	out := mdsproto.StatusResp{ClusterID: s.cl.ID, DefaultLayout: s.cl.DefaultLayout, OSDs: s.cluster.status(s.cfg.Now())}
+	now := s.cfg.Now()
+	out := mdsproto.StatusResp{ClusterID: s.cl.ID, DefaultLayout: s.cl.DefaultLayout, OSDs: s.cluster.status(now)}
 	for _, o := range out.OSDs {
 		out.CapacityBytes += o.CapacityBytes
 		out.UsedBytes += o.UsedBytes
 	}
+	h := healthScan{views: s.cluster.views(now), comps: map[uint32]int64{}}
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		var ferr error
 		err := r.Scan([]byte{'i'}, []byte{'j'}, func(k, v []byte) bool {
@@ -95,6 +99,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 			} else {
 				out.Files++
 				out.LogicalBytes += rec.Size
+				h.add(&rec, now)
 			}
 			return true
 		})
@@ -103,7 +108,109 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		}
 		return ferr
 	})
+	for i := range out.OSDs {
+		out.OSDs[i].Components = h.comps[out.OSDs[i].ID]
+	}
+	out.Health, out.Problems = h.summary(out.OSDs)
+	out.Repair = s.repairProgress(h, now)
 	return out, err
+}
+
+// healthScan accumulates what status reports about redundancy.
+type healthScan struct {
+	views                              map[uint32]osdView
+	comps                              map[uint32]int64 // components per OSD
+	degraded, waiting, dirty, crowded  int64
+	unrepairable, repairing, filesLeft int64
+	bytesLeft                          int64
+	why                                string
+}
+
+func (h *healthScan) add(rec *inodeRec, now time.Time) {
+	if rec.Layout == nil {
+		return
+	}
+	for _, id := range rec.Layout.OSDs {
+		h.comps[id]++
+	}
+	spec, err := specOf(rec.Layout.Spec)
+	if err != nil {
+		return
+	}
+	p := planFile(rec.Layout, rec.Dirty, h.views, spec)
+	if len(p.Crowded) > 0 {
+		h.crowded++
+	}
+	if p.Degraded() {
+		h.degraded++
+	}
+	if len(p.Waiting) > 0 {
+		h.waiting++
+	}
+	if len(rec.Dirty) > 0 {
+		h.dirty++
+	}
+	if rec.Repair.active(now) {
+		h.repairing++
+	}
+	if p.Unrepairable {
+		h.unrepairable++
+		h.why = p.Why
+		return
+	}
+	if len(p.Rewrite) > 0 {
+		h.filesLeft++
+		l, err := rec.Layout.Decode()
+		if err == nil {
+			for _, c := range p.Rewrite {
+				h.bytesLeft += l.ObjectLen(rec.Size, c)
+			}
+		}
+	}
+}
+
+// summary turns the scan into a health value and what is wrong.
+func (h *healthScan) summary(osds []mdsproto.OSDStatus) (string, []string) {
+	var problems []string
+	for _, o := range osds {
+		if o.State != mdsproto.StateUp && o.Components > 0 {
+			problems = append(problems, fmt.Sprintf("OSD %d is %s; it holds %d components", o.ID, o.State, o.Components))
+		}
+		if o.Draining && o.Components > 0 {
+			problems = append(problems, fmt.Sprintf("OSD %d is draining; %d components left on it", o.ID, o.Components))
+		}
+	}
+	if h.waiting > 0 {
+		problems = append(problems, fmt.Sprintf("%d files have components on down OSDs (rebuilt if they stay down)", h.waiting))
+	}
+	if h.dirty > 0 {
+		problems = append(problems, fmt.Sprintf("%d files have components that missed writes or are being rebuilt", h.dirty))
+	}
+	if h.unrepairable > 0 {
+		problems = append(problems, fmt.Sprintf("%d files cannot be repaired now (%s)", h.unrepairable, h.why))
+	}
+	if h.crowded > 0 {
+		problems = append(problems, fmt.Sprintf("note: %d files keep two components of a parity group on one OSD (too few OSDs up); they move apart when OSDs are added", h.crowded))
+	}
+	if h.degraded > 0 {
+		return mdsproto.HealthDegraded, problems
+	}
+	return mdsproto.HealthOK, problems
+}
+
+func (s *Server) repairProgress(h healthScan, now time.Time) mdsproto.RepairProgress {
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	p := s.heal.stats
+	p.FilesLeft, p.BytesLeft, p.Unrepairable = h.filesLeft, h.bytesLeft, h.unrepairable
+	p.Active = len(s.heal.active)
+	p.RateBytesPerS = s.heal.rate(now)
+	if p.RateBytesPerS > 0 {
+		p.ETASeconds = float64(p.BytesLeft) / p.RateBytesPerS
+	}
+	p.ScrubQueued = int64(len(s.heal.scrubQ))
+	p.RecentErrors = append([]string(nil), s.heal.errs...)
+	return p
 }
 
 // gcRec is a removed file's (or replaced layout's) objects awaiting

@@ -16,6 +16,9 @@ type osdRec struct {
 	ID     uint32 `json:"id"`
 	UUID   string `json:"uuid"`
 	Addr   string `json:"addr"`
+	// Drain marks an OSD being emptied: placement skips it and repair
+	// moves its components elsewhere.
+	Drain bool `json:"drain,omitempty"`
 }
 
 func osdKey(id uint32) []byte { return binary.BigEndian.AppendUint32([]byte{'o'}, id) }
@@ -30,15 +33,63 @@ type osdState struct {
 	hb       mdsproto.HeartbeatReq
 }
 
-// clusterMap tracks the OSDs and decides which are up.
+// clusterMap tracks the OSDs and decides which are up, down or out.
 type clusterMap struct {
 	mu        sync.Mutex
 	osds      map[uint32]*osdState
 	downAfter time.Duration
+	outAfter  time.Duration
+	// started is when this MDS began counting: an OSD it has not heard
+	// from since is out only outAfter later, not at once after a restart.
+	started time.Time
 }
 
-func newClusterMap(downAfter time.Duration) *clusterMap {
-	return &clusterMap{osds: map[uint32]*osdState{}, downAfter: downAfter}
+func newClusterMap(downAfter, outAfter time.Duration, started time.Time) *clusterMap {
+	return &clusterMap{osds: map[uint32]*osdState{}, downAfter: downAfter, outAfter: outAfter, started: started}
+}
+
+// osdView is one OSD's state as repair planning sees it.
+type osdView struct {
+	State string
+	Drain bool
+}
+
+// stateOf classifies an OSD by how long it has been silent.
+func (m *clusterMap) stateOf(st *osdState, now time.Time) string {
+	if m.isUp(st, now) {
+		return mdsproto.StateUp
+	}
+	since := st.lastSeen
+	if since.Before(m.started) {
+		since = m.started
+	}
+	if now.Sub(since) > m.outAfter {
+		return mdsproto.StateOut
+	}
+	return mdsproto.StateDown
+}
+
+// views snapshots every OSD's state.
+func (m *clusterMap) views(now time.Time) map[uint32]osdView {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[uint32]osdView, len(m.osds))
+	for id, st := range m.osds {
+		out[id] = osdView{State: m.stateOf(st, now), Drain: st.Drain}
+	}
+	return out
+}
+
+// setDrain marks or unmarks an OSD for draining and returns its record.
+func (m *clusterMap) setDrain(id uint32, on bool) (osdRec, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.osds[id]
+	if st == nil {
+		return osdRec{}, false
+	}
+	st.Drain = on
+	return st.osdRec, true
 }
 
 func (m *clusterMap) load(r kv.Reader) error {
@@ -64,13 +115,13 @@ func (m *clusterMap) isUp(st *osdState, now time.Time) bool {
 	return !st.lastSeen.IsZero() && now.Sub(st.lastSeen) <= m.downAfter
 }
 
-// upCandidates lists the OSDs placement may use.
+// upCandidates lists the OSDs placement may use: up and not draining.
 func (m *clusterMap) upCandidates(now time.Time) []Candidate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []Candidate
 	for id, st := range m.osds {
-		if m.isUp(st, now) {
+		if m.isUp(st, now) && !st.Drain {
 			out = append(out, Candidate{ID: id, FreeBytes: st.hb.FreeBytes})
 		}
 	}
@@ -125,6 +176,7 @@ func (m *clusterMap) beat(rec osdRec, hb mdsproto.HeartbeatReq, now time.Time) (
 		changed = true
 	}
 	if st.Addr != rec.Addr || st.UUID != rec.UUID {
+		rec.Drain = st.Drain
 		st.osdRec, changed = rec, true
 	}
 	st.lastSeen, st.hb = now, hb
@@ -136,13 +188,10 @@ func (m *clusterMap) status(now time.Time) []mdsproto.OSDStatus {
 	defer m.mu.Unlock()
 	out := make([]mdsproto.OSDStatus, 0, len(m.osds))
 	for id, st := range m.osds {
-		s := mdsproto.OSDStatus{ID: id, Addr: st.Addr, State: "down", CapacityBytes: st.hb.CapacityBytes,
-			UsedBytes: st.hb.UsedBytes, FreeBytes: st.hb.FreeBytes, Pid: st.hb.Pid}
+		s := mdsproto.OSDStatus{ID: id, Addr: st.Addr, State: m.stateOf(st, now), Draining: st.Drain,
+			CapacityBytes: st.hb.CapacityBytes, UsedBytes: st.hb.UsedBytes, FreeBytes: st.hb.FreeBytes, Pid: st.hb.Pid}
 		if !st.lastSeen.IsZero() {
 			s.LastSeenNs = st.lastSeen.UnixNano()
-		}
-		if m.isUp(st, now) {
-			s.State = "up"
 		}
 		out = append(out, s)
 	}

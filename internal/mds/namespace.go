@@ -54,6 +54,12 @@ type inodeRec struct {
 	Format int `json:"v"`
 	mdsproto.Inode
 	Parent uint64 `json:"parent,omitempty"` // directories: for rename cycle checks and layout inheritance
+	// Base is the layout version whose objects hold the file's data: a
+	// re-layout of an empty file raises it, a repair (which keeps the
+	// data) does not. Commits from older versions are refused.
+	Base uint64 `json:"base,omitempty"`
+	// Repair is set while a healer repairs the file; writers wait.
+	Repair *repairLock `json:"repair,omitempty"`
 }
 
 type clusterRec struct {

@@ -3,7 +3,6 @@ package mds
 import (
 	"context"
 	"encoding/binary"
-	"slices"
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/kv"
@@ -205,6 +204,9 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 	if rec.Type != mdsproto.TypeFile || rec.Layout == nil {
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrIsDir, "%s", req.Path)
 	}
+	if req.Write && rec.Repair.active(s.cfg.Now()) {
+		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", rec.Ino)
+	}
 	return s.openResp(rec, req.Write), nil
 }
 
@@ -237,21 +239,17 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		if rec.Type != mdsproto.TypeFile {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
-		if rec.Layout == nil || rec.Layout.Version != req.LayoutVersion {
+		if rec.Layout == nil || req.LayoutVersion < rec.Base || req.LayoutVersion > rec.Layout.Version {
 			return wire.Errorf(wire.ErrStale, "inode %d: written under layout version %d, file now has another layout", req.Ino, req.LayoutVersion)
 		}
-		if len(req.Dirty) > len(rec.Layout.OSDs) {
-			return wire.Errorf(wire.ErrInvalid, "%d dirty components for a layout of %d", len(req.Dirty), len(rec.Layout.OSDs))
+		// Dirty marks name components of the version they were made
+		// under; after a repair moved components they may mean others.
+		if req.LayoutVersion == rec.Layout.Version {
+			if err := addDirty(rec, req.Dirty); err != nil {
+				return err
+			}
 		}
 		rec.Size = req.Size
-		for _, c := range req.Dirty {
-			if rec.Layout == nil || int(c) >= len(rec.Layout.OSDs) {
-				return wire.Errorf(wire.ErrInvalid, "component %d out of range", c)
-			}
-			if !slices.Contains(rec.Dirty, c) {
-				rec.Dirty = append(rec.Dirty, c)
-			}
-		}
 		if req.MtimeNs != 0 {
 			rec.MtimeNs = req.MtimeNs
 		}

@@ -31,6 +31,7 @@ type Config struct {
 	Key           capability.Key
 	DefaultLayout string        // cluster default for new files; "" = ec:4+2
 	OSDDownAfter  time.Duration // heartbeat silence after which an OSD is down
+	OSDOutAfter   time.Duration // silence after which an OSD is out and its data rebuilt elsewhere
 	CapTTL        time.Duration // lifetime of issued capabilities
 	GCEvery       time.Duration // how often removed files' objects are deleted
 	DeleteDelay   time.Duration // how long a removed file's objects outlive it; default CapTTL+1m
@@ -38,6 +39,18 @@ type Config struct {
 	Log           *slog.Logger
 	Now           func() time.Time
 	Seed          uint64 // placement randomness; 0 picks one
+	// RepairRateBytes and ScrubRateBytes bound each healer's write rate
+	// (rebuild, catch-up, drain) and read rate (scrub), in bytes per second.
+	RepairRateBytes int64
+	ScrubRateBytes  int64
+	ScrubEvery      time.Duration // background scrub period; 0 = none
+	// Healers are the repair workers this MDS runs in-process; negative
+	// runs none (repair then waits for an external healer).
+	Healers int
+	// RunHealer runs repair workers against this MDS until ctx ends; nil
+	// runs none. It is injected so the MDS does not depend on the client
+	// library (internal/healer provides it).
+	RunHealer func(ctx context.Context, log *slog.Logger, mdsAddr string, workers int)
 }
 
 // Server is a running MDS.
@@ -52,6 +65,8 @@ type Server struct {
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand
+
+	heal *healState
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -78,7 +93,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		eng = b
 	}
-	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter), osds: wire.NewPool(),
+	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPool(), heal: newHealState(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	if err := s.bootstrap(ctx); err != nil {
 		eng.Close()
@@ -92,9 +107,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.ln = ln
 	ctx, s.stop = context.WithCancel(ctx)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.Limits{MaxInflightPerConn: 256, MaxInflightBytes: 64 << 20})
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
 	go func() { defer s.wg.Done(); s.gcLoop(ctx) }()
+	go func() { defer s.wg.Done(); s.scrubLoop(ctx) }()
+	if cfg.RunHealer != nil && cfg.Healers > 0 {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); cfg.RunHealer(ctx, cfg.Log, s.Addr(), cfg.Healers) }()
+	}
 	return s, nil
 }
 
@@ -104,6 +124,21 @@ func fillDefaults(cfg *Config) error {
 	}
 	if cfg.OSDDownAfter == 0 {
 		cfg.OSDDownAfter = 5 * time.Second
+	}
+	if cfg.OSDOutAfter == 0 {
+		cfg.OSDOutAfter = 10 * time.Minute
+	}
+	if cfg.OSDOutAfter < cfg.OSDDownAfter {
+		return fmt.Errorf("mds: out-after %v is shorter than down-after %v", cfg.OSDOutAfter, cfg.OSDDownAfter)
+	}
+	if cfg.RepairRateBytes == 0 {
+		cfg.RepairRateBytes = 256 << 20
+	}
+	if cfg.ScrubRateBytes == 0 {
+		cfg.ScrubRateBytes = 64 << 20
+	}
+	if cfg.Healers == 0 {
+		cfg.Healers = 4
 	}
 	if cfg.CapTTL == 0 {
 		cfg.CapTTL = 10 * time.Minute
@@ -222,6 +257,16 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.getLayout)
 	case mdsproto.OpStatus:
 		return s.status(ctx)
+	case mdsproto.OpMarkDirty:
+		return call(ctx, r.Meta, s.markDirty)
+	case mdsproto.OpRepairClaim:
+		return call(ctx, r.Meta, s.repairClaim)
+	case mdsproto.OpRepairDone:
+		return call(ctx, r.Meta, s.repairDone)
+	case mdsproto.OpScrub:
+		return call(ctx, r.Meta, s.scrub)
+	case mdsproto.OpOSDDrain:
+		return call(ctx, r.Meta, s.drain)
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }

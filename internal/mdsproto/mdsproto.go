@@ -27,6 +27,11 @@ const (
 	OpSetLayout
 	OpGetLayout
 	OpStatus
+	OpMarkDirty
+	OpRepairClaim
+	OpRepairDone
+	OpScrub
+	OpOSDDrain
 )
 
 // File types.
@@ -68,6 +73,13 @@ type Inode struct {
 	// unreachable; readers reconstruct them instead of trusting them.
 	Dirty []uint32 `json:"dirty,omitempty"`
 }
+
+// OSD states in the cluster map.
+const (
+	StateUp   = "up"   // heartbeating
+	StateDown = "down" // silent past the down timeout: clients read around it
+	StateOut  = "out"  // silent past the out grace period: its data is rebuilt elsewhere
+)
 
 // Endpoint is where an OSD listens and whether the MDS believes it is up.
 type Endpoint struct {
@@ -172,7 +184,9 @@ type GetLayoutResp struct {
 type OSDStatus struct {
 	ID            uint32 `json:"id"`
 	Addr          string `json:"addr"`
-	State         string `json:"state"` // "up" or "down"
+	State         string `json:"state"`              // StateUp, StateDown or StateOut
+	Draining      bool   `json:"draining,omitempty"` // being emptied by braid osd drain
+	Components    int64  `json:"components"`         // file components placed on it
 	CapacityBytes int64  `json:"capacity_bytes"`
 	UsedBytes     int64  `json:"used_bytes"`
 	FreeBytes     int64  `json:"free_bytes"`
@@ -189,13 +203,101 @@ type StatusResp struct {
 	LogicalBytes  int64       `json:"logical_bytes"`
 	CapacityBytes int64       `json:"capacity_bytes"`
 	UsedBytes     int64       `json:"used_bytes"`
+	// Health is HealthOK when every file has its full redundancy and
+	// HealthDegraded otherwise; Problems says what is missing.
+	Health   string         `json:"health"`
+	Problems []string       `json:"problems,omitempty"`
+	Repair   RepairProgress `json:"repair"`
+}
+
+// Cluster health values.
+const (
+	HealthOK       = "ok"
+	HealthDegraded = "degraded"
+)
+
+// RepairProgress is the state of the background repair (rebuild, catch-up,
+// drain, rebalance, scrub).
+type RepairProgress struct {
+	FilesLeft      int64    `json:"files_left"`       // files that need repair now
+	BytesLeft      int64    `json:"bytes_left"`       // bytes of those files' components to write
+	Active         int      `json:"active"`           // files being repaired right now
+	FilesDone      int64    `json:"files_done"`       // since the MDS started
+	BytesDone      int64    `json:"bytes_done"`       // since the MDS started
+	RateBytesPerS  float64  `json:"rate_bytes_per_s"` // recent repair write rate
+	ETASeconds     float64  `json:"eta_seconds"`      // BytesLeft at that rate; 0 when idle or unknown
+	Unrepairable   int64    `json:"unrepairable"`     // files with fewer sources than their layout needs
+	ScrubbedFiles  int64    `json:"scrubbed_files"`   // files verified by scrub since the MDS started
+	ScrubRepaired  int64    `json:"scrub_repaired"`   // units scrub found wrong and rewrote
+	LastScrubEndNs int64    `json:"last_scrub_end_ns"`
+	ScrubQueued    int64    `json:"scrub_queued"` // files waiting for scrub
+	RecentErrors   []string `json:"recent_errors,omitempty"`
+}
+
+// MarkDirtyReq reports components that missed a write, at once, so no
+// repair uses them as a source and readers reconstruct them.
+type MarkDirtyReq struct {
+	Ino   uint64   `json:"ino"`
+	Comps []uint32 `json:"comps"`
+}
+
+// Repair task kinds.
+const (
+	RepairRebuild = "rebuild" // write Comps from the other components (or copy from MoveFrom)
+	RepairScrub   = "scrub"   // verify every stripe; rewrite what disagrees
+)
+
+type RepairClaimReq struct {
+	Worker string `json:"worker"`
+}
+
+// RepairTask is one file's repair, handed to a healer. The MDS has already
+// installed Inode.Layout (version bumped) and listed Comps as dirty; the
+// healer fences the old version on every OSD, writes Comps from Sources,
+// and reports RepairDone. Until then writers of the file are told to wait.
+type RepairTask struct {
+	Kind      string              `json:"kind"` // "" when there is no work
+	Inode     Inode               `json:"inode"`
+	Cap       []byte              `json:"cap"`
+	Endpoints map[uint32]Endpoint `json:"endpoints"`
+	Comps     []uint32            `json:"comps"`   // components to write
+	Sources   []uint32            `json:"sources"` // components trusted as sources
+	// MoveFrom maps a component to the OSD that held it before this
+	// version, when that OSD is up: its bytes are copied, not decoded.
+	MoveFrom map[uint32]uint32 `json:"move_from,omitempty"`
+	// RateBytesPerS bounds the healer's write rate for this task.
+	RateBytesPerS int64 `json:"rate_bytes_per_s"`
+}
+
+type RepairDoneReq struct {
+	Ino      uint64   `json:"ino"`
+	Version  uint64   `json:"version"`
+	Kind     string   `json:"kind"`
+	Comps    []uint32 `json:"comps"`
+	Sources  []uint32 `json:"sources"`
+	Bytes    int64    `json:"bytes"`    // bytes written
+	Repaired int64    `json:"repaired"` // scrub: units found wrong and rewritten
+	Err      string   `json:"err,omitempty"`
+}
+
+type ScrubReq struct {
+	Path string `json:"path"` // "" or "/" for everything
+}
+
+type ScrubResp struct {
+	Files int64 `json:"files"` // files queued for scrubbing
+}
+
+type DrainReq struct {
+	ID   uint32 `json:"id"`
+	Undo bool   `json:"undo"`
 }
 
 // UpOSDs counts the OSDs in state "up".
 func (s StatusResp) UpOSDs() int {
 	n := 0
 	for _, o := range s.OSDs {
-		if o.State == "up" {
+		if o.State == StateUp {
 			n++
 		}
 	}

@@ -281,7 +281,7 @@ type lockMode int
 
 const (
 	forRead   lockMode = iota // shared lock; a missing object is not created
-	forSync                   // exclusive; a missing object is not created
+	forSync                   // exclusive; a missing object is not created; newer versions recorded
 	forUpdate                 // exclusive; created if missing; newer versions recorded
 )
 
@@ -307,7 +307,7 @@ func (s *Store) lockObject(k ObjKey, version uint64, mode lockMode) (o *object, 
 		done()
 		return nil, nil, errDeleted(k)
 	}
-	if err := o.checkVersion(version, mode == forUpdate); err != nil {
+	if err := o.checkVersion(version, mode != forRead); err != nil {
 		done()
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/healer"
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/osd"
 )
@@ -25,16 +26,16 @@ type Cluster struct {
 	OSDs          []*osd.Server
 	log           *slog.Logger
 	addr          []string // each OSD's address, reused on restart
-	capacity      int64
-	defaultLayout string
+	opts          Options
 }
 
 func (c *Cluster) startMDS(listen string) {
 	c.t.Helper()
 	var err error
 	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Listen: listen, Key: c.Key,
-		DefaultLayout: c.defaultLayout, OSDDownAfter: 2 * time.Second, GCEvery: 100 * time.Millisecond,
-		DeleteDelay: DeleteDelay, Log: c.log})
+		DefaultLayout: c.opts.DefaultLayout, OSDDownAfter: 2 * time.Second, OSDOutAfter: c.opts.OSDOutAfter,
+		GCEvery: 100 * time.Millisecond, DeleteDelay: DeleteDelay, Log: c.log,
+		RunHealer: healer.Run, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -58,6 +59,8 @@ type Options struct {
 	OSDs          int
 	CapacityBytes int64 // per OSD; 0 unlimited
 	DefaultLayout string
+	OSDOutAfter   time.Duration // 0: the production default (long)
+	Healers       int           // repair workers in the MDS; 0: the default, negative: none
 }
 
 // Start launches the cluster and waits until every OSD is up.
@@ -68,10 +71,9 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatal(err)
 	}
 	c := &Cluster{t: t, Dir: t.TempDir(), Key: key, log: slog.New(failOnError{t: t, Handler: slog.NewTextHandler(io.Discard, nil)})}
-	c.defaultLayout = o.DefaultLayout
+	c.opts = o
 	c.startMDS("127.0.0.1:0")
 	t.Cleanup(c.Stop)
-	c.capacity = o.CapacityBytes
 	for i := 0; i < o.OSDs; i++ {
 		c.addr = append(c.addr, "127.0.0.1:0")
 		c.OSDs = append(c.OSDs, c.startOSD(i))
@@ -83,7 +85,7 @@ func Start(t testing.TB, o Options) *Cluster {
 func (c *Cluster) startOSD(i int) *osd.Server {
 	c.t.Helper()
 	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
-		Listen: c.addr[i], MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.capacity,
+		Listen: c.addr[i], MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
 		HeartbeatEvery: 100 * time.Millisecond, Log: c.log,
 		OnFatal: func(err error) { c.t.Errorf("osd %d fatal: %v", i, err) }})
 	if err != nil {

@@ -27,6 +27,7 @@ const (
 	ErrUnknownOp   Code = 13 // op code not served here
 	ErrInvalid     Code = 14 // valid request that cannot apply (EINVAL)
 	ErrNameTooLong Code = 15
+	ErrBusy        Code = 16 // the file is being repaired; retry shortly
 )
 
 var codeNames = map[Code]string{
@@ -35,7 +36,7 @@ var codeNames = map[Code]string{
 	ErrNotEmpty: "directory not empty", ErrNoSpace: "no space left on device",
 	ErrCorrupt: "data corrupt", ErrDenied: "permission denied", ErrStale: "stale layout version",
 	ErrUnavail: "unavailable", ErrUnknownOp: "unknown operation", ErrInvalid: "invalid argument",
-	ErrNameTooLong: "name too long",
+	ErrNameTooLong: "name too long", ErrBusy: "busy, retry later",
 }
 
 func (c Code) Error() string {

@@ -1,0 +1,617 @@
+package braid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// HealOptions configure a healer.
+type HealOptions struct {
+	Workers int           // files repaired at once; default 4
+	Name    string        // shown in the MDS's log
+	Poll    time.Duration // wait between claims while there is no work; default 500ms
+}
+
+// Heal serves the cluster's repair queue until ctx ends: it claims files
+// from the MDS and rebuilds lost components, catches up components that
+// missed writes, moves components off draining OSDs and scrubs. The MDS
+// runs a healer itself; more healers on other nodes add repair bandwidth.
+func (c *Client) Heal(ctx context.Context, o HealOptions) error {
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.Poll <= 0 {
+		o.Poll = 500 * time.Millisecond
+	}
+	h := &healer{c: c, opts: o, repairLim: rate.NewLimiter(rate.Inf, 0), scrubLim: rate.NewLimiter(rate.Inf, 0)}
+	var wg sync.WaitGroup
+	for i := 0; i < o.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.work(ctx, fmt.Sprintf("%s/%d", o.Name, i))
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// healer holds what a healer's workers share: the rate limits, one for
+// repair writes and one for scrub reads, across all workers.
+type healer struct {
+	c         *Client
+	opts      HealOptions
+	repairLim *rate.Limiter
+	scrubLim  *rate.Limiter
+}
+
+// maxRepairStripes bounds the stripes of one file repaired at once.
+const maxRepairStripes = 4
+
+func (h *healer) work(ctx context.Context, name string) {
+	for ctx.Err() == nil {
+		var t mdsproto.RepairTask
+		err := h.c.mds(ctx, mdsproto.OpRepairClaim, mdsproto.RepairClaimReq{Worker: name}, &t)
+		if err != nil || t.Kind == "" {
+			sleepCtx(ctx, h.opts.Poll)
+			continue
+		}
+		res := h.run(ctx, &t)
+		for attempt := 0; attempt < 5 && ctx.Err() == nil; attempt++ {
+			if err := h.c.mds(ctx, mdsproto.OpRepairDone, res, nil); err == nil || !isConnError(err) {
+				break
+			}
+			sleepCtx(ctx, h.opts.Poll)
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// repairJob is one claimed file being repaired.
+type repairJob struct {
+	c        *Client
+	t        *mdsproto.RepairTask
+	lay      layout.Layout
+	cap      capability.Cap
+	enc      encoder
+	lim      *rate.Limiter
+	targets  map[int]bool
+	sources  map[int]bool
+	moveFrom map[int]uint32 // component → OSD it is copied from
+
+	written  atomic.Int64
+	repaired atomic.Int64
+
+	mu        sync.Mutex
+	rewritten map[int]bool // components scrub rewrote units of
+}
+
+func (h *healer) run(ctx context.Context, t *mdsproto.RepairTask) mdsproto.RepairDoneReq {
+	res := mdsproto.RepairDoneReq{Ino: t.Inode.Ino, Kind: t.Kind, Comps: t.Comps}
+	if t.Inode.Layout != nil {
+		res.Version = t.Inode.Layout.Version
+	}
+	j, err := h.newJob(t)
+	if err == nil {
+		err = j.run(ctx)
+		res.Bytes, res.Repaired = j.written.Load(), j.repaired.Load()
+		for c := range j.sources {
+			res.Sources = append(res.Sources, uint32(c))
+		}
+		slices.Sort(res.Sources)
+	}
+	if err != nil {
+		res.Err = err.Error()
+	}
+	return res
+}
+
+func (h *healer) newJob(t *mdsproto.RepairTask) (*repairJob, error) {
+	if t.Inode.Layout == nil {
+		return nil, wire.Errorf(wire.ErrInvalid, "repair task without a layout")
+	}
+	lay, err := t.Inode.Layout.Decode()
+	if err != nil {
+		return nil, err
+	}
+	cp, err := capability.Decode(t.Cap)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := h.c.newEncoder(lay.Spec)
+	if err != nil {
+		return nil, err
+	}
+	j := &repairJob{c: h.c, t: t, lay: lay, cap: cp, enc: enc, lim: h.repairLim,
+		targets: map[int]bool{}, sources: map[int]bool{}, moveFrom: map[int]uint32{}}
+	if t.Kind == mdsproto.RepairScrub {
+		j.lim = h.scrubLim
+	}
+	if t.RateBytesPerS > 0 && j.lim.Limit() != rate.Limit(t.RateBytesPerS) {
+		j.lim.SetLimit(rate.Limit(t.RateBytesPerS))
+		j.lim.SetBurst(int(min(t.RateBytesPerS, 64<<20)))
+	}
+	n := len(lay.OSDs)
+	for _, c := range t.Comps {
+		if int(c) >= n {
+			return nil, wire.Errorf(wire.ErrInvalid, "component %d out of range", c)
+		}
+		j.targets[int(c)] = true
+	}
+	for _, c := range t.Sources {
+		if int(c) < n {
+			j.sources[int(c)] = true
+		}
+	}
+	for c, id := range t.MoveFrom {
+		if int(c) < n {
+			j.moveFrom[int(c)] = id
+		}
+	}
+	return j, nil
+}
+
+func (j *repairJob) run(ctx context.Context) error {
+	j.fence(ctx)
+	extents, err := j.extents(ctx)
+	if err != nil {
+		return err
+	}
+	w := j.lay.Spec.Width()
+	U := j.lay.Spec.UnitBytes
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxRepairStripes)
+	for grp := 0; grp < j.lay.Groups; grp++ {
+		if j.t.Kind == mdsproto.RepairRebuild && !j.groupHasTarget(grp, w) {
+			continue
+		}
+		for s := int64(0); s*U < extents[grp]; s++ {
+			n := int(min(U, extents[grp]-s*U))
+			g.Go(func() error { return j.stripe(gctx, grp, s, n) })
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return j.finish(ctx, extents)
+}
+
+func (j *repairJob) groupHasTarget(grp, w int) bool {
+	for c := range j.targets {
+		if c/w == grp {
+			return true
+		}
+	}
+	return false
+}
+
+// osdOf is where component c is read from: its old OSD while it is being
+// copied off it, else its place in the layout.
+func (j *repairJob) osdOf(c int, forRead bool) uint32 {
+	if id, ok := j.moveFrom[c]; ok && forRead {
+		return id
+	}
+	return j.lay.OSDs[c]
+}
+
+func (j *repairJob) call(ctx context.Context, id uint32, op uint16, req osdproto.Req, data, resp []byte) ([]byte, error) {
+	ep, ok := j.t.Endpoints[id]
+	if !ok {
+		return nil, wire.Errorf(wire.ErrUnavail, "OSD %d has no address", id)
+	}
+	req.Cap, req.Ino = j.cap, j.t.Inode.Ino
+	ctx, cancel := context.WithTimeout(ctx, j.c.opts.IOTimeout)
+	defer cancel()
+	conn, err := j.c.conns.Get(ctx, ep.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("OSD %d: %w", id, err)
+	}
+	meta, _, err := conn.Call(ctx, op, req.Encode(op), data, resp)
+	if err != nil {
+		return nil, fmt.Errorf("OSD %d: %w", id, err)
+	}
+	return meta, nil
+}
+
+// fence raises every reachable object of the file to the repair's layout
+// version (a sync at that version), so a writer still holding the old
+// capability can change nothing the repair reads or writes. A source whose
+// OSD cannot be fenced is not read.
+func (j *repairJob) fence(ctx context.Context) {
+	byOSD := map[uint32][]uint32{}
+	for c, id := range j.lay.OSDs {
+		byOSD[id] = append(byOSD[id], uint32(c))
+	}
+	for c, id := range j.moveFrom {
+		byOSD[id] = append(byOSD[id], uint32(c))
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for id, comps := range byOSD {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := j.call(ctx, id, osdproto.OpSync, osdproto.Req{Comps: comps}, nil, nil); err != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, c := range comps {
+					if j.osdOf(int(c), true) == id {
+						delete(j.sources, int(c))
+						delete(j.moveFrom, int(c))
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// extents is, per parity group, how far its objects reach: the longest
+// source object (a writer that has not committed yet must not lose bytes
+// it already wrote; columns past every source are zeros in all units), or
+// what the committed size implies when no source answered.
+func (j *repairJob) extents(ctx context.Context) ([]int64, error) {
+	w := j.lay.Spec.Width()
+	ext := make([]int64, j.lay.Groups)
+	stated := make([]bool, j.lay.Groups)
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for c := range j.sources {
+		g.Go(func() error {
+			meta, err := j.call(gctx, j.osdOf(c, true), osdproto.OpStat, osdproto.Req{Comp: uint32(c)}, nil, nil)
+			if err != nil {
+				return nil // unreadable sources are found again when read
+			}
+			info, err := osdproto.DecodeObjectInfo(meta)
+			if err == nil {
+				mu.Lock()
+				ext[c/w] = max(ext[c/w], info.Len)
+				stated[c/w] = true
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for c := range j.lay.OSDs {
+		if !stated[c/w] {
+			ext[c/w] = max(ext[c/w], j.lay.ObjectLen(j.t.Inode.Size, c))
+		}
+	}
+	return ext, nil
+}
+
+// stripe repairs or scrubs the first n bytes of each unit of stripe s of
+// parity group grp.
+func (j *repairJob) stripe(ctx context.Context, grp int, s int64, n int) error {
+	w := j.lay.Spec.Width()
+	units := make([]int, w) // logical unit → component
+	for u := 0; u < w; u++ {
+		units[u] = grp*w + j.lay.Column(s, u)
+	}
+	if j.t.Kind == mdsproto.RepairScrub {
+		return j.scrubStripe(ctx, s, units, n)
+	}
+	return j.rebuildStripe(ctx, s, units, n)
+}
+
+func (j *repairJob) readUnit(ctx context.Context, c int, s int64, buf []byte) error {
+	req := osdproto.Req{Comp: uint32(c), Off: s * j.lay.Spec.UnitBytes, Len: uint32(len(buf))}
+	_, err := j.call(ctx, j.osdOf(c, true), osdproto.OpRead, req, nil, buf)
+	return err
+}
+
+func (j *repairJob) writeUnit(ctx context.Context, c int, s int64, data []byte) error {
+	if err := waitN(ctx, j.lim, len(data)); err != nil {
+		return err
+	}
+	req := osdproto.Req{Comp: uint32(c), Off: s * j.lay.Spec.UnitBytes}
+	if _, err := j.call(ctx, j.osdOf(c, false), osdproto.OpWrite, req, data, nil); err != nil {
+		return fmt.Errorf("write component %d stripe %d: %w", c, s, err)
+	}
+	j.written.Add(int64(len(data)))
+	return nil
+}
+
+// waitN takes n tokens from lim in pieces no larger than its burst.
+func waitN(ctx context.Context, lim *rate.Limiter, n int) error {
+	if lim.Limit() == rate.Inf {
+		return nil
+	}
+	for n > 0 {
+		step := min(n, max(lim.Burst(), 1))
+		if err := lim.WaitN(ctx, step); err != nil {
+			return err
+		}
+		n -= step
+	}
+	return nil
+}
+
+// rebuildStripe writes this stripe's units of the target components:
+// copied from a draining OSD where possible, else decoded from K sources.
+func (j *repairJob) rebuildStripe(ctx context.Context, s int64, units []int, U int) error {
+	var decode []int // logical units to decode
+	for u, c := range units {
+		if !j.targets[c] {
+			continue
+		}
+		if _, ok := j.moveFrom[c]; ok {
+			buf := wire.GetBuf(U)
+			err := j.readUnit(ctx, c, s, buf)
+			if err == nil {
+				err = j.writeUnit(ctx, c, s, buf)
+				wire.PutBuf(buf)
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			wire.PutBuf(buf)
+		}
+		decode = append(decode, u)
+	}
+	if len(decode) == 0 {
+		return nil
+	}
+	shards, err := j.readSources(ctx, s, units, decode, U)
+	defer putShards(shards)
+	if err != nil {
+		return err
+	}
+	if err := j.enc.Reconstruct(shards); err != nil {
+		return fmt.Errorf("%w: decode stripe %d: %v", wire.ErrUnavail, s, err)
+	}
+	for _, u := range decode {
+		if err := j.writeUnit(ctx, units[u], s, shards[u]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readSources reads K source units of the stripe (data units first), more
+// if some fail, into pooled buffers; the others stay nil for decoding.
+func (j *repairJob) readSources(ctx context.Context, s int64, units, skip []int, U int) ([][]byte, error) {
+	K := j.lay.Spec.K
+	shards := make([][]byte, len(units))
+	var cands []int
+	for u, c := range units {
+		if j.sources[c] && !slices.Contains(skip, u) {
+			cands = append(cands, u)
+		}
+	}
+	have := 0
+	var failures []error
+	for len(cands) > 0 && have < K {
+		n := min(K-have, len(cands))
+		batch := cands[:n]
+		cands = cands[n:]
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i, u := range batch {
+			shards[u] = wire.GetBuf(U)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = j.readUnit(ctx, units[u], s, shards[u])
+			}()
+		}
+		wg.Wait()
+		for i, u := range batch {
+			if errs[i] != nil {
+				wire.PutBuf(shards[u])
+				shards[u] = nil
+				failures = append(failures, errs[i])
+				continue
+			}
+			have++
+		}
+	}
+	if have < K {
+		return shards, fmt.Errorf("%w: stripe %d: %d of %d source units readable: %w",
+			wire.ErrUnavail, s, have, K, errors.Join(failures...))
+	}
+	return shards, nil
+}
+
+// putShards returns pooled unit buffers. Units the codec allocated are
+// also returned: the pool accepts any buffer of a pooled size.
+func putShards(shards [][]byte) {
+	for _, b := range shards {
+		if b != nil {
+			wire.PutBuf(b)
+		}
+	}
+}
+
+// finish cuts rewritten objects to what was rebuilt (an object rewritten in
+// place may hold stale bytes past it) and makes them durable.
+func (j *repairJob) finish(ctx context.Context, extents []int64) error {
+	w := j.lay.Spec.Width()
+	byOSD := map[uint32][]uint32{}
+	for c := range j.targets {
+		if j.t.Kind == mdsproto.RepairRebuild {
+			req := osdproto.Req{Comp: uint32(c), Off: extents[c/w]}
+			if _, err := j.call(ctx, j.lay.OSDs[c], osdproto.OpTruncate, req, nil, nil); err != nil {
+				return fmt.Errorf("truncate component %d: %w", c, err)
+			}
+		}
+		byOSD[j.lay.OSDs[c]] = append(byOSD[j.lay.OSDs[c]], uint32(c))
+	}
+	j.mu.Lock()
+	for c := range j.rewritten {
+		byOSD[j.lay.OSDs[c]] = append(byOSD[j.lay.OSDs[c]], uint32(c))
+	}
+	j.mu.Unlock()
+	for id, comps := range byOSD {
+		if _, err := j.call(ctx, id, osdproto.OpSync, osdproto.Req{Comps: comps}, nil, nil); err != nil {
+			return fmt.Errorf("sync OSD %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// scrubStripe reads every unit of the stripe, checks each block's checksum
+// (the OSD reports a mismatch as corruption) and the stripe's parity, and
+// rewrites what is wrong from the rest. Only the columns holding file data
+// are checked: past the end, units may hold bytes no parity covers.
+func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, extent int) error {
+	spec := j.lay.Spec
+	w := spec.Width()
+	grp := units[0] / w
+	visit := int64(spec.Visit)
+	fs := (s/visit)*visit*int64(j.lay.Groups) + int64(grp)*visit + s%visit
+	valid := j.t.Inode.Size - fs*spec.StripeBytes()
+	if valid <= 0 {
+		return nil
+	}
+	n := int(min(valid, spec.UnitBytes, int64(extent)))
+	if err := waitN(ctx, j.lim, n*w); err != nil {
+		return err
+	}
+	shards := make([][]byte, w)
+	errs := make([]error, w)
+	var wg sync.WaitGroup
+	for u, c := range units {
+		shards[u] = wire.GetBuf(n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[u] = j.readUnit(ctx, c, s, shards[u])
+		}()
+	}
+	wg.Wait()
+	defer putShards(shards)
+	var bad []int
+	present := 0
+	for u := range units {
+		switch {
+		case errs[u] == nil:
+			present++
+		case errors.Is(errs[u], wire.ErrCorrupt):
+			bad = append(bad, u)
+			fallthrough
+		default:
+			wire.PutBuf(shards[u])
+			shards[u] = nil
+		}
+	}
+	if present < spec.K {
+		return fmt.Errorf("%w: stripe %d of group %d: %d of %d units readable: %w",
+			wire.ErrUnavail, s, grp, present, spec.K, errors.Join(errs...))
+	}
+	if present == w {
+		var err error
+		if bad, err = j.findInconsistent(shards); err != nil {
+			return err
+		}
+		for _, u := range bad {
+			wire.PutBuf(shards[u])
+			shards[u] = nil
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	if err := j.enc.Reconstruct(shards); err != nil {
+		return fmt.Errorf("%w: decode stripe %d: %v", wire.ErrUnavail, s, err)
+	}
+	for _, u := range bad {
+		if err := j.writeUnit(ctx, units[u], s, shards[u]); err != nil {
+			return err
+		}
+		j.repaired.Add(1)
+		j.mu.Lock()
+		if j.rewritten == nil {
+			j.rewritten = map[int]bool{}
+		}
+		j.rewritten[units[u]] = true
+		j.mu.Unlock()
+	}
+	return nil
+}
+
+// findInconsistent returns the units of a fully read stripe that disagree
+// with the rest: none if parity verifies; for mirrors, the copies that
+// differ from the majority (the first copy wins a tie); for codes with two
+// or more parity units, the one unit whose replacement makes the stripe
+// verify; otherwise the parity units, recomputed from the data (RAID's
+// rule after an unclean shutdown).
+func (j *repairJob) findInconsistent(shards [][]byte) ([]int, error) {
+	ok, err := j.enc.Verify(shards)
+	if err != nil || ok {
+		return nil, err
+	}
+	spec := j.lay.Spec
+	if spec.Scheme == layout.Mirror {
+		return mirrorMinority(shards), nil
+	}
+	if spec.M >= 2 {
+		var found []int
+		for u := range shards {
+			trial := slices.Clone(shards)
+			trial[u] = nil
+			if j.enc.Reconstruct(trial) != nil {
+				continue
+			}
+			if ok, _ := j.enc.Verify(trial); ok {
+				found = append(found, u)
+			}
+		}
+		if len(found) == 1 {
+			return found, nil
+		}
+	}
+	var parity []int
+	for u := spec.K; u < spec.Width(); u++ {
+		parity = append(parity, u)
+	}
+	return parity, nil
+}
+
+func mirrorMinority(shards [][]byte) []int {
+	best, bestVotes := 0, 0
+	for i := range shards {
+		votes := 0
+		for k := range shards {
+			if string(shards[k]) == string(shards[i]) {
+				votes++
+			}
+		}
+		if votes > bestVotes {
+			best, bestVotes = i, votes
+		}
+	}
+	var out []int
+	for i := range shards {
+		if string(shards[i]) != string(shards[best]) {
+			out = append(out, i)
+		}
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package braid_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/testcluster"
+)
+
+// healFiles are written by the healing tests: coded, mirrored, small,
+// multi-group and odd-sized files.
+var healFiles = []struct {
+	path, spec string
+	size       int
+}{
+	{"/ec", "ec:4+2,unit=64KiB", 3<<20 + 17},
+	{"/wide", "ec:2+2,unit=32KiB,visit=2", 2<<20 + 5},
+	{"/mirror", "mirror:3,unit=64KiB", 700<<10 + 3},
+	{"/small", "", 5000},
+	{"/empty", "ec:4+2", 0},
+}
+
+func writeHealFiles(t *testing.T, cl *braid.Client, seed uint64) map[string][]byte {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	out := map[string][]byte{}
+	for _, f := range healFiles {
+		data := randBytes(rng, f.size)
+		put(t, cl, f.path, f.spec, data)
+		out[f.path] = data
+	}
+	return out
+}
+
+func checkAll(t *testing.T, cl *braid.Client, files map[string][]byte, what string) {
+	t.Helper()
+	for p, data := range files {
+		mustRead(t, cl, p, what, data)
+	}
+}
+
+// waitHealthy polls until the cluster reports health ok with nothing left
+// to repair.
+func waitHealthy(t *testing.T, cl *braid.Client, timeout time.Duration) braid.Status {
+	t.Helper()
+	var st braid.Status
+	testcluster.Eventually(t, timeout, func() bool {
+		var err error
+		st, err = cl.Status(ctx)
+		return err == nil && st.Health == mdsproto.HealthOK && st.Repair.FilesLeft == 0 && st.Repair.Active == 0
+	}, func() string { return fmt.Sprintf("health %s, problems %q, repair %+v", st.Health, st.Problems, st.Repair) })
+	return st
+}
+
+func osdIndex(c *testcluster.Cluster, id uint32) int {
+	for i, s := range c.OSDs {
+		if s != nil && s.ID() == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// componentsOn counts the files' components placed on OSD id.
+func componentsOn(t *testing.T, cl *braid.Client, files map[string][]byte, id uint32) int {
+	t.Helper()
+	n := 0
+	for p := range files {
+		fi, err := cl.Stat(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, comp := range fi.Layout.Components {
+			if comp.OSD == id {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// An OSD that stays down past the grace period is out: its components are
+// rebuilt on other OSDs, after which the files survive two more failures.
+func TestRebuildAfterOSDOut(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 8, OSDOutAfter: 3 * time.Second})
+	cl := dial(t, c)
+	files := writeHealFiles(t, cl, 1)
+	victim := c.OSDs[3].ID()
+	if componentsOn(t, cl, files, victim) == 0 {
+		t.Fatal("test setup: victim OSD holds no components")
+	}
+	c.StopOSD(3)
+	testcluster.Eventually(t, 10*time.Second, func() bool {
+		st, err := cl.Status(ctx)
+		return err == nil && st.Health == mdsproto.HealthDegraded
+	}, func() string { return "health never degraded after an OSD stopped" })
+	st := waitHealthy(t, cl, 60*time.Second)
+	if n := componentsOn(t, cl, files, victim); n != 0 {
+		t.Fatalf("%d components still on the out OSD", n)
+	}
+	if st.Repair.FilesDone == 0 || st.Repair.BytesDone == 0 {
+		t.Fatalf("repair progress not reported: %+v", st.Repair)
+	}
+	checkAll(t, cl, files, "after rebuild")
+	// Full redundancy again: two more failures are survivable.
+	c.StopOSD(0)
+	c.StopOSD(5)
+	checkAll(t, cl, files, "after rebuild and two more failures")
+}
+
+// An OSD that comes back before it is out catches up on the writes it
+// missed; afterwards it is needed (two others down) and has them.
+func TestRestartedOSDCatchesUp(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	files := writeHealFiles(t, cl, 2)
+	c.StopOSD(1)
+	overwriteAll(t, cl, files, 3) // in place: the layouts still name OSD 1
+	st, err := cl.Status(ctx)
+	if err != nil || st.Health != mdsproto.HealthDegraded {
+		t.Fatalf("health %q (err %v) with components that missed writes, want degraded", st.Health, err)
+	}
+	c.RestartOSD(1)
+	waitHealthy(t, cl, 60*time.Second)
+	c.StopOSD(2)
+	c.StopOSD(4)
+	checkAll(t, cl, files, "after catch-up, with two other OSDs down")
+}
+
+// overwriteAll rewrites a random range of every file in place and
+// appends to it, updating files to match.
+func overwriteAll(t *testing.T, cl *braid.Client, files map[string][]byte, seed uint64) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for p, data := range files {
+		f, err := cl.OpenFile(ctx, p, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := 0
+		if len(data) > 0 {
+			off = rng.IntN(len(data))
+		}
+		patch := randBytes(rng, 1+rng.IntN(200<<10))
+		if _, err := f.WriteAt(patch, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		if end := off + len(patch); end > len(data) {
+			data = append(data, make([]byte, end-len(data))...)
+		}
+		copy(data[off:], patch)
+		if err := f.Close(); err != nil {
+			t.Fatalf("close %s: %v", p, err)
+		}
+		files[p] = data
+	}
+}
+
+// Scrub finds blocks flipped on disk and rewrites them from redundancy.
+func TestScrubRepairsFlippedBytes(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	files := writeHealFiles(t, cl, 4)
+	flipped := 0
+	_ = filepath.Walk(c.OSDDir(2), func(p string, info os.FileInfo, err error) error {
+		if err == nil && strings.HasSuffix(p, ".dat") && info.Size() > 100 {
+			b, _ := os.ReadFile(p)
+			b[len(b)/3] ^= 0x5a
+			flipped++
+			return os.WriteFile(p, b, 0o644)
+		}
+		return nil
+	})
+	if flipped == 0 {
+		t.Fatal("test setup: nothing to corrupt on OSD 2")
+	}
+	checkAll(t, cl, files, "reads over corrupt blocks")
+	if n, err := cl.Scrub(ctx, "/"); err != nil || n != int64(len(files)) {
+		t.Fatalf("scrub queued %d files, err %v; want %d", n, err, len(files))
+	}
+	var st braid.Status
+	testcluster.Eventually(t, 60*time.Second, func() bool {
+		var err error
+		st, err = cl.Status(ctx)
+		return err == nil && st.Repair.ScrubQueued == 0 && st.Repair.Active == 0 && st.Repair.ScrubbedFiles >= int64(len(files))
+	}, func() string { return fmt.Sprintf("scrub not finished: %+v", st.Repair) })
+	if st.Repair.ScrubRepaired < int64(flipped) {
+		t.Fatalf("scrub repaired %d units, %d were corrupted", st.Repair.ScrubRepaired, flipped)
+	}
+	// The repaired OSD is now needed: two others are down.
+	c.StopOSD(0)
+	c.StopOSD(4)
+	checkAll(t, cl, files, "after scrub, with two other OSDs down")
+}
+
+// Draining an OSD moves every component off it; it can then be stopped
+// with nothing lost, even with one more failure.
+func TestDrainMovesEverythingOff(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 7})
+	cl := dial(t, c)
+	files := writeHealFiles(t, cl, 5)
+	id := c.OSDs[2].ID()
+	if err := cl.DrainOSD(ctx, id, false); err != nil {
+		t.Fatal(err)
+	}
+	var st braid.Status
+	testcluster.Eventually(t, 60*time.Second, func() bool {
+		var err error
+		st, err = cl.Status(ctx)
+		if err != nil {
+			return false
+		}
+		for _, o := range st.OSDs {
+			if o.ID == id {
+				return o.Components == 0 && st.Repair.Active == 0
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("drain not finished: %+v %q", st.OSDs, st.Problems) })
+	if n := componentsOn(t, cl, files, id); n != 0 {
+		t.Fatalf("%d components left on the drained OSD", n)
+	}
+	c.StopOSD(2)
+	c.StopOSD(osdIndex(c, c.OSDs[5].ID()))
+	checkAll(t, cl, files, "after drain, drained OSD stopped and one more down")
+}

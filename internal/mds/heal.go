@@ -1,0 +1,469 @@
+package mds
+
+import (
+	"context"
+	"encoding/binary"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Repair orchestration (Panasas: the metadata service drives
+// reconstruction; Sigma: live rebalancing). The MDS decides, healers do
+// the I/O: a healer claims one file at a time, the MDS moves the file's
+// lost components to new OSDs in its layout (version bumped, components
+// listed dirty so readers decode them) and locks the file against writers;
+// the healer fences the old version on every OSD, writes the components
+// and reports back; the MDS then clears them from the dirty set. Many
+// healers repair many files at once, and because layouts are per file the
+// work spreads over every OSD (declustered rebuild).
+
+const (
+	healScanBatch   = 4096             // inodes one claim may look at
+	repairLease     = 10 * time.Minute // a claimed file's lock; a dead healer's lock expires
+	repairBackoff   = 5 * time.Second  // wait before retrying a file whose repair failed
+	maxScrubQueue   = 1 << 20          // files waiting for an on-demand scrub
+	rateWindow      = 10 * time.Second // repair rate averaged over this
+	maxRepairErrLog = 8                // recent repair failures kept for status
+)
+
+// repairLock marks a file being repaired; stored in its inode record.
+type repairLock struct {
+	UntilNs int64    `json:"until_ns"`
+	Kind    string   `json:"kind"`
+	Version uint64   `json:"version"` // layout version the repair writes under
+	Comps   []uint32 `json:"comps"`
+}
+
+func (l *repairLock) active(now time.Time) bool { return l != nil && now.UnixNano() < l.UntilNs }
+
+// healState is the MDS's in-memory repair bookkeeping.
+type healState struct {
+	mu      sync.Mutex
+	cursor  []byte               // where the next claim's scan starts
+	active  map[uint64]time.Time // files claimed, by claim time
+	backoff map[uint64]time.Time // files not to claim before then
+	scrubQ  []uint64             // files queued for scrub
+	scrubIn map[uint64]bool      // members of scrubQ
+	done    []doneMark           // recent completions, for the rate
+	stats   mdsproto.RepairProgress
+	errs    []string
+}
+
+type doneMark struct {
+	at    time.Time
+	bytes int64
+}
+
+func newHealState() *healState {
+	return &healState{active: map[uint64]time.Time{}, backoff: map[uint64]time.Time{}, scrubIn: map[uint64]bool{}}
+}
+
+func (h *healState) claimable(ino uint64, now time.Time) bool {
+	if _, busy := h.active[ino]; busy {
+		return false
+	}
+	if t, ok := h.backoff[ino]; ok {
+		if now.Before(t) {
+			return false
+		}
+		delete(h.backoff, ino)
+	}
+	return true
+}
+
+// rate is the repair write rate over the last rateWindow.
+func (h *healState) rate(now time.Time) float64 {
+	var sum int64
+	keep := h.done[:0]
+	for _, d := range h.done {
+		if now.Sub(d.at) <= rateWindow {
+			keep = append(keep, d)
+			sum += d.bytes
+		}
+	}
+	h.done = keep
+	return float64(sum) / rateWindow.Seconds()
+}
+
+// markDirty records components that missed a write.
+func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsproto.Inode, error) {
+	return s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+		if rec.Layout == nil {
+			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
+		}
+		return addDirty(rec, req.Comps)
+	})
+}
+
+func addDirty(rec *inodeRec, comps []uint32) error {
+	if len(comps) > len(rec.Layout.OSDs) {
+		return wire.Errorf(wire.ErrInvalid, "%d dirty components for a layout of %d", len(comps), len(rec.Layout.OSDs))
+	}
+	for _, c := range comps {
+		if int(c) >= len(rec.Layout.OSDs) {
+			return wire.Errorf(wire.ErrInvalid, "component %d out of range", c)
+		}
+		if !slices.Contains(rec.Dirty, c) {
+			rec.Dirty = append(rec.Dirty, c)
+		}
+	}
+	slices.Sort(rec.Dirty)
+	return nil
+}
+
+// repairClaim hands a healer the next file to repair, or an empty task.
+func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (mdsproto.RepairTask, error) {
+	now := s.cfg.Now()
+	views := s.cluster.views(now)
+	for _, ino := range s.scanForRepair(ctx, views, now) {
+		task, ok, err := s.lockForRepair(ctx, ino, mdsproto.RepairRebuild, views, now)
+		if err != nil || ok {
+			return task, err
+		}
+	}
+	for {
+		ino, ok := s.nextScrub(now)
+		if !ok {
+			return mdsproto.RepairTask{}, nil
+		}
+		task, ok, err := s.lockForRepair(ctx, ino, mdsproto.RepairScrub, views, now)
+		if err != nil || ok {
+			return task, err
+		}
+	}
+}
+
+// scanForRepair looks at up to healScanBatch inodes from the cursor and
+// returns the files among them that need a repair now.
+func (s *Server) scanForRepair(ctx context.Context, views map[uint32]osdView, now time.Time) []uint64 {
+	s.heal.mu.Lock()
+	start := s.heal.cursor
+	s.heal.mu.Unlock()
+	if start == nil {
+		start = []byte{'i'}
+	}
+	var found []uint64
+	var last []byte
+	seen := 0
+	_ = s.kv.View(ctx, func(r kv.Reader) error {
+		return r.Scan(start, []byte{'j'}, func(k, v []byte) bool {
+			seen++
+			last = append(last[:0], k...)
+			var rec inodeRec
+			if jsonUnmarshal(v, &rec) != nil || rec.Layout == nil || len(k) != 9 {
+				return seen < healScanBatch
+			}
+			spec, err := specOf(rec.Layout.Spec)
+			if err == nil && !rec.Repair.active(now) && planFile(rec.Layout, rec.Dirty, views, spec).NeedsWork() {
+				found = append(found, binary.BigEndian.Uint64(k[1:]))
+			}
+			return seen < healScanBatch
+		})
+	})
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	if seen < healScanBatch {
+		s.heal.cursor = nil // wrap around
+	} else {
+		s.heal.cursor = append(last, 0)
+	}
+	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
+}
+
+func (s *Server) nextScrub(now time.Time) (uint64, bool) {
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	for len(s.heal.scrubQ) > 0 {
+		ino := s.heal.scrubQ[0]
+		s.heal.scrubQ = s.heal.scrubQ[1:]
+		delete(s.heal.scrubIn, ino)
+		if s.heal.claimable(ino, now) {
+			return ino, true
+		}
+	}
+	return 0, false
+}
+
+// lockForRepair re-plans ino inside a transaction and, if work remains,
+// installs the repaired layout and the lock and returns the task.
+func (s *Server) lockForRepair(ctx context.Context, ino uint64, kind string, views map[uint32]osdView, now time.Time) (mdsproto.RepairTask, bool, error) {
+	var task mdsproto.RepairTask
+	var moveFrom map[uint32]uint32
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		task, moveFrom = mdsproto.RepairTask{}, nil
+		rec, err := getInode(tx, ino)
+		if err != nil || rec.Layout == nil || rec.Repair.active(now) {
+			return nil //nolint:nilerr // gone or busy: nothing to claim
+		}
+		spec, err := specOf(rec.Layout.Spec)
+		if err != nil {
+			return nil //nolint:nilerr
+		}
+		plan := planFile(rec.Layout, rec.Dirty, views, spec)
+		if kind == mdsproto.RepairRebuild && !plan.NeedsWork() {
+			return nil
+		}
+		if kind == mdsproto.RepairScrub && (plan.Degraded() || len(rec.Dirty) > 0) {
+			kind = mdsproto.RepairRebuild // repair first; scrub what is healthy
+			if !plan.NeedsWork() {
+				return nil
+			}
+		}
+		old, err := rec.Layout.Decode()
+		if err != nil {
+			return nil //nolint:nilerr
+		}
+		newOSDs := old.OSDs
+		if len(plan.Move) > 0 {
+			s.rngMu.Lock()
+			newOSDs, err = Replace(old, plan.Move, s.cluster.upCandidates(now), s.rng)
+			s.rngMu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		ver := old.Version + 1
+		var gcComps, gcOSDs []uint32
+		for _, c := range plan.Move {
+			if views[old.OSDs[c]].State == mdsproto.StateUp && slices.Contains(plan.Sources, c) {
+				if moveFrom == nil {
+					moveFrom = map[uint32]uint32{}
+				}
+				moveFrom[uint32(c)] = old.OSDs[c]
+			}
+			gcComps, gcOSDs = append(gcComps, uint32(c)), append(gcOSDs, old.OSDs[c])
+		}
+		if len(gcComps) > 0 {
+			if err := s.addGC(tx, ino, ver, gcComps, gcOSDs); err != nil {
+				return err
+			}
+		}
+		comps := toU32(plan.Rewrite)
+		rec.Layout = &mdsproto.Layout{Spec: rec.Layout.Spec, Groups: rec.Layout.Groups, OSDs: newOSDs, Version: ver}
+		if err := addDirty(rec, comps); err != nil {
+			return err
+		}
+		rec.Repair = &repairLock{UntilNs: now.Add(repairLease).UnixNano(), Kind: kind, Version: ver, Comps: comps}
+		if err := putInode(tx, rec); err != nil {
+			return err
+		}
+		task = mdsproto.RepairTask{Kind: kind, Inode: rec.Inode, Comps: comps, Sources: toU32(plan.Sources), MoveFrom: moveFrom}
+		return nil
+	})
+	if err != nil || task.Kind == "" {
+		if err != nil {
+			s.noteRepairErr(ino, err.Error(), now)
+		}
+		return task, false, nil
+	}
+	ids := slices.Clone(task.Inode.Layout.OSDs)
+	for _, id := range moveFrom {
+		ids = append(ids, id)
+	}
+	task.Endpoints = s.cluster.endpoints(ids, now)
+	task.Cap = s.cfg.Key.Issue(ino, capability.Read|capability.Write, task.Inode.Layout.Version, now.Add(repairLease)).Encode()
+	task.RateBytesPerS = s.cfg.RepairRateBytes
+	if task.Kind == mdsproto.RepairScrub {
+		task.RateBytesPerS = s.cfg.ScrubRateBytes
+	}
+	s.heal.mu.Lock()
+	s.heal.active[ino] = now
+	s.heal.mu.Unlock()
+	return task, true, nil
+}
+
+func toU32(xs []int) []uint32 {
+	out := make([]uint32, len(xs))
+	for i, x := range xs {
+		out[i] = uint32(x)
+	}
+	return out
+}
+
+// addGC queues components' objects on the OSDs they left for deletion,
+// merging with a record already at that key.
+func (s *Server) addGC(tx kv.Txn, ino, ver uint64, comps, osds []uint32) error {
+	var rec gcRec
+	if _, err := getJSON(tx, gcKey(ino, ver), &rec); err != nil {
+		return err
+	}
+	rec.Format = recFormat
+	rec.NotBeforeNs = s.cfg.Now().Add(s.cfg.DeleteDelay).UnixNano()
+	rec.Comps = append(rec.Comps, comps...)
+	rec.OSDs = append(rec.OSDs, osds...)
+	return putJSON(tx, gcKey(ino, ver), &rec)
+}
+
+// repairDone records a healer's result. The written components leave the
+// dirty set unless a source was itself found dirty meanwhile (a writer
+// reported a failed write to it): then its decoded output is suspect and
+// the file is repaired again.
+func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (struct{}, error) {
+	now := s.cfg.Now()
+	s.heal.mu.Lock()
+	delete(s.heal.active, req.Ino)
+	s.heal.mu.Unlock()
+	failed := req.Err
+	_, err := s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+		if rec.Repair == nil || rec.Repair.Version != req.Version || rec.Layout == nil || rec.Layout.Version != req.Version {
+			failed = "repair lock lost"
+			return nil
+		}
+		rec.Repair = nil
+		if failed != "" {
+			return nil
+		}
+		for _, c := range req.Sources {
+			if slices.Contains(rec.Dirty, c) {
+				failed = "a source component went dirty during the repair"
+				return nil
+			}
+		}
+		rec.Dirty = slices.DeleteFunc(rec.Dirty, func(c uint32) bool { return slices.Contains(req.Comps, c) })
+		if len(rec.Dirty) == 0 {
+			rec.Dirty = nil
+		}
+		return nil
+	})
+	if wire.CodeOf(err) == wire.ErrNotFound {
+		return struct{}{}, nil // removed meanwhile
+	}
+	if err != nil {
+		return struct{}{}, err
+	}
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	s.heal.done = append(s.heal.done, doneMark{at: now, bytes: req.Bytes})
+	s.heal.stats.BytesDone += req.Bytes
+	if failed != "" {
+		s.heal.backoff[req.Ino] = now.Add(repairBackoff)
+		s.noteRepairErrLocked(req.Ino, failed)
+		return struct{}{}, nil
+	}
+	if req.Kind == mdsproto.RepairScrub {
+		s.heal.stats.ScrubbedFiles++
+		s.heal.stats.ScrubRepaired += req.Repaired
+		if len(s.heal.scrubQ) == 0 {
+			s.heal.stats.LastScrubEndNs = now.UnixNano()
+		}
+	} else {
+		s.heal.stats.FilesDone++
+	}
+	return struct{}{}, nil
+}
+
+func (s *Server) noteRepairErr(ino uint64, msg string, now time.Time) {
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	s.heal.backoff[ino] = now.Add(repairBackoff)
+	s.noteRepairErrLocked(ino, msg)
+}
+
+func (s *Server) noteRepairErrLocked(ino uint64, msg string) {
+	s.cfg.Log.Warn("repair failed", "ino", ino, "err", msg)
+	s.heal.errs = append(s.heal.errs, msg)
+	if len(s.heal.errs) > maxRepairErrLog {
+		s.heal.errs = s.heal.errs[1:]
+	}
+}
+
+// scrub queues the files at or below path for an on-demand scrub.
+func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.ScrubResp, error) {
+	var inos []uint64
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		root, err := resolve(r, req.Path)
+		if err != nil {
+			return err
+		}
+		inos = inos[:0]
+		return collectFiles(r, root, &inos, maxScrubQueue)
+	})
+	if err != nil {
+		return mdsproto.ScrubResp{}, err
+	}
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	n := int64(0)
+	for _, ino := range inos {
+		if len(s.heal.scrubQ) >= maxScrubQueue {
+			return mdsproto.ScrubResp{Files: n}, wire.Errorf(wire.ErrBusy, "scrub queue holds %d files; try again later", maxScrubQueue)
+		}
+		if !s.heal.scrubIn[ino] {
+			s.heal.scrubIn[ino] = true
+			s.heal.scrubQ = append(s.heal.scrubQ, ino)
+		}
+		n++
+	}
+	return mdsproto.ScrubResp{Files: n}, nil
+}
+
+// collectFiles appends the files in the tree at rec (breadth first), up to
+// limit of them.
+func collectFiles(r kv.Reader, rec *inodeRec, out *[]uint64, limit int) error {
+	if rec.Type == mdsproto.TypeFile {
+		*out = append(*out, rec.Ino)
+		return nil
+	}
+	dirs := []uint64{rec.Ino}
+	for len(dirs) > 0 && len(*out) < limit {
+		dir := dirs[0]
+		dirs = dirs[1:]
+		var children []uint64
+		err := r.Scan(direntPrefix(dir), kv.PrefixEnd(direntPrefix(dir)), func(k, v []byte) bool {
+			if len(v) == 8 {
+				children = append(children, binary.BigEndian.Uint64(v))
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		for _, ino := range children {
+			child, err := getInode(r, ino)
+			if err != nil {
+				continue
+			}
+			switch {
+			case child.Type == mdsproto.TypeDir:
+				dirs = append(dirs, ino)
+			case len(*out) < limit:
+				*out = append(*out, ino)
+			}
+		}
+	}
+	return nil
+}
+
+// scrubLoop queues every file for a scrub every ScrubEvery.
+func (s *Server) scrubLoop(ctx context.Context) {
+	if s.cfg.ScrubEvery <= 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.ScrubEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.scrub(ctx, mdsproto.ScrubReq{Path: "/"}); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("background scrub", "err", err)
+		}
+	}
+}
+
+// drain marks an OSD for draining (or stops a drain).
+func (s *Server) drain(ctx context.Context, req mdsproto.DrainReq) (struct{}, error) {
+	rec, ok := s.cluster.setDrain(req.ID, !req.Undo)
+	if !ok {
+		return struct{}{}, wire.Errorf(wire.ErrNotFound, "no OSD %d", req.ID)
+	}
+	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error { return putJSON(tx, osdKey(rec.ID), &rec) })
+}
