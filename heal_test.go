@@ -55,7 +55,9 @@ func waitHealthy(t *testing.T, cl *braid.Client, timeout time.Duration) braid.St
 		var err error
 		st, err = cl.Status(ctx)
 		return err == nil && st.Health == mdsproto.HealthOK && st.Repair.FilesLeft == 0 && st.Repair.Active == 0
-	}, func() string { return fmt.Sprintf("health %s, problems %q, repair %+v", st.Health, st.Problems, st.Repair) })
+	}, func() string {
+		return fmt.Sprintf("health %s, problems %q, repair %+v", st.Health, st.Problems, st.Repair)
+	})
 	return st
 }
 

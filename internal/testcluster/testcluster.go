@@ -19,14 +19,14 @@ import (
 
 // Cluster is a running in-process cluster.
 type Cluster struct {
-	t             testing.TB
-	Dir           string
-	Key           capability.Key
-	MDS           *mds.Server
-	OSDs          []*osd.Server
-	log           *slog.Logger
-	addr          []string // each OSD's address, reused on restart
-	opts          Options
+	t    testing.TB
+	Dir  string
+	Key  capability.Key
+	MDS  *mds.Server
+	OSDs []*osd.Server
+	log  *slog.Logger
+	addr []string // each OSD's address, reused on restart
+	opts Options
 }
 
 func (c *Cluster) startMDS(listen string) {
