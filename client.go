@@ -299,3 +299,9 @@ func (c *Client) Scrub(ctx context.Context, p string) (int64, error) {
 func (c *Client) DrainOSD(ctx context.Context, id uint32, undo bool) error {
 	return c.mds(ctx, mdsproto.OpOSDDrain, mdsproto.DrainReq{ID: id, Undo: undo}, nil)
 }
+
+// RemoveOSD forgets OSD id. It is refused while the OSD is up or still
+// holds components.
+func (c *Client) RemoveOSD(ctx context.Context, id uint32) error {
+	return c.mds(ctx, mdsproto.OpOSDRemove, mdsproto.DrainReq{ID: id}, nil)
+}

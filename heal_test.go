@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,7 +222,7 @@ func TestDrainMovesEverythingOff(t *testing.T) {
 		}
 		for _, o := range st.OSDs {
 			if o.ID == id {
-				return o.Components == 0 && st.Repair.Active == 0
+				return o.Components == 0 && st.Repair.Active == 0 && st.Health == mdsproto.HealthOK
 			}
 		}
 		return false
@@ -232,4 +233,38 @@ func TestDrainMovesEverythingOff(t *testing.T) {
 	c.StopOSD(2)
 	c.StopOSD(osdIndex(c, c.OSDs[5].ID()))
 	checkAll(t, cl, files, "after drain, drained OSD stopped and one more down")
+}
+
+// Added OSDs take new files at once and, in the background, components of
+// existing files until the OSDs hold similar amounts.
+func TestAddedOSDsAreFilledByRebalancing(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 4, BalanceSlackBytes: 256 << 10})
+	cl := dial(t, c)
+	rng := rand.New(rand.NewPCG(6, 6))
+	files := map[string][]byte{}
+	for i := 0; i < 12; i++ {
+		p := fmt.Sprintf("/f%d", i)
+		files[p] = randBytes(rng, 1<<20+i*1000)
+		put(t, cl, p, "ec:2+1,unit=64KiB", files[p])
+	}
+	added := []uint32{c.OSDs[c.AddOSD()].ID(), c.OSDs[c.AddOSD()].ID()}
+	var st braid.Status
+	testcluster.Eventually(t, 60*time.Second, func() bool {
+		var err error
+		if st, err = cl.Status(ctx); err != nil || st.Repair.Active > 0 || st.Health != mdsproto.HealthOK {
+			return false
+		}
+		for _, o := range st.OSDs {
+			if slices.Contains(added, o.ID) && o.Components < 4 {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprintf("new OSDs not filled: %+v, repair %+v", st.OSDs, st.Repair) })
+	if st.Repair.Rebalanced == 0 || st.Health != mdsproto.HealthOK {
+		t.Fatalf("rebalanced %d, health %s %q", st.Repair.Rebalanced, st.Health, st.Problems)
+	}
+	checkAll(t, cl, files, "after rebalancing")
+	c.StopOSD(osdIndex(c, added[0])) // the moved components are needed
+	checkAll(t, cl, files, "after rebalancing, with a new OSD down")
 }

@@ -137,6 +137,7 @@ func (e *env) osdCmd() *cobra.Command {
 	f.StringVar(&addrFile, "addr-file", "", "write the address served on to this file once listening")
 	f.StringVar(&capacity, "capacity", "", "bytes this OSD may store, e.g. 100GiB (default: the file system's size)")
 	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat", time.Second, "interval between heartbeats to the MDS")
+	cmd.AddCommand(e.osdDrainCmd(), e.osdAddCmd(), e.osdRmCmd())
 	return cmd
 }
 

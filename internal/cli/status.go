@@ -58,11 +58,17 @@ func (e *env) printStatus(st braid.Status) error {
 	}
 	fmt.Fprintf(e.stdout, "cluster %s: %d of %d OSDs up; default layout %s\n", st.ClusterID, up, len(st.OSDs), spec)
 	fmt.Fprintf(e.stdout, "namespace: %d files, %d directories, %s of file data\n", st.Files, st.Dirs, human(st.LogicalBytes))
-	fmt.Fprintf(e.stdout, "capacity: %s used of %s\n\n", human(st.UsedBytes), human(st.CapacityBytes))
+	fmt.Fprintf(e.stdout, "capacity: %s used of %s\n", human(st.UsedBytes), human(st.CapacityBytes))
+	e.printHealth(st)
+	fmt.Fprintln(e.stdout)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "OSD\tADDRESS\tSTATE\tUSED\tFREE\tPID")
+	fmt.Fprintln(tw, "OSD\tADDRESS\tSTATE\tCOMPONENTS\tUSED\tFREE\tPID")
 	for _, o := range st.OSDs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\n", o.ID, o.Addr, o.State, human(o.UsedBytes), human(o.FreeBytes), o.Pid)
+		state := o.State
+		if o.Draining {
+			state += ",draining"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%d\n", o.ID, o.Addr, state, o.Components, human(o.UsedBytes), human(o.FreeBytes), o.Pid)
 	}
 	return tw.Flush()
 }

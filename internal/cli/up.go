@@ -19,7 +19,10 @@ import (
 	"github.com/braidfs/braid/internal/capability"
 )
 
-const upReadyTimeout = 30 * time.Second
+const (
+	upReadyTimeout = 30 * time.Second
+	maxOSDs        = 256 // OSDs one braid up runs
+)
 
 type upOptions struct {
 	dir           string
@@ -69,8 +72,8 @@ type child struct {
 }
 
 func (e *env) up(o upOptions) error {
-	if o.osds < 1 || o.osds > 256 {
-		return fmt.Errorf("--osds %d: want 1..256", o.osds)
+	if o.osds < 1 || o.osds > maxOSDs {
+		return fmt.Errorf("--osds %d: want 1..%d", o.osds, maxOSDs)
 	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
@@ -99,33 +102,62 @@ func (e *env) up(o upOptions) error {
 		return err
 	}
 	children = append(children, m)
-	for i := 0; i < o.osds; i++ {
-		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
+	osdArgs := func(osdDir string) []string {
 		args := []string{"osd", "--dir", osdDir, "--listen", "127.0.0.1:0", "--mds-addr", m.addr,
 			"--key-file", keyFile, "--log-level", e.logLevel}
 		if o.capacity != "" {
 			args = append(args, "--capacity", o.capacity)
 		}
-		c, err := startChild(ctx, fmt.Sprintf("osd%d", i), dir, osdDir, args)
+		return args
+	}
+	n := max(o.osds, existingOSDs(dir)) // OSDs added by braid osd add come back too
+	for i := 0; i < n; i++ {
+		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
+		c, err := startChild(ctx, fmt.Sprintf("osd%d", i), dir, osdDir, osdArgs(osdDir))
 		if err != nil {
 			return err
 		}
 		children = append(children, c)
 	}
-	if err := waitOSDsUp(ctx, m.addr, o.osds); err != nil {
+	if err := waitOSDsUp(ctx, m.addr, n); err != nil {
 		return err
 	}
-	st := upState{MDS: m.addr, Dir: dir, Pid: os.Getpid()}
-	for _, c := range children[1:] {
-		st.OSDs = append(st.OSDs, upProcess{Dir: c.dir, Addr: c.addr, Pid: c.cmd.Process.Pid})
-	}
-	b, _ := json.MarshalIndent(st, "", "  ")
-	if err := writeFileAtomic(stateFile(), b); err != nil {
+	if err := writeUpState(m, children[1:], dir); err != nil {
 		return err
 	}
 	defer os.Remove(stateFile())
 	e.printEndpoints(m, children[1:], dir)
-	return superviseChildren(ctx, e, children)
+	addOSD := func() (*child, error) {
+		i := len(children) - 1
+		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
+		c, err := startChild(ctx, fmt.Sprintf("osd%d", i), dir, osdDir, osdArgs(osdDir))
+		if err != nil {
+			return nil, err
+		}
+		children = append(children, c)
+		return c, writeUpState(m, children[1:], dir)
+	}
+	return superviseChildren(ctx, e, children, addOSD)
+}
+
+// existingOSDs counts the osdN directories a previous run left in dir.
+func existingOSDs(dir string) int {
+	n := 0
+	for {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("osd%d", n))); err != nil {
+			return n
+		}
+		n++
+	}
+}
+
+func writeUpState(m *child, osds []*child, dir string) error {
+	st := upState{MDS: m.addr, Dir: dir, Pid: os.Getpid()}
+	for _, c := range osds {
+		st.OSDs = append(st.OSDs, upProcess{Dir: c.dir, Addr: c.addr, Pid: c.cmd.Process.Pid})
+	}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	return writeFileAtomic(stateFile(), b)
 }
 
 func (e *env) printEndpoints(m *child, osds []*child, dir string) {
@@ -140,17 +172,36 @@ func (e *env) printEndpoints(m *child, osds []*child, dir string) {
 
 // superviseChildren waits for Ctrl-C. A child that dies is reported and
 // left down (the cluster keeps serving degraded), as a crashed server
-// would be in production.
-func superviseChildren(ctx context.Context, e *env, children []*child) error {
-	cases := make(chan *child, len(children))
+// would be in production. SIGUSR1 (sent by braid osd add) starts one more
+// OSD.
+func superviseChildren(ctx context.Context, e *env, children []*child, addOSD func() (*child, error)) error {
+	cases := make(chan *child, maxOSDs+1)
+	watch := func(c *child) { go func() { <-c.done; cases <- c }() }
 	for _, c := range children {
-		go func() { <-c.done; cases <- c }()
+		watch(c)
 	}
+	running := len(children)
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
 	for {
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(e.stdout, "stopping cluster")
 			return nil
+		case <-usr1:
+			if running > maxOSDs {
+				fmt.Fprintf(e.stderr, "braid up: already %d OSDs; not adding more\n", maxOSDs)
+				continue
+			}
+			c, err := addOSD()
+			if err != nil {
+				fmt.Fprintf(e.stderr, "braid up: add OSD: %v\n", err)
+				continue
+			}
+			running++
+			watch(c)
+			fmt.Fprintf(e.stdout, "  %-5s %-21s pid %d (added)\n", c.name, c.addr, c.cmd.Process.Pid)
 		case c := <-cases:
 			fmt.Fprintf(e.stderr, "braid up: %s (pid %d) exited: %v; see %s\n", c.name, c.cmd.Process.Pid,
 				c.cmd.ProcessState, filepath.Join(filepath.Dir(c.dir), "logs", c.name+".log"))

@@ -198,3 +198,11 @@ func (m *clusterMap) status(now time.Time) []mdsproto.OSDStatus {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
+
+// forget drops an OSD from the map. Its uuid keeps its id, so if the same
+// OSD ever returns it is known again.
+func (m *clusterMap) forget(id uint32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.osds, id)
+}

@@ -38,6 +38,9 @@ type repairLock struct {
 	Kind    string   `json:"kind"`
 	Version uint64   `json:"version"` // layout version the repair writes under
 	Comps   []uint32 `json:"comps"`
+	// Tainted is set when a writer reports one of Comps dirty during the
+	// repair: a copy of it from its old OSD may then be stale.
+	Tainted bool `json:"tainted,omitempty"`
 }
 
 func (l *repairLock) active(now time.Time) bool { return l != nil && now.UnixNano() < l.UntilNs }
@@ -53,6 +56,7 @@ type healState struct {
 	done    []doneMark           // recent completions, for the rate
 	stats   mdsproto.RepairProgress
 	errs    []string
+	bal     balanceState
 }
 
 type doneMark struct {
@@ -61,7 +65,8 @@ type doneMark struct {
 }
 
 func newHealState() *healState {
-	return &healState{active: map[uint64]time.Time{}, backoff: map[uint64]time.Time{}, scrubIn: map[uint64]bool{}}
+	return &healState{active: map[uint64]time.Time{}, backoff: map[uint64]time.Time{}, scrubIn: map[uint64]bool{},
+		bal: balanceState{est: map[uint32]int64{}}}
 }
 
 func (h *healState) claimable(ino uint64, now time.Time) bool {
@@ -97,6 +102,13 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 		if rec.Layout == nil {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
+		if rec.Repair.active(s.cfg.Now()) {
+			for _, c := range req.Comps {
+				if slices.Contains(rec.Repair.Comps, c) {
+					rec.Repair.Tainted = true
+				}
+			}
+		}
 		return addDirty(rec, req.Comps)
 	})
 }
@@ -130,7 +142,8 @@ func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (
 	for {
 		ino, ok := s.nextScrub(now)
 		if !ok {
-			return mdsproto.RepairTask{}, nil
+			task, _, err := s.balanceClaim(ctx, views, now)
+			return task, err
 		}
 		task, ok, err := s.lockForRepair(ctx, ino, mdsproto.RepairScrub, views, now)
 		if err != nil || ok {
@@ -193,6 +206,18 @@ func (s *Server) nextScrub(now time.Time) (uint64, bool) {
 // lockForRepair re-plans ino inside a transaction and, if work remains,
 // installs the repaired layout and the lock and returns the task.
 func (s *Server) lockForRepair(ctx context.Context, ino uint64, kind string, views map[uint32]osdView, now time.Time) (mdsproto.RepairTask, bool, error) {
+	return s.lockFor(ctx, ino, kind, nil, views, now)
+}
+
+// balanceMove is one component a rebalance moves to an emptier OSD.
+type balanceMove struct {
+	comp     int
+	from, to uint32
+	bytes    int64
+}
+
+// lockFor is lockForRepair, or with bm a rebalancing move of a healthy file.
+func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balanceMove, views map[uint32]osdView, now time.Time) (mdsproto.RepairTask, bool, error) {
 	var task mdsproto.RepairTask
 	var moveFrom map[uint32]uint32
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
@@ -206,6 +231,13 @@ func (s *Server) lockForRepair(ctx context.Context, ino uint64, kind string, vie
 			return nil //nolint:nilerr
 		}
 		plan := planFile(rec.Layout, rec.Dirty, views, spec)
+		var forced []uint32
+		if bm != nil && !plan.NeedsWork() && !plan.Degraded() {
+			if forced = bm.apply(rec.Layout.OSDs, spec.Width()); forced == nil {
+				return nil
+			}
+			plan.Move, plan.Rewrite = []int{bm.comp}, []int{bm.comp}
+		}
 		if kind == mdsproto.RepairRebuild && !plan.NeedsWork() {
 			return nil
 		}
@@ -220,7 +252,9 @@ func (s *Server) lockForRepair(ctx context.Context, ino uint64, kind string, vie
 			return nil //nolint:nilerr
 		}
 		newOSDs := old.OSDs
-		if len(plan.Move) > 0 {
+		if forced != nil {
+			newOSDs = forced
+		} else if len(plan.Move) > 0 {
 			s.rngMu.Lock()
 			newOSDs, err = Replace(old, plan.Move, s.cluster.upCandidates(now), s.rng)
 			s.rngMu.Unlock()
@@ -286,6 +320,22 @@ func toU32(xs []int) []uint32 {
 	return out
 }
 
+// apply returns osds with the move made, or nil if the layout no longer
+// has the component where the move expects it or the target already holds
+// a component of its group.
+func (bm *balanceMove) apply(osds []uint32, w int) []uint32 {
+	if bm.comp >= len(osds) || osds[bm.comp] != bm.from {
+		return nil
+	}
+	g := bm.comp / w
+	if slices.Contains(osds[g*w:(g+1)*w], bm.to) {
+		return nil
+	}
+	out := slices.Clone(osds)
+	out[bm.comp] = bm.to
+	return out
+}
+
 // addGC queues components' objects on the OSDs they left for deletion,
 // merging with a record already at that key.
 func (s *Server) addGC(tx kv.Txn, ino, ver uint64, comps, osds []uint32) error {
@@ -315,12 +365,20 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 			failed = "repair lock lost"
 			return nil
 		}
+		tainted := rec.Repair.Tainted
 		rec.Repair = nil
 		if failed != "" {
 			return nil
 		}
+		if tainted {
+			failed = "a writer reported a component being repaired as dirty"
+			return nil
+		}
 		for _, c := range req.Sources {
-			if slices.Contains(rec.Dirty, c) {
+			// A copied component is its own source and was listed dirty
+			// by the claim; any other source that is dirty now was marked
+			// by a writer during the repair.
+			if slices.Contains(rec.Dirty, c) && !slices.Contains(req.Comps, c) {
 				failed = "a source component went dirty during the repair"
 				return nil
 			}
@@ -466,4 +524,35 @@ func (s *Server) drain(ctx context.Context, req mdsproto.DrainReq) (struct{}, er
 		return struct{}{}, wire.Errorf(wire.ErrNotFound, "no OSD %d", req.ID)
 	}
 	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error { return putJSON(tx, osdKey(rec.ID), &rec) })
+}
+
+// removeOSD forgets an OSD that is not up and holds no component of any
+// file (a drained one, or one whose data was rebuilt elsewhere).
+func (s *Server) removeOSD(ctx context.Context, req mdsproto.DrainReq) (struct{}, error) {
+	now := s.cfg.Now()
+	v, ok := s.cluster.views(now)[req.ID]
+	if !ok {
+		return struct{}{}, wire.Errorf(wire.ErrNotFound, "no OSD %d", req.ID)
+	}
+	if v.State == mdsproto.StateUp {
+		return struct{}{}, wire.Errorf(wire.ErrBusy, "OSD %d is up; stop it first", req.ID)
+	}
+	var holds int64
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		return r.Scan([]byte{'i'}, []byte{'j'}, func(k, val []byte) bool {
+			var rec inodeRec
+			if jsonUnmarshal(val, &rec) == nil && rec.Layout != nil && slices.Contains(rec.Layout.OSDs, req.ID) {
+				holds++
+			}
+			return holds == 0
+		})
+	})
+	if err != nil {
+		return struct{}{}, err
+	}
+	if holds > 0 {
+		return struct{}{}, wire.Errorf(wire.ErrNotEmpty, "OSD %d still holds components; drain it or wait for the rebuild", req.ID)
+	}
+	s.cluster.forget(req.ID)
+	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(osdKey(req.ID)) })
 }

@@ -44,6 +44,11 @@ type Config struct {
 	RepairRateBytes int64
 	ScrubRateBytes  int64
 	ScrubEvery      time.Duration // background scrub period; 0 = none
+	// BalanceEvery is how often the per-OSD byte estimate behind
+	// rebalancing is recomputed; BalanceSlackBytes is the imbalance
+	// between the fullest and emptiest OSD that is left alone.
+	BalanceEvery      time.Duration
+	BalanceSlackBytes int64
 	// Healers are the repair workers this MDS runs in-process; negative
 	// runs none (repair then waits for an external healer).
 	Healers int
@@ -107,7 +112,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.ln = ln
 	ctx, s.stop = context.WithCancel(ctx)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.Limits{MaxInflightPerConn: 256, MaxInflightBytes: 64 << 20})
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go func() { defer s.wg.Done(); s.balanceLoop(ctx) }()
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
 	go func() { defer s.wg.Done(); s.gcLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.scrubLoop(ctx) }()
@@ -136,6 +142,12 @@ func fillDefaults(cfg *Config) error {
 	}
 	if cfg.ScrubRateBytes == 0 {
 		cfg.ScrubRateBytes = 64 << 20
+	}
+	if cfg.BalanceEvery == 0 {
+		cfg.BalanceEvery = 30 * time.Second
+	}
+	if cfg.BalanceSlackBytes == 0 {
+		cfg.BalanceSlackBytes = 1 << 30
 	}
 	if cfg.Healers == 0 {
 		cfg.Healers = 4
@@ -267,6 +279,8 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.scrub)
 	case mdsproto.OpOSDDrain:
 		return call(ctx, r.Meta, s.drain)
+	case mdsproto.OpOSDRemove:
+		return call(ctx, r.Meta, s.removeOSD)
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }

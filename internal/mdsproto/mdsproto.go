@@ -32,6 +32,7 @@ const (
 	OpRepairDone
 	OpScrub
 	OpOSDDrain
+	OpOSDRemove
 )
 
 // File types.
@@ -231,6 +232,7 @@ type RepairProgress struct {
 	ScrubRepaired  int64    `json:"scrub_repaired"`   // units scrub found wrong and rewrote
 	LastScrubEndNs int64    `json:"last_scrub_end_ns"`
 	ScrubQueued    int64    `json:"scrub_queued"` // files waiting for scrub
+	Rebalanced     int64    `json:"rebalanced"`   // components moved to even out OSDs
 	RecentErrors   []string `json:"recent_errors,omitempty"`
 }
 

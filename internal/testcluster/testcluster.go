@@ -35,7 +35,8 @@ func (c *Cluster) startMDS(listen string) {
 	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Listen: listen, Key: c.Key,
 		DefaultLayout: c.opts.DefaultLayout, OSDDownAfter: 2 * time.Second, OSDOutAfter: c.opts.OSDOutAfter,
 		GCEvery: 100 * time.Millisecond, DeleteDelay: DeleteDelay, Log: c.log,
-		RunHealer: healer.Run, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30})
+		RunHealer: healer.Run, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
+		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -61,6 +62,9 @@ type Options struct {
 	DefaultLayout string
 	OSDOutAfter   time.Duration // 0: the production default (long)
 	Healers       int           // repair workers in the MDS; 0: the default, negative: none
+	// BalanceSlackBytes is the OSD imbalance left alone; 0: the
+	// production default (1 GiB, so small test files never move).
+	BalanceSlackBytes int64
 }
 
 // Start launches the cluster and waits until every OSD is up.
@@ -100,6 +104,16 @@ func (c *Cluster) RestartOSD(i int) {
 	c.t.Helper()
 	c.StopOSD(i)
 	c.OSDs[i] = c.startOSD(i)
+}
+
+// AddOSD starts one more OSD and waits until it has registered; it
+// returns its index.
+func (c *Cluster) AddOSD() int {
+	c.t.Helper()
+	c.addr = append(c.addr, "127.0.0.1:0")
+	c.OSDs = append(c.OSDs, c.startOSD(len(c.addr)-1))
+	c.WaitUp(len(c.OSDs))
+	return len(c.OSDs) - 1
 }
 
 // WaitUp polls until n OSDs have registered.

@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/braidfs/braid"
+)
+
+// pollEvery is how often commands that wait on the cluster ask again.
+const pollEvery = 500 * time.Millisecond
+
+func (e *env) scrubCmd() *cobra.Command {
+	var noWait bool
+	cmd := &cobra.Command{
+		Use:   "scrub [PATH]",
+		Short: "verify every block's checksum and every stripe's parity, repairing from redundancy",
+		Long: "scrub queues the files at or below PATH (default /) for verification at the MDS's\n" +
+			"--scrub-rate and waits until they are done, then prints what it found and repaired.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := "/"
+			if len(args) == 1 {
+				p = args[0]
+			}
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				before, err := c.Status(ctx)
+				if err != nil {
+					return err
+				}
+				n, err := c.Scrub(ctx, p)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "scrubbing %d files under %s\n", n, p)
+				if noWait {
+					return nil
+				}
+				st, err := waitStatus(ctx, c, func(st braid.Status) bool {
+					return st.Repair.ScrubQueued == 0 && st.Repair.Active == 0 &&
+						st.Repair.ScrubbedFiles-before.Repair.ScrubbedFiles >= n
+				})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "scrubbed %d files; %d units were wrong and rewritten from redundancy\n",
+					st.Repair.ScrubbedFiles-before.Repair.ScrubbedFiles, st.Repair.ScrubRepaired-before.Repair.ScrubRepaired)
+				for _, msg := range st.Repair.RecentErrors {
+					fmt.Fprintf(e.stdout, "  recent repair error: %s\n", msg)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "queue the scrub and return")
+	return cmd
+}
+
+// waitStatus polls the cluster status until done holds or ctx ends (Ctrl-C).
+func waitStatus(ctx context.Context, c *braid.Client, done func(braid.Status) bool) (braid.Status, error) {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		st, err := c.Status(ctx)
+		if err == nil && done(st) {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (e *env) osdDrainCmd() *cobra.Command {
+	var undo, noWait bool
+	cmd := &cobra.Command{
+		Use:   "drain ID",
+		Short: "move every component off an OSD so it can be removed",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id64, err := strconv.ParseUint(args[0], 10, 32)
+			if err != nil {
+				return fmt.Errorf("OSD id %q: %w", args[0], err)
+			}
+			id := uint32(id64)
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				if err := c.DrainOSD(ctx, id, undo); err != nil {
+					return err
+				}
+				if undo {
+					fmt.Fprintf(e.stdout, "OSD %d is no longer draining\n", id)
+					return nil
+				}
+				fmt.Fprintf(e.stdout, "draining OSD %d\n", id)
+				if noWait {
+					return nil
+				}
+				_, err := waitStatus(ctx, c, func(st braid.Status) bool {
+					for _, o := range st.OSDs {
+						if o.ID == id {
+							fmt.Fprintf(e.stderr, "\r%d components left on OSD %d   ", o.Components, id)
+							return o.Components == 0 && st.Repair.Active == 0
+						}
+					}
+					return false
+				})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "\nOSD %d holds nothing: it can be stopped and removed\n", id)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&undo, "undo", false, "stop draining")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "start the drain and return")
+	return cmd
+}
+
+func (e *env) healCmd() *cobra.Command {
+	var workers int
+	cmd := &cobra.Command{
+		Use:   "heal",
+		Short: "run repair workers for the cluster (adds rebuild bandwidth beside the MDS's own)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			addr, err := e.resolveMDS()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			c, err := braid.Dial(ctx, addr)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			host, _ := os.Hostname()
+			err = c.Heal(ctx, braid.HealOptions{Workers: workers, Name: fmt.Sprintf("%s:%d", host, os.Getpid())})
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&workers, "workers", 4, "files repaired at once")
+	return cmd
+}
+
+// printHealth prints the health line, problems and repair progress.
+func (e *env) printHealth(st braid.Status) {
+	fmt.Fprintf(e.stdout, "health: %s\n", st.Health)
+	for _, p := range st.Problems {
+		fmt.Fprintf(e.stdout, "  %s\n", p)
+	}
+	r := st.Repair
+	if r.FilesLeft > 0 || r.Active > 0 {
+		eta := "unknown"
+		if r.ETASeconds > 0 {
+			eta = (time.Duration(r.ETASeconds) * time.Second).String()
+		}
+		fmt.Fprintf(e.stdout, "repair: %d files (%s) left, %d in progress, %s/s, about %s to go\n",
+			r.FilesLeft, human(r.BytesLeft), r.Active, human(int64(r.RateBytesPerS)), eta)
+	}
+	if r.ScrubQueued > 0 {
+		fmt.Fprintf(e.stdout, "scrub: %d files queued\n", r.ScrubQueued)
+	}
+	if r.FilesDone > 0 || r.ScrubbedFiles > 0 {
+		fmt.Fprintf(e.stdout, "since the MDS started: %d files repaired (%s written), %d scrubbed, %d bad units rewritten\n",
+			r.FilesDone, human(r.BytesDone), r.ScrubbedFiles, r.ScrubRepaired)
+	}
+	if r.Unrepairable > 0 {
+		fmt.Fprintf(e.stdout, "%d files cannot be repaired until more OSDs return\n", r.Unrepairable)
+	}
+}
+
+func (e *env) osdAddCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "add",
+		Short: "add an OSD to the cluster started by braid up (elsewhere: start braid osd against the MDS)",
+		Long: "add asks the running braid up to start one more OSD. New files use it at once and the\n" +
+			"MDS moves existing components onto it in the background until OSDs hold similar amounts.\n" +
+			"For a cluster not started by braid up, run `braid osd --dir DIR --mds-addr MDS` on the new host.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := readState()
+			if err != nil {
+				return fmt.Errorf("no cluster started by braid up (%w); start `braid osd --mds-addr ADDR` instead", err)
+			}
+			before := len(st.OSDs)
+			if err := syscall.Kill(st.Pid, syscall.SIGUSR1); err != nil {
+				return fmt.Errorf("signal braid up (pid %d): %w", st.Pid, err)
+			}
+			deadline := time.Now().Add(upReadyTimeout)
+			for time.Now().Before(deadline) {
+				if now, err := readState(); err == nil && len(now.OSDs) > before {
+					o := now.OSDs[len(now.OSDs)-1]
+					fmt.Fprintf(e.stdout, "added OSD at %s (pid %d, data in %s)\n", o.Addr, o.Pid, o.Dir)
+					return nil
+				}
+				time.Sleep(pollEvery) // polling another process's state file; bounded by the deadline
+			}
+			return fmt.Errorf("braid up did not start an OSD within %v; see its logs", upReadyTimeout)
+		},
+	}
+}
+
+func (e *env) osdRmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm ID",
+		Short: "forget a stopped OSD that holds no components (drain it first)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id64, err := strconv.ParseUint(args[0], 10, 32)
+			if err != nil {
+				return fmt.Errorf("OSD id %q: %w", args[0], err)
+			}
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				if err := c.RemoveOSD(ctx, uint32(id64)); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "OSD %d removed from the cluster map\n", id64)
+				return nil
+			})
+		},
+	}
+}

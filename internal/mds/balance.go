@@ -1,0 +1,169 @@
+package mds
+
+import (
+	"context"
+	"encoding/binary"
+	"time"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+)
+
+// Rebalancing (Sigma's live rebalancing when nodes are added). The MDS
+// keeps an estimate of the bytes of components each OSD holds, computed
+// from the layouts; when the fullest up OSD holds more than the emptiest by
+// over the slack, an idle healer is handed a healthy file with a component
+// on the fullest and moves that component to the emptiest (copied, not
+// decoded). Repairs always go first.
+
+// balanceState is the MDS's estimate of where the bytes are.
+type balanceState struct {
+	est    map[uint32]int64 // component bytes per OSD, from layouts
+	cursor []byte           // where the next search for a file to move starts
+}
+
+// refreshBalance recomputes the per-OSD estimate from every layout.
+func (s *Server) refreshBalance(ctx context.Context) error {
+	est := map[uint32]int64{}
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		return r.Scan([]byte{'i'}, []byte{'j'}, func(k, v []byte) bool {
+			var rec inodeRec
+			if jsonUnmarshal(v, &rec) != nil || rec.Layout == nil {
+				return true
+			}
+			l, err := rec.Layout.Decode()
+			if err != nil {
+				return true
+			}
+			for c, id := range l.OSDs {
+				est[id] += l.ObjectLen(rec.Size, c)
+			}
+			return true
+		})
+	})
+	if err != nil {
+		return err
+	}
+	s.heal.mu.Lock()
+	s.heal.bal.est = est
+	s.heal.mu.Unlock()
+	return nil
+}
+
+func (s *Server) balanceLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.BalanceEvery)
+	defer t.Stop()
+	for {
+		if err := s.refreshBalance(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("balance estimate", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// balanceTarget picks the fullest and emptiest up OSDs and how far apart
+// they are, or ok=false when the cluster is balanced within the slack.
+func (s *Server) balanceTarget(views map[uint32]osdView) (hi, lo uint32, diff int64, ok bool) {
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	first := true
+	var total int64
+	n := 0
+	for id, v := range views {
+		if v.State != mdsproto.StateUp || v.Drain {
+			continue
+		}
+		b := s.heal.bal.est[id]
+		total += b
+		n++
+		if first || b > s.heal.bal.est[hi] || b == s.heal.bal.est[hi] && id < hi {
+			hi = id
+		}
+		if first || b < s.heal.bal.est[lo] || b == s.heal.bal.est[lo] && id < lo {
+			lo = id
+		}
+		first = false
+	}
+	if n < 2 {
+		return 0, 0, 0, false
+	}
+	diff = s.heal.bal.est[hi] - s.heal.bal.est[lo]
+	return hi, lo, diff, diff > max(s.cfg.BalanceSlackBytes, total/int64(n)/10)
+}
+
+// balanceClaim hands out one rebalancing move, if the cluster needs one.
+func (s *Server) balanceClaim(ctx context.Context, views map[uint32]osdView, now time.Time) (mdsproto.RepairTask, bool, error) {
+	hi, lo, diff, ok := s.balanceTarget(views)
+	if !ok {
+		return mdsproto.RepairTask{}, false, nil
+	}
+	s.heal.mu.Lock()
+	start := s.heal.bal.cursor
+	s.heal.mu.Unlock()
+	if start == nil {
+		start = []byte{'i'}
+	}
+	var moves []struct {
+		ino uint64
+		bm  balanceMove
+	}
+	var last []byte
+	seen := 0
+	_ = s.kv.View(ctx, func(r kv.Reader) error {
+		return r.Scan(start, []byte{'j'}, func(k, v []byte) bool {
+			seen++
+			last = append(last[:0], k...)
+			var rec inodeRec
+			if len(k) != 9 || jsonUnmarshal(v, &rec) != nil || rec.Layout == nil || rec.Repair.active(now) {
+				return seen < healScanBatch
+			}
+			l, err := rec.Layout.Decode()
+			if err != nil {
+				return seen < healScanBatch
+			}
+			for c, id := range l.OSDs {
+				n := l.ObjectLen(rec.Size, c)
+				bm := balanceMove{comp: c, from: hi, to: lo, bytes: n}
+				if id == hi && n > 0 && n <= diff/2 && bm.apply(l.OSDs, l.Spec.Width()) != nil {
+					moves = append(moves, struct {
+						ino uint64
+						bm  balanceMove
+					}{binary.BigEndian.Uint64(k[1:]), bm})
+					break
+				}
+			}
+			return seen < healScanBatch && len(moves) < 8
+		})
+	})
+	s.heal.mu.Lock()
+	if seen < healScanBatch && len(moves) < 8 {
+		s.heal.bal.cursor = nil
+	} else {
+		s.heal.bal.cursor = append(last, 0)
+	}
+	s.heal.mu.Unlock()
+	for _, m := range moves {
+		s.heal.mu.Lock()
+		claimable := s.heal.claimable(m.ino, now)
+		s.heal.mu.Unlock()
+		if !claimable {
+			continue
+		}
+		task, ok, err := s.lockFor(ctx, m.ino, mdsproto.RepairRebuild, &m.bm, views, now)
+		if err != nil || ok {
+			if ok {
+				s.heal.mu.Lock()
+				s.heal.bal.est[hi] -= m.bm.bytes
+				s.heal.bal.est[lo] += m.bm.bytes
+				s.heal.stats.Rebalanced++
+				s.heal.mu.Unlock()
+			}
+			return task, ok, err
+		}
+	}
+	return mdsproto.RepairTask{}, false, nil
+}
