@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"slices"
 	"sync"
@@ -45,15 +46,23 @@ type File struct {
 	cap capability.Cap
 	eps map[uint32]mdsproto.Endpoint
 
-	mu       sync.Mutex // guards the handle state below; held across writes
-	size     int64
-	wb       *stripeBuf // stripe being filled by sequential writes
-	modified bool
-	closed   bool
-	enc      encoder
+	mu        sync.Mutex // guards the handle state below; held across writes
+	size      int64
+	committed int64      // size as of open or the last commit: bytes below it are acknowledged
+	wb        *stripeBuf // stripe being filled by sequential writes
+	modified  bool
+	closed    bool
+	enc       encoder
 
 	pending  *pendingStripes // stripe writes in flight
 	inflight *semaphore.Weighted
+
+	// handle names this writer's lease on the file at the MDS; the lease
+	// is renewed until Close. If the client dies the lease runs out and
+	// the MDS scrubs the file for stripes the writer left half-written.
+	handle    uint64
+	stopLease chan struct{}
+	leaseDone chan struct{}
 
 	amu       sync.Mutex   // guards results of asynchronous writes
 	err       error        // first write failure; sticky
@@ -91,7 +100,8 @@ func (c *Client) OpenFile(ctx context.Context, p string, write bool) (*File, err
 }
 
 func (c *Client) newFile(p string, write bool, r mdsproto.OpenResp) (*File, error) {
-	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, touched: map[int]bool{}, size: r.Inode.Size,
+	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, touched: map[int]bool{},
+		size: r.Inode.Size, committed: r.Inode.Size,
 		pending: newPendingStripes()}
 	if err := f.apply(r); err != nil {
 		return nil, err
@@ -103,7 +113,50 @@ func (c *Client) newFile(p string, write bool, r mdsproto.OpenResp) (*File, erro
 	f.enc = enc
 	stripe := int64(f.lay.Spec.Width()) * f.lay.Spec.UnitBytes
 	f.inflight = semaphore.NewWeighted(max(c.opts.MaxInflightBytes, 2*stripe))
+	if write {
+		if err := f.startLease(context.Background()); err != nil {
+			return nil, err
+		}
+	}
 	return f, nil
+}
+
+// startLease takes the writer's lease and keeps renewing it.
+func (f *File) startLease(ctx context.Context) error {
+	f.handle = mrand.Uint64() | 1
+	var r mdsproto.RenewResp
+	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle}
+	if err := f.c.mds(ctx, mdsproto.OpRenew, req, &r); err != nil {
+		return fmt.Errorf("%s: writer lease: %w", f.path, err)
+	}
+	every := max(time.Duration(r.LeaseNs)/3, 10*time.Millisecond)
+	f.stopLease, f.leaseDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(f.leaseDone)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-f.stopLease:
+				return
+			case <-t.C:
+				_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) // a missed renewal costs at most a scrub
+			}
+		}
+	}()
+	return nil
+}
+
+// endLease stops renewing and releases the lease.
+func (f *File) endLease(ctx context.Context) {
+	if f.stopLease == nil {
+		return
+	}
+	close(f.stopLease)
+	<-f.leaseDone
+	f.stopLease = nil
+	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Release: true}
+	_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil)
 }
 
 // apply installs an MDS open response (first open or refresh).
@@ -382,6 +435,7 @@ func (f *File) commitLocked(ctx context.Context) error {
 		MtimeNs: time.Now().UnixNano(), Dirty: dirty, LayoutVersion: lay.Version}, &in)
 	if err == nil {
 		f.modified = false
+		f.committed = f.size
 	}
 	return err
 }
@@ -402,6 +456,15 @@ func (f *File) Close() error {
 	if f.wb != nil {
 		f.releaseStripe(f.wb)
 		f.wb = nil
+	}
+	if err == nil {
+		f.endLease(context.Background())
+	} else if f.stopLease != nil {
+		// Leave the lease to run out: the MDS then scrubs what this
+		// failed writer may have left half-written.
+		close(f.stopLease)
+		<-f.leaseDone
+		f.stopLease = nil
 	}
 	return err
 }

@@ -556,12 +556,16 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 	return nil
 }
 
-// findInconsistent returns the units of a fully read stripe that disagree
-// with the rest: none if parity verifies; for mirrors, the copies that
-// differ from the majority (the first copy wins a tie); for codes with two
-// or more parity units, the one unit whose replacement makes the stripe
-// verify; otherwise the parity units, recomputed from the data (RAID's
-// rule after an unclean shutdown).
+// findInconsistent returns the units of a fully read stripe to rewrite
+// when every block passed its checksum but parity disagrees with the data:
+// none if parity verifies; for mirrors, the copies that differ from the
+// majority (the first copy wins a tie); for codes, the parity units,
+// recomputed from the data. Checksums catch decayed bytes, so a stripe
+// that is clean block by block yet inconsistent was torn by a writer that
+// died between units: each data unit then holds old or new bytes, and
+// recomputing parity keeps both kinds (RAID's rule after an unclean
+// shutdown), where decoding a "suspect" data unit from parity would make
+// up bytes that were never written.
 func (j *repairJob) findInconsistent(shards [][]byte) ([]int, error) {
 	ok, err := j.enc.Verify(shards)
 	if err != nil || ok {
@@ -570,22 +574,6 @@ func (j *repairJob) findInconsistent(shards [][]byte) ([]int, error) {
 	spec := j.lay.Spec
 	if spec.Scheme == layout.Mirror {
 		return mirrorMinority(shards), nil
-	}
-	if spec.M >= 2 {
-		var found []int
-		for u := range shards {
-			trial := slices.Clone(shards)
-			trial[u] = nil
-			if j.enc.Reconstruct(trial) != nil {
-				continue
-			}
-			if ok, _ := j.enc.Verify(trial); ok {
-				found = append(found, u)
-			}
-		}
-		if len(found) == 1 {
-			return found, nil
-		}
 	}
 	var parity []int
 	for u := spec.K; u < spec.Width(); u++ {

@@ -20,6 +20,9 @@ type stripeBuf struct {
 	buf    []byte // pooled; len(buf) bytes are reserved from File.inflight
 	lo, hi int64  // bytes of the data region the writer has filled
 	whole  bool   // write every unit at full length (truncation rewrites)
+	// staged: the write changes part of a stripe holding committed data,
+	// so it goes through the two-phase commit (stage, intent, apply).
+	staged bool
 }
 
 func stripeBufBytes(s layout.Spec) int64 {
@@ -107,6 +110,7 @@ func (f *File) submitLocked() {
 			f.releaseStripe(wb)
 			return
 		}
+		wb.staged = start < f.committed && spec.M > 0
 	}
 	clear(wb.buf[valid:S])
 	f.encodeAndSend(wb, valid)
@@ -183,6 +187,10 @@ func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
 	}
 	op := &stripeOp{f: f, wb: wb, m: M, shards: shards}
 	f.pending.begin(wb.fs)
+	if wb.staged {
+		go op.sendStaged()
+		return
+	}
 	op.send()
 }
 
@@ -239,8 +247,12 @@ func (op *stripeOp) done(comp int, err error) {
 		f.setErr(fmt.Errorf("%w: stripe %d: %d unit writes failed, layout tolerates %d: %w",
 			wire.ErrUnavail, op.wb.fs, len(op.failed), op.m, errors.Join(op.failed...)))
 	}
-	f.releaseStripe(op.wb)
-	f.pending.end(op.wb.fs)
+	op.finish()
+}
+
+func (op *stripeOp) finish() {
+	op.f.releaseStripe(op.wb)
+	op.f.pending.end(op.wb.fs)
 }
 
 // ReadFrom copies r into the file from offset 0 onwards. Data is read
@@ -332,6 +344,7 @@ func (f *File) shrinkLocked(size int64) error {
 		}
 		clear(wb.buf[rem:S])
 		wb.whole, wb.lo, wb.hi = true, 0, rem
+		wb.staged = size-rem < f.committed && lay.Spec.M > 0
 		f.encodeAndSend(wb, rem)
 		f.pending.wait()
 		if err := f.stickyErr(); err != nil {

@@ -333,16 +333,7 @@ func (s *Server) deleteObjects(ctx context.Context, it gcItem) gcRec {
 }
 
 func (s *Server) deleteOn(ctx context.Context, id uint32, req osdproto.Req, now time.Time) bool {
-	ep, ok := s.cluster.endpoint(id, now)
-	if !ok || !ep.Up {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, osdCallTimeout)
-	defer cancel()
-	conn, err := s.osds.Get(ctx, ep.Addr)
-	if err == nil {
-		_, _, err = conn.Call(ctx, osdproto.OpDelete, req.Encode(osdproto.OpDelete), nil, nil)
-	}
+	err := s.osdCall(ctx, id, osdproto.OpDelete, req, now)
 	// Stale: a newer layout of the file owns that object now; not ours to delete.
 	return err == nil || errors.Is(err, wire.ErrStale)
 }

@@ -226,6 +226,9 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		if err != nil || rec.Layout == nil || rec.Repair.active(now) {
 			return nil //nolint:nilerr // gone or busy: nothing to claim
 		}
+		if pending, err := hasIntents(tx, ino); err != nil || pending {
+			return err // staged writes are resolved first
+		}
 		spec, err := specOf(rec.Layout.Spec)
 		if err != nil {
 			return nil //nolint:nilerr
@@ -445,12 +448,21 @@ func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.Scr
 	if err != nil {
 		return mdsproto.ScrubResp{}, err
 	}
+	n := s.queueScrub(inos)
+	if n < int64(len(inos)) {
+		return mdsproto.ScrubResp{Files: n}, wire.Errorf(wire.ErrBusy, "scrub queue holds %d files; try again later", maxScrubQueue)
+	}
+	return mdsproto.ScrubResp{Files: n}, nil
+}
+
+// queueScrub adds files to the scrub queue and returns how many it took.
+func (s *Server) queueScrub(inos []uint64) int64 {
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()
 	n := int64(0)
 	for _, ino := range inos {
 		if len(s.heal.scrubQ) >= maxScrubQueue {
-			return mdsproto.ScrubResp{Files: n}, wire.Errorf(wire.ErrBusy, "scrub queue holds %d files; try again later", maxScrubQueue)
+			break
 		}
 		if !s.heal.scrubIn[ino] {
 			s.heal.scrubIn[ino] = true
@@ -458,7 +470,7 @@ func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.Scr
 		}
 		n++
 	}
-	return mdsproto.ScrubResp{Files: n}, nil
+	return n
 }
 
 // collectFiles appends the files in the tree at rec (breadth first), up to

@@ -49,6 +49,12 @@ type Config struct {
 	// between the fullest and emptiest OSD that is left alone.
 	BalanceEvery      time.Duration
 	BalanceSlackBytes int64
+	// IntentTTL is how long a staged write may stay open before the
+	// resolver finishes it; WriterLease how long a writer's lease lasts
+	// without renewal; ResolveEvery how often both are checked.
+	IntentTTL    time.Duration
+	WriterLease  time.Duration
+	ResolveEvery time.Duration
 	// Healers are the repair workers this MDS runs in-process; negative
 	// runs none (repair then waits for an external healer).
 	Healers int
@@ -112,7 +118,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.ln = ln
 	ctx, s.stop = context.WithCancel(ctx)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.Limits{MaxInflightPerConn: 256, MaxInflightBytes: 64 << 20})
-	s.wg.Add(4)
+	s.wg.Add(5)
+	go func() { defer s.wg.Done(); s.resolveLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.balanceLoop(ctx) }()
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
 	go func() { defer s.wg.Done(); s.gcLoop(ctx) }()
@@ -142,6 +149,15 @@ func fillDefaults(cfg *Config) error {
 	}
 	if cfg.ScrubRateBytes == 0 {
 		cfg.ScrubRateBytes = 64 << 20
+	}
+	if cfg.IntentTTL == 0 {
+		cfg.IntentTTL = 2 * time.Minute
+	}
+	if cfg.WriterLease == 0 {
+		cfg.WriterLease = 30 * time.Second
+	}
+	if cfg.ResolveEvery == 0 {
+		cfg.ResolveEvery = time.Second
 	}
 	if cfg.BalanceEvery == 0 {
 		cfg.BalanceEvery = 30 * time.Second
@@ -281,6 +297,14 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.drain)
 	case mdsproto.OpOSDRemove:
 		return call(ctx, r.Meta, s.removeOSD)
+	case mdsproto.OpIntentBegin:
+		return call(ctx, r.Meta, s.intentBegin)
+	case mdsproto.OpIntentCommit:
+		return call(ctx, r.Meta, s.intentCommit)
+	case mdsproto.OpIntentDone:
+		return call(ctx, r.Meta, s.intentDone)
+	case mdsproto.OpRenew:
+		return call(ctx, r.Meta, s.renew)
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }

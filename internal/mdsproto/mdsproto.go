@@ -33,6 +33,10 @@ const (
 	OpScrub
 	OpOSDDrain
 	OpOSDRemove
+	OpIntentBegin
+	OpIntentCommit
+	OpIntentDone
+	OpRenew
 )
 
 // File types.
@@ -280,6 +284,26 @@ type RepairDoneReq struct {
 	Bytes    int64    `json:"bytes"`    // bytes written
 	Repaired int64    `json:"repaired"` // scrub: units found wrong and rewritten
 	Err      string   `json:"err,omitempty"`
+}
+
+// IntentReq opens (Begin), commits or closes (Done) a staged write of
+// the components Comps of one stripe, under layout Version.
+type IntentReq struct {
+	Ino     uint64   `json:"ino"`
+	Txid    uint64   `json:"txid"`
+	Version uint64   `json:"version,omitempty"`
+	Comps   []uint32 `json:"comps,omitempty"`
+}
+
+// RenewReq keeps (or, with Release, drops) a writer's lease on a file.
+type RenewReq struct {
+	Ino     uint64 `json:"ino"`
+	Handle  uint64 `json:"handle"`
+	Release bool   `json:"release,omitempty"`
+}
+
+type RenewResp struct {
+	LeaseNs int64 `json:"lease_ns"` // renew well within this
 }
 
 type ScrubReq struct {

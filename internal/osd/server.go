@@ -195,6 +195,15 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		return wire.Response{}, s.store.Truncate(key, ver, req.Off)
 	case osdproto.OpDelete:
 		return wire.Response{}, eachComp(req, ver, s.store.Delete)
+	case osdproto.OpStage:
+		if req.Off+int64(len(r.Data)) > osdproto.MaxObjectBytes {
+			return wire.Response{}, wire.Errorf(wire.ErrBadRequest, "stage past the object size limit")
+		}
+		return wire.Response{}, s.store.Stage(key, ver, req.Txid, req.Off, r.Data)
+	case osdproto.OpApply:
+		return wire.Response{}, s.store.Apply(key, ver, req.Txid)
+	case osdproto.OpAbort:
+		return wire.Response{}, s.store.Abort(key, req.Txid)
 	case osdproto.OpStat:
 		size, v, err := s.store.Stat(key)
 		if err != nil {

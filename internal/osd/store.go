@@ -45,6 +45,7 @@ type object struct {
 	refs      int    // guarded by Store.mu
 	lastUse   uint64 // guarded by Store.mu
 	deleted   bool   // guarded by mu
+	dirSynced bool   // its directory entry is durable (guarded by mu)
 }
 
 // Store holds an OSD's objects in a directory.
@@ -472,6 +473,13 @@ func (s *Store) readLocked(o *object, off int64, buf []byte) error {
 }
 
 func (s *Store) syncLocked(o *object) error {
+	if !o.dirSynced {
+		// A new object's name must survive a crash as well as its bytes.
+		if err := s.syncDir(filepath.Dir(s.path(o.key, "dat"))); err != nil {
+			return err
+		}
+		o.dirSynced = true
+	}
 	if err := o.data.Sync(); err != nil {
 		s.onFatal(fmt.Errorf("fsync %x.%d data: %w", o.key.Ino, o.key.Comp, err))
 		return s.ioError(err)
@@ -567,6 +575,7 @@ func (s *Store) Delete(k ObjKey, version uint64) error {
 }
 
 func (s *Store) removeFiles(k ObjKey) error {
+	s.dropStagesOf(k)
 	for _, ext := range []string{"dat", "sum"} {
 		if err := s.fs.Remove(s.path(k, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return s.ioError(err)

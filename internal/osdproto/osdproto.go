@@ -12,6 +12,12 @@
 //	Truncate cap, ino u64, comp u32, size i64
 //	Delete   cap, ino u64, n u32, comp u32 × n
 //	Stat     cap, ino u64, comp u32                                    resp meta = objLen i64, version u64
+//	Stage    cap, ino u64, comp u32, off i64, txid u64                 data = bytes (kept aside, durable)
+//	Apply    cap, ino u64, comp u32, txid u64                          staged bytes written into the object
+//	Abort    cap, ino u64, comp u32, txid u64                          staged bytes dropped
+//
+// Sync under a newer layout version than the object's records that version
+// (a repair fences old writers this way).
 //
 // A read past the end of an object returns zeros: stripes are computed over
 // zero-padded units, so holes decode like data.
@@ -32,6 +38,9 @@ const (
 	OpTruncate uint16 = 4
 	OpDelete   uint16 = 5
 	OpStat     uint16 = 6
+	OpStage    uint16 = 7
+	OpApply    uint16 = 8
+	OpAbort    uint16 = 9
 )
 
 // FlagSync asks the OSD to make a write durable before answering.
@@ -53,6 +62,7 @@ type Req struct {
 	Off   int64 // Write, Read; Truncate's new size
 	Len   uint32
 	Flags uint8
+	Txid  uint64 // Stage, Apply, Abort
 }
 
 func (r *Req) head(e *wire.Enc) {
@@ -83,6 +93,13 @@ func (r *Req) Encode(op uint16) []byte {
 		e.I64(r.Off)
 	case OpStat:
 		e.U32(r.Comp)
+	case OpStage:
+		e.U32(r.Comp)
+		e.I64(r.Off)
+		e.U64(r.Txid)
+	case OpApply, OpAbort:
+		e.U32(r.Comp)
+		e.U64(r.Txid)
 	}
 	return e.B
 }
@@ -110,6 +127,10 @@ func Decode(op uint16, meta []byte) (Req, error) {
 		r.Comp, r.Off = d.U32(), d.I64()
 	case OpStat:
 		r.Comp = d.U32()
+	case OpStage:
+		r.Comp, r.Off, r.Txid = d.U32(), d.I64(), d.U64()
+	case OpApply, OpAbort:
+		r.Comp, r.Txid = d.U32(), d.U64()
 	default:
 		return Req{}, wire.Errorf(wire.ErrUnknownOp, "osd op %d", op)
 	}

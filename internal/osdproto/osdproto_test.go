@@ -20,6 +20,9 @@ func TestRoundTrip(t *testing.T) {
 		OpDelete:   {Cap: c, Ino: 5, Comps: []uint32{4}},
 		OpTruncate: {Cap: c, Ino: 5, Comp: 2, Off: 77},
 		OpStat:     {Cap: c, Ino: 5, Comp: 2},
+		OpStage:    {Cap: c, Ino: 5, Comp: 1, Off: 1 << 20, Txid: 0xfeedface},
+		OpApply:    {Cap: c, Ino: 5, Comp: 1, Txid: 7},
+		OpAbort:    {Cap: c, Ino: 5, Comp: 4, Txid: 9},
 	} {
 		got, err := Decode(op, r.Encode(op))
 		if err != nil || !reflect.DeepEqual(got, r) {
@@ -52,7 +55,7 @@ func TestDecodeRejects(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	key, _ := capability.NewKey()
 	c := key.Issue(5, capability.Read, 1, time.Unix(100, 0))
-	for op := OpWrite; op <= OpStat; op++ {
+	for op := OpWrite; op <= OpAbort; op++ {
 		f.Add(op, (&Req{Cap: c, Ino: 5, Comps: []uint32{1}}).Encode(op))
 	}
 	f.Fuzz(func(t *testing.T, op uint16, meta []byte) {

@@ -1,0 +1,307 @@
+package mds
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// The intent log (Slice's intention log, Sigma's two-phase commit). A
+// client that changes part of a stripe holding committed data records an
+// intent here, stages every unit on its OSD, then commits the intent (the
+// commit point) and applies the stages. The resolver finishes what a
+// crashed client left: committed intents are rolled forward (staged units
+// applied), prepared ones rolled back (stages dropped). A unit whose OSD
+// is gone for good is marked dirty, and rebuilt like any lost component.
+//
+// Writers also hold a lease on their file (w keys): if a client dies with
+// the file open, its last full-stripe writes may have reached some OSDs
+// and not others, so the file is queued for a scrub, which recomputes any
+// parity that disagrees with the data.
+
+const (
+	intentPrepared    = "prepared"
+	intentCommitted   = "committed"
+	maxIntentsPerFile = 256 // staged stripe writes one file may have open
+)
+
+// intentRec is one staged stripe write, keyed n<ino><txid>.
+type intentRec struct {
+	Format    int      `json:"v"`
+	State     string   `json:"state"`
+	Version   uint64   `json:"version"` // layout version the units were staged under
+	Comps     []uint32 `json:"comps"`   // components not yet applied or aborted
+	OSDs      []uint32 `json:"osds"`    // OSD of each entry in Comps when staged
+	ExpiresNs int64    `json:"expires_ns"`
+}
+
+func intentKey(ino, txid uint64) []byte {
+	return binary.BigEndian.AppendUint64(be64('n', ino), txid)
+}
+
+// writerRec is a writer's lease on a file, keyed w<ino><handle>.
+type writerRec struct {
+	Format    int   `json:"v"`
+	ExpiresNs int64 `json:"expires_ns"`
+}
+
+func writerKey(ino, handle uint64) []byte {
+	return binary.BigEndian.AppendUint64(be64('w', ino), handle)
+}
+
+func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
+	now := s.cfg.Now()
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		rec, err := getInode(tx, req.Ino)
+		if err != nil {
+			return err
+		}
+		if rec.Layout == nil {
+			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
+		}
+		if rec.Repair.active(now) {
+			return wire.Errorf(wire.ErrBusy, "inode %d is being repaired", req.Ino)
+		}
+		if rec.Layout.Version != req.Version {
+			return wire.Errorf(wire.ErrStale, "inode %d is at layout version %d, intent has %d", req.Ino, rec.Layout.Version, req.Version)
+		}
+		if len(req.Comps) == 0 || len(req.Comps) > len(rec.Layout.OSDs) {
+			return wire.Errorf(wire.ErrInvalid, "intent names %d components", len(req.Comps))
+		}
+		n := 0
+		if err := tx.Scan(be64('n', req.Ino), kv.PrefixEnd(be64('n', req.Ino)), func(k, v []byte) bool {
+			n++
+			return n < maxIntentsPerFile
+		}); err != nil {
+			return err
+		}
+		if n >= maxIntentsPerFile {
+			return wire.Errorf(wire.ErrBusy, "inode %d has %d staged writes open", req.Ino, n)
+		}
+		in := intentRec{Format: recFormat, State: intentPrepared, Version: req.Version,
+			ExpiresNs: now.Add(s.cfg.IntentTTL).UnixNano()}
+		for _, c := range req.Comps {
+			if int(c) >= len(rec.Layout.OSDs) || slices.Contains(in.Comps, c) {
+				return wire.Errorf(wire.ErrInvalid, "component %d", c)
+			}
+			in.Comps = append(in.Comps, c)
+			in.OSDs = append(in.OSDs, rec.Layout.OSDs[c])
+		}
+		return putJSON(tx, intentKey(req.Ino, req.Txid), &in)
+	})
+	return struct{}{}, err
+}
+
+// intentCommit is the commit point of a staged write.
+func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		var in intentRec
+		ok, err := getJSON(tx, intentKey(req.Ino, req.Txid), &in)
+		if err != nil {
+			return err
+		}
+		if !ok || in.State != intentPrepared {
+			return wire.Errorf(wire.ErrNotFound, "no prepared intent %x on inode %d (expired and rolled back?)", req.Txid, req.Ino)
+		}
+		in.State = intentCommitted
+		return putJSON(tx, intentKey(req.Ino, req.Txid), &in)
+	})
+	return struct{}{}, err
+}
+
+func (s *Server) intentDone(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
+	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(intentKey(req.Ino, req.Txid)) })
+}
+
+// hasIntents reports whether ino has staged writes not yet resolved: a
+// repair must not read the file until they are.
+func hasIntents(r kv.Reader, ino uint64) (bool, error) {
+	found := false
+	err := r.Scan(be64('n', ino), kv.PrefixEnd(be64('n', ino)), func(k, v []byte) bool {
+		found = true
+		return false
+	})
+	return found, err
+}
+
+func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.RenewResp, error) {
+	if req.Handle == 0 {
+		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrInvalid, "no handle")
+	}
+	rec := writerRec{Format: recFormat, ExpiresNs: s.cfg.Now().Add(s.cfg.WriterLease).UnixNano()}
+	return mdsproto.RenewResp{LeaseNs: int64(s.cfg.WriterLease)}, s.kv.Update(ctx, func(tx kv.Txn) error {
+		if _, err := getInode(tx, req.Ino); err != nil {
+			return err
+		}
+		if req.Release {
+			return tx.Delete(writerKey(req.Ino, req.Handle))
+		}
+		return putJSON(tx, writerKey(req.Ino, req.Handle), &rec)
+	})
+}
+
+// resolveLoop rolls intents of crashed clients forward or back and queues
+// files whose writer died for a scrub.
+func (s *Server) resolveLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ResolveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.resolvePass(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("intent resolution", "err", err)
+		}
+		if err := s.expireWriters(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("writer lease expiry", "err", err)
+		}
+	}
+}
+
+type intentItem struct {
+	ino, txid uint64
+	rec       intentRec
+}
+
+const resolveBatch = 256
+
+func (s *Server) resolvePass(ctx context.Context) error {
+	now := s.cfg.Now()
+	var items []intentItem
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		return r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool {
+			var it intentItem
+			if len(k) == 17 && jsonUnmarshal(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) &&
+				now.UnixNano() >= it.rec.ExpiresNs {
+				it.ino, it.txid = binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17])
+				items = append(items, it)
+			}
+			return len(items) < resolveBatch
+		})
+	})
+	if err != nil {
+		return err
+	}
+	views := s.cluster.views(now)
+	for _, it := range items {
+		if err := s.resolveIntent(ctx, it, views, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolveIntent finishes one expired intent as far as the OSDs allow.
+func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uint32]osdView, now time.Time) error {
+	var ver uint64
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		rec, err := getInode(r, it.ino)
+		if err == nil && rec.Layout != nil {
+			ver = rec.Layout.Version
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	key := intentKey(it.ino, it.txid)
+	if ver == 0 { // file gone: its objects (and stages) are deleted with it
+		return s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(key) })
+	}
+	op := osdproto.OpAbort
+	if it.rec.State == intentCommitted {
+		op = osdproto.OpApply
+	}
+	c := s.cfg.Key.Issue(it.ino, capability.Write, ver, now.Add(time.Minute))
+	var left, leftOSDs, lost []uint32
+	for i, comp := range it.rec.Comps {
+		id := it.rec.OSDs[i]
+		v, known := views[id]
+		switch {
+		case !known || v.State == mdsproto.StateOut:
+			if op == osdproto.OpApply {
+				lost = append(lost, comp) // never applied: rebuilt from the rest
+			}
+		case v.State != mdsproto.StateUp:
+			left, leftOSDs = append(left, comp), append(leftOSDs, id)
+		default:
+			err := s.osdCall(ctx, id, op, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, now)
+			if err != nil && !errors.Is(err, wire.ErrNotFound) {
+				left, leftOSDs = append(left, comp), append(leftOSDs, id)
+			}
+		}
+	}
+	return s.kv.Update(ctx, func(tx kv.Txn) error {
+		if len(lost) > 0 {
+			rec, err := getInode(tx, it.ino)
+			if err == nil && rec.Layout != nil {
+				if err := addDirty(rec, lost); err != nil {
+					return err
+				}
+				if err := putInode(tx, rec); err != nil {
+					return err
+				}
+			}
+		}
+		if len(left) == 0 {
+			return tx.Delete(key)
+		}
+		it.rec.Comps, it.rec.OSDs = left, leftOSDs
+		return putJSON(tx, key, &it.rec)
+	})
+}
+
+// osdCall sends one request to an up OSD.
+func (s *Server) osdCall(ctx context.Context, id uint32, op uint16, req osdproto.Req, now time.Time) error {
+	ep, ok := s.cluster.endpoint(id, now)
+	if !ok || !ep.Up {
+		return wire.Errorf(wire.ErrUnavail, "OSD %d is down", id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, osdCallTimeout)
+	defer cancel()
+	conn, err := s.osds.Get(ctx, ep.Addr)
+	if err == nil {
+		_, _, err = conn.Call(ctx, op, req.Encode(op), nil, nil)
+	}
+	return err
+}
+
+// expireWriters queues the files of writers whose lease ran out for a
+// scrub, and forgets the leases.
+func (s *Server) expireWriters(ctx context.Context) error {
+	now := s.cfg.Now()
+	var keys [][]byte
+	var inos []uint64
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		return r.Scan([]byte{'w'}, []byte{'x'}, func(k, v []byte) bool {
+			var w writerRec
+			if len(k) == 17 && jsonUnmarshal(v, &w) == nil && now.UnixNano() >= w.ExpiresNs {
+				keys = append(keys, append([]byte(nil), k...))
+				inos = append(inos, binary.BigEndian.Uint64(k[1:9]))
+			}
+			return len(keys) < resolveBatch
+		})
+	})
+	if err != nil || len(keys) == 0 {
+		return err
+	}
+	s.queueScrub(inos)
+	return s.kv.Update(ctx, func(tx kv.Txn) error {
+		for _, k := range keys {
+			if err := tx.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

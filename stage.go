@@ -1,0 +1,188 @@
+package braid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Two-phase commit of partial-stripe writes (Sigma, Slice). Overwriting
+// part of a stripe that holds acknowledged data rewrites its parity; if
+// that were done in place and the writer died half-way, parity would no
+// longer match the untouched data, and a later OSD loss would decode
+// garbage. So such a stripe is written as:
+//
+//  1. intent recorded at the MDS (which units, which layout version);
+//  2. every unit staged on its OSD (durable, object untouched);
+//  3. intent committed at the MDS — the commit point;
+//  4. every stage applied to its object, then the intent closed.
+//
+// A crash before 3 leaves the old stripe (the MDS's resolver drops the
+// stages); after 3 the resolver applies whatever the client did not. A
+// unit whose OSD fails is marked dirty before the commit point.
+
+// errLayoutMoved says a repair changed the layout under a staged write;
+// the stripe is staged again under the new one.
+var errLayoutMoved = errors.New("layout moved during staged write")
+
+// fileSnap is a consistent view of a file's layout and capability.
+type fileSnap struct {
+	ino uint64
+	lay layout.Layout
+	cap capability.Cap
+	eps map[uint32]mdsproto.Endpoint
+}
+
+func (f *File) snap() fileSnap {
+	f.lmu.Lock()
+	defer f.lmu.Unlock()
+	return fileSnap{ino: f.ino, lay: f.lay, cap: f.cap, eps: f.eps}
+}
+
+// call sends one request for component comp under the snapshot, without
+// refreshing: a staged write must not drift to another layout half-way.
+func (f *File) snapCall(ctx context.Context, s fileSnap, op uint16, comp int, req osdproto.Req, data []byte) error {
+	id := s.lay.OSDs[comp]
+	ep, ok := s.eps[id]
+	if !ok || !ep.Up {
+		return wire.Errorf(wire.ErrUnavail, "OSD %d (component %d) is down", id, comp)
+	}
+	req.Cap, req.Ino, req.Comp = s.cap, s.ino, uint32(comp)
+	_, err := f.callOSD(ctx, ep.Addr, op, req, data, nil)
+	if err != nil {
+		return fmt.Errorf("OSD %d component %d: %w", id, comp, err)
+	}
+	return nil
+}
+
+// sendStaged writes the stripe through the two-phase commit, staging it
+// again if a repair moves the layout meanwhile.
+func (op *stripeOp) sendStaged() {
+	f := op.f
+	ctx := context.Background()
+	var err error
+	for try := 0; try < maxStripeSends; try++ {
+		s := f.snap()
+		if err = op.twoPhase(ctx, s); !errors.Is(err, errLayoutMoved) {
+			break
+		}
+		if err = f.refresh(ctx, s.cap); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		f.setErr(fmt.Errorf("%s: stripe %d: %w", f.path, op.wb.fs, err))
+	}
+	op.finish()
+}
+
+type unitResult struct {
+	comp int
+	err  error
+}
+
+// eachUnit runs fn for every unit of the stripe in parallel.
+func (op *stripeOp) eachUnit(s fileSnap, comps []int, fn func(u, comp int) error) []unitResult {
+	out := make([]unitResult, len(comps))
+	var wg sync.WaitGroup
+	for i, c := range comps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = unitResult{comp: c, err: fn(i, c)}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
+	f := op.f
+	txid := rand.Uint64() | 1
+	var comps []int
+	var offs []int64
+	for u := range op.shards {
+		loc := s.lay.UnitOf(op.wb.fs, u)
+		comps, offs = append(comps, loc.Component), append(offs, loc.ObjectOff)
+	}
+	ireq := mdsproto.IntentReq{Ino: s.ino, Txid: txid, Version: s.lay.Version, Comps: toU32s(comps)}
+	if err := f.c.mdsWaitBusy(ctx, mdsproto.OpIntentBegin, ireq, nil); err != nil {
+		if errors.Is(err, wire.ErrStale) {
+			return errLayoutMoved
+		}
+		return fmt.Errorf("record intent: %w", err)
+	}
+	staged := op.eachUnit(s, comps, func(u, c int) error {
+		return f.snapCall(ctx, s, osdproto.OpStage, c, osdproto.Req{Off: offs[u], Txid: txid}, op.shards[u])
+	})
+	var ok, failed []int
+	var errs []error
+	moved := false
+	for _, r := range staged {
+		switch {
+		case r.err == nil:
+			ok = append(ok, r.comp)
+		default:
+			failed, errs = append(failed, r.comp), append(errs, r.err)
+			moved = moved || errors.Is(r.err, wire.ErrStale) || errors.Is(r.err, wire.ErrDenied)
+		}
+	}
+	abort := func(cause error) error {
+		op.eachUnit(s, ok, func(_, c int) error {
+			return f.snapCall(ctx, s, osdproto.OpAbort, c, osdproto.Req{Txid: txid}, nil)
+		})
+		_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
+		return cause
+	}
+	if moved {
+		return abort(errLayoutMoved)
+	}
+	if len(failed) > op.m {
+		return abort(fmt.Errorf("%w: %d units could not be staged, layout tolerates %d: %w",
+			wire.ErrUnavail, len(failed), op.m, errors.Join(errs...)))
+	}
+	if len(failed) > 0 {
+		if err := f.markDirty(ctx, failed...); err != nil {
+			return abort(err)
+		}
+	}
+	if err := f.c.mds(ctx, mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil); err != nil {
+		return abort(fmt.Errorf("commit intent: %w", err))
+	}
+	applied := op.eachUnit(s, ok, func(_, c int) error {
+		err := f.snapCall(ctx, s, osdproto.OpApply, c, osdproto.Req{Txid: txid}, nil)
+		if errors.Is(err, wire.ErrNotFound) {
+			return nil // the resolver applied it already
+		}
+		return err
+	})
+	var unapplied []int
+	for _, r := range applied {
+		if r.err != nil {
+			unapplied = append(unapplied, r.comp)
+		}
+	}
+	if len(unapplied) > 0 {
+		// Past the commit point: the stages stay, the resolver applies them
+		// once the OSD answers; until then readers decode these units.
+		return f.markDirty(ctx, unapplied...)
+	}
+	_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
+	return nil
+}
+
+func toU32s(xs []int) []uint32 {
+	out := make([]uint32, len(xs))
+	for i, x := range xs {
+		out[i] = uint32(x)
+	}
+	return out
+}
