@@ -47,6 +47,20 @@ func checkAll(t *testing.T, cl *braid.Client, files map[string][]byte, what stri
 	}
 }
 
+// checkConsistent runs the checker over everything: every stripe must
+// decode and every unit agree with the others.
+func checkConsistent(t *testing.T, cl *braid.Client, what string) braid.CheckReport {
+	t.Helper()
+	rep, err := cl.Check(ctx, "/")
+	if err != nil {
+		t.Fatalf("%s: check: %v", what, err)
+	}
+	if len(rep.Problems) > 0 || rep.Unverified > 0 {
+		t.Fatalf("%s: %d of %d stripes unverified, problems: %q", what, rep.Unverified, rep.Stripes, rep.Problems)
+	}
+	return rep
+}
+
 // waitHealthy polls until the cluster reports health ok with nothing left
 // to repair.
 func waitHealthy(t *testing.T, cl *braid.Client, timeout time.Duration) braid.Status {
@@ -112,6 +126,7 @@ func TestRebuildAfterOSDOut(t *testing.T) {
 		t.Fatalf("repair progress not reported: %+v", st.Repair)
 	}
 	checkAll(t, cl, files, "after rebuild")
+	checkConsistent(t, cl, "after rebuild")
 	// Full redundancy again: two more failures are survivable.
 	c.StopOSD(0)
 	c.StopOSD(5)
@@ -132,6 +147,7 @@ func TestRestartedOSDCatchesUp(t *testing.T) {
 	}
 	c.RestartOSD(1)
 	waitHealthy(t, cl, 60*time.Second)
+	checkConsistent(t, cl, "after catch-up")
 	c.StopOSD(2)
 	c.StopOSD(4)
 	checkAll(t, cl, files, "after catch-up, with two other OSDs down")
@@ -197,6 +213,7 @@ func TestScrubRepairsFlippedBytes(t *testing.T) {
 	if st.Repair.ScrubRepaired < int64(flipped) {
 		t.Fatalf("scrub repaired %d units, %d were corrupted", st.Repair.ScrubRepaired, flipped)
 	}
+	checkConsistent(t, cl, "after scrub")
 	// The repaired OSD is now needed: two others are down.
 	c.StopOSD(0)
 	c.StopOSD(4)
@@ -230,6 +247,7 @@ func TestDrainMovesEverythingOff(t *testing.T) {
 	if n := componentsOn(t, cl, files, id); n != 0 {
 		t.Fatalf("%d components left on the drained OSD", n)
 	}
+	checkConsistent(t, cl, "after drain")
 	c.StopOSD(2)
 	c.StopOSD(osdIndex(c, c.OSDs[5].ID()))
 	checkAll(t, cl, files, "after drain, drained OSD stopped and one more down")
@@ -265,6 +283,45 @@ func TestAddedOSDsAreFilledByRebalancing(t *testing.T) {
 		t.Fatalf("rebalanced %d, health %s %q", st.Repair.Rebalanced, st.Health, st.Problems)
 	}
 	checkAll(t, cl, files, "after rebalancing")
+	checkConsistent(t, cl, "after rebalancing")
 	c.StopOSD(osdIndex(c, added[0])) // the moved components are needed
 	checkAll(t, cl, files, "after rebalancing, with a new OSD down")
+}
+
+// The checker itself: a stripe whose parity was changed behind braid's
+// back (checksums updated too, so only parity can tell) is reported.
+func TestCheckFindsInconsistentStripe(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := dial(t, c)
+	data := randBytes(rand.New(rand.NewPCG(7, 7)), 1<<20)
+	put(t, cl, "/x", "ec:4+2,unit=64KiB", data)
+	if rep := checkConsistent(t, cl, "fresh file"); rep.Stripes != 4 || rep.Files != 1 {
+		t.Fatalf("checked %d files, %d stripes; want 1, 4", rep.Files, rep.Stripes)
+	}
+	// Overwrite one unit in place through a raw OSD write: block checksums
+	// stay valid, parity no longer matches.
+	fi, err := cl.Stat(ctx, "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testcluster.RawWrite(c, fi.Ino, 0, fi.Layout.Components[0].OSD, fi.Layout.Version, 0, []byte("tampered")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := cl.Check(ctx, "/")
+	if err != nil || len(rep.Problems) != 1 {
+		t.Fatalf("check after tampering: %v, problems %q", err, rep.Problems)
+	}
+	// Scrub treats a checksum-clean but inconsistent stripe as torn by a
+	// dead writer: it recomputes parity from the data units.
+	if _, err := cl.Scrub(ctx, "/x"); err != nil {
+		t.Fatal(err)
+	}
+	var st braid.Status
+	testcluster.Eventually(t, 30*time.Second, func() bool {
+		st, err = cl.Status(ctx)
+		return err == nil && st.Repair.ScrubbedFiles >= 1 && st.Repair.Active == 0
+	}, func() string { return fmt.Sprintf("scrub not done: %+v", st.Repair) })
+	checkConsistent(t, cl, "after scrubbing the torn stripe")
+	copy(data, "tampered")
+	mustRead(t, cl, "/x", "after scrub", data)
 }

@@ -236,3 +236,32 @@ func (e *env) osdRmCmd() *cobra.Command {
 		},
 	}
 }
+
+func (e *env) checkCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check [PATH]",
+		Short: "read every stripe under PATH and verify it decodes and its parity matches (changes nothing)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := "/"
+			if len(args) == 1 {
+				p = args[0]
+			}
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				rep, err := c.Check(ctx, p)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "checked %d files, %d stripes: %d problems, %d stripes decodable but not verifiable (units missing)\n",
+					rep.Files, rep.Stripes, len(rep.Problems), rep.Unverified)
+				for _, pr := range rep.Problems {
+					fmt.Fprintf(e.stdout, "  %s\n", pr)
+				}
+				if len(rep.Problems) > 0 {
+					return fmt.Errorf("%d inconsistent or undecodable stripes", len(rep.Problems))
+				}
+				return nil
+			})
+		},
+	}
+}

@@ -187,3 +187,16 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, what func
 		}
 	}
 }
+
+// RawWrite writes p at off into component comp of file ino on the OSD
+// with the given id, as a client holding a valid capability could:
+// block checksums are kept, so only parity can tell. Tests use it to
+// build inconsistent stripes.
+func RawWrite(c *Cluster, ino uint64, comp int, osdID uint32, version uint64, off int64, p []byte) error {
+	for _, s := range c.OSDs {
+		if s != nil && s.ID() == osdID {
+			return s.Store().Write(osd.ObjKey{Ino: ino, Comp: uint32(comp)}, version, off, p, true)
+		}
+	}
+	return fmt.Errorf("no running OSD %d", osdID)
+}
