@@ -102,6 +102,10 @@ func (c *Client) encoder(k, m int) (reedsolomon.Encoder, error) {
 }
 
 // mds sends one request to the MDS and decodes the JSON answer into out.
+// While the MDS is unreachable (restarting) it retries, backing off, for
+// up to IOTimeout, so an MDS restart is a pause, not an error. A request
+// whose answer was lost may be applied twice; namespace changes then
+// report what the first attempt did (ErrExists, ErrNotFound).
 func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -110,14 +114,22 @@ func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.IOTimeout)
 	defer cancel()
 	var meta []byte
-	for attempt := 0; attempt < 2; attempt++ { // one retry on a broken pooled connection
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
 		var conn *wire.Client
-		if conn, err = c.conns.Get(ctx, c.mdsAddr); err != nil {
-			continue
+		if conn, err = c.conns.Get(ctx, c.mdsAddr); err == nil {
+			if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) {
+				break
+			}
 		}
-		if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) {
+		if attempt == 0 {
+			continue // a pooled connection the MDS closed: retry at once
+		}
+		if ctx.Err() != nil {
 			break
 		}
+		sleepCtx(ctx, backoff)
+		backoff = min(2*backoff, time.Second)
 	}
 	if err != nil {
 		return err

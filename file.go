@@ -220,13 +220,7 @@ func (f *File) markDirty(ctx context.Context, all ...int) error {
 	for _, c := range comps {
 		req.Comps = append(req.Comps, uint32(c))
 	}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ { // the MDS may be restarting
-		if err = f.c.mds(ctx, mdsproto.OpMarkDirty, req, nil); err == nil || !isConnError(err) {
-			break
-		}
-		sleepCtx(ctx, time.Second)
-	}
+	err := f.c.mds(ctx, mdsproto.OpMarkDirty, req, nil) // retried through MDS restarts
 	if err != nil {
 		err = fmt.Errorf("%s: record components %v as dirty: %w", f.path, comps, err)
 		f.setErr(err)

@@ -75,6 +75,8 @@ func addHealFlags(f *pflag.FlagSet, cfg *mds.Config, repairRate, scrubRate *stri
 	f.StringVar(scrubRate, "scrub-rate", "64MiB", "bytes per second each healer may read when scrubbing")
 	f.DurationVar(&cfg.ScrubEvery, "scrub-every", 7*24*time.Hour, "period of the background scrub of every file (0 disables)")
 	f.IntVar(&cfg.Healers, "healers", 4, "files the MDS repairs at once (negative: none; run braid heal elsewhere)")
+	f.DurationVar(&cfg.IntentTTL, "intent-ttl", 2*time.Minute, "how long a staged partial-stripe write may stay open before recovery finishes it")
+	f.DurationVar(&cfg.WriterLease, "writer-lease", 30*time.Second, "lease of a writer on its file; one that runs out gets the file scrubbed")
 }
 
 // parseRate reads a byte rate such as 100MiB (per second).

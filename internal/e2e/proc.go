@@ -68,17 +68,17 @@ type Cluster struct {
 	OSDs []*Proc
 }
 
-// StartCluster launches an MDS and n OSD processes and waits until all
-// OSDs are up.
-func StartCluster(t testing.TB, n int) *Cluster {
+// StartCluster launches an MDS (with mdsArgs added) and n OSD processes
+// and waits until all OSDs are up.
+func StartCluster(t testing.TB, n int, mdsArgs ...string) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, Dir: t.TempDir(), bin: Binary(t)}
 	c.key = filepath.Join(c.Dir, "cluster.key")
 	if err := capability.CreateKeyFile(c.key); err != nil {
 		t.Fatal(err)
 	}
-	c.MDS = c.start("mds", "mds", "--dir", filepath.Join(c.Dir, "mds"), "--listen", "127.0.0.1:0",
-		"--key-file", c.key, "--osd-down-after", "2s")
+	c.MDS = c.start("mds", append([]string{"mds", "--dir", filepath.Join(c.Dir, "mds"), "--listen", "127.0.0.1:0",
+		"--key-file", c.key, "--osd-down-after", "2s"}, mdsArgs...)...)
 	for i := 0; i < n; i++ {
 		c.OSDs = append(c.OSDs, c.start(fmt.Sprintf("osd%d", i), "osd", "--dir", filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
 			"--listen", "127.0.0.1:0", "--mds-addr", c.MDS.Addr, "--key-file", c.key, "--heartbeat", "200ms"))

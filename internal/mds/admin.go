@@ -106,7 +106,13 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		if err != nil {
 			return err
 		}
-		return ferr
+		if ferr != nil {
+			return ferr
+		}
+		if err := r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool { out.Intents++; return true }); err != nil {
+			return err
+		}
+		return r.Scan([]byte{'w'}, []byte{'x'}, func(k, v []byte) bool { out.Writers++; return true })
 	})
 	for i := range out.OSDs {
 		out.OSDs[i].Components = h.comps[out.OSDs[i].ID]

@@ -111,8 +111,16 @@ func (m *clusterMap) load(r kv.Reader) error {
 	return ferr
 }
 
+// isUp: heard from within downAfter. An OSD this MDS has not heard from
+// yet counts from the MDS's start, so a restarted MDS does not report
+// every OSD down (and send clients around all of them) until the first
+// heartbeats arrive.
 func (m *clusterMap) isUp(st *osdState, now time.Time) bool {
-	return !st.lastSeen.IsZero() && now.Sub(st.lastSeen) <= m.downAfter
+	since := st.lastSeen
+	if since.Before(m.started) {
+		since = m.started
+	}
+	return now.Sub(since) <= m.downAfter
 }
 
 // upCandidates lists the OSDs placement may use: up and not draining.

@@ -210,7 +210,11 @@ type StatusResp struct {
 	UsedBytes     int64       `json:"used_bytes"`
 	// Health is HealthOK when every file has its full redundancy and
 	// HealthDegraded otherwise; Problems says what is missing.
-	Health   string         `json:"health"`
+	Health string `json:"health"`
+	// Writers counts writer leases (files open for writing); Intents the
+	// staged partial-stripe writes not yet finished.
+	Writers  int64          `json:"writers"`
+	Intents  int64          `json:"intents"`
 	Problems []string       `json:"problems,omitempty"`
 	Repair   RepairProgress `json:"repair"`
 }
