@@ -317,3 +317,16 @@ func (c *Client) DrainOSD(ctx context.Context, id uint32, undo bool) error {
 func (c *Client) RemoveOSD(ctx context.Context, id uint32) error {
 	return c.mds(ctx, mdsproto.OpOSDRemove, mdsproto.DrainReq{ID: id}, nil)
 }
+
+// RecoverResult is what RecoverMetadata restored.
+type RecoverResult = mdsproto.RecoverResp
+
+// RecoverMetadata rebuilds a lost namespace from the labels the OSDs keep
+// with every object (Swift's scavenging): run it against an MDS started on
+// an empty store once the OSDs have registered with it. Force merges into
+// a namespace that is not empty.
+func (c *Client) RecoverMetadata(ctx context.Context, force bool) (RecoverResult, error) {
+	var r RecoverResult
+	err := c.mds(ctx, mdsproto.OpRecover, mdsproto.RecoverReq{Force: force}, &r)
+	return r, err
+}

@@ -265,3 +265,32 @@ func (e *env) checkCmd() *cobra.Command {
 		},
 	}
 }
+
+func (e *env) recoverCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "recover-metadata",
+		Short: "rebuild a lost namespace from the labels every OSD keeps with its objects",
+		Long: "recover-metadata is for when the MDS's store is lost: start the MDS on an empty --dir with the\n" +
+			"same cluster key, let the OSDs register (they keep their ids), then run this. Every file whose\n" +
+			"objects carry a label returns at its path with its layout and size; files whose path is taken\n" +
+			"go to /lost+found. Empty directories and directory layouts are not recorded on the OSDs.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				r, err := c.RecoverMetadata(ctx, force)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "scanned %d objects: restored %d files (%d in /lost+found) and %d directories\n",
+					r.Objects, r.Files, r.Unnamed, r.Dirs)
+				for _, p := range r.Problems {
+					fmt.Fprintf(e.stdout, "  %s\n", p)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "merge into a namespace that is not empty")
+	return cmd
+}

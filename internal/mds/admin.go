@@ -53,6 +53,9 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 	if err != nil {
 		return mdsproto.GetLayoutResp{}, err
 	}
+	if fi, err := s.lookup(ctx, mdsproto.PathReq{Path: req.Path}); err == nil && fi.Type == mdsproto.TypeFile {
+		s.queueLabel(fi.Ino)
+	}
 	return s.getLayout(ctx, mdsproto.PathReq{Path: req.Path})
 }
 
@@ -118,6 +121,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		out.OSDs[i].Components = h.comps[out.OSDs[i].ID]
 	}
 	out.Health, out.Problems = h.summary(out.OSDs)
+	out.LabelsPending = s.labels.pending()
 	out.Repair = s.repairProgress(h, now)
 	return out, err
 }

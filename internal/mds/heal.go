@@ -395,6 +395,7 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	if wire.CodeOf(err) == wire.ErrNotFound {
 		return struct{}{}, nil // removed meanwhile
 	}
+	s.queueLabel(req.Ino) // new objects need their labels
 	if err != nil {
 		return struct{}{}, err
 	}

@@ -263,6 +263,11 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 
 // osdCall sends one request to an up OSD.
 func (s *Server) osdCall(ctx context.Context, id uint32, op uint16, req osdproto.Req, now time.Time) error {
+	return s.osdCallData(ctx, id, op, req, nil, now)
+}
+
+// osdCallData is osdCall with request data.
+func (s *Server) osdCallData(ctx context.Context, id uint32, op uint16, req osdproto.Req, data []byte, now time.Time) error {
 	ep, ok := s.cluster.endpoint(id, now)
 	if !ok || !ep.Up {
 		return wire.Errorf(wire.ErrUnavail, "OSD %d is down", id)
@@ -271,7 +276,7 @@ func (s *Server) osdCall(ctx context.Context, id uint32, op uint16, req osdproto
 	defer cancel()
 	conn, err := s.osds.Get(ctx, ep.Addr)
 	if err == nil {
-		_, _, err = conn.Call(ctx, op, req.Encode(op), nil, nil)
+		_, _, err = conn.Call(ctx, op, req.Encode(op), data, nil)
 	}
 	return err
 }

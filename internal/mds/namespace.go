@@ -53,7 +53,11 @@ func direntKey(parent uint64, name string) []byte {
 type inodeRec struct {
 	Format int `json:"v"`
 	mdsproto.Inode
-	Parent uint64 `json:"parent,omitempty"` // directories: for rename cycle checks and layout inheritance
+	// Parent and Name are the directory entry that names the inode (for
+	// directories, rename cycle checks and layout inheritance; for files,
+	// the path written into their objects' labels for scavenging).
+	Parent uint64 `json:"parent,omitempty"`
+	Name   string `json:"name,omitempty"`
 	// Base is the layout version whose objects hold the file's data: a
 	// re-layout of an empty file raises it, a repair (which keeps the
 	// data) does not. Commits from older versions are refused.

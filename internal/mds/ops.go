@@ -85,7 +85,7 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 			if err != nil {
 				return err
 			}
-			d.Nlink, d.Parent = 2, cur.Ino
+			d.Nlink, d.Parent, d.Name = 2, cur.Ino, name
 			if err := putInode(tx, d); err != nil {
 				return err
 			}
@@ -162,6 +162,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 			return err
 		}
 		rec.Layout = toWire(l)
+		rec.Parent, rec.Name = dir.Ino, name
 		if err := putInode(tx, rec); err != nil {
 			return err
 		}
@@ -174,6 +175,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 	if err != nil {
 		return mdsproto.OpenResp{}, err
 	}
+	s.queueLabel(rec.Ino)
 	return s.openResp(rec, true), nil
 }
 
@@ -235,6 +237,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 	if req.Size < 0 {
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "negative size")
 	}
+	defer s.queueLabel(req.Ino)
 	return s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
 		if rec.Type != mdsproto.TypeFile {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)

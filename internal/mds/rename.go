@@ -13,7 +13,9 @@ import (
 // a file, a directory may replace an empty directory, and a directory may
 // not move into its own subtree.
 func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, error) {
-	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error {
+	var renamed *inodeRec
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		renamed = nil
 		srcDir, srcName, src, err := resolveEntry(tx, req.From)
 		if err != nil {
 			return err
@@ -45,10 +47,11 @@ func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, 
 		}
 		now := s.cfg.Now().UnixNano()
 		if src.Type == mdsproto.TypeDir && srcDir.Ino != dstDir.Ino {
-			src.Parent = dstDir.Ino
 			srcDir.Nlink--
 			dstDir.Nlink++
 		}
+		src.Parent, src.Name = dstDir.Ino, dstName
+		renamed = src
 		src.CtimeNs = now
 		if err := putInode(tx, src); err != nil {
 			return err
@@ -64,6 +67,10 @@ func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, 
 		}
 		return link(tx, dstDir, dstName, src)
 	})
+	if err == nil && renamed != nil {
+		s.relabelTree(ctx, renamed)
+	}
+	return struct{}{}, err
 }
 
 var errSameFile = errors.New("rename onto the same file")

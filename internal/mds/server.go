@@ -77,7 +77,8 @@ type Server struct {
 	rngMu sync.Mutex
 	rng   *mrand.Rand
 
-	heal *healState
+	heal   *healState
+	labels labelQueue
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -118,7 +119,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.ln = ln
 	ctx, s.stop = context.WithCancel(ctx)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.Limits{MaxInflightPerConn: 256, MaxInflightBytes: 64 << 20})
-	s.wg.Add(5)
+	s.labels.in = map[uint64]bool{}
+	s.wg.Add(6)
+	go func() { defer s.wg.Done(); s.labelLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.resolveLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.balanceLoop(ctx) }()
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
@@ -305,6 +308,8 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.intentDone)
 	case mdsproto.OpRenew:
 		return call(ctx, r.Meta, s.renew)
+	case mdsproto.OpRecover:
+		return call(ctx, r.Meta, s.recoverMeta)
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }
@@ -357,6 +362,22 @@ func (s *Server) osdIdentity(ctx context.Context, hb mdsproto.HeartbeatReq) (osd
 		if len(b) == 4 {
 			rec.ID = binary.BigEndian.Uint32(b)
 			return nil
+		}
+		// An OSD that already has an id (the MDS's store was lost and is
+		// being rebuilt) keeps it if no other OSD holds it: file layouts
+		// in its objects' labels name OSDs by id.
+		if hb.ID != 0 {
+			taken, err := tx.Get(osdKey(hb.ID))
+			if err != nil {
+				return err
+			}
+			if taken == nil {
+				rec.ID = hb.ID
+				if err := raiseCounter(tx, keyNextOSD, uint64(hb.ID)+1); err != nil {
+					return err
+				}
+				return tx.Put(uuidKey(hb.UUID), binary.BigEndian.AppendUint32(nil, rec.ID))
+			}
 		}
 		n, err := nextCounter(tx, keyNextOSD, 1)
 		if err != nil {

@@ -37,6 +37,7 @@ const (
 	OpIntentCommit
 	OpIntentDone
 	OpRenew
+	OpRecover
 )
 
 // File types.
@@ -213,10 +214,13 @@ type StatusResp struct {
 	Health string `json:"health"`
 	// Writers counts writer leases (files open for writing); Intents the
 	// staged partial-stripe writes not yet finished.
-	Writers  int64          `json:"writers"`
-	Intents  int64          `json:"intents"`
-	Problems []string       `json:"problems,omitempty"`
-	Repair   RepairProgress `json:"repair"`
+	Writers int64 `json:"writers"`
+	Intents int64 `json:"intents"`
+	// LabelsPending counts files whose object labels (for scavenging)
+	// are still to be written.
+	LabelsPending int64          `json:"labels_pending"`
+	Problems      []string       `json:"problems,omitempty"`
+	Repair        RepairProgress `json:"repair"`
 }
 
 // Cluster health values.
@@ -340,4 +344,31 @@ func Unmarshal(b []byte, v any) error {
 		return fmt.Errorf("%w: %v", wire.ErrBadRequest, err)
 	}
 	return nil
+}
+
+// ObjectLabel is what the MDS writes into each of a file's objects so the
+// namespace can be rebuilt from the OSDs alone (Swift's scavenging).
+type ObjectLabel struct {
+	Ino       uint64   `json:"ino"`
+	Path      string   `json:"path"`
+	Spec      string   `json:"spec"`
+	Groups    int      `json:"groups"`
+	OSDs      []uint32 `json:"osds"`
+	Version   uint64   `json:"version"`
+	Size      int64    `json:"size"`
+	Mode      uint32   `json:"mode"`
+	MtimeNs   int64    `json:"mtime_ns"`
+	LabeledNs int64    `json:"labeled_ns"` // when the MDS wrote it: the newest label wins
+}
+
+type RecoverReq struct {
+	Force bool `json:"force"` // merge into a namespace that is not empty
+}
+
+type RecoverResp struct {
+	Objects  int64    `json:"objects"` // objects scanned
+	Files    int64    `json:"files"`   // files restored
+	Dirs     int64    `json:"dirs"`    // directories recreated
+	Unnamed  int64    `json:"unnamed"` // files put in /lost+found (no label, or their path was taken)
+	Problems []string `json:"problems,omitempty"`
 }

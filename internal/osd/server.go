@@ -158,7 +158,7 @@ func (s *Server) Close() {
 
 func rightsFor(op uint16) capability.Rights {
 	switch op {
-	case osdproto.OpRead, osdproto.OpStat:
+	case osdproto.OpRead, osdproto.OpStat, osdproto.OpScan:
 		return capability.Read
 	}
 	return capability.Write
@@ -204,6 +204,10 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		return wire.Response{}, s.store.Apply(key, ver, req.Txid)
 	case osdproto.OpAbort:
 		return wire.Response{}, s.store.Abort(key, req.Txid)
+	case osdproto.OpLabel:
+		return wire.Response{}, eachComp(req, ver, func(k ObjKey, v uint64) error { return s.store.SetLabel(k, v, r.Data) })
+	case osdproto.OpScan:
+		return s.scan(req)
 	case osdproto.OpStat:
 		size, v, err := s.store.Stat(key)
 		if err != nil {
@@ -212,6 +216,38 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		return wire.Response{Meta: osdproto.ObjectInfo{Len: size, Version: v}.Encode()}, nil
 	}
 	return wire.Response{}, wire.Errorf(wire.ErrUnknownOp, "osd op %d", r.Op)
+}
+
+// scan lists a page of objects with their labels. It needs a capability
+// for ino 0, which only the MDS issues (to itself, for recovery).
+func (s *Server) scan(req osdproto.Req) (wire.Response, error) {
+	if req.Ino != 0 {
+		return wire.Response{}, wire.Errorf(wire.ErrDenied, "scan needs a capability for the whole OSD")
+	}
+	entries, next, err := s.store.ScanLabels(string(req.Cursor), int(max(1, req.Len)))
+	if err != nil {
+		return wire.Response{}, err
+	}
+	out := make([]osdproto.ScanEntry, 0, len(entries))
+	size := 0
+	for _, e := range entries {
+		se := osdproto.ScanEntry{Ino: e.Key.Ino, Comp: e.Key.Comp, Version: e.Version, Len: e.Len}
+		if json.Valid(e.Label) {
+			se.Label = e.Label
+		}
+		if size += len(se.Label) + 128; size > wire.MaxDataBytes/2 {
+			break // the rest comes with the next page
+		}
+		out = append(out, se)
+	}
+	if len(out) < len(entries) && len(out) > 0 {
+		next = entries[len(out)-1].Cursor
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return wire.Response{}, fmt.Errorf("%w: %v", wire.ErrInternal, err)
+	}
+	return wire.Response{Meta: []byte(next), Data: b}, nil
 }
 
 // eachComp applies op to every component a request names, stopping at

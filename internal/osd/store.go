@@ -18,9 +18,14 @@ import (
 
 const (
 	blockBytes     = 4096
-	sumHeaderBytes = 64
+	sumHeaderBytes = 64         // fixed header fields
 	sumMagic       = 0x4d555342 // "BSUM"
-	sumFormat      = 1
+	sumFormat      = 2
+	// Format 2 reserves sumLabelBytes after the fixed header for the
+	// object's label (what file and layout it belongs to, for scavenging);
+	// block checksums start after it. Format 1 had no label area.
+	sumLabelBytes  = 4096 - sumHeaderBytes
+	maxLabelBytes  = sumLabelBytes - 8
 	maxOpenObjects = 1024 // open object handles kept between requests
 	// writebackEveryBytes: after this much new data an object's dirty pages
 	// are handed to the disk (sync_file_range, no wait), so the fsync at
@@ -41,6 +46,8 @@ type object struct {
 	data, sum File
 	size      int64  // data file length
 	version   uint64 // layout version from the sum header
+	format    uint16 // sum file format
+	sumBase   int64  // offset of block 0's checksum in the sum file
 	unflushed int64  // bytes written since writeback was last started
 	refs      int    // guarded by Store.mu
 	lastUse   uint64 // guarded by Store.mu
@@ -215,7 +222,7 @@ func (s *Store) createObject(k ObjKey, version uint64) (*object, error) {
 		_ = data.Close()
 		return nil, err
 	}
-	o := &object{key: k, data: data, sum: sum, version: version}
+	o := &object{key: k, data: data, sum: sum, version: version, format: sumFormat, sumBase: sumHeaderBytes + sumLabelBytes}
 	if err := o.writeHeader(); err != nil {
 		_ = data.Close()
 		_ = sum.Close()
@@ -228,7 +235,7 @@ func (s *Store) createObject(k ObjKey, version uint64) (*object, error) {
 func (o *object) writeHeader() error {
 	var h [sumHeaderBytes]byte
 	binary.LittleEndian.PutUint32(h[0:], sumMagic)
-	binary.LittleEndian.PutUint16(h[4:], sumFormat)
+	binary.LittleEndian.PutUint16(h[4:], o.format)
 	binary.LittleEndian.PutUint64(h[8:], o.key.Ino)
 	binary.LittleEndian.PutUint32(h[16:], o.key.Comp)
 	binary.LittleEndian.PutUint64(h[24:], o.version)
@@ -242,9 +249,14 @@ func (o *object) loadHeader() error {
 	if _, err := o.sum.ReadAt(h[:], 0); err != nil {
 		return wire.Errorf(wire.ErrCorrupt, "object %x.%d: checksum header unreadable: %v", o.key.Ino, o.key.Comp, err)
 	}
-	if binary.LittleEndian.Uint32(h[0:]) != sumMagic || binary.LittleEndian.Uint16(h[4:]) != sumFormat ||
+	o.format = binary.LittleEndian.Uint16(h[4:])
+	if binary.LittleEndian.Uint32(h[0:]) != sumMagic || (o.format != 1 && o.format != 2) ||
 		binary.LittleEndian.Uint32(h[60:]) != wire.CRC(h[:60]) {
 		return wire.Errorf(wire.ErrCorrupt, "object %x.%d: checksum header damaged", o.key.Ino, o.key.Comp)
+	}
+	o.sumBase = sumHeaderBytes
+	if o.format == 2 {
+		o.sumBase += sumLabelBytes
 	}
 	if binary.LittleEndian.Uint64(h[8:]) != o.key.Ino || binary.LittleEndian.Uint32(h[16:]) != o.key.Comp {
 		return wire.Errorf(wire.ErrCorrupt, "object %x.%d: back-pointer names another object", o.key.Ino, o.key.Comp)
@@ -355,7 +367,7 @@ func (s *Store) writeLocked(o *object, off int64, p []byte) error {
 		s.refreshSize(o)
 		return s.ioError(err)
 	}
-	if _, err := o.sum.WriteAt(sums, sumHeaderBytes+4*b0); err != nil {
+	if _, err := o.sum.WriteAt(sums, o.sumBase+4*b0); err != nil {
 		return s.ioError(err)
 	}
 	if end > o.size {
@@ -405,7 +417,7 @@ func (s *Store) readBlocks(o *object, b int64, buf []byte) error {
 	clear(buf[n:])
 	nb := int64(len(buf)) / blockBytes
 	sums := make([]byte, 4*nb)
-	if m, err := o.sum.ReadAt(sums, sumHeaderBytes+4*b); err != nil && !errors.Is(err, io.EOF) {
+	if m, err := o.sum.ReadAt(sums, o.sumBase+4*b); err != nil && !errors.Is(err, io.EOF) {
 		return s.ioError(err)
 	} else {
 		clear(sums[m:])
@@ -518,7 +530,7 @@ func (s *Store) Truncate(k ObjKey, version uint64, size int64) error {
 		clear(blk[size-b*blockBytes:])
 		var e [4]byte
 		binary.LittleEndian.PutUint32(e[:], wire.CRC(blk))
-		if _, err := o.sum.WriteAt(e[:], sumHeaderBytes+4*b); err != nil {
+		if _, err := o.sum.WriteAt(e[:], o.sumBase+4*b); err != nil {
 			return s.ioError(err)
 		}
 	}
@@ -527,7 +539,7 @@ func (s *Store) Truncate(k ObjKey, version uint64, size int64) error {
 	}
 	if size < o.size {
 		blocks := (size + blockBytes - 1) / blockBytes
-		if err := o.sum.Truncate(sumHeaderBytes + 4*blocks); err != nil {
+		if err := o.sum.Truncate(o.sumBase + 4*blocks); err != nil {
 			return s.ioError(err)
 		}
 	}

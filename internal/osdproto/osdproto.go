@@ -15,6 +15,8 @@
 //	Stage    cap, ino u64, comp u32, off i64, txid u64                 data = bytes (kept aside, durable)
 //	Apply    cap, ino u64, comp u32, txid u64                          staged bytes written into the object
 //	Abort    cap, ino u64, comp u32, txid u64                          staged bytes dropped
+//	Label    cap, ino u64, n u32, comp u32 × n                         data = label (JSON ObjectLabel) for each
+//	Scan     cap (ino 0), ino u64 = 0, cursor bytes, limit u32         resp meta = next cursor, data = JSON []ScanEntry
 //
 // Sync under a newer layout version than the object's records that version
 // (a repair fences old writers this way).
@@ -24,6 +26,7 @@
 package osdproto
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/braidfs/braid/internal/capability"
@@ -41,7 +44,12 @@ const (
 	OpStage    uint16 = 7
 	OpApply    uint16 = 8
 	OpAbort    uint16 = 9
+	OpLabel    uint16 = 10
+	OpScan     uint16 = 11
 )
+
+// MaxScan bounds the objects one Scan lists.
+const MaxScan = 2048
 
 // FlagSync asks the OSD to make a write durable before answering.
 const FlagSync = 1
@@ -55,14 +63,15 @@ const MaxObjectBytes = 1 << 48
 
 // Req is the decoded meta of any OSD request; fields unused by an op are 0.
 type Req struct {
-	Cap   capability.Cap
-	Ino   uint64
-	Comp  uint32
-	Comps []uint32
-	Off   int64 // Write, Read; Truncate's new size
-	Len   uint32
-	Flags uint8
-	Txid  uint64 // Stage, Apply, Abort
+	Cap    capability.Cap
+	Ino    uint64
+	Comp   uint32
+	Comps  []uint32
+	Off    int64 // Write, Read; Truncate's new size
+	Len    uint32
+	Flags  uint8
+	Txid   uint64 // Stage, Apply, Abort
+	Cursor []byte // Scan: where the previous page ended
 }
 
 func (r *Req) head(e *wire.Enc) {
@@ -83,7 +92,7 @@ func (r *Req) Encode(op uint16) []byte {
 		e.U32(r.Comp)
 		e.I64(r.Off)
 		e.U32(r.Len)
-	case OpSync, OpDelete:
+	case OpSync, OpDelete, OpLabel:
 		e.U32(uint32(len(r.Comps)))
 		for _, c := range r.Comps {
 			e.U32(c)
@@ -100,6 +109,9 @@ func (r *Req) Encode(op uint16) []byte {
 	case OpApply, OpAbort:
 		e.U32(r.Comp)
 		e.U64(r.Txid)
+	case OpScan:
+		e.Bytes(r.Cursor)
+		e.U32(r.Len)
 	}
 	return e.B
 }
@@ -115,7 +127,7 @@ func Decode(op uint16, meta []byte) (Req, error) {
 		r.Comp, r.Off, r.Flags = d.U32(), d.I64(), d.U8()
 	case OpRead:
 		r.Comp, r.Off, r.Len = d.U32(), d.I64(), d.U32()
-	case OpSync, OpDelete:
+	case OpSync, OpDelete, OpLabel:
 		n := d.U32()
 		if n > MaxComps {
 			return Req{}, wire.Errorf(wire.ErrBadRequest, "%d components exceeds %d", n, MaxComps)
@@ -131,6 +143,11 @@ func Decode(op uint16, meta []byte) (Req, error) {
 		r.Comp, r.Off, r.Txid = d.U32(), d.I64(), d.U64()
 	case OpApply, OpAbort:
 		r.Comp, r.Txid = d.U32(), d.U64()
+	case OpScan:
+		r.Cursor, r.Len = d.Bytes(), d.U32()
+		if r.Len > MaxScan {
+			return Req{}, wire.Errorf(wire.ErrBadRequest, "scan of %d objects exceeds %d", r.Len, MaxScan)
+		}
 	default:
 		return Req{}, wire.Errorf(wire.ErrUnknownOp, "osd op %d", op)
 	}
@@ -165,4 +182,13 @@ func DecodeObjectInfo(b []byte) (ObjectInfo, error) {
 	d := wire.NewDec(b)
 	o := ObjectInfo{Len: d.I64(), Version: d.U64()}
 	return o, d.Err()
+}
+
+// ScanEntry is one object in a Scan response.
+type ScanEntry struct {
+	Ino     uint64          `json:"ino"`
+	Comp    uint32          `json:"comp"`
+	Version uint64          `json:"version"`
+	Len     int64           `json:"len"`
+	Label   json.RawMessage `json:"label,omitempty"`
 }

@@ -23,6 +23,8 @@ func TestRoundTrip(t *testing.T) {
 		OpStage:    {Cap: c, Ino: 5, Comp: 1, Off: 1 << 20, Txid: 0xfeedface},
 		OpApply:    {Cap: c, Ino: 5, Comp: 1, Txid: 7},
 		OpAbort:    {Cap: c, Ino: 5, Comp: 4, Txid: 9},
+		OpLabel:    {Cap: c, Ino: 5, Comps: []uint32{0, 3}},
+		OpScan:     {Cap: c, Cursor: []byte("0a/x"), Len: 100},
 	} {
 		got, err := Decode(op, r.Encode(op))
 		if err != nil || !reflect.DeepEqual(got, r) {
@@ -55,7 +57,7 @@ func TestDecodeRejects(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	key, _ := capability.NewKey()
 	c := key.Issue(5, capability.Read, 1, time.Unix(100, 0))
-	for op := OpWrite; op <= OpAbort; op++ {
+	for op := OpWrite; op <= OpScan; op++ {
 		f.Add(op, (&Req{Cap: c, Ino: 5, Comps: []uint32{1}}).Encode(op))
 	}
 	f.Fuzz(func(t *testing.T, op uint16, meta []byte) {

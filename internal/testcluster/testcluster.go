@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -199,4 +200,16 @@ func RawWrite(c *Cluster, ino uint64, comp int, osdID uint32, version uint64, of
 		}
 	}
 	return fmt.Errorf("no running OSD %d", osdID)
+}
+
+// WipeMDS stops the MDS, deletes its whole store, and starts an empty one
+// on the same address: the disaster recover-metadata is for.
+func (c *Cluster) WipeMDS() {
+	c.t.Helper()
+	addr := c.MDS.Addr()
+	c.MDS.Close()
+	if err := os.Remove(filepath.Join(c.Dir, "meta.db")); err != nil {
+		c.t.Fatal(err)
+	}
+	c.startMDS(addr)
 }

@@ -1,0 +1,337 @@
+package mds
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Scavenging (Swift). The MDS writes a label into every object of a file
+// (mdsproto.ObjectLabel: ino, path, layout, size) whenever those change,
+// in the background. If the MDS's store is lost, recoverMeta reads every
+// OSD's labels and rebuilds the namespace: each file at its labelled path
+// with its own ino (objects are named by it), layout and size.
+
+const (
+	maxLabelQueue = 1 << 20                // files waiting for their labels to be written
+	labelBatch    = 256                    // files labelled per tick
+	labelEvery    = 200 * time.Millisecond // how often the label queue is drained
+	lostFound     = "/lost+found"
+)
+
+// labelQueue holds files whose labels must be (re)written.
+type labelQueue struct {
+	mu   sync.Mutex
+	q    []uint64
+	in   map[uint64]bool
+	busy int // taken off q, being written
+}
+
+// pending counts files whose labels are queued or being written.
+func (lq *labelQueue) pending() int64 {
+	lq.mu.Lock()
+	defer lq.mu.Unlock()
+	return int64(len(lq.q) + lq.busy)
+}
+
+func (s *Server) queueLabel(inos ...uint64) {
+	s.labels.mu.Lock()
+	defer s.labels.mu.Unlock()
+	for _, ino := range inos {
+		if !s.labels.in[ino] && len(s.labels.q) < maxLabelQueue {
+			s.labels.in[ino] = true
+			s.labels.q = append(s.labels.q, ino)
+		}
+	}
+}
+
+// relabelTree queues rec's file, or every file below a renamed directory.
+func (s *Server) relabelTree(ctx context.Context, rec *inodeRec) {
+	if rec.Type == mdsproto.TypeFile {
+		s.queueLabel(rec.Ino)
+		return
+	}
+	var inos []uint64
+	_ = s.kv.View(ctx, func(r kv.Reader) error { return collectFiles(r, rec, &inos, maxLabelQueue) })
+	s.queueLabel(inos...)
+}
+
+func (s *Server) labelLoop(ctx context.Context) {
+	t := time.NewTicker(labelEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.labels.mu.Lock()
+		n := min(len(s.labels.q), labelBatch)
+		batch := slices.Clone(s.labels.q[:n])
+		s.labels.q = s.labels.q[n:]
+		for _, ino := range batch {
+			delete(s.labels.in, ino)
+		}
+		s.labels.busy = len(batch)
+		s.labels.mu.Unlock()
+		for _, ino := range batch {
+			s.labelFile(ctx, ino)
+		}
+		s.labels.mu.Lock()
+		s.labels.busy = 0
+		s.labels.mu.Unlock()
+	}
+}
+
+// pathOf walks a file's Parent and Name links up to the root; "" if a
+// link is missing.
+func pathOf(r kv.Reader, rec *inodeRec) string {
+	var parts []string
+	cur := rec
+	for depth := 0; cur.Ino != rootIno; depth++ {
+		if cur.Parent == 0 || cur.Name == "" || depth > maxDepth {
+			return ""
+		}
+		parts = append(parts, cur.Name)
+		next, err := getInode(r, cur.Parent)
+		if err != nil {
+			return ""
+		}
+		cur = next
+	}
+	slices.Reverse(parts)
+	return "/" + strings.Join(parts, "/")
+}
+
+// labelFile writes ino's label into each of its objects. Failures are
+// left: a later change or sweep labels it again.
+func (s *Server) labelFile(ctx context.Context, ino uint64) {
+	var rec *inodeRec
+	var p string
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		var err error
+		if rec, err = getInode(r, ino); err == nil {
+			p = pathOf(r, rec)
+		}
+		return err
+	})
+	if err != nil || rec.Layout == nil || p == "" {
+		return
+	}
+	now := s.cfg.Now()
+	l := rec.Layout
+	label, err := json.Marshal(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
+		Version: l.Version, Size: rec.Size, Mode: rec.Mode, MtimeNs: rec.MtimeNs, LabeledNs: now.UnixNano()})
+	if err != nil {
+		return
+	}
+	c := s.cfg.Key.Issue(ino, capability.Write, l.Version, now.Add(time.Minute))
+	byOSD := map[uint32][]uint32{}
+	for comp, id := range l.OSDs {
+		byOSD[id] = append(byOSD[id], uint32(comp))
+	}
+	for id, comps := range byOSD {
+		_ = s.osdCallData(ctx, id, osdproto.OpLabel, osdproto.Req{Cap: c, Ino: ino, Comps: comps}, label, now)
+	}
+}
+
+// scavenged is what the OSDs say about one file.
+type scavenged struct {
+	label   mdsproto.ObjectLabel
+	labeled bool
+	objects int
+}
+
+// recoverMeta rebuilds the namespace from the labels on the OSDs.
+func (s *Server) recoverMeta(ctx context.Context, req mdsproto.RecoverReq) (mdsproto.RecoverResp, error) {
+	var out mdsproto.RecoverResp
+	if !req.Force {
+		empty := true
+		if err := s.kv.View(ctx, func(r kv.Reader) error {
+			var err error
+			empty, err = dirEmpty(r, rootIno)
+			return err
+		}); err != nil {
+			return out, err
+		}
+		if !empty {
+			return out, wire.Errorf(wire.ErrNotEmpty, "the namespace is not empty; recover-metadata rebuilds a lost one (force merges)")
+		}
+	}
+	files, err := s.scavenge(ctx, &out)
+	if err != nil {
+		return out, err
+	}
+	var maxIno uint64
+	var all []*scavenged
+	for ino, f := range files {
+		maxIno = max(maxIno, ino)
+		all = append(all, f)
+	}
+	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return raiseCounter(tx, keyNextIno, maxIno+1) }); err != nil {
+		return out, err
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].label.Path < all[j].label.Path })
+	dirs := map[string]bool{"/": true}
+	for _, f := range all {
+		if !f.labeled {
+			out.Problems = append(out.Problems, fmt.Sprintf("inode %d: %d objects without a label; not restored", f.label.Ino, f.objects))
+			continue
+		}
+		s.restoreFile(ctx, f.label, dirs, &out)
+	}
+	return out, nil
+}
+
+// scavenge reads every up OSD's object list and keeps, per file, the
+// newest label (highest layout version, then latest written).
+func (s *Server) scavenge(ctx context.Context, out *mdsproto.RecoverResp) (map[uint64]*scavenged, error) {
+	now := s.cfg.Now()
+	c := s.cfg.Key.Issue(0, capability.Read, 0, now.Add(time.Hour))
+	files := map[uint64]*scavenged{}
+	for id, v := range s.cluster.views(now) {
+		if v.State != mdsproto.StateUp {
+			out.Problems = append(out.Problems, fmt.Sprintf("OSD %d is %s: its objects were not scanned", id, v.State))
+			continue
+		}
+		cursor := ""
+		for page := 0; ; page++ {
+			entries, next, err := s.scanPage(ctx, id, c, cursor, now)
+			if err != nil {
+				return nil, fmt.Errorf("scan OSD %d: %w", id, err)
+			}
+			for _, e := range entries {
+				out.Objects++
+				f := files[e.Ino]
+				if f == nil {
+					f = &scavenged{label: mdsproto.ObjectLabel{Ino: e.Ino}}
+					files[e.Ino] = f
+				}
+				f.objects++
+				var l mdsproto.ObjectLabel
+				if len(e.Label) == 0 || json.Unmarshal(e.Label, &l) != nil || l.Ino != e.Ino {
+					continue
+				}
+				if !f.labeled || l.Version > f.label.Version || l.Version == f.label.Version && l.LabeledNs > f.label.LabeledNs {
+					f.label, f.labeled = l, true
+				}
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	return files, nil
+}
+
+func (s *Server) scanPage(ctx context.Context, id uint32, c capability.Cap, cursor string, now time.Time) ([]osdproto.ScanEntry, string, error) {
+	ep, ok := s.cluster.endpoint(id, now)
+	if !ok {
+		return nil, "", wire.Errorf(wire.ErrUnavail, "OSD %d unknown", id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, osdCallTimeout)
+	defer cancel()
+	conn, err := s.osds.Get(ctx, ep.Addr)
+	if err != nil {
+		return nil, "", err
+	}
+	req := osdproto.Req{Cap: c, Cursor: []byte(cursor), Len: osdproto.MaxScan}
+	buf := make([]byte, wire.MaxDataBytes)
+	meta, n, err := conn.Call(ctx, osdproto.OpScan, req.Encode(osdproto.OpScan), nil, buf)
+	if err != nil {
+		return nil, "", err
+	}
+	var entries []osdproto.ScanEntry
+	if err := json.Unmarshal(buf[:n], &entries); err != nil {
+		return nil, "", fmt.Errorf("%w: scan reply: %v", wire.ErrBadRequest, err)
+	}
+	return entries, string(meta), nil
+}
+
+// restoreFile links one scavenged file back at its labelled path, or in
+// lost+found if the path is unusable or taken.
+func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs map[string]bool, out *mdsproto.RecoverResp) {
+	p := path.Clean(l.Path)
+	if _, err := splitPath(p); err != nil || p == "/" || !strings.HasPrefix(p, "/") {
+		p = ""
+	}
+	lay := &mdsproto.Layout{Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs, Version: l.Version}
+	if _, err := lay.Decode(); err != nil {
+		out.Problems = append(out.Problems, fmt.Sprintf("inode %d: label layout invalid: %v", l.Ino, err))
+		return
+	}
+	for _, target := range []string{p, fmt.Sprintf("%s/%d", lostFound, l.Ino)} {
+		if target == "" {
+			continue
+		}
+		dir := path.Dir(target)
+		if !dirs[dir] {
+			if _, err := s.mkdir(ctx, mdsproto.MkdirReq{Path: dir, Parents: true}); err != nil {
+				continue
+			}
+			for d := dir; d != "/" && !dirs[d]; d = path.Dir(d) {
+				dirs[d] = true
+				out.Dirs++
+			}
+		}
+		err := s.kv.Update(ctx, func(tx kv.Txn) error {
+			parent, name, err := resolveParent(tx, target)
+			if err != nil {
+				return err
+			}
+			if _, taken, err := lookupChild(tx, parent.Ino, name); err != nil || taken {
+				if err == nil {
+					err = wire.Errorf(wire.ErrExists, "%s", target)
+				}
+				return err
+			}
+			if old, _ := getInode(tx, l.Ino); old != nil {
+				return wire.Errorf(wire.ErrExists, "inode %d", l.Ino)
+			}
+			now := s.cfg.Now().UnixNano()
+			rec := &inodeRec{Inode: mdsproto.Inode{Ino: l.Ino, Type: mdsproto.TypeFile, Mode: l.Mode & 0o7777, Size: l.Size,
+				Nlink: 1, MtimeNs: l.MtimeNs, CtimeNs: now, Layout: lay}, Parent: parent.Ino, Name: name, Base: l.Version}
+			if err := putInode(tx, rec); err != nil {
+				return err
+			}
+			return link(tx, parent, name, rec)
+		})
+		if err == nil {
+			out.Files++
+			if target != p {
+				out.Unnamed++
+			}
+			s.queueLabel(l.Ino)
+			return
+		}
+		if target != p {
+			out.Problems = append(out.Problems, fmt.Sprintf("inode %d (%s): %v", l.Ino, l.Path, err))
+		}
+	}
+}
+
+// raiseCounter makes sure counter key hands out nothing below n.
+func raiseCounter(tx kv.Txn, key []byte, n uint64) error {
+	b, err := tx.Get(key)
+	if err != nil {
+		return err
+	}
+	if len(b) == 8 && binary.BigEndian.Uint64(b) >= n {
+		return nil
+	}
+	return tx.Put(key, binary.BigEndian.AppendUint64(nil, n))
+}
