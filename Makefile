@@ -4,7 +4,7 @@
 GO       ?= go
 FUZZTIME ?= 10s
 
-.PHONY: all build test lint unit fuzz bench soak
+.PHONY: all build test lint unit fuzz bench soak faults
 
 all: build
 
@@ -37,6 +37,12 @@ fuzz:
 bench:
 	BRAID_BENCH_SIZE=1GiB $(GO) test -run '^$$' -bench Sequential -benchtime 1x ./
 
-# Longer fuzzing, for before a release.
-soak:
+# Longer fuzzing and fault injection, for before a release.
+soak: faults
 	$(MAKE) fuzz FUZZTIME=5m
+
+# The fault-injection runs (real processes, SIGKILL) for SOAK each instead
+# of CI's ~25 s; BRAID_SEED=N replays a run.
+SOAK ?= 10m
+faults:
+	BRAID_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 120m -run 'TestFaultInjection|TestClientKilledMidWrite' ./internal/e2e

@@ -3,17 +3,19 @@
 // every request, verifies a CRC32C per block on every read, and heartbeats
 // to the MDS.
 //
-// On-disk format, version 1. An OSD owns one directory:
+// On-disk format, version 2 (version 1 objects are still read). An OSD
+// owns one directory:
 //
 //	DIR/braid-osd.json          superblock: {"format":1,"uuid":...,"osd_id":N}
 //	DIR/objects/XX/INO.COMP.dat object data; XX = low byte of ino in hex,
 //	                            INO = 16 hex digits, COMP = decimal component
 //	DIR/objects/XX/INO.COMP.sum checksums of the data file
+//	DIR/objects/XX/INO.COMP.TXID.stg  a staged write (stage.go)
 //
 // The .sum file starts with a 64-byte header (little-endian):
 //
 //	0  4  magic    "BSUM"
-//	4  2  format   1
+//	4  2  format   2 (1: no label area)
 //	6  2  reserved
 //	8  8  ino      back-pointer: the file this object belongs to
 //	16 4  comp     back-pointer: which component of the file's layout
@@ -23,8 +25,10 @@
 //	32 28 reserved
 //	60 4  crc      CRC32C of bytes 0..59
 //
-// followed by one little-endian CRC32C per 4 KiB block of the data file,
-// block b at offset 64+4b. A block's CRC covers the whole 4 KiB with bytes
+// Format 2 then keeps bytes 64..4095 for the object's label (label.go:
+// length, CRC32C, JSON naming the file's path, layout and size, written by
+// the MDS for scavenging). Then comes one little-endian CRC32C per 4 KiB
+// block of the data file, block b at offset 4096+4b (64+4b in format 1). A block's CRC covers the whole 4 KiB with bytes
 // past the end of the data file taken as zeros, so the last block's
 // checksum stays valid when the file grows. An entry of 0 over an all-zero
 // block is a hole that was never written. A block whose data does not match
@@ -33,6 +37,11 @@
 // Durability: writes go to the page cache (write-behind) and are
 // acknowledged; a Sync request (or a write flagged sync) fsyncs the data and
 // sum files before answering, and only then does the client report the data
-// durable. A failed fsync stops the process: the kernel may have dropped
-// the dirty pages, so carrying on would acknowledge lost data.
+// durable. A new object's directory is fsynced with its first sync. A
+// failed fsync stops the process: the kernel may have dropped the dirty
+// pages, so carrying on would acknowledge lost data.
+//
+// A Sync (or any update) under a newer layout version than an object's
+// raises the object's version: that is how a repair fences writers still
+// holding the old capability.
 package osd
