@@ -21,7 +21,7 @@ import (
 
 func (e *env) mdsCmd() *cobra.Command {
 	var cfg mds.Config
-	var keyFile, addrFile, repairRate, scrubRate string
+	var keyFile, addrFile, repairRate, scrubRate, balanceSlack string
 	cmd := &cobra.Command{
 		Use:   "mds",
 		Short: "run the metadata service",
@@ -37,6 +37,9 @@ func (e *env) mdsCmd() *cobra.Command {
 			}
 			if cfg.ScrubRateBytes, err = parseRate(scrubRate); err != nil {
 				return fmt.Errorf("--scrub-rate: %w", err)
+			}
+			if cfg.BalanceSlackBytes, err = parseRate(balanceSlack); err != nil {
+				return fmt.Errorf("--balance-slack: %w", err)
 			}
 			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 				return err
@@ -65,6 +68,7 @@ func (e *env) mdsCmd() *cobra.Command {
 	f.StringVar(&cfg.DefaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2)")
 	f.DurationVar(&cfg.OSDDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
 	addHealFlags(f, &cfg, &repairRate, &scrubRate)
+	f.StringVar(&balanceSlack, "balance-slack", "1GiB", "difference in stored bytes between the fullest and emptiest OSD left alone by rebalancing")
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -187,4 +188,31 @@ func TestBraidUpWorkflow(t *testing.T) {
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
 		t.Fatal("data differs after braid up restart")
 	}
+
+	// Self-healing commands.
+	if out := e.must("status"); !strings.Contains(out, "health: ok") {
+		t.Fatalf("status without health ok:\n%s", out)
+	}
+	if out := e.must("osd", "add"); !strings.Contains(out, "added OSD") {
+		t.Fatalf("osd add: %q", out)
+	}
+	testcluster.Eventually(t, 20*time.Second, func() bool {
+		var st3 statusJSON
+		_ = json.Unmarshal([]byte(e.must("status", "--json")), &st3)
+		return len(st3.OSDs) == 5 && st3.OSDs[4].State == "up"
+	}, func() string { return "added OSD never up" })
+	if out := e.must("scrub", "/"); !strings.Contains(out, "scrubbed 1 files") {
+		t.Fatalf("scrub: %q", out)
+	}
+	if out := e.must("check", "/"); !strings.Contains(out, "0 problems") {
+		t.Fatalf("check: %q", out)
+	}
+	if out := e.must("osd", "drain", strconv.Itoa(int(st.OSDs[0].ID))); !strings.Contains(out, "holds nothing") {
+		t.Fatalf("osd drain: %q", out)
+	}
+	e.must("get", "/x/f", out)
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
+		t.Fatal("data differs after drain")
+	}
+	e.fails("is up", "osd", "rm", strconv.Itoa(int(st.OSDs[0].ID)))
 }

@@ -156,9 +156,9 @@ func firstDiff(a, b []byte) int {
 
 // faultTally counts what a run did, for its closing report.
 type faultTally struct {
-	mu                           sync.Mutex
-	osdKills, doubleKills, outs  int
-	mdsKills, writes, clientKill int
+	mu                          sync.Mutex
+	osdKills, doubleKills, outs int
+	mdsKills, writes            int
 }
 
 func (f *faultTally) add(p *int) { f.mu.Lock(); *p++; f.mu.Unlock() }
@@ -183,41 +183,73 @@ func TestFaultInjection(t *testing.T) {
 		model[p], sizes[p] = data, len(data)
 	}
 	var tally faultTally
-	stop := make(chan struct{})
-	var werr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the workload: acknowledged overwrites go into the model
-		defer wg.Done()
-		wrng := rand.New(rand.NewPCG(seed, 2))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			op := nextOp(wrng, paths, sizes)
-			if err := writeOnce(cl, op); err != nil {
-				werr = fmt.Errorf("write %s at %d (+%d): %w", op.path, op.off, len(op.data), err)
-				return
-			}
-			model.apply(op)
-			tally.add(&tally.writes)
-		}
-	}()
+	wl := startWorkload(cl, paths, sizes, model, seed)
 	deadline := time.Now().Add(soakDuration(25 * time.Second))
-	for time.Now().Before(deadline) && werr == nil {
+	for time.Now().Before(deadline) && wl.healthy() {
 		injectFault(t, c, cl, rng, &tally)
 	}
-	close(stop)
-	wg.Wait()
-	if werr != nil {
-		t.Fatalf("an acknowledged-or-failed write failed although faults stayed within tolerance: %v\n%s", werr, c.Logs())
-	}
+	tally.writes = wl.stop(t, c)
 	waitHealed(t, cl, 2*time.Minute)
 	checked := verifyModel(t, cl, model, "after the fault run")
 	t.Logf("FAULTS seed=%d writes=%d osd_kills=%d double_kills=%d rebuilt_outs=%d mds_kills=%d bytes_verified=%d bytes_lost=0",
 		seed, tally.writes, tally.osdKills, tally.doubleKills, tally.outs, tally.mdsKills, checked)
+}
+
+// workload overwrites files in the background, applying each
+// acknowledged write to the model.
+type workload struct {
+	done   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	err    error
+	writes int
+}
+
+func startWorkload(cl *braid.Client, paths []string, sizes map[string]int, model fileModel, seed uint64) *workload {
+	w := &workload{done: make(chan struct{})}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		rng := rand.New(rand.NewPCG(seed, 2))
+		for {
+			select {
+			case <-w.done:
+				return
+			default:
+			}
+			op := nextOp(rng, paths, sizes)
+			if err := writeOnce(cl, op); err != nil {
+				w.mu.Lock()
+				w.err = fmt.Errorf("write %s at %d (+%d): %w", op.path, op.off, len(op.data), err)
+				w.mu.Unlock()
+				return
+			}
+			model.apply(op)
+			w.mu.Lock()
+			w.writes++
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *workload) healthy() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err == nil
+}
+
+// stop ends the workload, failing the test if any write failed (the
+// faults stay within what the layouts tolerate), and returns the count of
+// acknowledged writes.
+func (w *workload) stop(t *testing.T, c *Cluster) int {
+	t.Helper()
+	close(w.done)
+	w.wg.Wait()
+	if w.err != nil {
+		t.Fatalf("a write failed although faults stayed within tolerance: %v\n%s", w.err, c.Logs())
+	}
+	return w.writes
 }
 
 // injectFault applies one random fault, undoes it, and waits until the

@@ -202,3 +202,14 @@ func (c *Cluster) Logs() string {
 	}
 	return b.String()
 }
+
+// AddOSD starts one more OSD process and waits until the MDS sees it up.
+func (c *Cluster) AddOSD() *Proc {
+	c.t.Helper()
+	i := len(c.OSDs)
+	p := c.start(fmt.Sprintf("osd%d", i), "osd", "--dir", filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
+		"--listen", "127.0.0.1:0", "--mds-addr", c.MDS.Addr, "--key-file", c.key, "--heartbeat", "200ms")
+	c.OSDs = append(c.OSDs, p)
+	c.WaitUp(len(c.OSDs))
+	return p
+}
