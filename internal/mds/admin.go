@@ -234,13 +234,14 @@ type gcRec struct {
 
 // queueDelete records l's objects for deletion once every capability that
 // could still reach them has expired.
+// It merges with what a repair at the same version queued (the objects
+// its moved components left behind).
 func (s *Server) queueDelete(tx kv.Txn, ino uint64, l *mdsproto.Layout) error {
-	rec := gcRec{Format: recFormat, NotBeforeNs: s.cfg.Now().Add(s.cfg.DeleteDelay).UnixNano()}
+	var comps, osds []uint32
 	for c, id := range l.OSDs {
-		rec.Comps = append(rec.Comps, uint32(c))
-		rec.OSDs = append(rec.OSDs, id)
+		comps, osds = append(comps, uint32(c)), append(osds, id)
 	}
-	return putJSON(tx, gcKey(ino, l.Version), &rec)
+	return s.addGC(tx, ino, l.Version, comps, osds)
 }
 
 // gcLoop deletes the objects of removed files from their OSDs. A record
