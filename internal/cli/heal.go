@@ -89,11 +89,10 @@ func (e *env) osdDrainCmd() *cobra.Command {
 		Short: "move every component off an OSD so it can be removed",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id64, err := strconv.ParseUint(args[0], 10, 32)
+			id, err := parseOSDID(args[0])
 			if err != nil {
-				return fmt.Errorf("OSD id %q: %w", args[0], err)
+				return err
 			}
-			id := uint32(id64)
 			return e.withClient(func(ctx context.Context, c *braid.Client) error {
 				if err := c.DrainOSD(ctx, id, undo); err != nil {
 					return err
@@ -222,15 +221,15 @@ func (e *env) osdRmCmd() *cobra.Command {
 		Short: "forget a stopped OSD that holds no components (drain it first)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id64, err := strconv.ParseUint(args[0], 10, 32)
+			id, err := parseOSDID(args[0])
 			if err != nil {
-				return fmt.Errorf("OSD id %q: %w", args[0], err)
+				return err
 			}
 			return e.withClient(func(ctx context.Context, c *braid.Client) error {
-				if err := c.RemoveOSD(ctx, uint32(id64)); err != nil {
+				if err := c.RemoveOSD(ctx, id); err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "OSD %d removed from the cluster map\n", id64)
+				fmt.Fprintf(e.stdout, "OSD %d removed from the cluster map\n", id)
 				return nil
 			})
 		},
@@ -293,4 +292,12 @@ func (e *env) recoverCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "merge into a namespace that is not empty")
 	return cmd
+}
+
+func parseOSDID(s string) (uint32, error) {
+	id, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("OSD id %q: want a positive number (see braid status)", s)
+	}
+	return uint32(id), nil
 }
