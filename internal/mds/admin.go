@@ -25,7 +25,7 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 		return mdsproto.GetLayoutResp{}, wire.Errorf(wire.ErrInvalid, "layout %s needs %d OSDs, cluster has %d", spec, spec.Width(), n)
 	}
 	err = s.kv.Update(ctx, func(tx kv.Txn) error {
-		rec, err := resolve(tx, req.Path)
+		rec, err := resolve(tx, req.Dir, req.Path)
 		if err != nil {
 			return err
 		}
@@ -53,16 +53,16 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 	if err != nil {
 		return mdsproto.GetLayoutResp{}, err
 	}
-	if fi, err := s.lookup(ctx, mdsproto.PathReq{Path: req.Path}); err == nil && fi.Type == mdsproto.TypeFile {
+	if fi, err := s.lookup(ctx, mdsproto.PathReq{Path: req.Path, Dir: req.Dir}); err == nil && fi.Type == mdsproto.TypeFile {
 		s.queueLabel(fi.Ino)
 	}
-	return s.getLayout(ctx, mdsproto.PathReq{Path: req.Path})
+	return s.getLayout(ctx, mdsproto.PathReq{Path: req.Path, Dir: req.Dir})
 }
 
 func (s *Server) getLayout(ctx context.Context, req mdsproto.PathReq) (mdsproto.GetLayoutResp, error) {
 	var out mdsproto.GetLayoutResp
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		rec, err := resolve(r, req.Path)
+		rec, err := resolve(r, req.Dir, req.Path)
 		if err != nil {
 			return err
 		}

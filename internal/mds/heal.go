@@ -439,7 +439,7 @@ func (s *Server) noteRepairErrLocked(ino uint64, msg string) {
 func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.ScrubResp, error) {
 	var inos []uint64
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		root, err := resolve(r, req.Path)
+		root, err := resolve(r, 0, req.Path)
 		if err != nil {
 			return err
 		}

@@ -153,9 +153,12 @@ func lookupChild(r kv.Reader, parent uint64, name string) (uint64, bool, error) 
 	return binary.BigEndian.Uint64(b), true, nil
 }
 
-// walk resolves components from the root.
-func walk(r kv.Reader, parts []string, full string) (*inodeRec, error) {
-	cur, err := getInode(r, rootIno)
+// walk resolves components from directory base (0: the root).
+func walk(r kv.Reader, base uint64, parts []string, full string) (*inodeRec, error) {
+	if base == 0 {
+		base = rootIno
+	}
+	cur, err := getInode(r, base)
 	if err != nil {
 		return nil, err
 	}
@@ -177,17 +180,21 @@ func walk(r kv.Reader, parts []string, full string) (*inodeRec, error) {
 	return cur, nil
 }
 
-func resolve(r kv.Reader, p string) (*inodeRec, error) {
+// resolve finds p, relative to directory base (0: the root; p is then
+// absolute). Clients that hold a directory's ino (a FUSE mount) name
+// entries by base and name, so a concurrent rename of an ancestor cannot
+// redirect them.
+func resolve(r kv.Reader, base uint64, p string) (*inodeRec, error) {
 	parts, err := splitPath(p)
 	if err != nil {
 		return nil, err
 	}
-	return walk(r, parts, p)
+	return walk(r, base, parts, p)
 }
 
 // resolveParent returns the directory that holds p's last component and
 // that component's name.
-func resolveParent(r kv.Reader, p string) (*inodeRec, string, error) {
+func resolveParent(r kv.Reader, base uint64, p string) (*inodeRec, string, error) {
 	parts, err := splitPath(p)
 	if err != nil {
 		return nil, "", err
@@ -195,7 +202,7 @@ func resolveParent(r kv.Reader, p string) (*inodeRec, string, error) {
 	if len(parts) == 0 {
 		return nil, "", wire.Errorf(wire.ErrInvalid, "%q is the root", p)
 	}
-	dir, err := walk(r, parts[:len(parts)-1], p)
+	dir, err := walk(r, base, parts[:len(parts)-1], p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -207,8 +214,8 @@ func resolveParent(r kv.Reader, p string) (*inodeRec, string, error) {
 
 // resolveEntry resolves an existing name: its directory, its last
 // component and its inode.
-func resolveEntry(r kv.Reader, p string) (dir *inodeRec, name string, rec *inodeRec, err error) {
-	if dir, name, err = resolveParent(r, p); err != nil {
+func resolveEntry(r kv.Reader, base uint64, p string) (dir *inodeRec, name string, rec *inodeRec, err error) {
+	if dir, name, err = resolveParent(r, base, p); err != nil {
 		return nil, "", nil, err
 	}
 	ino, ok, err := lookupChild(r, dir.Ino, name)

@@ -15,7 +15,7 @@ func (s *Server) lookup(ctx context.Context, req mdsproto.PathReq) (mdsproto.Ino
 	var rec *inodeRec
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		var err error
-		rec, err = resolve(r, req.Path)
+		rec, err = resolve(r, req.Dir, req.Path)
 		return err
 	})
 	if err != nil {
@@ -53,7 +53,11 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 	}
 	var out *inodeRec
 	err = s.kv.Update(ctx, func(tx kv.Txn) error {
-		cur, err := getInode(tx, rootIno)
+		base := req.Dir
+		if base == 0 {
+			base = rootIno
+		}
+		cur, err := getInode(tx, base)
 		if err != nil {
 			return err
 		}
@@ -123,7 +127,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 	}
 	var rec *inodeRec
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
-		dir, name, err := resolveParent(tx, req.Path)
+		dir, name, err := resolveParent(tx, req.Dir, req.Path)
 		if err != nil {
 			return err
 		}
@@ -196,7 +200,7 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 		if req.Ino != 0 {
 			rec, err = getInode(r, req.Ino)
 		} else {
-			rec, err = resolve(r, req.Path)
+			rec, err = resolve(r, 0, req.Path)
 		}
 		return err
 	})
@@ -268,7 +272,7 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto
 	}
 	var out mdsproto.ReaddirResp
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		dir, err := resolve(r, req.Path)
+		dir, err := resolve(r, req.Dir, req.Path)
 		if err != nil {
 			return err
 		}
@@ -309,7 +313,7 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto
 
 func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, error) {
 	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error {
-		dir, name, rec, err := resolveEntry(tx, req.Path)
+		dir, name, rec, err := resolveEntry(tx, req.Dir, req.Path)
 		if err != nil {
 			return err
 		}

@@ -16,11 +16,11 @@ func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, 
 	var renamed *inodeRec
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		renamed = nil
-		srcDir, srcName, src, err := resolveEntry(tx, req.From)
+		srcDir, srcName, src, err := resolveEntry(tx, req.FromDir, req.From)
 		if err != nil {
 			return err
 		}
-		dstDir, dstName, err := resolveParent(tx, req.To)
+		dstDir, dstName, err := resolveParent(tx, req.ToDir, req.To)
 		if err != nil {
 			return err
 		}

@@ -114,18 +114,27 @@ type HeartbeatResp struct {
 	ID uint32 `json:"id"`
 }
 
+// PathReq names a file or directory: Path from the root, or, with Dir
+// set, Path relative to directory Dir (by ino; a FUSE mount names entries
+// this way).
 type PathReq struct {
 	Path string `json:"path"`
+	Dir  uint64 `json:"dir,omitempty"`
+	// Want, for Remove: "file" refuses directories (unlink, EISDIR), "dir"
+	// refuses anything else (rmdir, ENOTDIR), "" takes either.
+	Want string `json:"want,omitempty"`
 }
 
 type MkdirReq struct {
 	Path    string `json:"path"`
+	Dir     uint64 `json:"dir,omitempty"`
 	Mode    uint32 `json:"mode"`
 	Parents bool   `json:"parents"`
 }
 
 type CreateReq struct {
 	Path      string `json:"path"`
+	Dir       uint64 `json:"dir,omitempty"`
 	Mode      uint32 `json:"mode"`
 	Layout    string `json:"layout,omitempty"` // empty: inherit
 	SizeHint  int64  `json:"size_hint"`        // -1 unknown; below 64 KiB the file is mirrored
@@ -157,6 +166,7 @@ type CommitReq struct {
 
 type ReaddirReq struct {
 	Path  string `json:"path"`
+	Dir   uint64 `json:"dir,omitempty"`
 	After string `json:"after"` // resume after this name
 	Limit int    `json:"limit"`
 }
@@ -172,12 +182,17 @@ type ReaddirResp struct {
 }
 
 type RenameReq struct {
-	From string `json:"from"`
-	To   string `json:"to"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	FromDir uint64 `json:"from_dir,omitempty"` // From is relative to this directory
+	ToDir   uint64 `json:"to_dir,omitempty"`   // To is relative to this directory
+	// NoReplace fails with ErrExists if To exists (RENAME_NOREPLACE).
+	NoReplace bool `json:"no_replace,omitempty"`
 }
 
 type SetLayoutReq struct {
 	Path string `json:"path"`
+	Dir  uint64 `json:"dir,omitempty"`
 	Spec string `json:"spec"`
 }
 
