@@ -39,6 +39,10 @@ var (
 	ErrDenied      error = wire.ErrDenied
 	ErrUnavailable error = wire.ErrUnavail
 	ErrInvalid     error = wire.ErrInvalid
+	ErrNameTooLong error = wire.ErrNameTooLong
+	ErrNoData      error = wire.ErrNoData
+	ErrPerm        error = wire.ErrPerm
+	ErrBusy        error = wire.ErrBusy
 	ErrBadLayout   error = layout.ErrBadSpec
 )
 

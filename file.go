@@ -27,6 +27,7 @@ type CreateOptions struct {
 	SizeHint  int64  // expected size, or -1 if unknown; files under 64 KiB are mirrored
 	Exclusive bool   // fail if the name exists instead of replacing it
 	Mode      uint32 // permission bits; 0 means 0644
+	Uid, Gid  uint32 // owner
 }
 
 // File is an open braid file. Writes are buffered into whole stripes and

@@ -64,7 +64,11 @@ type inodeRec struct {
 	Base uint64 `json:"base,omitempty"`
 	// Repair is set while a healer repairs the file; writers wait.
 	Repair *repairLock `json:"repair,omitempty"`
+	// Xattrs are the inode's extended attributes (bounded by maxXattrBytes).
+	Xattrs map[string][]byte `json:"xattrs,omitempty"`
 }
+
+func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 
 type clusterRec struct {
 	Format        int    `json:"v"`

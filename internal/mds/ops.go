@@ -30,7 +30,7 @@ func (s *Server) newInode(tx kv.Txn, typ string, mode uint32) (*inodeRec, error)
 		return nil, err
 	}
 	now := s.cfg.Now().UnixNano()
-	return &inodeRec{Inode: mdsproto.Inode{Ino: ino, Type: typ, Mode: mode & 0o7777, Nlink: 1, MtimeNs: now, CtimeNs: now}}, nil
+	return &inodeRec{Inode: mdsproto.Inode{Ino: ino, Type: typ, Mode: mode & 0o7777, Nlink: 1, MtimeNs: now, CtimeNs: now, AtimeNs: now}}, nil
 }
 
 func link(tx kv.Txn, dir *inodeRec, name string, child *inodeRec) error {
@@ -89,6 +89,7 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 			if err != nil {
 				return err
 			}
+			d.Uid, d.Gid = req.Uid, req.Gid
 			d.Nlink, d.Parent, d.Name = 2, cur.Ino, name
 			if err := putInode(tx, d); err != nil {
 				return err
@@ -165,6 +166,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		if rec, err = s.newInode(tx, mdsproto.TypeFile, req.Mode); err != nil {
 			return err
 		}
+		rec.Uid, rec.Gid = req.Uid, req.Gid
 		rec.Layout = toWire(l)
 		rec.Parent, rec.Name = dir.Ino, name
 		if err := putInode(tx, rec); err != nil {
@@ -316,6 +318,12 @@ func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, er
 		dir, name, rec, err := resolveEntry(tx, req.Dir, req.Path)
 		if err != nil {
 			return err
+		}
+		switch {
+		case req.Want == "file" && rec.Type == mdsproto.TypeDir:
+			return wire.Errorf(wire.ErrIsDir, "%s is a directory", req.Path)
+		case req.Want == "dir" && rec.Type != mdsproto.TypeDir:
+			return wire.Errorf(wire.ErrNotDir, "%s is not a directory", req.Path)
 		}
 		if rec.Type == mdsproto.TypeDir {
 			if empty, err := dirEmpty(tx, rec.Ino); err != nil {

@@ -36,7 +36,7 @@ func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, 
 				return wire.Errorf(wire.ErrInvalid, "cannot move %s into itself", req.From)
 			}
 		}
-		if err := s.replaceTarget(tx, src, dstDir, dstName, req.To); err != nil {
+		if err := s.replaceTarget(tx, src, dstDir, dstName, req.To, req.NoReplace); err != nil {
 			if errors.Is(err, errSameFile) {
 				return nil
 			}
@@ -77,10 +77,13 @@ var errSameFile = errors.New("rename onto the same file")
 
 // replaceTarget checks what is at the destination and unlinks it if the
 // rename may replace it.
-func (s *Server) replaceTarget(tx kv.Txn, src, dstDir *inodeRec, dstName, path string) error {
+func (s *Server) replaceTarget(tx kv.Txn, src, dstDir *inodeRec, dstName, path string, noReplace bool) error {
 	old, ok, err := lookupChild(tx, dstDir.Ino, dstName)
 	if err != nil || !ok {
 		return err
+	}
+	if noReplace {
+		return wire.Errorf(wire.ErrExists, "%s", path)
 	}
 	if old == src.Ino {
 		return errSameFile

@@ -310,6 +310,16 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.renew)
 	case mdsproto.OpRecover:
 		return call(ctx, r.Meta, s.recoverMeta)
+	case mdsproto.OpSetattr:
+		return call(ctx, r.Meta, s.setattr)
+	case mdsproto.OpLink:
+		return call(ctx, r.Meta, s.hardLink)
+	case mdsproto.OpSymlink:
+		return call(ctx, r.Meta, s.symlink)
+	case mdsproto.OpXattr:
+		return call(ctx, r.Meta, s.xattr)
+	case mdsproto.OpStatfs:
+		return s.statfs(ctx)
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }

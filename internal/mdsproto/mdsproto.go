@@ -38,12 +38,18 @@ const (
 	OpIntentDone
 	OpRenew
 	OpRecover
+	OpSetattr
+	OpLink
+	OpSymlink
+	OpXattr
+	OpStatfs
 )
 
 // File types.
 const (
-	TypeFile = "file"
-	TypeDir  = "dir"
+	TypeFile    = "file"
+	TypeDir     = "dir"
+	TypeSymlink = "symlink"
 )
 
 // Layout is a placed layout as sent on the wire.
@@ -73,6 +79,10 @@ type Inode struct {
 	Nlink     uint32  `json:"nlink"`
 	MtimeNs   int64   `json:"mtime_ns"`
 	CtimeNs   int64   `json:"ctime_ns"`
+	AtimeNs   int64   `json:"atime_ns,omitempty"`
+	Uid       uint32  `json:"uid,omitempty"`
+	Gid       uint32  `json:"gid,omitempty"`
+	Target    string  `json:"target,omitempty"`     // symlinks
 	Layout    *Layout `json:"layout,omitempty"`     // files
 	DirLayout string  `json:"dir_layout,omitempty"` // directories: default spec for new files
 	// Dirty lists components that missed writes while their OSD was
@@ -128,6 +138,8 @@ type PathReq struct {
 type MkdirReq struct {
 	Path    string `json:"path"`
 	Dir     uint64 `json:"dir,omitempty"`
+	Uid     uint32 `json:"uid,omitempty"`
+	Gid     uint32 `json:"gid,omitempty"`
 	Mode    uint32 `json:"mode"`
 	Parents bool   `json:"parents"`
 }
@@ -135,6 +147,8 @@ type MkdirReq struct {
 type CreateReq struct {
 	Path      string `json:"path"`
 	Dir       uint64 `json:"dir,omitempty"`
+	Uid       uint32 `json:"uid,omitempty"`
+	Gid       uint32 `json:"gid,omitempty"`
 	Mode      uint32 `json:"mode"`
 	Layout    string `json:"layout,omitempty"` // empty: inherit
 	SizeHint  int64  `json:"size_hint"`        // -1 unknown; below 64 KiB the file is mirrored
@@ -386,4 +400,63 @@ type RecoverResp struct {
 	Dirs     int64    `json:"dirs"`    // directories recreated
 	Unnamed  int64    `json:"unnamed"` // files put in /lost+found (no label, or their path was taken)
 	Problems []string `json:"problems,omitempty"`
+}
+
+// SetattrReq changes an inode's attributes; nil fields are left alone.
+// Sizes change through the client (the OSDs' objects are cut too).
+type SetattrReq struct {
+	Ino     uint64  `json:"ino"`
+	Mode    *uint32 `json:"mode,omitempty"`
+	Uid     *uint32 `json:"uid,omitempty"`
+	Gid     *uint32 `json:"gid,omitempty"`
+	AtimeNs *int64  `json:"atime_ns,omitempty"`
+	MtimeNs *int64  `json:"mtime_ns,omitempty"`
+}
+
+// LinkReq adds the name Name in directory Dir for file Ino (a hard link).
+type LinkReq struct {
+	Ino  uint64 `json:"ino"`
+	Dir  uint64 `json:"dir"`
+	Name string `json:"name"`
+}
+
+// SymlinkReq makes a symbolic link Name in Dir pointing at Target.
+type SymlinkReq struct {
+	Dir    uint64 `json:"dir"`
+	Name   string `json:"name"`
+	Target string `json:"target"`
+	Uid    uint32 `json:"uid,omitempty"`
+	Gid    uint32 `json:"gid,omitempty"`
+}
+
+// Xattr ops.
+const (
+	XattrGet    = "get"
+	XattrSet    = "set"
+	XattrList   = "list"
+	XattrRemove = "remove"
+	// XattrCreate and XattrReplace are Set flags (XATTR_CREATE, XATTR_REPLACE).
+	XattrCreate  = 1
+	XattrReplace = 2
+	// LayoutXattr reads and sets a file's or directory's layout.
+	LayoutXattr = "braid.layout"
+)
+
+type XattrReq struct {
+	Ino   uint64 `json:"ino"`
+	Op    string `json:"op"`
+	Name  string `json:"name,omitempty"`
+	Value []byte `json:"value,omitempty"`
+	Flags int    `json:"flags,omitempty"`
+}
+
+type XattrResp struct {
+	Value []byte   `json:"value,omitempty"`
+	Names []string `json:"names,omitempty"`
+}
+
+type StatfsResp struct {
+	CapacityBytes int64 `json:"capacity_bytes"`
+	FreeBytes     int64 `json:"free_bytes"`
+	Inodes        int64 `json:"inodes"` // next inode number: an upper bound on files and directories
 }

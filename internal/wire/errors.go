@@ -28,6 +28,8 @@ const (
 	ErrInvalid     Code = 14 // valid request that cannot apply (EINVAL)
 	ErrNameTooLong Code = 15
 	ErrBusy        Code = 16 // the file is being repaired; retry shortly
+	ErrNoData      Code = 17 // no such extended attribute (ENODATA)
+	ErrPerm        Code = 18 // operation not permitted on this kind of inode (EPERM)
 )
 
 var codeNames = map[Code]string{
@@ -36,7 +38,8 @@ var codeNames = map[Code]string{
 	ErrNotEmpty: "directory not empty", ErrNoSpace: "no space left on device",
 	ErrCorrupt: "data corrupt", ErrDenied: "permission denied", ErrStale: "stale layout version",
 	ErrUnavail: "unavailable", ErrUnknownOp: "unknown operation", ErrInvalid: "invalid argument",
-	ErrNameTooLong: "name too long", ErrBusy: "busy, retry later",
+	ErrNameTooLong: "name too long", ErrBusy: "busy, retry later", ErrNoData: "no such attribute",
+	ErrPerm: "operation not permitted",
 }
 
 func (c Code) Error() string {

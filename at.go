@@ -1,0 +1,140 @@
+package braid
+
+import (
+	"context"
+
+	"github.com/braidfs/braid/internal/mdsproto"
+)
+
+// The inode-addressed API, for gateways that hold inodes rather than paths
+// (the FUSE mount): entries are named by their directory's ino and a name,
+// so a concurrent rename of an ancestor cannot redirect an operation.
+
+// Attr is an inode's attributes as the MDS keeps them.
+type Attr = mdsproto.Inode
+
+// SetAttrRequest changes attributes; nil fields are left alone.
+type SetAttrRequest = mdsproto.SetattrReq
+
+// XattrRequest and XattrResult carry extended-attribute operations.
+type (
+	XattrRequest = mdsproto.XattrReq
+	XattrResult  = mdsproto.XattrResp
+	StatfsResult = mdsproto.StatfsResp
+	DirEntry     = mdsproto.DirEntry
+)
+
+// Inode types in Attr.Type.
+const (
+	TypeFile    = mdsproto.TypeFile
+	TypeDir     = mdsproto.TypeDir
+	TypeSymlink = mdsproto.TypeSymlink
+	LayoutXattr = mdsproto.LayoutXattr
+)
+
+// RootIno is the root directory's inode number.
+const RootIno = 1
+
+// LookupAt finds name in directory dir.
+func (c *Client) LookupAt(ctx context.Context, dir uint64, name string) (Attr, error) {
+	var in Attr
+	err := c.mds(ctx, mdsproto.OpLookup, mdsproto.PathReq{Dir: dir, Path: name}, &in)
+	return in, err
+}
+
+// GetAttr fetches inode ino's attributes.
+func (c *Client) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
+	var in Attr
+	err := c.mds(ctx, mdsproto.OpLookup, mdsproto.PathReq{Dir: ino}, &in)
+	return in, err
+}
+
+// SetAttr changes mode, owner or times (sizes change through File.Truncate).
+func (c *Client) SetAttr(ctx context.Context, req SetAttrRequest) (Attr, error) {
+	var in Attr
+	err := c.mds(ctx, mdsproto.OpSetattr, req, &in)
+	return in, err
+}
+
+// MkdirAt makes directory name in dir.
+func (c *Client) MkdirAt(ctx context.Context, dir uint64, name string, mode, uid, gid uint32) (Attr, error) {
+	var in Attr
+	err := c.mds(ctx, mdsproto.OpMkdir, mdsproto.MkdirReq{Dir: dir, Path: name, Mode: mode, Uid: uid, Gid: gid}, &in)
+	return in, err
+}
+
+// CreateAt makes (or with o.Exclusive unset, replaces) file name in dir and
+// opens it for writing.
+func (c *Client) CreateAt(ctx context.Context, dir uint64, name string, o CreateOptions) (*File, error) {
+	var r mdsproto.OpenResp
+	err := c.mds(ctx, mdsproto.OpCreate, mdsproto.CreateReq{Dir: dir, Path: name, Mode: o.Mode, Layout: o.Layout,
+		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid}, &r)
+	if err != nil {
+		return nil, err
+	}
+	return c.newFile(name, true, r)
+}
+
+// OpenIno opens file ino, for writing too if write is set.
+func (c *Client) OpenIno(ctx context.Context, ino uint64, write bool) (*File, error) {
+	var r mdsproto.OpenResp
+	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: write}, &r); err != nil {
+		return nil, err
+	}
+	return c.newFile("", write, r)
+}
+
+// RemoveAt removes name from dir: a directory (empty) only if dirOnly,
+// anything but a directory otherwise (rmdir and unlink).
+func (c *Client) RemoveAt(ctx context.Context, dir uint64, name string, dirOnly bool) error {
+	want := "file"
+	if dirOnly {
+		want = "dir"
+	}
+	return c.mds(ctx, mdsproto.OpRemove, mdsproto.PathReq{Dir: dir, Path: name, Want: want}, nil)
+}
+
+// RenameAt moves fromDir/from to toDir/to atomically; with noReplace an
+// existing target is an error (ErrExists) instead of being replaced.
+func (c *Client) RenameAt(ctx context.Context, fromDir uint64, from string, toDir uint64, to string, noReplace bool) error {
+	return c.mds(ctx, mdsproto.OpRename, mdsproto.RenameReq{FromDir: fromDir, From: from, ToDir: toDir, To: to, NoReplace: noReplace}, nil)
+}
+
+// ReadDirAt lists up to limit entries of dir after the name after, in name
+// order; more reports whether entries follow.
+func (c *Client) ReadDirAt(ctx context.Context, dir uint64, after string, limit int) (entries []DirEntry, more bool, err error) {
+	var resp mdsproto.ReaddirResp
+	err = c.mds(ctx, mdsproto.OpReaddir, mdsproto.ReaddirReq{Dir: dir, After: after, Limit: limit}, &resp)
+	return resp.Entries, resp.More, err
+}
+
+// Link adds name in dir as another name of file ino.
+func (c *Client) Link(ctx context.Context, ino, dir uint64, name string) (Attr, error) {
+	var in Attr
+	err := c.mds(ctx, mdsproto.OpLink, mdsproto.LinkReq{Ino: ino, Dir: dir, Name: name}, &in)
+	return in, err
+}
+
+// Symlink makes name in dir a symbolic link to target.
+func (c *Client) Symlink(ctx context.Context, dir uint64, name, target string, uid, gid uint32) (Attr, error) {
+	var in Attr
+	err := c.mds(ctx, mdsproto.OpSymlink, mdsproto.SymlinkReq{Dir: dir, Name: name, Target: target, Uid: uid, Gid: gid}, &in)
+	return in, err
+}
+
+// Xattr gets, sets, lists or removes extended attributes of an inode.
+func (c *Client) Xattr(ctx context.Context, req XattrRequest) (XattrResult, error) {
+	var out XattrResult
+	err := c.mds(ctx, mdsproto.OpXattr, req, &out)
+	return out, err
+}
+
+// Statfs reports the cluster's capacity.
+func (c *Client) Statfs(ctx context.Context) (StatfsResult, error) {
+	var out StatfsResult
+	err := c.mds(ctx, mdsproto.OpStatfs, struct{}{}, &out)
+	return out, err
+}
+
+// Ino is the file's inode number.
+func (f *File) Ino() uint64 { return f.layoutIno() }

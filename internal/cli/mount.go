@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/braidfs/braid/internal/fusefs"
+)
+
+func (e *env) mountCmd() *cobra.Command {
+	o := fusefs.DefaultOptions
+	var addrFile string
+	cmd := &cobra.Command{
+		Use:   "mount PATH",
+		Short: "mount the cluster's namespace at PATH (FUSE); unmounts on Ctrl-C or SIGTERM",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			c, err := e.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := os.MkdirAll(args[0], 0o755); err != nil {
+				return err
+			}
+			mdsAddr, _ := e.resolveMDS()
+			o.Name = "braid:" + mdsAddr
+			srv, err := fusefs.Mount(c, args[0], o)
+			if err != nil {
+				return fmt.Errorf("mount %s: %w", args[0], err)
+			}
+			fmt.Fprintf(e.stdout, "braid mounted at %s (MDS %s); Ctrl-C unmounts\n", args[0], mdsAddr)
+			if err := announce(addrFile, args[0]); err != nil {
+				_ = srv.Unmount()
+				return err
+			}
+			done := make(chan struct{})
+			go func() { srv.Wait(); close(done) }()
+			select {
+			case <-ctx.Done():
+				if err := srv.Unmount(); err != nil {
+					return fmt.Errorf("unmount %s: %w", args[0], err)
+				}
+				<-done
+			case <-done: // unmounted from outside (umount)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.AttrTimeout, "attr-timeout", o.AttrTimeout, "how long the kernel may cache attributes")
+	f.DurationVar(&o.EntryTimeout, "entry-timeout", o.EntryTimeout, "how long the kernel may cache names")
+	f.BoolVar(&o.Debug, "debug", false, "log every FUSE request")
+	f.StringVar(&addrFile, "addr-file", "", "write the mount point to this file once mounted")
+	return cmd
+}

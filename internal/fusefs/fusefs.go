@@ -1,0 +1,508 @@
+// Package fusefs mounts a braid cluster as a POSIX file system through
+// FUSE (github.com/hanwen/go-fuse/v2), on top of the client library.
+// Every kernel inode is a braid inode: operations name entries by their
+// directory's ino and a name, so a rename elsewhere cannot redirect them.
+//
+// Consistency is close-to-open (as NFS): close and fsync make a file's
+// bytes durable on every OSD and its size visible at the MDS; an open
+// fetches fresh attributes and drops cached pages. Attributes and entries
+// are cached for AttrTimeout/EntryTimeout (1 s), so a change made through
+// another mount is seen within that time by stat and lookup.
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/braidfs/braid"
+)
+
+// Options tune a mount.
+type Options struct {
+	EntryTimeout time.Duration // how long the kernel caches a name → inode
+	AttrTimeout  time.Duration // how long the kernel caches attributes
+	Debug        bool          // log every FUSE request
+	Name         string        // shown as the file system's source (df, mount)
+}
+
+// DefaultOptions suit interactive use and close-to-open consistency.
+var DefaultOptions = Options{EntryTimeout: time.Second, AttrTimeout: time.Second, Name: "braid"}
+
+const (
+	maxWriteBytes = 1 << 20 // largest FUSE read/write request
+	readdirPage   = 1000    // entries fetched from the MDS at a time
+	blockBytes    = 4096    // statfs block size
+)
+
+// Mount mounts the cluster behind cl at dir and serves it until the
+// returned server is unmounted.
+func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
+	m := &mount{cl: cl, opts: o}
+	root := &node{m: m, ino: braid.RootIno}
+	neg := time.Duration(0)
+	return fs.Mount(dir, root, &fs.Options{
+		EntryTimeout:    &o.EntryTimeout,
+		AttrTimeout:     &o.AttrTimeout,
+		NegativeTimeout: &neg,
+		MountOptions: fuse.MountOptions{
+			DirectMount:  true,
+			FsName:       o.Name,
+			Name:         "braid",
+			MaxWrite:     maxWriteBytes,
+			MaxReadAhead: maxWriteBytes,
+			AllowOther:   true,
+			Options:      []string{"default_permissions"},
+			Debug:        o.Debug,
+		},
+	})
+}
+
+type mount struct {
+	cl   *braid.Client
+	opts Options
+}
+
+// node is one braid inode in the kernel's tree.
+type node struct {
+	fs.Inode
+	m   *mount
+	ino uint64
+}
+
+var (
+	_ = (fs.NodeLookuper)((*node)(nil))
+	_ = (fs.NodeGetattrer)((*node)(nil))
+	_ = (fs.NodeSetattrer)((*node)(nil))
+	_ = (fs.NodeCreater)((*node)(nil))
+	_ = (fs.NodeOpener)((*node)(nil))
+	_ = (fs.NodeMkdirer)((*node)(nil))
+	_ = (fs.NodeUnlinker)((*node)(nil))
+	_ = (fs.NodeRmdirer)((*node)(nil))
+	_ = (fs.NodeRenamer)((*node)(nil))
+	_ = (fs.NodeReaddirer)((*node)(nil))
+	_ = (fs.NodeLinker)((*node)(nil))
+	_ = (fs.NodeSymlinker)((*node)(nil))
+	_ = (fs.NodeReadlinker)((*node)(nil))
+	_ = (fs.NodeStatfser)((*node)(nil))
+	_ = (fs.NodeGetxattrer)((*node)(nil))
+	_ = (fs.NodeSetxattrer)((*node)(nil))
+	_ = (fs.NodeListxattrer)((*node)(nil))
+	_ = (fs.NodeRemovexattrer)((*node)(nil))
+)
+
+// errno maps a braid error to the errno POSIX programs expect.
+func errno(err error) syscall.Errno {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, braid.ErrNotFound):
+		return syscall.ENOENT
+	case errors.Is(err, braid.ErrExists):
+		return syscall.EEXIST
+	case errors.Is(err, braid.ErrNotDir):
+		return syscall.ENOTDIR
+	case errors.Is(err, braid.ErrIsDir):
+		return syscall.EISDIR
+	case errors.Is(err, braid.ErrNotEmpty):
+		return syscall.ENOTEMPTY
+	case errors.Is(err, braid.ErrNoSpace):
+		return syscall.ENOSPC
+	case errors.Is(err, braid.ErrNameTooLong):
+		return syscall.ENAMETOOLONG
+	case errors.Is(err, braid.ErrInvalid), errors.Is(err, braid.ErrBadLayout):
+		return syscall.EINVAL
+	case errors.Is(err, braid.ErrNoData):
+		return syscall.ENODATA
+	case errors.Is(err, braid.ErrPerm):
+		return syscall.EPERM
+	case errors.Is(err, braid.ErrDenied):
+		return syscall.EACCES
+	case errors.Is(err, braid.ErrBusy):
+		return syscall.EAGAIN
+	}
+	return syscall.EIO
+}
+
+func typeBits(t string) uint32 {
+	switch t {
+	case braid.TypeDir:
+		return syscall.S_IFDIR
+	case braid.TypeSymlink:
+		return syscall.S_IFLNK
+	}
+	return syscall.S_IFREG
+}
+
+func fillAttr(a braid.Attr, out *fuse.Attr) {
+	out.Ino = a.Ino
+	out.Size = uint64(max(a.Size, 0))
+	out.Blocks = (out.Size + 511) / 512
+	out.Blksize = maxWriteBytes
+	out.Mode = typeBits(a.Type) | a.Mode&0o7777
+	out.Nlink = max(a.Nlink, 1)
+	out.Owner = fuse.Owner{Uid: a.Uid, Gid: a.Gid}
+	setTime := func(ns int64) (uint64, uint32) { return uint64(ns / 1e9), uint32(ns % 1e9) }
+	atime := a.AtimeNs
+	if atime == 0 {
+		atime = a.MtimeNs
+	}
+	out.Atime, out.Atimensec = setTime(atime)
+	out.Mtime, out.Mtimensec = setTime(a.MtimeNs)
+	out.Ctime, out.Ctimensec = setTime(a.CtimeNs)
+}
+
+// child makes (or finds) the kernel inode for a and fills out.
+func (n *node) child(ctx context.Context, a braid.Attr, out *fuse.EntryOut) *fs.Inode {
+	fillAttr(a, &out.Attr)
+	out.SetEntryTimeout(n.m.opts.EntryTimeout)
+	out.SetAttrTimeout(n.m.opts.AttrTimeout)
+	return n.NewInode(ctx, &node{m: n.m, ino: a.Ino}, fs.StableAttr{Mode: typeBits(a.Type), Ino: a.Ino})
+}
+
+func owner(ctx context.Context) (uid, gid uint32) {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return c.Uid, c.Gid
+	}
+	return 0, 0
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if len(name) > 255 {
+		return nil, syscall.ENAMETOOLONG
+	}
+	a, err := n.m.cl.LookupAt(ctx, n.ino, name)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, a, out), 0
+}
+
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	a, err := n.m.cl.GetAttr(ctx, n.ino)
+	if err != nil {
+		return errno(err)
+	}
+	if h, ok := f.(*handle); ok && h.write {
+		a.Size = max(a.Size, h.f.Size()) // bytes written but not yet committed
+	}
+	fillAttr(a, &out.Attr)
+	out.SetTimeout(n.m.opts.AttrTimeout)
+	return 0
+}
+
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if size, ok := in.GetSize(); ok {
+		if e := n.truncate(ctx, f, int64(size)); e != 0 {
+			return e
+		}
+	}
+	req := braid.SetAttrRequest{Ino: n.ino}
+	changed := false
+	if mode, ok := in.GetMode(); ok {
+		m := mode & 0o7777
+		req.Mode, changed = &m, true
+	}
+	if uid, ok := in.GetUID(); ok {
+		req.Uid, changed = &uid, true
+	}
+	if gid, ok := in.GetGID(); ok {
+		req.Gid, changed = &gid, true
+	}
+	if t, ok := in.GetATime(); ok {
+		ns := t.UnixNano()
+		req.AtimeNs, changed = &ns, true
+	}
+	if t, ok := in.GetMTime(); ok {
+		ns := t.UnixNano()
+		req.MtimeNs, changed = &ns, true
+	}
+	if changed {
+		if _, err := n.m.cl.SetAttr(ctx, req); err != nil {
+			return errno(err)
+		}
+	}
+	return n.Getattr(ctx, f, out)
+}
+
+// truncate changes the file's size through the handle that asked, or a
+// handle opened for the purpose.
+func (n *node) truncate(ctx context.Context, f fs.FileHandle, size int64) syscall.Errno {
+	if h, ok := f.(*handle); ok && h.write {
+		return errno(h.f.Truncate(size))
+	}
+	file, err := n.m.cl.OpenIno(ctx, n.ino, true)
+	if err != nil {
+		return errno(err)
+	}
+	err = file.Truncate(size)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	return errno(err)
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	f, err := n.m.cl.OpenIno(ctx, n.ino, write)
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	return &handle{f: f, write: write}, 0, 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	uid, gid := owner(ctx)
+	f, err := n.m.cl.CreateAt(ctx, n.ino, name, braid.CreateOptions{Mode: mode & 0o7777, SizeHint: -1, Exclusive: true, Uid: uid, Gid: gid})
+	if errors.Is(err, braid.ErrExists) && flags&syscall.O_EXCL == 0 {
+		// Another client created it since the kernel looked: open it.
+		a, lerr := n.m.cl.LookupAt(ctx, n.ino, name)
+		if lerr != nil {
+			return nil, nil, 0, errno(lerr)
+		}
+		child := n.child(ctx, a, out)
+		fh, fl, e := child.Operations().(*node).Open(ctx, flags)
+		if e == 0 && flags&syscall.O_TRUNC != 0 {
+			e = errno(fh.(*handle).f.Truncate(0))
+		}
+		return child, fh, fl, e
+	}
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	a, err := n.m.cl.GetAttr(ctx, f.Ino())
+	if err != nil {
+		f.Close()
+		return nil, nil, 0, errno(err)
+	}
+	return n.child(ctx, a, out), &handle{f: f, write: true}, 0, 0
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	uid, gid := owner(ctx)
+	a, err := n.m.cl.MkdirAt(ctx, n.ino, name, mode&0o7777, uid, gid)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, a, out), 0
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	return errno(n.m.cl.RemoveAt(ctx, n.ino, name, false))
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return errno(n.m.cl.RemoveAt(ctx, n.ino, name, true))
+}
+
+// Linux rename flags.
+const (
+	renameNoReplace = 1
+	renameExchange  = 2
+)
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if flags&^renameNoReplace != 0 {
+		return syscall.EINVAL // RENAME_EXCHANGE and RENAME_WHITEOUT are not supported
+	}
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	return errno(n.m.cl.RenameAt(ctx, n.ino, name, np.ino, newName, flags&renameNoReplace != 0))
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	t, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	a, err := n.m.cl.Link(ctx, t.ino, n.ino, name)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, a, out), 0
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	uid, gid := owner(ctx)
+	a, err := n.m.cl.Symlink(ctx, n.ino, name, target, uid, gid)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, a, out), 0
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	a, err := n.m.cl.GetAttr(ctx, n.ino)
+	if err != nil {
+		return nil, errno(err)
+	}
+	if a.Type != braid.TypeSymlink {
+		return nil, syscall.EINVAL
+	}
+	return []byte(a.Target), 0
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	st, err := n.m.cl.Statfs(ctx)
+	if err != nil {
+		return errno(err)
+	}
+	out.Bsize, out.Frsize = blockBytes, blockBytes
+	out.Blocks = uint64(st.CapacityBytes) / blockBytes
+	out.Bfree = uint64(st.FreeBytes) / blockBytes
+	out.Bavail = out.Bfree
+	out.Files = 1 << 40
+	out.Ffree = out.Files - uint64(max(st.Inodes, 0))
+	out.NameLen = 255
+	return 0
+}
+
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	parent := n.ino // the root is its own parent
+	if _, p := n.Parent(); p != nil {
+		parent = p.StableAttr().Ino
+	}
+	return &dirStream{cl: n.m.cl, ino: n.ino, pending: []fuse.DirEntry{
+		{Name: ".", Mode: syscall.S_IFDIR, Ino: n.ino},
+		{Name: "..", Mode: syscall.S_IFDIR, Ino: parent},
+	}, more: true}, 0
+}
+
+// dirStream pages a directory from the MDS in name order, so a listing of
+// any size holds one page at a time.
+type dirStream struct {
+	cl      *braid.Client
+	ino     uint64
+	pending []fuse.DirEntry
+	after   string
+	more    bool
+	err     syscall.Errno
+}
+
+func (d *dirStream) HasNext() bool {
+	if len(d.pending) == 0 && d.more && d.err == 0 {
+		entries, more, err := d.cl.ReadDirAt(context.Background(), d.ino, d.after, readdirPage)
+		if err != nil {
+			d.err = errno(err)
+			return true
+		}
+		d.more = more && len(entries) > 0
+		for _, e := range entries {
+			d.pending = append(d.pending, fuse.DirEntry{Name: e.Name, Mode: typeBits(e.Inode.Type), Ino: e.Inode.Ino})
+			d.after = e.Name
+		}
+	}
+	return len(d.pending) > 0 || d.err != 0
+}
+
+func (d *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
+	if d.err != 0 {
+		return fuse.DirEntry{}, d.err
+	}
+	e := d.pending[0]
+	d.pending = d.pending[1:]
+	return e, 0
+}
+
+func (d *dirStream) Close() {}
+
+// Extended attributes. braid.layout reads and sets the layout.
+
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	r, err := n.m.cl.Xattr(ctx, braid.XattrRequest{Ino: n.ino, Op: "get", Name: attr})
+	if err != nil {
+		return 0, errno(err)
+	}
+	if len(dest) < len(r.Value) {
+		return uint32(len(r.Value)), syscall.ERANGE
+	}
+	return uint32(copy(dest, r.Value)), 0
+}
+
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	_, err := n.m.cl.Xattr(ctx, braid.XattrRequest{Ino: n.ino, Op: "set", Name: attr, Value: data, Flags: int(flags)})
+	return errno(err)
+}
+
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	_, err := n.m.cl.Xattr(ctx, braid.XattrRequest{Ino: n.ino, Op: "remove", Name: attr})
+	return errno(err)
+}
+
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	r, err := n.m.cl.Xattr(ctx, braid.XattrRequest{Ino: n.ino, Op: "list"})
+	if err != nil {
+		return 0, errno(err)
+	}
+	var b []byte
+	for _, name := range r.Names {
+		b = append(append(b, name...), 0)
+	}
+	if len(dest) < len(b) {
+		return uint32(len(b)), syscall.ERANGE
+	}
+	return uint32(copy(dest, b)), 0
+}
+
+// handle is an open file.
+type handle struct {
+	mu    sync.Mutex // serialises Flush/Release against each other
+	f     *braid.File
+	write bool
+}
+
+var (
+	_ = (fs.FileReader)((*handle)(nil))
+	_ = (fs.FileWriter)((*handle)(nil))
+	_ = (fs.FileFlusher)((*handle)(nil))
+	_ = (fs.FileFsyncer)((*handle)(nil))
+	_ = (fs.FileReleaser)((*handle)(nil))
+)
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := h.f.ReadAt(dest, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n, err := h.f.WriteAt(data, off)
+	if err != nil {
+		return uint32(n), errno(err)
+	}
+	return uint32(n), 0
+}
+
+// Flush runs at every close(2): the data becomes durable and its size
+// visible at the MDS, which is what close-to-open consistency promises.
+func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	if !h.write {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return errno(h.f.Sync())
+}
+
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if !h.write {
+		return 0
+	}
+	return errno(h.f.Sync())
+}
+
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return errno(h.f.Close())
+}

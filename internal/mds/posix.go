@@ -1,0 +1,253 @@
+package mds
+
+import (
+	"context"
+	"slices"
+	"sort"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// The rest of POSIX a mounted file system needs: attributes, hard links,
+// symbolic links, extended attributes and statfs.
+
+const (
+	maxSymlinkBytes  = 4096  // PATH_MAX
+	maxXattrName     = 255   // XATTR_NAME_MAX
+	maxXattrValue    = 65536 // XATTR_SIZE_MAX
+	maxXattrBytes    = 65536 // all of one inode's attributes together
+	maxLinksPerInode = 65000
+)
+
+func (s *Server) setattr(ctx context.Context, req mdsproto.SetattrReq) (mdsproto.Inode, error) {
+	return s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+		if req.Mode != nil {
+			rec.Mode = *req.Mode & 0o7777
+		}
+		if req.Uid != nil {
+			rec.Uid = *req.Uid
+		}
+		if req.Gid != nil {
+			rec.Gid = *req.Gid
+		}
+		if req.AtimeNs != nil {
+			rec.AtimeNs = *req.AtimeNs
+		}
+		if req.MtimeNs != nil {
+			rec.MtimeNs = *req.MtimeNs
+		}
+		rec.CtimeNs = s.cfg.Now().UnixNano()
+		return nil
+	})
+}
+
+// checkName refuses names a directory entry cannot have.
+func checkName(name string) error {
+	switch {
+	case name == "" || name == "." || name == "..":
+		return wire.Errorf(wire.ErrInvalid, "name %q", name)
+	case len(name) > maxNameBytes:
+		return wire.Errorf(wire.ErrNameTooLong, "name of %d bytes", len(name))
+	case slices.Contains([]byte(name), '/') || slices.Contains([]byte(name), 0):
+		return wire.Errorf(wire.ErrInvalid, "name contains '/' or NUL")
+	}
+	return nil
+}
+
+// newEntry checks that name can be added to directory dirIno and returns
+// the directory.
+func newEntry(tx kv.Txn, dirIno uint64, name string) (*inodeRec, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	dir, err := getInode(tx, dirIno)
+	if err != nil {
+		return nil, err
+	}
+	if dir.Type != mdsproto.TypeDir {
+		return nil, wire.Errorf(wire.ErrNotDir, "inode %d", dirIno)
+	}
+	if _, taken, err := lookupChild(tx, dir.Ino, name); err != nil || taken {
+		if err == nil {
+			err = wire.Errorf(wire.ErrExists, "%s", name)
+		}
+		return nil, err
+	}
+	return dir, nil
+}
+
+// link adds a hard link to a file.
+func (s *Server) hardLink(ctx context.Context, req mdsproto.LinkReq) (mdsproto.Inode, error) {
+	var out mdsproto.Inode
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		dir, err := newEntry(tx, req.Dir, req.Name)
+		if err != nil {
+			return err
+		}
+		rec, err := getInode(tx, req.Ino)
+		if err != nil {
+			return err
+		}
+		if rec.Type == mdsproto.TypeDir {
+			return wire.Errorf(wire.ErrPerm, "hard links to directories are not allowed")
+		}
+		if rec.Nlink >= maxLinksPerInode {
+			return wire.Errorf(wire.ErrInvalid, "inode %d has %d links", rec.Ino, rec.Nlink)
+		}
+		now := s.cfg.Now().UnixNano()
+		rec.Nlink++
+		rec.CtimeNs = now
+		dir.MtimeNs, dir.CtimeNs = now, now
+		if err := putInode(tx, rec); err != nil {
+			return err
+		}
+		if err := putInode(tx, dir); err != nil {
+			return err
+		}
+		out = rec.Inode
+		return link(tx, dir, req.Name, rec)
+	})
+	return out, err
+}
+
+func (s *Server) symlink(ctx context.Context, req mdsproto.SymlinkReq) (mdsproto.Inode, error) {
+	if req.Target == "" || len(req.Target) > maxSymlinkBytes {
+		return mdsproto.Inode{}, wire.Errorf(wire.ErrNameTooLong, "symlink target of %d bytes", len(req.Target))
+	}
+	var out mdsproto.Inode
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		dir, err := newEntry(tx, req.Dir, req.Name)
+		if err != nil {
+			return err
+		}
+		rec, err := s.newInode(tx, mdsproto.TypeSymlink, 0o777)
+		if err != nil {
+			return err
+		}
+		rec.Target, rec.Size, rec.Uid, rec.Gid = req.Target, int64(len(req.Target)), req.Uid, req.Gid
+		rec.Parent, rec.Name = dir.Ino, req.Name
+		dir.MtimeNs, dir.CtimeNs = rec.MtimeNs, rec.MtimeNs
+		if err := putInode(tx, rec); err != nil {
+			return err
+		}
+		if err := putInode(tx, dir); err != nil {
+			return err
+		}
+		out = rec.Inode
+		return link(tx, dir, req.Name, rec)
+	})
+	return out, err
+}
+
+// xattr gets, sets, lists or removes extended attributes. braid.layout is
+// the file's layout spec (set only on an empty file) or the directory's
+// default for new files.
+func (s *Server) xattr(ctx context.Context, req mdsproto.XattrReq) (mdsproto.XattrResp, error) {
+	if req.Op != mdsproto.XattrList {
+		if req.Name == "" || len(req.Name) > maxXattrName {
+			return mdsproto.XattrResp{}, wire.Errorf(wire.ErrInvalid, "attribute name of %d bytes", len(req.Name))
+		}
+	}
+	if req.Name == mdsproto.LayoutXattr {
+		return s.layoutXattr(ctx, req)
+	}
+	if len(req.Value) > maxXattrValue {
+		return mdsproto.XattrResp{}, wire.Errorf(wire.ErrInvalid, "attribute value of %d bytes", len(req.Value))
+	}
+	var out mdsproto.XattrResp
+	if req.Op == mdsproto.XattrGet || req.Op == mdsproto.XattrList {
+		err := s.kv.View(ctx, func(r kv.Reader) error {
+			rec, err := getInode(r, req.Ino)
+			if err != nil {
+				return err
+			}
+			if req.Op == mdsproto.XattrList {
+				for name := range rec.Xattrs {
+					out.Names = append(out.Names, name)
+				}
+				sort.Strings(out.Names)
+				if rec.Layout != nil || rec.Type == mdsproto.TypeDir {
+					out.Names = append(out.Names, mdsproto.LayoutXattr)
+				}
+				return nil
+			}
+			v, ok := rec.Xattrs[req.Name]
+			if !ok {
+				return wire.Errorf(wire.ErrNoData, "%s", req.Name)
+			}
+			out.Value = v
+			return nil
+		})
+		return out, err
+	}
+	_, err := s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+		_, exists := rec.Xattrs[req.Name]
+		switch req.Op {
+		case mdsproto.XattrRemove:
+			if !exists {
+				return wire.Errorf(wire.ErrNoData, "%s", req.Name)
+			}
+			delete(rec.Xattrs, req.Name)
+		case mdsproto.XattrSet:
+			if req.Flags&mdsproto.XattrCreate != 0 && exists {
+				return wire.Errorf(wire.ErrExists, "%s", req.Name)
+			}
+			if req.Flags&mdsproto.XattrReplace != 0 && !exists {
+				return wire.Errorf(wire.ErrNoData, "%s", req.Name)
+			}
+			total := len(req.Name) + len(req.Value)
+			for k, v := range rec.Xattrs {
+				if k != req.Name {
+					total += len(k) + len(v)
+				}
+			}
+			if total > maxXattrBytes {
+				return wire.Errorf(wire.ErrNoSpace, "extended attributes of inode %d would take %d bytes", req.Ino, total)
+			}
+			if rec.Xattrs == nil {
+				rec.Xattrs = map[string][]byte{}
+			}
+			rec.Xattrs[req.Name] = append([]byte{}, req.Value...)
+		default:
+			return wire.Errorf(wire.ErrInvalid, "xattr op %q", req.Op)
+		}
+		rec.CtimeNs = s.cfg.Now().UnixNano()
+		return nil
+	})
+	return out, err
+}
+
+func (s *Server) layoutXattr(ctx context.Context, req mdsproto.XattrReq) (mdsproto.XattrResp, error) {
+	switch req.Op {
+	case mdsproto.XattrGet:
+		l, err := s.getLayout(ctx, mdsproto.PathReq{Dir: req.Ino})
+		return mdsproto.XattrResp{Value: []byte(l.Spec)}, err
+	case mdsproto.XattrSet:
+		_, err := s.setLayout(ctx, mdsproto.SetLayoutReq{Dir: req.Ino, Spec: string(req.Value)})
+		return mdsproto.XattrResp{}, err
+	case mdsproto.XattrRemove:
+		return mdsproto.XattrResp{}, wire.Errorf(wire.ErrPerm, "%s cannot be removed", mdsproto.LayoutXattr)
+	}
+	return mdsproto.XattrResp{}, wire.Errorf(wire.ErrInvalid, "xattr op %q", req.Op)
+}
+
+func (s *Server) statfs(ctx context.Context) (mdsproto.StatfsResp, error) {
+	var out mdsproto.StatfsResp
+	for _, o := range s.cluster.status(s.cfg.Now()) {
+		if o.State == mdsproto.StateOut {
+			continue
+		}
+		out.CapacityBytes += o.CapacityBytes
+		out.FreeBytes += o.FreeBytes
+	}
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		b, err := r.Get(keyNextIno)
+		if len(b) == 8 {
+			out.Inodes = int64(beUint64(b))
+		}
+		return err
+	})
+	return out, err
+}
