@@ -33,6 +33,7 @@ type upOptions struct {
 	osdOutAfter   time.Duration
 	repairRate    string
 	scrubRate     string
+	mount         string
 }
 
 func defaultDataDir() string {
@@ -59,6 +60,7 @@ func (e *env) upCmd() *cobra.Command {
 	f.DurationVar(&o.osdOutAfter, "osd-out-after", 10*time.Minute, "silence after which a down OSD is out and its data is rebuilt on others")
 	f.StringVar(&o.repairRate, "repair-rate", "256MiB", "bytes per second each healer may write when rebuilding")
 	f.StringVar(&o.scrubRate, "scrub-rate", "64MiB", "bytes per second each healer may read when scrubbing")
+	f.StringVar(&o.mount, "mount", "", "also mount the cluster at this path (FUSE), unmounted on Ctrl-C")
 	return cmd
 }
 
@@ -127,6 +129,20 @@ func (e *env) up(o upOptions) error {
 	}
 	defer os.Remove(stateFile())
 	e.printEndpoints(m, children[1:], dir)
+	if o.mount != "" {
+		mnt, err := startChild(ctx, "mount", dir, dir, []string{"mount", o.mount, "--mds", m.addr, "--log-level", e.logLevel})
+		if err != nil {
+			return err
+		}
+		defer stopChildren([]*child{mnt}) // first, while the servers still answer
+		go func() {
+			<-mnt.done
+			if ctx.Err() == nil {
+				fmt.Fprintf(e.stderr, "braid up: the mount at %s exited: %v\n", o.mount, mnt.cmd.ProcessState)
+			}
+		}()
+		fmt.Fprintf(e.stdout, "  mount %s (pid %d)\n", mnt.addr, mnt.cmd.Process.Pid)
+	}
 	addOSD := func() (*child, error) {
 		i := len(children) - 1
 		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
