@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -74,6 +75,34 @@ type node struct {
 	fs.Inode
 	m   *mount
 	ino uint64
+
+	mu      sync.Mutex
+	writers map[*handle]bool // open for writing: a truncate must reach their view of the size
+}
+
+func (n *node) addWriter(h *handle) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.writers == nil {
+		n.writers = map[*handle]bool{}
+	}
+	n.writers[h] = true
+}
+
+func (n *node) dropWriter(h *handle) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.writers, h)
+}
+
+func (n *node) openWriters() []*handle {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]*handle, 0, len(n.writers))
+	for h := range n.writers {
+		out = append(out, h)
+	}
+	return out
 }
 
 var (
@@ -231,11 +260,21 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	return n.Getattr(ctx, f, out)
 }
 
-// truncate changes the file's size through the handle that asked, or a
-// handle opened for the purpose.
+// truncate changes the file's size through every handle this mount has
+// open for writing (each keeps its own view of the size), or through one
+// opened for the purpose.
 func (n *node) truncate(ctx context.Context, f fs.FileHandle, size int64) syscall.Errno {
-	if h, ok := f.(*handle); ok && h.write {
-		return errno(h.f.Truncate(size))
+	hs := n.openWriters()
+	if h, ok := f.(*handle); ok && h.write && !slices.Contains(hs, h) {
+		hs = append(hs, h)
+	}
+	if len(hs) > 0 {
+		for _, h := range hs {
+			if err := h.f.Truncate(size); err != nil {
+				return errno(err)
+			}
+		}
+		return 0
 	}
 	file, err := n.m.cl.OpenIno(ctx, n.ino, true)
 	if err != nil {
@@ -254,7 +293,15 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	return &handle{f: f, write: write}, 0, 0
+	return n.newHandle(f, write), 0, 0
+}
+
+func (n *node) newHandle(f *braid.File, write bool) *handle {
+	h := &handle{f: f, write: write, n: n}
+	if write {
+		n.addWriter(h)
+	}
+	return h
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -281,7 +328,8 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		f.Close()
 		return nil, nil, 0, errno(err)
 	}
-	return n.child(ctx, a, out), &handle{f: f, write: true}, 0, 0
+	child := n.child(ctx, a, out)
+	return child, child.Operations().(*node).newHandle(f, true), 0, 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -457,6 +505,7 @@ type handle struct {
 	mu    sync.Mutex // serialises Flush/Release against each other
 	f     *braid.File
 	write bool
+	n     *node
 }
 
 var (
@@ -504,5 +553,8 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.write {
+		h.n.dropWriter(h)
+	}
 	return errno(h.f.Close())
 }
