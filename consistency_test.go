@@ -51,6 +51,14 @@ func TestRemovedFileReadableUntilDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustEqual(t, "old handle after replace and remove", got, old)
+	// The replaced file is an orphan while the handle is open (POSIX):
+	// its objects go once the handle closes.
+	if objectFiles(t, c) == 0 {
+		t.Fatal("objects of a file still open were deleted")
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
 	testcluster.Eventually(t, 20*time.Second, func() bool { return objectFiles(t, c) == 0 },
 		func() string { return fmt.Sprintf("%d objects of removed files not deleted", objectFiles(t, c)) })
 }

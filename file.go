@@ -114,10 +114,8 @@ func (c *Client) newFile(p string, write bool, r mdsproto.OpenResp) (*File, erro
 	f.enc = enc
 	stripe := int64(f.lay.Spec.Width()) * f.lay.Spec.UnitBytes
 	f.inflight = semaphore.NewWeighted(max(c.opts.MaxInflightBytes, 2*stripe))
-	if write {
-		if err := f.startLease(context.Background()); err != nil {
-			return nil, err
-		}
+	if err := f.startLease(context.Background()); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -126,7 +124,7 @@ func (c *Client) newFile(p string, write bool, r mdsproto.OpenResp) (*File, erro
 func (f *File) startLease(ctx context.Context) error {
 	f.handle = mrand.Uint64() | 1
 	var r mdsproto.RenewResp
-	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle}
+	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Read: !f.write}
 	if err := f.c.mds(ctx, mdsproto.OpRenew, req, &r); err != nil {
 		return fmt.Errorf("%s: writer lease: %w", f.path, err)
 	}
@@ -156,7 +154,7 @@ func (f *File) endLease(ctx context.Context) {
 	close(f.stopLease)
 	<-f.leaseDone
 	f.stopLease = nil
-	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Release: true}
+	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Release: true, Read: !f.write}
 	_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil)
 }
 

@@ -278,3 +278,54 @@ func TestLargeDirectory(t *testing.T) {
 		t.Fatalf("readdir: %d entries, err %v; want %d", len(entries), err, n)
 	}
 }
+
+// An unlinked file stays readable through a descriptor opened before,
+// well past the delay after which removed files' objects are deleted, and
+// goes once it is closed.
+func TestUnlinkedOpenFileStaysReadable(t *testing.T) {
+	c, m := mountCluster(t, 6)
+	data := bytes.Repeat([]byte("still here "), 100_000)
+	p := filepath.Join(m, "doomed")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stat after unlink: %v", err)
+	}
+	deadline := time.Now().Add(4 * testcluster.DeleteDelay)
+	for reads := 0; time.Now().Before(deadline) || reads < 3; reads++ {
+		got := make([]byte, len(data))
+		if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read %d of the unlinked file: %v", reads, err)
+		}
+	}
+	// Reads may come from the page cache; the objects prove the data is kept.
+	if n := countObjects(t, c); n == 0 {
+		t.Fatal("the open file's objects were deleted after its unlink")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.Eventually(t, 20*time.Second, func() bool { return countObjects(t, c) == 0 },
+		func() string { return "the closed orphan's objects were never deleted" })
+}
+
+func countObjects(t *testing.T, c *testcluster.Cluster) int {
+	n := 0
+	for i := range c.OSDs {
+		_ = filepath.Walk(c.OSDDir(i), func(p string, info os.FileInfo, err error) error {
+			if err == nil && strings.HasSuffix(p, ".dat") {
+				n++
+			}
+			return nil
+		})
+	}
+	return n
+}

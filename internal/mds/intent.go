@@ -136,6 +136,9 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	if req.Handle == 0 {
 		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrInvalid, "no handle")
 	}
+	if req.Read {
+		return s.renewRead(req), nil
+	}
 	rec := writerRec{Format: recFormat, ExpiresNs: s.cfg.Now().Add(s.cfg.WriterLease).UnixNano()}
 	return mdsproto.RenewResp{LeaseNs: int64(s.cfg.WriterLease)}, s.kv.Update(ctx, func(tx kv.Txn) error {
 		if _, err := getInode(tx, req.Ino); err != nil {
@@ -164,6 +167,9 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		}
 		if err := s.expireWriters(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("writer lease expiry", "err", err)
+		}
+		if err := s.reapOrphans(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("orphan reaping", "err", err)
 		}
 	}
 }

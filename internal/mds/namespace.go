@@ -284,6 +284,9 @@ func (s *Server) dropLink(tx kv.Txn, rec *inodeRec) error {
 		rec.Nlink--
 		return putInode(tx, rec)
 	}
+	if kept, err := s.orphan(tx, rec); err != nil || kept {
+		return err
+	}
 	if rec.Layout != nil {
 		if err := s.queueDelete(tx, rec.Ino, rec.Layout); err != nil {
 			return err

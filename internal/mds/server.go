@@ -77,8 +77,9 @@ type Server struct {
 	rngMu sync.Mutex
 	rng   *mrand.Rand
 
-	heal   *healState
-	labels labelQueue
+	heal    *healState
+	labels  labelQueue
+	readers readLeases
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup

@@ -337,6 +337,7 @@ type RenewReq struct {
 	Ino     uint64 `json:"ino"`
 	Handle  uint64 `json:"handle"`
 	Release bool   `json:"release,omitempty"`
+	Read    bool   `json:"read,omitempty"` // a reader's lease (kept in memory)
 }
 
 type RenewResp struct {

@@ -37,7 +37,8 @@ func (c *Cluster) startMDS(listen string) {
 		DefaultLayout: c.opts.DefaultLayout, OSDDownAfter: 2 * time.Second, OSDOutAfter: c.opts.OSDOutAfter,
 		GCEvery: 100 * time.Millisecond, DeleteDelay: DeleteDelay, Log: c.log,
 		RunHealer: healer.Run, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
-		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes})
+		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes,
+		WriterLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond})
 	if err != nil {
 		c.t.Fatal(err)
 	}
