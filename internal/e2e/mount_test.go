@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/braidfs/braid/internal/fusefs"
@@ -79,5 +82,40 @@ func TestMountSurvivesOSDKills(t *testing.T) {
 	}
 	if string(got.Sum(nil)) != string(want.Sum(nil)) {
 		t.Fatal("bytes read through the mount differ from those written")
+	}
+}
+
+// braid mount as users run it: two mounts of one cluster see the same
+// files, and SIGTERM unmounts without leaving a stale mount behind.
+func TestMountCommand(t *testing.T) {
+	c := StartCluster(t, 6)
+	var mounts []*Proc
+	var dirs []string
+	for i := 0; i < 2; i++ {
+		dir := filepath.Join(t.TempDir(), "m")
+		p := c.start(fmt.Sprintf("mount%d", i), "mount", dir, "--mds", c.MDS.Addr)
+		mounts, dirs = append(mounts, p), append(dirs, dir)
+		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGTERM); <-p.done })
+	}
+	data := bytes.Repeat([]byte("through the mount "), 50_000)
+	if err := os.WriteFile(filepath.Join(dirs[0], "shared"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dirs[1], "shared")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("second mount read %d bytes, err %v", len(got), err)
+	}
+	if fi, err := c.Client().Stat(ctx, "/shared"); err != nil || fi.Size != int64(len(data)) {
+		t.Fatalf("the client library sees %+v, %v", fi, err)
+	}
+	for i, p := range mounts {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.done
+		if st := p.cmd.ProcessState; !st.Success() {
+			t.Errorf("mount %d exited %v", i, st)
+		}
+		mnts, _ := os.ReadFile("/proc/self/mounts")
+		if bytes.Contains(mnts, []byte(dirs[i])) {
+			t.Errorf("%s still mounted after SIGTERM", dirs[i])
+		}
 	}
 }
