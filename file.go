@@ -55,6 +55,7 @@ type File struct {
 	closed    bool
 	enc       encoder
 
+	pf       prefetcher      // sequential read-ahead (read-only handles)
 	pending  *pendingStripes // stripe writes in flight
 	inflight *semaphore.Weighted
 
@@ -450,6 +451,7 @@ func (f *File) Close() error {
 		f.releaseStripe(f.wb)
 		f.wb = nil
 	}
+	f.pf.invalidate()
 	if err == nil {
 		f.endLease(context.Background())
 	} else if f.stopLease != nil {

@@ -36,7 +36,15 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := min(int64(len(p)), size-off)
-	if err := f.readRange(context.Background(), p[:n], off); err != nil {
+	handled := false
+	var err error
+	if !f.write {
+		handled, err = f.prefetchRead(p[:n], off, size)
+	}
+	if !handled {
+		err = f.readRange(context.Background(), p[:n], off)
+	}
+	if err != nil {
 		return 0, err
 	}
 	if n < int64(len(p)) {
@@ -141,6 +149,12 @@ const readAheadDepth = 4
 // WriteTo copies the whole file to w, reading ahead several windows of
 // whole stripes in parallel while earlier ones are written out.
 func (f *File) WriteTo(w io.Writer) (int64, error) {
+	if f.write {
+		f.mu.Lock()
+		f.submitLocked() // read your own writes
+		f.mu.Unlock()
+		f.pending.wait()
+	}
 	size := f.Size()
 	S := f.layout().Spec.StripeBytes()
 	window := max(S, (8<<20)/S*S)
@@ -153,10 +167,7 @@ func (f *File) WriteTo(w io.Writer) (int64, error) {
 		c := &chunk{buf: wire.GetBuf(int(min(window, size-off))), done: make(chan struct{})}
 		go func() {
 			defer close(c.done)
-			_, c.err = f.ReadAt(c.buf, off)
-			if errors.Is(c.err, io.EOF) {
-				c.err = nil
-			}
+			c.err = f.readRange(context.Background(), c.buf, off) // its own read-ahead: not the prefetcher's
 		}()
 		return c
 	}

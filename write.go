@@ -175,11 +175,6 @@ func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
 			off := int64(K)*U + int64(j)*U
 			shards[K+j] = wb.buf[off : off+shardLen]
 		}
-		if err := f.enc.Encode(shards); err != nil {
-			f.setErr(fmt.Errorf("encode stripe %d: %w", wb.fs, err))
-			f.releaseStripe(wb)
-			return
-		}
 	case layout.Mirror:
 		for j := 1; j <= M; j++ {
 			shards[j] = shards[0] // copies share the buffer
@@ -187,11 +182,22 @@ func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
 	}
 	op := &stripeOp{f: f, wb: wb, m: M, shards: shards}
 	f.pending.begin(wb.fs)
-	if wb.staged {
-		go op.sendStaged()
-		return
-	}
-	op.send()
+	// Encoding and sending run behind the writer, so the next stripe is
+	// filled while this one is coded (the buffer is the stripe's alone).
+	go func() {
+		if s.Scheme == layout.EC {
+			if err := f.enc.Encode(shards); err != nil {
+				f.setErr(fmt.Errorf("encode stripe %d: %w", wb.fs, err))
+				op.finish()
+				return
+			}
+		}
+		if wb.staged {
+			op.sendStaged()
+			return
+		}
+		op.send()
+	}()
 }
 
 // send writes every unit under the file's current layout.

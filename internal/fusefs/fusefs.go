@@ -13,14 +13,19 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/braidfs/braid"
 )
@@ -48,7 +53,7 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 	m := &mount{cl: cl, opts: o}
 	root := &node{m: m, ino: braid.RootIno}
 	neg := time.Duration(0)
-	return fs.Mount(dir, root, &fs.Options{
+	srv, err := fs.Mount(dir, root, &fs.Options{
 		EntryTimeout:    &o.EntryTimeout,
 		AttrTimeout:     &o.AttrTimeout,
 		NegativeTimeout: &neg,
@@ -63,6 +68,26 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 			Debug:        o.Debug,
 		},
 	})
+	if err == nil {
+		raiseReadahead(dir)
+	}
+	return srv, err
+}
+
+// readaheadKB is the kernel read-ahead braid asks for on its mounts: the
+// kernel offers FUSE file systems 128 KiB, too little to keep a striped
+// file's OSDs busy.
+const readaheadKB = 4096
+
+// raiseReadahead sets the mount's backing-device read-ahead, best effort
+// (it needs root; without it reads still work, with less read-ahead).
+func raiseReadahead(dir string) {
+	var st syscall.Stat_t
+	if syscall.Stat(dir, &st) != nil {
+		return
+	}
+	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	_ = os.WriteFile(filepath.Join("/sys/class/bdi", dev, "read_ahead_kb"), []byte(strconv.Itoa(readaheadKB)), 0o644)
 }
 
 type mount struct {
@@ -464,7 +489,15 @@ func (d *dirStream) Close() {}
 
 // Extended attributes. braid.layout reads and sets the layout.
 
+// capabilityXattr is what the kernel looks up before every write (to drop
+// file capabilities): braid keeps none, so it is answered here without a
+// round trip to the MDS, and cannot be set.
+const capabilityXattr = "security.capability"
+
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if attr == capabilityXattr {
+		return 0, syscall.ENODATA
+	}
 	r, err := n.m.cl.Xattr(ctx, braid.XattrRequest{Ino: n.ino, Op: "get", Name: attr})
 	if err != nil {
 		return 0, errno(err)
@@ -476,6 +509,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 }
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if attr == capabilityXattr {
+		return syscall.EOPNOTSUPP
+	}
 	_, err := n.m.cl.Xattr(ctx, braid.XattrRequest{Ino: n.ino, Op: "set", Name: attr, Value: data, Flags: int(flags)})
 	return errno(err)
 }
