@@ -67,21 +67,23 @@ func (c *Client) MkdirAt(ctx context.Context, dir uint64, name string, mode, uid
 // opens it for writing.
 func (c *Client) CreateAt(ctx context.Context, dir uint64, name string, o CreateOptions) (*File, error) {
 	var r mdsproto.OpenResp
+	h := newHandle()
 	err := c.mds(ctx, mdsproto.OpCreate, mdsproto.CreateReq{Dir: dir, Path: name, Mode: o.Mode, Layout: o.Layout,
-		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid}, &r)
+		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid, Handle: h}, &r)
 	if err != nil {
 		return nil, err
 	}
-	return c.newFile(name, true, r)
+	return c.newFile(name, true, h, r)
 }
 
 // OpenIno opens file ino, for writing too if write is set.
 func (c *Client) OpenIno(ctx context.Context, ino uint64, write bool) (*File, error) {
 	var r mdsproto.OpenResp
-	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: write}, &r); err != nil {
+	h := newHandle()
+	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: write, Handle: h}, &r); err != nil {
 		return nil, err
 	}
-	return c.newFile("", write, r)
+	return c.newFile("", write, h, r)
 }
 
 // RemoveAt removes name from dir: a directory (empty) only if dirOnly,

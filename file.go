@@ -81,12 +81,13 @@ func (c *Client) Create(ctx context.Context, p string, o CreateOptions) (*File, 
 		}
 	}
 	var r mdsproto.OpenResp
+	h := newHandle()
 	err := c.mds(ctx, mdsproto.OpCreate, mdsproto.CreateReq{Path: p, Mode: o.Mode, Layout: o.Layout,
-		SizeHint: o.SizeHint, Exclusive: o.Exclusive}, &r)
+		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid, Handle: h}, &r)
 	if err != nil {
 		return nil, err
 	}
-	return c.newFile(p, true, r)
+	return c.newFile(p, true, h, r)
 }
 
 // Open opens the file at p for reading.
@@ -95,15 +96,19 @@ func (c *Client) Open(ctx context.Context, p string) (*File, error) { return c.O
 // OpenFile opens the existing file at p, for writing too if write is set.
 func (c *Client) OpenFile(ctx context.Context, p string, write bool) (*File, error) {
 	var r mdsproto.OpenResp
-	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Path: p, Write: write}, &r); err != nil {
+	h := newHandle()
+	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Path: p, Write: write, Handle: h}, &r); err != nil {
 		return nil, err
 	}
-	return c.newFile(p, write, r)
+	return c.newFile(p, write, h, r)
 }
 
-func (c *Client) newFile(p string, write bool, r mdsproto.OpenResp) (*File, error) {
+// newHandle names an open handle for its lease at the MDS.
+func newHandle() uint64 { return mrand.Uint64() | 1 }
+
+func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenResp) (*File, error) {
 	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, touched: map[int]bool{},
-		size: r.Inode.Size, committed: r.Inode.Size,
+		size: r.Inode.Size, committed: r.Inode.Size, handle: handle,
 		pending: newPendingStripes()}
 	if err := f.apply(r); err != nil {
 		return nil, err
@@ -115,21 +120,18 @@ func (c *Client) newFile(p string, write bool, r mdsproto.OpenResp) (*File, erro
 	f.enc = enc
 	stripe := int64(f.lay.Spec.Width()) * f.lay.Spec.UnitBytes
 	f.inflight = semaphore.NewWeighted(max(c.opts.MaxInflightBytes, 2*stripe))
-	if err := f.startLease(context.Background()); err != nil {
-		return nil, err
-	}
+	f.startLease(context.Background(), time.Duration(r.LeaseNs))
 	return f, nil
 }
 
-// startLease takes the writer's lease and keeps renewing it.
-func (f *File) startLease(ctx context.Context) error {
-	f.handle = mrand.Uint64() | 1
-	var r mdsproto.RenewResp
-	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Read: !f.write}
-	if err := f.c.mds(ctx, mdsproto.OpRenew, req, &r); err != nil {
-		return fmt.Errorf("%s: writer lease: %w", f.path, err)
+// startLease keeps renewing the lease the open took, for as long as the
+// MDS says it lasts (it counts the handle as open until Close).
+func (f *File) startLease(ctx context.Context, lease time.Duration) {
+	if lease <= 0 {
+		return // an MDS that gives no leases
 	}
-	every := max(time.Duration(r.LeaseNs)/3, 10*time.Millisecond)
+	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Read: !f.write}
+	every := max(lease/3, 10*time.Millisecond)
 	f.stopLease, f.leaseDone = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(f.leaseDone)
@@ -144,7 +146,6 @@ func (f *File) startLease(ctx context.Context) error {
 			}
 		}
 	}()
-	return nil
 }
 
 // endLease stops renewing and releases the lease.
@@ -238,7 +239,7 @@ func (f *File) refresh(ctx context.Context, seen capability.Cap) error {
 		return nil
 	}
 	var r mdsproto.OpenResp
-	if err := f.c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: f.write}, &r); err != nil {
+	if err := f.c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: f.write, Handle: f.handle}, &r); err != nil {
 		return err
 	}
 	return f.apply(r)
@@ -359,6 +360,9 @@ func (f *File) syncLocked(ctx context.Context) error {
 	f.pending.wait()
 	if err := f.stickyErr(); err != nil {
 		return err
+	}
+	if !f.modified {
+		return nil // nothing written since the last commit: nothing to make durable
 	}
 	lay := f.layout()
 	f.amu.Lock()

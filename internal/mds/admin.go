@@ -112,16 +112,14 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		if ferr != nil {
 			return ferr
 		}
-		if err := r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool { out.Intents++; return true }); err != nil {
-			return err
-		}
-		return r.Scan([]byte{'w'}, []byte{'x'}, func(k, v []byte) bool { out.Writers++; return true })
+		return r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool { out.Intents++; return true })
 	})
 	for i := range out.OSDs {
 		out.OSDs[i].Components = h.comps[out.OSDs[i].ID]
 	}
 	out.Health, out.Problems = h.summary(out.OSDs)
 	out.LabelsPending = s.labels.pending()
+	out.Writers = s.leases.writers()
 	out.Repair = s.repairProgress(h, now)
 	return out, err
 }

@@ -22,10 +22,10 @@ import (
 // applied), prepared ones rolled back (stages dropped). A unit whose OSD
 // is gone for good is marked dirty, and rebuilt like any lost component.
 //
-// Writers also hold a lease on their file (w keys): if a client dies with
-// the file open, its last full-stripe writes may have reached some OSDs
-// and not others, so the file is queued for a scrub, which recomputes any
-// parity that disagrees with the data.
+// Writers also hold a lease on their file (orphan.go): if a client dies
+// with the file open, its last full-stripe writes may have reached some
+// OSDs and not others, so the file is queued for a scrub, which recomputes
+// any parity that disagrees with the data.
 
 const (
 	intentPrepared    = "prepared"
@@ -45,16 +45,6 @@ type intentRec struct {
 
 func intentKey(ino, txid uint64) []byte {
 	return binary.BigEndian.AppendUint64(be64('n', ino), txid)
-}
-
-// writerRec is a writer's lease on a file, keyed w<ino><handle>.
-type writerRec struct {
-	Format    int   `json:"v"`
-	ExpiresNs int64 `json:"expires_ns"`
-}
-
-func writerKey(ino, handle uint64) []byte {
-	return binary.BigEndian.AppendUint64(be64('w', ino), handle)
 }
 
 func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
@@ -136,19 +126,7 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	if req.Handle == 0 {
 		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrInvalid, "no handle")
 	}
-	if req.Read {
-		return s.renewRead(req), nil
-	}
-	rec := writerRec{Format: recFormat, ExpiresNs: s.cfg.Now().Add(s.cfg.WriterLease).UnixNano()}
-	return mdsproto.RenewResp{LeaseNs: int64(s.cfg.WriterLease)}, s.kv.Update(ctx, func(tx kv.Txn) error {
-		if _, err := getInode(tx, req.Ino); err != nil {
-			return err
-		}
-		if req.Release {
-			return tx.Delete(writerKey(req.Ino, req.Handle))
-		}
-		return putJSON(tx, writerKey(req.Ino, req.Handle), &rec)
-	})
+	return s.leases.renew(req.Ino, req.Handle, !req.Read, s.cfg.Now().Add(s.cfg.WriterLease), req.Release), nil
 }
 
 // resolveLoop rolls intents of crashed clients forward or back and queues
@@ -287,32 +265,11 @@ func (s *Server) osdCallData(ctx context.Context, id uint32, op uint16, req osdp
 	return err
 }
 
-// expireWriters queues the files of writers whose lease ran out for a
-// scrub, and forgets the leases.
+// expireWriters queues the files of writers whose lease ran out (the
+// client died) for a scrub.
 func (s *Server) expireWriters(ctx context.Context) error {
-	now := s.cfg.Now()
-	var keys [][]byte
-	var inos []uint64
-	err := s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan([]byte{'w'}, []byte{'x'}, func(k, v []byte) bool {
-			var w writerRec
-			if len(k) == 17 && jsonUnmarshal(v, &w) == nil && now.UnixNano() >= w.ExpiresNs {
-				keys = append(keys, append([]byte(nil), k...))
-				inos = append(inos, binary.BigEndian.Uint64(k[1:9]))
-			}
-			return len(keys) < resolveBatch
-		})
-	})
-	if err != nil || len(keys) == 0 {
-		return err
+	if inos := s.leases.expireWriters(s.cfg.Now()); len(inos) > 0 {
+		s.queueScrub(inos)
 	}
-	s.queueScrub(inos)
-	return s.kv.Update(ctx, func(tx kv.Txn) error {
-		for _, k := range keys {
-			if err := tx.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return nil
 }

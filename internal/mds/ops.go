@@ -182,17 +182,22 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		return mdsproto.OpenResp{}, err
 	}
 	s.queueLabel(rec.Ino)
-	return s.openResp(rec, true), nil
+	return s.openResp(rec, true, req.Handle), nil
 }
 
-func (s *Server) openResp(rec *inodeRec, write bool) mdsproto.OpenResp {
+// openResp issues the capability and, for a handle, its lease.
+func (s *Server) openResp(rec *inodeRec, write bool, handle uint64) mdsproto.OpenResp {
 	rights := capability.Read
 	if write {
 		rights |= capability.Write
 	}
 	now := s.cfg.Now()
 	c := s.cfg.Key.Issue(rec.Ino, rights, rec.Layout.Version, now.Add(s.cfg.CapTTL))
-	return mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now)}
+	out := mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now)}
+	if handle != 0 {
+		out.LeaseNs = s.leases.renew(rec.Ino, handle, write, now.Add(s.cfg.WriterLease), false).LeaseNs
+	}
+	return out
 }
 
 func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenResp, error) {
@@ -215,7 +220,7 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 	if req.Write && rec.Repair.active(s.cfg.Now()) {
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", rec.Ino)
 	}
-	return s.openResp(rec, req.Write), nil
+	return s.openResp(rec, req.Write, req.Handle), nil
 }
 
 // updateInode applies fn to inode ino in one transaction.

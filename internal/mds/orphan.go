@@ -11,76 +11,109 @@ import (
 )
 
 // Open-but-unlinked files (POSIX: the data stays readable until the last
-// close). Every open handle holds a lease at the MDS: writers in the store
-// (w keys, which also drive the crash scrub), readers in memory (cheap;
-// after an MDS restart they are re-established within one renewal). When
-// the last name of a file goes while some lease is held, the inode stays
-// as an orphan (Nlink 0, listed under x<ino>) and its objects stay; the
-// reaper deletes it once no lease is left.
+// close). Every open handle holds a lease at the MDS, taken with the open
+// and renewed by the client. Leases live in MDS memory: taking one costs no
+// disk write, and after an MDS restart they come back with the next
+// renewals (meanwhile nothing is reaped). When the last name of a file goes
+// while a lease is held, the inode stays as an orphan (Nlink 0, listed
+// under x<ino>) with its objects; the reaper deletes it once no lease is
+// left. A writer's lease that runs out means its client died: the file is
+// scrubbed for stripes the writer may have left half-written.
 
 func orphanKey(ino uint64) []byte { return be64('x', ino) }
 
-// readLeases are readers' leases, by ino then handle.
-type readLeases struct {
-	mu sync.Mutex
-	m  map[uint64]map[uint64]time.Time
+type lease struct {
+	until  time.Time
+	writer bool
 }
 
-func (l *readLeases) renew(ino, handle uint64, until time.Time, release bool) {
+// leaseTable holds every handle's lease, by ino then handle.
+type leaseTable struct {
+	mu sync.Mutex
+	m  map[uint64]map[uint64]lease
+}
+
+func (l *leaseTable) renew(ino, handle uint64, writer bool, until time.Time, release bool) mdsproto.RenewResp {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m == nil {
-		l.m = map[uint64]map[uint64]time.Time{}
+		l.m = map[uint64]map[uint64]lease{}
 	}
 	if release {
 		delete(l.m[ino], handle)
 		if len(l.m[ino]) == 0 {
 			delete(l.m, ino)
 		}
-		return
+		return mdsproto.RenewResp{}
 	}
 	if l.m[ino] == nil {
-		l.m[ino] = map[uint64]time.Time{}
+		l.m[ino] = map[uint64]lease{}
 	}
-	l.m[ino][handle] = until
+	l.m[ino][handle] = lease{until: until, writer: writer}
+	return mdsproto.RenewResp{LeaseNs: int64(time.Until(until))}
 }
 
-func (l *readLeases) held(ino uint64, now time.Time) bool {
+func (l *leaseTable) held(ino uint64, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for h, until := range l.m[ino] {
-		if now.Before(until) {
+	for _, ls := range l.m[ino] {
+		if now.Before(ls.until) {
 			return true
 		}
-		delete(l.m[ino], h)
 	}
 	return false
 }
 
+// expireWriters drops leases that ran out and returns the files whose
+// writer's lease was among them.
+func (l *leaseTable) expireWriters(now time.Time) []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []uint64
+	for ino, hs := range l.m {
+		dead := false
+		for h, ls := range hs {
+			if !now.Before(ls.until) {
+				dead = dead || ls.writer
+				delete(hs, h)
+			}
+		}
+		if len(hs) == 0 {
+			delete(l.m, ino)
+		}
+		if dead {
+			out = append(out, ino)
+		}
+	}
+	return out
+}
+
+// writers counts writers' leases.
+func (l *leaseTable) writers() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := int64(0)
+	for _, hs := range l.m {
+		for _, ls := range hs {
+			if ls.writer {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // leased reports whether any handle holds a lease on ino. Right after an
-// MDS start it assumes so: readers' leases were in the old process's
-// memory and come back with their next renewal.
-func (s *Server) leased(r kv.Reader, ino uint64, now time.Time) (bool, error) {
-	if now.Sub(s.cluster.started) < s.cfg.WriterLease {
-		return true, nil
-	}
-	if s.readers.held(ino, now) {
-		return true, nil
-	}
-	held := false
-	err := r.Scan(be64('w', ino), kv.PrefixEnd(be64('w', ino)), func(k, v []byte) bool {
-		var w writerRec
-		held = jsonUnmarshal(v, &w) == nil && now.UnixNano() < w.ExpiresNs
-		return !held
-	})
-	return held, err
+// MDS start it assumes so: leases were in the old process's memory and
+// come back with their next renewal.
+func (s *Server) leased(ino uint64, now time.Time) bool {
+	return now.Sub(s.cluster.started) < s.cfg.WriterLease || s.leases.held(ino, now)
 }
 
 // orphan keeps a file whose last name is gone while it is open.
 func (s *Server) orphan(tx kv.Txn, rec *inodeRec) (bool, error) {
-	held, err := s.leased(tx, rec.Ino, s.cfg.Now())
-	if err != nil || !held {
-		return false, err
+	if !s.leased(rec.Ino, s.cfg.Now()) {
+		return false, nil
 	}
 	rec.Nlink, rec.Parent, rec.Name = 0, 0, ""
 	rec.CtimeNs = s.cfg.Now().UnixNano()
@@ -107,9 +140,8 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 	}
 	for _, ino := range inos {
 		err := s.kv.Update(ctx, func(tx kv.Txn) error {
-			held, err := s.leased(tx, ino, now)
-			if err != nil || held {
-				return err
+			if s.leased(ino, now) {
+				return nil
 			}
 			if rec, err := getInode(tx, ino); err == nil && rec.Nlink == 0 {
 				if rec.Layout != nil {
@@ -130,8 +162,3 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 	return nil
 }
 
-// renewRead records a reader's lease (memory only).
-func (s *Server) renewRead(req mdsproto.RenewReq) mdsproto.RenewResp {
-	s.readers.renew(req.Ino, req.Handle, s.cfg.Now().Add(s.cfg.WriterLease), req.Release)
-	return mdsproto.RenewResp{LeaseNs: int64(s.cfg.WriterLease)}
-}

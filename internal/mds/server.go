@@ -79,7 +79,7 @@ type Server struct {
 
 	heal    *healState
 	labels  labelQueue
-	readers readLeases
+	leases  leaseTable
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup

@@ -153,12 +153,14 @@ type CreateReq struct {
 	Layout    string `json:"layout,omitempty"` // empty: inherit
 	SizeHint  int64  `json:"size_hint"`        // -1 unknown; below 64 KiB the file is mirrored
 	Exclusive bool   `json:"exclusive"`
+	Handle    uint64 `json:"handle,omitempty"` // take a lease for this handle
 }
 
 type OpenReq struct {
-	Path  string `json:"path"`
-	Ino   uint64 `json:"ino,omitempty"` // refetch by ino when set
-	Write bool   `json:"write"`
+	Path   string `json:"path"`
+	Ino    uint64 `json:"ino,omitempty"` // refetch by ino when set
+	Write  bool   `json:"write"`
+	Handle uint64 `json:"handle,omitempty"` // take (or renew) a lease for this handle
 }
 
 // OpenResp hands the client everything it needs to do I/O without the MDS.
@@ -166,6 +168,7 @@ type OpenResp struct {
 	Inode     Inode               `json:"inode"`
 	Cap       []byte              `json:"cap"`
 	Endpoints map[uint32]Endpoint `json:"endpoints"`
+	LeaseNs   int64               `json:"lease_ns,omitempty"` // the handle's lease lasts this long
 }
 
 type CommitReq struct {
@@ -337,7 +340,7 @@ type RenewReq struct {
 	Ino     uint64 `json:"ino"`
 	Handle  uint64 `json:"handle"`
 	Release bool   `json:"release,omitempty"`
-	Read    bool   `json:"read,omitempty"` // a reader's lease (kept in memory)
+	Read    bool   `json:"read,omitempty"` // a reader's lease (a writer's lease running out gets the file scrubbed)
 }
 
 type RenewResp struct {
