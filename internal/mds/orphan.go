@@ -161,4 +161,3 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 	}
 	return nil
 }
-

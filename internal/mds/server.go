@@ -77,9 +77,9 @@ type Server struct {
 	rngMu sync.Mutex
 	rng   *mrand.Rand
 
-	heal    *healState
-	labels  labelQueue
-	leases  leaseTable
+	heal   *healState
+	labels labelQueue
+	leases leaseTable
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
