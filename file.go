@@ -63,6 +63,7 @@ type File struct {
 	// is renewed until Close. If the client dies the lease runs out and
 	// the MDS scrubs the file for stripes the writer left half-written.
 	handle    uint64
+	opened    mdsproto.Inode // attributes when opened
 	stopLease chan struct{}
 	leaseDone chan struct{}
 
@@ -108,7 +109,7 @@ func newHandle() uint64 { return mrand.Uint64() | 1 }
 
 func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenResp) (*File, error) {
 	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, touched: map[int]bool{},
-		size: r.Inode.Size, committed: r.Inode.Size, handle: handle,
+		size: r.Inode.Size, committed: r.Inode.Size, handle: handle, opened: r.Inode,
 		pending: newPendingStripes()}
 	if err := f.apply(r); err != nil {
 		return nil, err
@@ -157,7 +158,11 @@ func (f *File) endLease(ctx context.Context) {
 	<-f.leaseDone
 	f.stopLease = nil
 	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Release: true, Read: !f.write}
-	_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil)
+	if f.write {
+		_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) // a writer's lease running out would get the file scrubbed
+		return
+	}
+	go func() { _ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) }() // a reader's lost release only lets the lease run out
 }
 
 // apply installs an MDS open response (first open or refresh).

@@ -348,12 +348,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	a, err := n.m.cl.GetAttr(ctx, f.Ino())
-	if err != nil {
-		f.Close()
-		return nil, nil, 0, errno(err)
-	}
-	child := n.child(ctx, a, out)
+	child := n.child(ctx, f.Attr(), out)
 	return child, child.Operations().(*node).newHandle(f, true), 0, 0
 }
 
