@@ -264,18 +264,62 @@ func TestCloseToOpenAcrossMounts(t *testing.T) {
 	}
 }
 
-// Listing a large directory returns every entry once.
+// Listing a large directory returns every entry once, also when entries
+// are removed and added while it is being listed (offsets stay valid).
 func TestLargeDirectory(t *testing.T) {
 	_, m := mountCluster(t, 6)
 	const n = 2500 // more than two MDS pages
+	var names []string
 	for i := 0; i < n; i++ {
-		if err := os.Mkdir(filepath.Join(m, fmt.Sprintf("e%05d", i)), 0o755); err != nil {
+		name := fmt.Sprintf("e%05d", i)
+		names = append(names, name)
+		if err := os.Mkdir(filepath.Join(m, name), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	entries, err := os.ReadDir(m)
 	if err != nil || len(entries) != n {
 		t.Fatalf("readdir: %d entries, err %v; want %d", len(entries), err, n)
+	}
+	d, err := os.Open(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	first, err := d.ReadDir(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range first {
+		seen[e.Name()]++
+	}
+	removed := map[string]bool{}
+	for i, name := range names {
+		if seen[name] == 0 && i%2 == 0 {
+			if err := syscall.Rmdir(filepath.Join(m, name)); err != nil {
+				t.Fatal(err)
+			}
+			removed[name] = true
+		}
+	}
+	if err := os.Mkdir(filepath.Join(m, "added"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := d.ReadDir(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rest {
+		seen[e.Name()]++
+	}
+	for _, name := range names {
+		switch {
+		case seen[name] > 1:
+			t.Fatalf("%s listed %d times", name, seen[name])
+		case seen[name] == 0 && !removed[name]:
+			t.Fatalf("%s, never removed, was not listed", name)
+		}
 	}
 }
 
