@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -14,7 +15,7 @@ import (
 
 func (e *env) mountCmd() *cobra.Command {
 	o := fusefs.DefaultOptions
-	var addrFile string
+	var addrFile, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "mount PATH",
 		Short: "mount the cluster's namespace at PATH (FUSE); unmounts on Ctrl-C or SIGTERM",
@@ -29,6 +30,16 @@ func (e *env) mountCmd() *cobra.Command {
 			defer c.Close()
 			if err := os.MkdirAll(args[0], 0o755); err != nil {
 				return err
+			}
+			if cpuProfile != "" {
+				pf, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
 			mdsAddr, _ := e.resolveMDS()
 			o.Name = "braid:" + mdsAddr
@@ -59,5 +70,6 @@ func (e *env) mountCmd() *cobra.Command {
 	f.DurationVar(&o.EntryTimeout, "entry-timeout", o.EntryTimeout, "how long the kernel may cache names")
 	f.BoolVar(&o.Debug, "debug", false, "log every FUSE request")
 	f.StringVar(&addrFile, "addr-file", "", "write the mount point to this file once mounted")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the mount to this file (for tuning)")
 	return cmd
 }
