@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -372,4 +373,58 @@ func countObjects(t *testing.T, c *testcluster.Cluster) int {
 		})
 	}
 	return n
+}
+
+// Permission checks are the kernel's (default_permissions) against the
+// owners and modes braid stores: another user cannot read a 0600 file or
+// create in a 0755 directory it does not own, and can once allowed.
+func TestPermissionsAsAnotherUser(t *testing.T) {
+	_, m := mountCluster(t, 6)
+	if err := os.Chmod(filepath.Dir(m), 0o755); err != nil { // let the other user reach the mount
+		t.Fatal(err)
+	}
+	secret := filepath.Join(m, "secret")
+	if err := os.WriteFile(secret, []byte("root only"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(m, "rootdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asUser := func(uid int, fn func() error) error {
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // the fsuid change stays on this thread, which then exits
+			if err := unix.Setfsgid(uid); err != nil {
+				done <- err
+				return
+			}
+			unix.Setfsuid(uid)
+			done <- fn()
+		}()
+		return <-done
+	}
+	_, err := os.ReadFile(secret)
+	if err != nil {
+		t.Fatalf("owner read: %v", err)
+	}
+	err = asUser(1000, func() error { _, err := os.ReadFile(secret); return err })
+	wantErrno(t, "another user reads a 0600 file", err, syscall.EACCES)
+	err = asUser(1000, func() error { return os.WriteFile(filepath.Join(m, "rootdir/x"), nil, 0o644) })
+	wantErrno(t, "another user creates in a 0755 directory", err, syscall.EACCES)
+	if err := os.Chmod(secret, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := asUser(1000, func() error { _, err := os.ReadFile(secret); return err }); err != nil {
+		t.Fatalf("another user reads a 0644 file: %v", err)
+	}
+	if err := os.Chmod(filepath.Join(m, "rootdir"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := asUser(1000, func() error { return os.WriteFile(filepath.Join(m, "rootdir/x"), nil, 0o644) }); err != nil {
+		t.Fatalf("another user creates in a 0777 directory: %v", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(m, "rootdir/x"), &st); err != nil || st.Uid != 1000 {
+		t.Fatalf("new file's owner %d, err %v; want 1000", st.Uid, err)
+	}
 }

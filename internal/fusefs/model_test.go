@@ -98,7 +98,7 @@ func errnoOf(err error) syscall.Errno {
 func (m *model) step() string {
 	r := m.rng
 	p := m.randPath(2)
-	switch k := r.IntN(14); {
+	switch k := r.IntN(15); {
 	case k < 4:
 		off := int64(r.IntN(300 << 10))
 		data := make([]byte, 1+r.IntN(200<<10))
@@ -181,6 +181,11 @@ func (m *model) step() string {
 			return f.Sync()
 		})
 		return what
+	case k == 13:
+		target := m.randPath(1)
+		what := fmt.Sprintf("symlink %s -> %s", p, target)
+		m.both(what, func(root string) error { return syscall.Symlink(target, filepath.Join(root, p)) })
+		return what
 	default: // reopen and read: contents must match
 		what := "read " + p
 		var got [2][]byte
@@ -216,9 +221,15 @@ func (m *model) snapshot(root string) map[string]entry {
 			return nil
 		}
 		e := entry{mode: fs.FileMode(st.Mode & 0o7777)}
-		if d.IsDir() {
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			e.mode, e.data = fs.ModeSymlink, "-> "+target // symlink modes are 0777 by definition
+			out[rel] = e
+			return nil
+		case d.IsDir():
 			e.mode |= fs.ModeDir
-		} else {
+		default:
 			e.size, e.nlink = st.Size, uint64(st.Nlink)
 			b, _ := os.ReadFile(p)
 			e.data = string(b)
