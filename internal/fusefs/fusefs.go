@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,10 +67,15 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 			AllowOther:   true,
 			Options:      []string{"default_permissions"},
 			Debug:        o.Debug,
+			// Writers use direct I/O; programs may still mmap those files.
+			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 		},
 	})
 	if err == nil {
 		raiseReadahead(dir)
+		// Direct I/O for writers only where the kernel still lets
+		// programs mmap such files (Linux 6.6 and later).
+		m.directWrites.Store(srv.KernelSettings().Flags64()&fuse.CAP_DIRECT_IO_ALLOW_MMAP != 0)
 	}
 	return srv, err
 }
@@ -91,8 +97,9 @@ func raiseReadahead(dir string) {
 }
 
 type mount struct {
-	cl   *braid.Client
-	opts Options
+	cl           *braid.Client
+	opts         Options
+	directWrites atomic.Bool // write handles bypass the page cache
 }
 
 // node is one braid inode in the kernel's tree.
@@ -318,7 +325,19 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	return n.newHandle(f, write), 0, 0
+	return n.newHandle(f, write), n.m.openFlags(write), 0
+}
+
+// openFlags: handles that write bypass the kernel's page cache (direct
+// I/O): each write goes from the program's buffer to braid's stripe buffer
+// without a stop in the page cache, which on writes costs more than it
+// saves (measured: 1 GiB dd 0.38 → 0.51–0.60 GB/s). Read-only handles keep
+// the page cache and kernel read-ahead.
+func (m *mount) openFlags(write bool) uint32 {
+	if write && m.directWrites.Load() {
+		return fuse.FOPEN_DIRECT_IO
+	}
+	return 0
 }
 
 func (n *node) newHandle(f *braid.File, write bool) *handle {
@@ -349,7 +368,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, 0, errno(err)
 	}
 	child := n.child(ctx, f.Attr(), out)
-	return child, child.Operations().(*node).newHandle(f, true), 0, 0
+	return child, child.Operations().(*node).newHandle(f, true), n.m.openFlags(true), 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {

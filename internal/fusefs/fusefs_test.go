@@ -428,3 +428,36 @@ func TestPermissionsAsAnotherUser(t *testing.T) {
 		t.Fatalf("new file's owner %d, err %v; want 1000", st.Uid, err)
 	}
 }
+
+// Programs may mmap a file they opened for writing (writers use direct
+// I/O; the mount asks the kernel to allow mmap anyway) and their stores
+// reach braid.
+func TestSharedMmapWrite(t *testing.T) {
+	_, m := mountCluster(t, 6)
+	p := filepath.Join(m, "mapped")
+	if err := os.WriteFile(p, make([]byte, 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, 8192, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mmap of a file open for writing: %v", err)
+	}
+	copy(mem[4096:], "stored through a mapping")
+	if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Munmap(mem); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || string(got[4096:4096+24]) != "stored through a mapping" {
+		t.Fatalf("after the mapping: %q, %v", got[4096:4096+24], err)
+	}
+}
