@@ -3,6 +3,8 @@ package braid
 import (
 	"context"
 	"sync"
+
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // Sequential prefetch (Panasas' read-ahead that grows on sequential
@@ -21,9 +23,14 @@ const (
 
 type prefetchChunk struct {
 	off  int64
-	buf  []byte
+	buf  []byte // pooled
 	err  error
 	done chan struct{}
+	// refs counts readers copying out of the chunk and dropped says the
+	// prefetcher has let go of it (both guarded by prefetcher.mu); the
+	// buffer returns to the pool when both allow.
+	refs    int
+	dropped bool
 }
 
 type prefetcher struct {
@@ -33,11 +40,26 @@ type prefetcher struct {
 	chunks []*prefetchChunk // ascending, contiguous from chunks[0].off
 }
 
-// dropLocked forgets every window. Their buffers are not pooled: a
-// reader may still be copying out of a window another read has dropped,
-// so they are left to the garbage collector.
+// dropLocked forgets every window.
 func (p *prefetcher) dropLocked() {
+	for _, c := range p.chunks {
+		p.releaseLocked(c, false)
+	}
 	p.chunks = nil
+}
+
+// releaseLocked drops the prefetcher's hold on c (reader false) or one
+// reader's, and recycles the buffer once nobody holds it and its read is
+// over.
+func (p *prefetcher) releaseLocked(c *prefetchChunk, reader bool) {
+	if reader {
+		c.refs--
+	} else {
+		c.dropped = true
+	}
+	if c.dropped && c.refs == 0 {
+		go func() { <-c.done; wire.PutBuf(c.buf) }()
+	}
 }
 
 func (p *prefetcher) invalidate() {
@@ -68,6 +90,7 @@ func (f *File) prefetchRead(dst []byte, off, size int64) (bool, error) {
 	// Drop windows the stream has left well behind, then keep the window
 	// ahead of it in flight.
 	for len(p.chunks) > 0 && p.chunks[0].off+int64(len(p.chunks[0].buf))+p.window <= off {
+		p.releaseLocked(p.chunks[0], false)
 		p.chunks = p.chunks[1:]
 	}
 	end := off
@@ -83,7 +106,7 @@ func (f *File) prefetchRead(dst []byte, off, size int64) (bool, error) {
 	want := min(p.next+p.window, size)
 	for end < want && held < maxPrefetchedBytes {
 		n := min(p.window, want-end, maxPrefetchedBytes-held)
-		c := &prefetchChunk{off: end, buf: make([]byte, n), done: make(chan struct{})}
+		c := &prefetchChunk{off: end, buf: wire.GetBuf(int(n)), done: make(chan struct{})}
 		go func() {
 			defer close(c.done)
 			c.err = f.readRange(context.Background(), c.buf, c.off)
@@ -93,7 +116,17 @@ func (f *File) prefetchRead(dst []byte, off, size int64) (bool, error) {
 		held += n
 	}
 	chunks := append([]*prefetchChunk(nil), p.chunks...)
+	for _, c := range chunks {
+		c.refs++
+	}
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		for _, c := range chunks {
+			p.releaseLocked(c, true)
+		}
+		p.mu.Unlock()
+	}()
 	// Copy what the windows hold; anything they do not cover is read here.
 	filled := int64(0)
 	for _, c := range chunks {

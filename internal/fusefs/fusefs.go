@@ -69,6 +69,9 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 			Debug:        o.Debug,
 			// Writers use direct I/O; programs may still mmap those files.
 			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+			// Replies are built in memory: splicing them only adds a pipe
+			// too small for a 1 MiB read and a log line per attempt.
+			DisableSplice: true,
 		},
 	})
 	if err == nil {
@@ -158,6 +161,14 @@ var (
 	_ = (fs.NodeRemovexattrer)((*node)(nil))
 )
 
+// uninterrupted detaches an operation from the kernel's interrupts. A
+// program's syscall is interrupted by any signal it catches (Go's runtime
+// sends SIGURG all the time); the MDS may have applied the operation
+// already, so it is finished and answered rather than abandoned (a
+// cancelled create would otherwise fail with EIO, and its retry with
+// EEXIST). Every MDS call is bounded by the client's IOTimeout.
+func uninterrupted(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 // errno maps a braid error to the errno POSIX programs expect.
 func errno(err error) syscall.Errno {
 	switch {
@@ -235,6 +246,7 @@ func owner(ctx context.Context) (uid, gid uint32) {
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG
 	}
@@ -246,6 +258,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	a, err := n.m.cl.GetAttr(ctx, n.ino)
 	if err != nil {
 		return errno(err)
@@ -259,6 +272,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if size, ok := in.GetSize(); ok {
 		if e := n.truncate(ctx, f, int64(size)); e != 0 {
 			return e
@@ -320,6 +334,7 @@ func (n *node) truncate(ctx context.Context, f fs.FileHandle, size int64) syscal
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	f, err := n.m.cl.OpenIno(ctx, n.ino, write)
 	if err != nil {
@@ -349,6 +364,7 @@ func (n *node) newHandle(f *braid.File, write bool) *handle {
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	uid, gid := owner(ctx)
 	f, err := n.m.cl.CreateAt(ctx, n.ino, name, braid.CreateOptions{Mode: mode & 0o7777, SizeHint: -1, Exclusive: true, Uid: uid, Gid: gid})
 	if errors.Is(err, braid.ErrExists) && flags&syscall.O_EXCL == 0 {
@@ -372,6 +388,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	uid, gid := owner(ctx)
 	a, err := n.m.cl.MkdirAt(ctx, n.ino, name, mode&0o7777, uid, gid)
 	if err != nil {
@@ -381,10 +398,12 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	return errno(n.m.cl.RemoveAt(ctx, n.ino, name, false))
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	return errno(n.m.cl.RemoveAt(ctx, n.ino, name, true))
 }
 
@@ -395,6 +414,7 @@ const (
 )
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if flags&^renameNoReplace != 0 {
 		return syscall.EINVAL // RENAME_EXCHANGE and RENAME_WHITEOUT are not supported
 	}
@@ -406,6 +426,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	t, ok := target.(*node)
 	if !ok {
 		return nil, syscall.EXDEV
@@ -418,6 +439,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	uid, gid := owner(ctx)
 	a, err := n.m.cl.Symlink(ctx, n.ino, name, target, uid, gid)
 	if err != nil {
@@ -427,6 +449,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	a, err := n.m.cl.GetAttr(ctx, n.ino)
 	if err != nil {
 		return nil, errno(err)
@@ -438,6 +461,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	st, err := n.m.cl.Statfs(ctx)
 	if err != nil {
 		return errno(err)
@@ -457,6 +481,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 // resumed at an offset — after seekdir, or after entries were added or
 // removed meanwhile — returns every remaining entry exactly once.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	parent := n.ino // the root is its own parent
 	if _, p := n.Parent(); p != nil {
 		parent = p.StableAttr().Ino
@@ -493,6 +518,7 @@ var (
 const maxDirCookies = 1 << 20
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var e fuse.DirEntry
@@ -541,6 +567,7 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // Lookup answers READDIRPLUS from the entry just listed: the MDS sent its
 // attributes along, so no lookup round trip per entry.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	d.mu.Lock()
 	last := d.last
 	d.mu.Unlock()
@@ -558,6 +585,7 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 const capabilityXattr = "security.capability"
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if attr == capabilityXattr {
 		return 0, syscall.ENODATA
 	}
@@ -572,6 +600,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 }
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if attr == capabilityXattr {
 		return syscall.EOPNOTSUPP
 	}
@@ -580,11 +609,13 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	_, err := n.m.cl.Xattr(ctx, braid.XattrRequest{Ino: n.ino, Op: "remove", Name: attr})
 	return errno(err)
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	r, err := n.m.cl.Xattr(ctx, braid.XattrRequest{Ino: n.ino, Op: "list"})
 	if err != nil {
 		return 0, errno(err)
