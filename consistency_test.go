@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,20 +12,6 @@ import (
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/testcluster"
 )
-
-func objectFiles(t *testing.T, c *testcluster.Cluster) int {
-	t.Helper()
-	n := 0
-	for i := range c.OSDs {
-		_ = filepath.Walk(c.OSDDir(i), func(p string, info os.FileInfo, err error) error {
-			if err == nil && strings.HasSuffix(p, ".dat") {
-				n++
-			}
-			return nil
-		})
-	}
-	return n
-}
 
 // TestRemovedFileReadableUntilDeleted: a handle opened before a file is
 // removed (or replaced) keeps reading the old data; later the objects are
@@ -53,14 +36,14 @@ func TestRemovedFileReadableUntilDeleted(t *testing.T) {
 	mustEqual(t, "old handle after replace and remove", got, old)
 	// The replaced file is an orphan while the handle is open (POSIX):
 	// its objects go once the handle closes.
-	if objectFiles(t, c) == 0 {
+	if c.ObjectFiles() == 0 {
 		t.Fatal("objects of a file still open were deleted")
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.Eventually(t, 20*time.Second, func() bool { return objectFiles(t, c) == 0 },
-		func() string { return fmt.Sprintf("%d objects of removed files not deleted", objectFiles(t, c)) })
+	testcluster.Eventually(t, 20*time.Second, func() bool { return c.ObjectFiles() == 0 },
+		func() string { return fmt.Sprintf("%d objects of removed files not deleted", c.ObjectFiles()) })
 }
 
 // TestRewritesOfOneStripeStayConsistent writes the same stripes over and

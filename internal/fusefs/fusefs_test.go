@@ -353,28 +353,16 @@ func TestUnlinkedOpenFileStaysReadable(t *testing.T) {
 		}
 	}
 	// Reads may come from the page cache; the objects prove the data is kept.
-	if n := countObjects(t, c); n == 0 {
+	if n := c.ObjectFiles(); n == 0 {
 		t.Fatal("the open file's objects were deleted after its unlink")
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.Eventually(t, 20*time.Second, func() bool { return countObjects(t, c) == 0 },
+	testcluster.Eventually(t, 20*time.Second, func() bool { return c.ObjectFiles() == 0 },
 		func() string { return "the closed orphan's objects were never deleted" })
 }
 
-func countObjects(t *testing.T, c *testcluster.Cluster) int {
-	n := 0
-	for i := range c.OSDs {
-		_ = filepath.Walk(c.OSDDir(i), func(p string, info os.FileInfo, err error) error {
-			if err == nil && strings.HasSuffix(p, ".dat") {
-				n++
-			}
-			return nil
-		})
-	}
-	return n
-}
 
 // Permission checks are the kernel's (default_permissions) against the
 // owners and modes braid stores: another user cannot read a 0600 file or

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,4 +214,18 @@ func (c *Cluster) WipeMDS() {
 		c.t.Fatal(err)
 	}
 	c.startMDS(addr)
+}
+
+// ObjectFiles counts the object data files on every OSD's disk.
+func (c *Cluster) ObjectFiles() int {
+	n := 0
+	for i := range c.OSDs {
+		_ = filepath.Walk(c.OSDDir(i), func(p string, info os.FileInfo, err error) error {
+			if err == nil && strings.HasSuffix(p, ".dat") {
+				n++
+			}
+			return nil
+		})
+	}
+	return n
 }
