@@ -363,7 +363,6 @@ func TestUnlinkedOpenFileStaysReadable(t *testing.T) {
 		func() string { return "the closed orphan's objects were never deleted" })
 }
 
-
 // Permission checks are the kernel's (default_permissions) against the
 // owners and modes braid stores: another user cannot read a 0600 file or
 // create in a 0755 directory it does not own, and can once allowed.
