@@ -18,6 +18,8 @@ import (
 //	i<ino be64>              inode record (JSON inodeRec)
 //	d<parent be64><name>     directory entry → child ino (be64)
 //	g<ino be64><version be64> objects of a removed file awaiting deletion (JSON gcRec)
+//	n<ino be64><txid be64>   an intent: a staged partial-stripe write (JSON intentRec)
+//	x<ino be64>              an orphan: unlinked while open, deleted at the last close
 //	o<osd id be32>           OSD record (JSON osdRec)
 //	u<uuid>                  OSD uuid → id (be32)
 //	s/next_ino, s/next_osd   counters (be64)
