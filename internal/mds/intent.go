@@ -126,7 +126,7 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	if req.Handle == 0 {
 		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrInvalid, "no handle")
 	}
-	return s.leases.renew(req.Ino, req.Handle, !req.Read, s.cfg.Now().Add(s.cfg.WriterLease), req.Release), nil
+	return s.leases.renew(req.Ino, req.Handle, !req.Read, s.cfg.Now(), s.cfg.WriterLease, req.Release)
 }
 
 // resolveLoop rolls intents of crashed clients forward or back and queues

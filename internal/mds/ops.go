@@ -195,7 +195,10 @@ func (s *Server) openResp(rec *inodeRec, write bool, handle uint64) mdsproto.Ope
 	c := s.cfg.Key.Issue(rec.Ino, rights, rec.Layout.Version, now.Add(s.cfg.CapTTL))
 	out := mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now)}
 	if handle != 0 {
-		out.LeaseNs = s.leases.renew(rec.Ino, handle, write, now.Add(s.cfg.WriterLease), false).LeaseNs
+		// A refused lease (the table is full) only means this handle is
+		// not counted as open; the open itself goes ahead.
+		r, _ := s.leases.renew(rec.Ino, handle, write, now, s.cfg.WriterLease, false)
+		out.LeaseNs = r.LeaseNs
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // Open-but-unlinked files (POSIX: the data stays readable until the last
@@ -27,30 +28,46 @@ type lease struct {
 	writer bool
 }
 
+// maxLeases bounds the leases the MDS holds: past it, new ones are
+// refused (ErrBusy) rather than letting clients grow MDS memory at will.
+const maxLeases = 1 << 22
+
 // leaseTable holds every handle's lease, by ino then handle.
 type leaseTable struct {
 	mu sync.Mutex
 	m  map[uint64]map[uint64]lease
+	n  int // leases in m
 }
 
-func (l *leaseTable) renew(ino, handle uint64, writer bool, until time.Time, release bool) mdsproto.RenewResp {
+// renew takes, extends or (release) drops a handle's lease for ttl from now.
+func (l *leaseTable) renew(ino, handle uint64, writer bool, now time.Time, ttl time.Duration, release bool) (mdsproto.RenewResp, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m == nil {
 		l.m = map[uint64]map[uint64]lease{}
 	}
+	_, had := l.m[ino][handle]
 	if release {
-		delete(l.m[ino], handle)
+		if had {
+			delete(l.m[ino], handle)
+			l.n--
+		}
 		if len(l.m[ino]) == 0 {
 			delete(l.m, ino)
 		}
-		return mdsproto.RenewResp{}
+		return mdsproto.RenewResp{}, nil
+	}
+	if !had && l.n >= maxLeases {
+		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrBusy, "%d leases held", l.n)
 	}
 	if l.m[ino] == nil {
 		l.m[ino] = map[uint64]lease{}
 	}
-	l.m[ino][handle] = lease{until: until, writer: writer}
-	return mdsproto.RenewResp{LeaseNs: int64(time.Until(until))}
+	if !had {
+		l.n++
+	}
+	l.m[ino][handle] = lease{until: now.Add(ttl), writer: writer}
+	return mdsproto.RenewResp{LeaseNs: int64(ttl)}, nil
 }
 
 func (l *leaseTable) held(ino uint64, now time.Time) bool {
@@ -76,6 +93,7 @@ func (l *leaseTable) expireWriters(now time.Time) []uint64 {
 			if !now.Before(ls.until) {
 				dead = dead || ls.writer
 				delete(hs, h)
+				l.n--
 			}
 		}
 		if len(hs) == 0 {

@@ -96,20 +96,24 @@ func (s *Server) hardLink(ctx context.Context, req mdsproto.LinkReq) (mdsproto.I
 		if rec.Nlink >= maxLinksPerInode {
 			return wire.Errorf(wire.ErrInvalid, "inode %d has %d links", rec.Ino, rec.Nlink)
 		}
-		now := s.cfg.Now().UnixNano()
 		rec.Nlink++
-		rec.CtimeNs = now
-		dir.MtimeNs, dir.CtimeNs = now, now
-		if err := putInode(tx, rec); err != nil {
-			return err
-		}
-		if err := putInode(tx, dir); err != nil {
-			return err
-		}
+		rec.CtimeNs = s.cfg.Now().UnixNano()
 		out = rec.Inode
-		return link(tx, dir, req.Name, rec)
+		return addEntry(tx, dir, req.Name, rec)
 	})
 	return out, err
+}
+
+// addEntry stores rec and names it name in dir, whose times change.
+func addEntry(tx kv.Txn, dir *inodeRec, name string, rec *inodeRec) error {
+	dir.MtimeNs, dir.CtimeNs = rec.CtimeNs, rec.CtimeNs
+	if err := putInode(tx, rec); err != nil {
+		return err
+	}
+	if err := putInode(tx, dir); err != nil {
+		return err
+	}
+	return link(tx, dir, name, rec)
 }
 
 func (s *Server) symlink(ctx context.Context, req mdsproto.SymlinkReq) (mdsproto.Inode, error) {
@@ -128,15 +132,8 @@ func (s *Server) symlink(ctx context.Context, req mdsproto.SymlinkReq) (mdsproto
 		}
 		rec.Target, rec.Size, rec.Uid, rec.Gid = req.Target, int64(len(req.Target)), req.Uid, req.Gid
 		rec.Parent, rec.Name = dir.Ino, req.Name
-		dir.MtimeNs, dir.CtimeNs = rec.MtimeNs, rec.MtimeNs
-		if err := putInode(tx, rec); err != nil {
-			return err
-		}
-		if err := putInode(tx, dir); err != nil {
-			return err
-		}
 		out = rec.Inode
-		return link(tx, dir, req.Name, rec)
+		return addEntry(tx, dir, req.Name, rec)
 	})
 	return out, err
 }

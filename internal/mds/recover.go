@@ -270,8 +270,8 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 		p = ""
 	}
 	lay := &mdsproto.Layout{Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs, Version: l.Version}
-	if _, err := lay.Decode(); err != nil {
-		out.Problems = append(out.Problems, fmt.Sprintf("inode %d: label layout invalid: %v", l.Ino, err))
+	if _, err := lay.Decode(); err != nil || l.Size < 0 || l.Ino <= rootIno {
+		out.Problems = append(out.Problems, fmt.Sprintf("inode %d: label invalid (layout %v, size %d)", l.Ino, err, l.Size))
 		return
 	}
 	for _, target := range []string{p, fmt.Sprintf("%s/%d", lostFound, l.Ino)} {
