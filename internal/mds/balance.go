@@ -50,20 +50,30 @@ func (s *Server) refreshBalance(ctx context.Context) error {
 	return nil
 }
 
+// balanceLoop refreshes the estimate every BalanceEvery, or less often when
+// a refresh is slow: it reads every inode, so its cost grows with the
+// namespace, and waiting balanceDutyFactor times its duration in between
+// keeps it to a small share of one core however many files there are.
 func (s *Server) balanceLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.BalanceEvery)
-	defer t.Stop()
 	for {
+		began := time.Now()
 		if err := s.refreshBalance(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("balance estimate", "err", err)
 		}
+		wait := max(s.cfg.BalanceEvery, balanceDutyFactor*time.Since(began))
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
 	}
 }
+
+// balanceDutyFactor spaces estimate refreshes by this many times their own
+// duration (at most 1/20 of a core).
+const balanceDutyFactor = 20
 
 // balanceTarget picks the fullest and emptiest up OSDs and how far apart
 // they are, or ok=false when the cluster is balanced within the slack.

@@ -3,6 +3,7 @@ package mds
 import (
 	"context"
 	"encoding/binary"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -47,16 +48,23 @@ func (l *repairLock) active(now time.Time) bool { return l != nil && now.UnixNan
 
 // healState is the MDS's in-memory repair bookkeeping.
 type healState struct {
-	mu      sync.Mutex
-	cursor  []byte               // where the next claim's scan starts
-	active  map[uint64]time.Time // files claimed, by claim time
-	backoff map[uint64]time.Time // files not to claim before then
-	scrubQ  []uint64             // files queued for scrub
-	scrubIn map[uint64]bool      // members of scrubQ
-	done    []doneMark           // recent completions, for the rate
-	stats   mdsproto.RepairProgress
-	errs    []string
-	bal     balanceState
+	mu     sync.Mutex
+	cursor []byte // where the next batch of a full inode scan starts
+	// indexCursor is where the next batch of the heal index starts.
+	indexCursor []byte
+	// steadyMap is the cluster map (viewsSignature) under which a full
+	// scan last completed; cycleMap the one the current full scan began under.
+	steadyMap, cycleMap string
+	cycleClean          bool                 // the current full scan has found no work
+	pending             []uint64             // found by a scan, not yet claimed
+	active              map[uint64]time.Time // files claimed, by claim time
+	backoff             map[uint64]time.Time // files not to claim before then
+	scrubQ              []uint64             // files queued for scrub
+	scrubIn             map[uint64]bool      // members of scrubQ
+	done                []doneMark           // recent completions, for the rate
+	stats               mdsproto.RepairProgress
+	errs                []string
+	bal                 balanceState
 }
 
 type doneMark struct {
@@ -133,9 +141,13 @@ func addDirty(rec *inodeRec, comps []uint32) error {
 func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (mdsproto.RepairTask, error) {
 	now := s.cfg.Now()
 	views := s.cluster.views(now)
-	for _, ino := range s.scanForRepair(ctx, views, now) {
+	found := s.scanForRepair(ctx, views, now)
+	for i, ino := range found {
 		task, ok, err := s.lockForRepair(ctx, ino, mdsproto.RepairRebuild, views, now)
 		if err != nil || ok {
+			s.heal.mu.Lock()
+			s.heal.pending = found[i+1:] // the next claims take these first
+			s.heal.mu.Unlock()
 			return task, err
 		}
 	}
@@ -154,10 +166,58 @@ func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (
 
 // scanForRepair looks at up to healScanBatch inodes from the cursor and
 // returns the files among them that need a repair now.
+//
+// Reading every inode is needed only when the cluster map changed (an OSD
+// went down, out, was added, drained or removed: any file may be
+// affected) and once after a start. Otherwise a file needs work only if it
+// has dirty components or a repair lock, and those are listed in the heal
+// index, kept in the same transactions as the inodes: a steady cluster's
+// idle healers cost a scan of an empty index, not of every inode.
 func (s *Server) scanForRepair(ctx context.Context, views map[uint32]osdView, now time.Time) []uint64 {
+	mapSig := viewsSignature(views)
 	s.heal.mu.Lock()
+	if len(s.heal.pending) > 0 {
+		found := slices.DeleteFunc(s.heal.pending, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
+		s.heal.pending = nil
+		s.heal.mu.Unlock()
+		return found
+	}
+	full := s.heal.cursor != nil || s.heal.steadyMap != mapSig
 	start := s.heal.cursor
+	if !full {
+		start = s.heal.indexCursor
+	}
+	if full && start == nil {
+		s.heal.cycleMap, s.heal.cycleClean = mapSig, true
+	}
 	s.heal.mu.Unlock()
+	if full {
+		return s.scanInodes(ctx, start, views, now)
+	}
+	return s.scanHealIndex(ctx, start, views, now)
+}
+
+// viewsSignature is what the repair plans depend on in the cluster map.
+func viewsSignature(views map[uint32]osdView) string {
+	ids := slices.Sorted(maps.Keys(views))
+	b := make([]byte, 0, 8*len(ids))
+	for _, id := range ids {
+		v := views[id]
+		b = binary.BigEndian.AppendUint32(b, id)
+		b = append(b, v.State...)
+		b = append(b, 0)
+		if v.Drain {
+			b = append(b, 1)
+		}
+	}
+	return string(b)
+}
+
+// scanInodes is one batch of the full scan. A full scan that completes
+// without finding work makes the map it started under the steady one;
+// until then full scans repeat (files whose components must move off an
+// out or draining OSD are not in the heal index).
+func (s *Server) scanInodes(ctx context.Context, start []byte, views map[uint32]osdView, now time.Time) []uint64 {
 	if start == nil {
 		start = []byte{'i'}
 	}
@@ -169,11 +229,7 @@ func (s *Server) scanForRepair(ctx context.Context, views map[uint32]osdView, no
 			seen++
 			last = append(last[:0], k...)
 			var rec inodeRec
-			if jsonUnmarshal(v, &rec) != nil || rec.Layout == nil || len(k) != 9 {
-				return seen < healScanBatch
-			}
-			spec, err := specOf(rec.Layout.Spec)
-			if err == nil && !rec.Repair.active(now) && planFile(rec.Layout, rec.Dirty, views, spec).NeedsWork() {
+			if len(k) == 9 && jsonUnmarshal(v, &rec) == nil && needsRepair(&rec, views, now) {
 				found = append(found, binary.BigEndian.Uint64(k[1:]))
 			}
 			return seen < healScanBatch
@@ -181,12 +237,59 @@ func (s *Server) scanForRepair(ctx context.Context, views map[uint32]osdView, no
 	})
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()
+	if len(found) > 0 {
+		s.heal.cycleClean = false
+	}
 	if seen < healScanBatch {
 		s.heal.cursor = nil // wrap around
+		if s.heal.cycleClean {
+			s.heal.steadyMap = s.heal.cycleMap
+		}
 	} else {
 		s.heal.cursor = append(last, 0)
 	}
 	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
+}
+
+// scanHealIndex is one batch of the heal index.
+func (s *Server) scanHealIndex(ctx context.Context, start []byte, views map[uint32]osdView, now time.Time) []uint64 {
+	if start == nil {
+		start = []byte{'h'}
+	}
+	var found []uint64
+	var last []byte
+	seen := 0
+	_ = s.kv.View(ctx, func(r kv.Reader) error {
+		return r.Scan(start, []byte{'i'}, func(k, _ []byte) bool {
+			seen++
+			last = append(last[:0], k...)
+			if len(k) != 9 {
+				return seen < healScanBatch
+			}
+			ino := binary.BigEndian.Uint64(k[1:])
+			rec, err := getInode(r, ino)
+			if err == nil && needsRepair(rec, views, now) {
+				found = append(found, ino)
+			}
+			return seen < healScanBatch
+		})
+	})
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	if seen < healScanBatch {
+		s.heal.indexCursor = nil
+	} else {
+		s.heal.indexCursor = append(last, 0)
+	}
+	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
+}
+
+func needsRepair(rec *inodeRec, views map[uint32]osdView, now time.Time) bool {
+	if rec.Layout == nil || rec.Repair.active(now) {
+		return false
+	}
+	spec, err := specOf(rec.Layout.Spec)
+	return err == nil && planFile(rec.Layout, rec.Dirty, views, spec).NeedsWork()
 }
 
 func (s *Server) nextScrub(now time.Time) (uint64, bool) {

@@ -20,6 +20,7 @@ import (
 //	g<ino be64><version be64> objects of a removed file awaiting deletion (JSON gcRec)
 //	n<ino be64><txid be64>   an intent: a staged partial-stripe write (JSON intentRec)
 //	x<ino be64>              an orphan: unlinked while open, deleted at the last close
+//	h<ino be64>              heal index: the file has dirty components or a repair lock
 //	o<osd id be32>           OSD record (JSON osdRec)
 //	u<uuid>                  OSD uuid → id (be32)
 //	s/next_ino, s/next_osd   counters (be64)
@@ -43,6 +44,7 @@ func be64(prefix byte, n uint64) []byte {
 }
 
 func inodeKey(ino uint64) []byte       { return be64('i', ino) }
+func healKey(ino uint64) []byte        { return be64('h', ino) }
 func gcKey(ino, version uint64) []byte { return binary.BigEndian.AppendUint64(be64('g', ino), version) }
 func direntPrefix(parent uint64) []byte {
 	return be64('d', parent)
@@ -109,9 +111,26 @@ func getInode(r kv.Reader, ino uint64) (*inodeRec, error) {
 	return &rec, nil
 }
 
+// putInode stores rec and keeps the heal index in step with it: a file
+// with dirty components or a repair lock is listed there, so that healers
+// find the work without reading every inode while the cluster is steady.
 func putInode(tx kv.Txn, rec *inodeRec) error {
 	rec.Format = recFormat
-	return putJSON(tx, inodeKey(rec.Ino), rec)
+	if err := putJSON(tx, inodeKey(rec.Ino), rec); err != nil {
+		return err
+	}
+	if rec.Layout != nil && (len(rec.Dirty) > 0 || rec.Repair != nil) {
+		return tx.Put(healKey(rec.Ino), []byte{1}) // non-empty: an empty value reads as absent
+	}
+	return tx.Delete(healKey(rec.Ino))
+}
+
+// deleteInode removes an inode record and its heal index entry.
+func deleteInode(tx kv.Txn, ino uint64) error {
+	if err := tx.Delete(healKey(ino)); err != nil {
+		return err
+	}
+	return tx.Delete(inodeKey(ino))
 }
 
 func nextCounter(tx kv.Txn, key []byte, first uint64) (uint64, error) {
@@ -280,7 +299,7 @@ func dirEmpty(r kv.Reader, ino uint64) (bool, error) {
 // is deleted and its objects are queued for deletion on the OSDs.
 func (s *Server) dropLink(tx kv.Txn, rec *inodeRec) error {
 	if rec.Type == mdsproto.TypeDir {
-		return tx.Delete(inodeKey(rec.Ino))
+		return deleteInode(tx, rec.Ino)
 	}
 	if rec.Nlink > 1 {
 		rec.Nlink--
@@ -294,7 +313,7 @@ func (s *Server) dropLink(tx kv.Txn, rec *inodeRec) error {
 			return err
 		}
 	}
-	return tx.Delete(inodeKey(rec.Ino))
+	return deleteInode(tx, rec.Ino)
 }
 
 func specOf(text string) (layout.Spec, error) {

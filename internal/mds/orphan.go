@@ -167,7 +167,7 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 						return err
 					}
 				}
-				if err := tx.Delete(inodeKey(ino)); err != nil {
+				if err := deleteInode(tx, ino); err != nil {
 					return err
 				}
 			}

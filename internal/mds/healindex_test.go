@@ -1,0 +1,114 @@
+package mds_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/osd"
+	"github.com/braidfs/braid/internal/testcluster"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Once a full scan finds nothing to repair, claims read only the heal
+// index. Work must still be found: a file reported dirty afterwards (it is
+// in the index), and every file of an OSD that goes out (not in the index:
+// the changed cluster map brings the full scan back).
+func TestRepairClaimsFindWorkAfterSteadyState(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 4, Healers: -1, OSDOutAfter: 3 * time.Second})
+	cl, err := braid.Dial(ctx, c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := 0; i < 6; i++ {
+		f, err := cl.Create(ctx, fmt.Sprintf("/f%d", i), braid.CreateOptions{Layout: "mirror:2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte("data"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := wire.Dial(ctx, c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	call := func(op uint16, req, resp any) {
+		t.Helper()
+		body, _ := json.Marshal(req)
+		meta, _, err := conn.Call(ctx, op, body, nil, nil)
+		if err != nil {
+			t.Fatalf("op %d: %v", op, err)
+		}
+		if resp != nil {
+			if err := json.Unmarshal(meta, resp); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	claim := func() mdsproto.RepairTask {
+		var task mdsproto.RepairTask
+		call(mdsproto.OpRepairClaim, mdsproto.RepairClaimReq{Worker: "test"}, &task)
+		return task
+	}
+	if task := claim(); task.Kind != "" {
+		t.Fatalf("healthy cluster handed out %s of ino %d", task.Kind, task.Inode.Ino)
+	}
+
+	fi, err := cl.Stat(ctx, "/f3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call(mdsproto.OpMarkDirty, mdsproto.MarkDirtyReq{Ino: fi.Ino, Comps: []uint32{1}}, nil)
+	if task := claim(); task.Kind != mdsproto.RepairRebuild || task.Inode.Ino != fi.Ino {
+		t.Fatalf("after marking ino %d dirty, claim gave %q for ino %d", fi.Ino, task.Kind, task.Inode.Ino)
+	}
+
+	// Every file on an OSD holding /f0 must be handed out once it is out.
+	f0, err := cl.Stat(ctx, "/f0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := f0.Layout.Components[0].OSD
+	if f0.Ino == fi.Ino {
+		t.Fatal("two paths, one ino")
+	}
+	want := map[uint64]bool{}
+	for i := 0; i < 6; i++ {
+		fi, err := cl.Stat(ctx, fmt.Sprintf("/f%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(fi.Layout.Components, func(c braid.Component) bool { return c.OSD == victim }) {
+			want[fi.Ino] = true
+		}
+	}
+	delete(want, fi.Ino) // claimed above, locked now
+	stop := slices.IndexFunc(c.OSDs, func(o *osd.Server) bool { return o.ID() == victim })
+	c.StopOSD(stop)
+	got := map[uint64]bool{}
+	testcluster.Eventually(t, 30*time.Second, func() bool {
+		if task := claim(); task.Kind != "" {
+			got[task.Inode.Ino] = true
+		}
+		for ino := range want {
+			if !got[ino] {
+				return false
+			}
+		}
+		return true
+	}, func() string {
+		return fmt.Sprintf("claims after OSD %d went out: %v, want all of %v", victim, got, want)
+	})
+}
