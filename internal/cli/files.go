@@ -89,8 +89,15 @@ func (e *env) get(ctx context.Context, c *braid.Client, src, local string) error
 	defer f.Close()
 	var out io.Writer = e.stdout
 	if local != "-" {
-		if st, err := os.Stat(local); err == nil && st.IsDir() {
+		st, err := os.Stat(local)
+		if err == nil && st.IsDir() {
 			local = path.Join(local, path.Base(src))
+			st, err = os.Stat(local)
+		}
+		if err == nil && !st.Mode().IsRegular() {
+			// A device or a pipe (/dev/null, a FIFO) is written in place:
+			// renaming a file over it would replace it.
+			return e.getInto(f, local)
 		}
 		tmp := local + ".braid-partial"
 		dst, err := os.Create(tmp)
@@ -109,6 +116,19 @@ func (e *env) get(ctx context.Context, c *braid.Client, src, local string) error
 	}
 	_, err = f.WriteTo(out)
 	return err
+}
+
+// getInto copies f into an existing file that is not a regular one.
+func (e *env) getInto(f *braid.File, local string) error {
+	dst, err := os.OpenFile(local, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteTo(io.MultiWriter(dst, e.progress(f.Size(), "get "+path.Base(local)))); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
 }
 
 func (e *env) lsCmd() *cobra.Command {

@@ -154,6 +154,29 @@ func TestBraidUpWorkflow(t *testing.T) {
 	e.fails("not found", "stat", "/x/nope")
 	e.fails("not empty", "rm", "/x")
 
+	// get into a FIFO (as into /dev/null) writes through it, leaving it a FIFO.
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fromFIFO := make(chan []byte, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo) // blocks until get opens the FIFO
+		fromFIFO <- b
+	}()
+	e.must("get", "/x/f", fifo)
+	select {
+	case got := <-fromFIFO:
+		if !bytes.Equal(got, data) {
+			t.Fatalf("get into a FIFO delivered %d bytes, want %d", len(got), len(data))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("get never wrote into the FIFO")
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("get replaced the FIFO it wrote into: %v %v", fi.Mode(), err)
+	}
+
 	// SIGKILL an OSD; the file still reads (degraded), and status shows it down.
 	victim := st.OSDs[1]
 	_ = syscall.Kill(victim.Pid, syscall.SIGKILL)
