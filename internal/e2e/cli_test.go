@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -114,9 +115,10 @@ func TestBraidUpWorkflow(t *testing.T) {
 	e := cliEnv{t: t, bin: Binary(t), state: t.TempDir()}
 	dir := filepath.Join(t.TempDir(), "cluster")
 	up := startUp(t, e, dir)
-	if !strings.Contains(up.out.String(), "mds") || !strings.Contains(up.out.String(), "osd3") {
-		t.Fatalf("braid up did not print endpoints: %s", up.out)
-	}
+	// The state file is written before the endpoints are printed.
+	testcluster.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(up.out.String(), "mds") && strings.Contains(up.out.String(), "osd3")
+	}, func() string { return fmt.Sprintf("braid up did not print endpoints: %s", up.out) })
 	local := filepath.Join(t.TempDir(), "in")
 	data := bytes.Repeat([]byte("0123456789abcdef"), 300_000) // 4.8 MB
 	if err := os.WriteFile(local, data, 0o644); err != nil {
