@@ -321,6 +321,14 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.xattr)
 	case mdsproto.OpStatfs:
 		return s.statfs(ctx)
+	case mdsproto.OpS3UserAdd:
+		return call(ctx, r.Meta, s.s3UserAdd)
+	case mdsproto.OpS3UserList:
+		return call(ctx, r.Meta, s.s3UserList)
+	case mdsproto.OpS3UserRemove:
+		return call(ctx, r.Meta, s.s3UserRemove)
+	case mdsproto.OpS3SigningKey:
+		return call(ctx, r.Meta, s.s3SigningKey)
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }

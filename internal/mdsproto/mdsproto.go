@@ -43,6 +43,10 @@ const (
 	OpSymlink
 	OpXattr
 	OpStatfs
+	OpS3UserAdd
+	OpS3UserList
+	OpS3UserRemove
+	OpS3SigningKey
 )
 
 // File types.
@@ -463,4 +467,35 @@ type StatfsResp struct {
 	CapacityBytes int64 `json:"capacity_bytes"`
 	FreeBytes     int64 `json:"free_bytes"`
 	Inodes        int64 `json:"inodes"` // next inode number: an upper bound on files and directories
+}
+
+// S3 access keys, kept by the MDS. The secret leaves the MDS once, in the
+// answer to S3UserAdd; gateways ask for SigV4 signing keys instead, which
+// are valid for one day, region and service.
+
+type S3UserReq struct {
+	Name string `json:"name"`
+}
+
+type S3User struct {
+	Name      string `json:"name"`
+	AccessKey string `json:"access_key"`
+	SecretKey string `json:"secret_key,omitempty"` // only in S3UserAdd's answer
+	CreatedNs int64  `json:"created_ns"`
+}
+
+type S3UserListResp struct {
+	Users []S3User `json:"users"`
+}
+
+type S3SigningKeyReq struct {
+	AccessKey string `json:"access_key"`
+	Date      string `json:"date"` // yyyymmdd
+	Region    string `json:"region"`
+	Service   string `json:"service"`
+}
+
+type S3SigningKeyResp struct {
+	Name string `json:"name"`
+	Key  []byte `json:"key"`
 }

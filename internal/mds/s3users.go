@@ -1,0 +1,135 @@
+package mds
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/base64"
+	"regexp"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// S3 users: access keys for the S3 gateway, stored in the metadata engine
+// so that every gateway of the cluster accepts the same keys.
+//
+//	S3u/<name>    user record (JSON s3UserRec, with the secret)
+//	S3k/<access>  access key → name
+const (
+	maxS3Users       = 10_000
+	s3AccessKeyBytes = 15 // 20 base32 characters, as AWS access key ids
+	s3SecretBytes    = 30 // 40 base64 characters, as AWS secrets
+)
+
+var s3UserName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+=,-]{0,63}$`)
+
+type s3UserRec struct {
+	Format int `json:"v"`
+	mdsproto.S3User
+}
+
+func s3UserKey(name string) []byte     { return append([]byte("S3u/"), name...) }
+func s3AccessKey(access string) []byte { return append([]byte("S3k/"), access...) }
+
+func (s *Server) s3UserAdd(ctx context.Context, req mdsproto.S3UserReq) (mdsproto.S3User, error) {
+	if !s3UserName.MatchString(req.Name) {
+		return mdsproto.S3User{}, wire.Errorf(wire.ErrInvalid, "user name %q: 1-64 letters, digits and ._@+=,-", req.Name)
+	}
+	access, secret := make([]byte, s3AccessKeyBytes), make([]byte, s3SecretBytes)
+	_, _ = rand.Read(access) // crypto/rand never fails on Linux
+	_, _ = rand.Read(secret)
+	u := mdsproto.S3User{Name: req.Name, AccessKey: "BR" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(access)[:18],
+		SecretKey: base64.RawStdEncoding.EncodeToString(secret), CreatedNs: s.cfg.Now().UnixNano()}
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		if ok, err := getJSON(tx, s3UserKey(req.Name), &s3UserRec{}); err != nil {
+			return err
+		} else if ok {
+			return wire.Errorf(wire.ErrExists, "S3 user %s", req.Name)
+		}
+		n := 0
+		if err := tx.Scan([]byte("S3u/"), kv.PrefixEnd([]byte("S3u/")), func(_, _ []byte) bool { n++; return n < maxS3Users }); err != nil {
+			return err
+		}
+		if n >= maxS3Users {
+			return wire.Errorf(wire.ErrNoSpace, "%d S3 users already", n)
+		}
+		if err := tx.Put(s3AccessKey(u.AccessKey), []byte(u.Name)); err != nil {
+			return err
+		}
+		return putJSON(tx, s3UserKey(u.Name), s3UserRec{Format: recFormat, S3User: u})
+	})
+	return u, err
+}
+
+func (s *Server) s3UserList(ctx context.Context, _ struct{}) (mdsproto.S3UserListResp, error) {
+	var out mdsproto.S3UserListResp
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		out.Users = nil
+		return r.Scan([]byte("S3u/"), kv.PrefixEnd([]byte("S3u/")), func(_, v []byte) bool {
+			var rec s3UserRec
+			if jsonUnmarshal(v, &rec) == nil {
+				rec.SecretKey = ""
+				out.Users = append(out.Users, rec.S3User)
+			}
+			return true
+		})
+	})
+	return out, err
+}
+
+func (s *Server) s3UserRemove(ctx context.Context, req mdsproto.S3UserReq) (struct{}, error) {
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		var rec s3UserRec
+		if ok, err := getJSON(tx, s3UserKey(req.Name), &rec); err != nil {
+			return err
+		} else if !ok {
+			return wire.Errorf(wire.ErrNotFound, "S3 user %s", req.Name)
+		}
+		if err := tx.Delete(s3AccessKey(rec.AccessKey)); err != nil {
+			return err
+		}
+		return tx.Delete(s3UserKey(req.Name))
+	})
+	return struct{}{}, err
+}
+
+// s3SigningKey derives the SigV4 signing key of an access key for one
+// day, region and service (AWS: kSigning = HMAC chain over "AWS4"+secret).
+func (s *Server) s3SigningKey(ctx context.Context, req mdsproto.S3SigningKeyReq) (mdsproto.S3SigningKeyResp, error) {
+	if len(req.AccessKey) > 128 || len(req.Date) != 8 || len(req.Region) > 64 || len(req.Service) > 64 {
+		return mdsproto.S3SigningKeyResp{}, wire.Errorf(wire.ErrInvalid, "signing key request out of bounds")
+	}
+	var rec s3UserRec
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		name, err := r.Get(s3AccessKey(req.AccessKey))
+		if err != nil {
+			return err
+		}
+		if name == nil {
+			return wire.Errorf(wire.ErrNotFound, "access key %s", req.AccessKey)
+		}
+		if ok, err := getJSON(r, s3UserKey(string(name)), &rec); err != nil {
+			return err
+		} else if !ok {
+			return wire.Errorf(wire.ErrNotFound, "access key %s", req.AccessKey)
+		}
+		return nil
+	})
+	if err != nil {
+		return mdsproto.S3SigningKeyResp{}, err
+	}
+	k := hmacSHA256([]byte("AWS4"+rec.SecretKey), req.Date)
+	k = hmacSHA256(k, req.Region)
+	k = hmacSHA256(k, req.Service)
+	return mdsproto.S3SigningKeyResp{Name: rec.Name, Key: hmacSHA256(k, "aws4_request")}, nil
+}
+
+func hmacSHA256(key []byte, data string) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(data))
+	return h.Sum(nil)
+}

@@ -1,0 +1,462 @@
+package s3gw
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/versity/versitygw/backend"
+	"github.com/versity/versitygw/s3err"
+	"github.com/versity/versitygw/s3response"
+
+	"github.com/braidfs/braid"
+)
+
+// braidBackend implements versitygw's backend over the client library.
+// Operations it does not implement answer NotImplemented (501).
+type braidBackend struct {
+	backend.BackendUnsupported
+	cl *braid.Client
+}
+
+func newBackend(cl *braid.Client) *braidBackend { return &braidBackend{cl: cl} }
+
+func (b *braidBackend) String() string { return "braid" }
+
+// opCtx is the context of one operation's MDS and OSD calls: versitygw's
+// request contexts are pooled and reused once the handler returns, while a
+// GET's body is read after, so the calls get their own bounded context.
+func opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), mdsCallBound)
+}
+
+// Object metadata, kept in one xattr of the file (see doc.go).
+const metaXattr = "user.s3"
+
+type objectMeta struct {
+	ETag        string            `json:"etag"`
+	Size        int64             `json:"size"`
+	MtimeNs     int64             `json:"mtime_ns"`
+	ContentType string            `json:"content_type,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"`
+	Parts       int               `json:"parts,omitempty"`
+}
+
+const maxMetaBytes = 2 << 10 // S3's limit on user metadata
+
+// layoutMetaKey is the user metadata (x-amz-meta-braid-layout) that picks
+// a new object's layout.
+const layoutMetaKey = "braid-layout"
+
+const emptyMD5 = "d41d8cd98f00b204e9800998ecf8427e"
+
+// objectInfo is what HEAD, GET and listings say about a file.
+type objectInfo struct {
+	ino   uint64
+	size  int64
+	mtime time.Time
+	dir   bool
+	meta  objectMeta
+}
+
+// stat finds the object at p with its metadata and current ETag.
+func (b *braidBackend) stat(ctx context.Context, p string) (objectInfo, error) {
+	fi, err := b.cl.Stat(ctx, p)
+	if err != nil {
+		return objectInfo{}, err
+	}
+	oi := objectInfo{ino: fi.Ino, size: fi.Size, mtime: fi.ModTime, dir: fi.IsDir}
+	if fi.IsDir {
+		oi.meta.ETag = quote(emptyMD5)
+		return oi, nil
+	}
+	r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "get", Name: metaXattr})
+	if err == nil {
+		_ = json.Unmarshal(r.Value, &oi.meta) // unreadable metadata: the derived ETag below
+	} else if !errors.Is(err, braid.ErrNoData) {
+		return objectInfo{}, err
+	}
+	if oi.meta.Size != fi.Size || oi.meta.MtimeNs != fi.ModTime.UnixNano() || oi.meta.ETag == "" {
+		// Written through a mount or NFS since (or never through S3).
+		oi.meta.ETag = derivedETag(fi.Ino, fi.Size, fi.ModTime.UnixNano())
+		oi.meta.Parts = 0
+	}
+	return oi, nil
+}
+
+// derivedETag names a version of a file that S3 did not write: it changes
+// when the file does, and its "-0" suffix tells clients it is no MD5.
+func derivedETag(ino uint64, size, mtimeNs int64) string {
+	var b [24]byte
+	binary.BigEndian.PutUint64(b[0:], ino)
+	binary.BigEndian.PutUint64(b[8:], uint64(size))
+	binary.BigEndian.PutUint64(b[16:], uint64(mtimeNs))
+	sum := sha256.Sum256(b[:])
+	return quote(hex.EncodeToString(sum[:16]) + "-0")
+}
+
+func quote(s string) string { return `"` + s + `"` }
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func (b *braidBackend) bucketExists(ctx context.Context, bucket string) error {
+	fi, err := b.cl.Stat(ctx, "/"+bucket)
+	if err != nil || !fi.IsDir {
+		if err == nil || errors.Is(err, braid.ErrNotFound) {
+			return s3err.GetAPIError(s3err.ErrNoSuchBucket)
+		}
+		return s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	return nil
+}
+
+// PutObject streams the body into a hidden file and renames it over the
+// key once it is whole and durable.
+func (b *braidBackend) PutObject(_ context.Context, in s3response.PutObjectInput) (s3response.PutObjectOutput, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	bucket, key := str(in.Bucket), str(in.Key)
+	p, dirMarker, err := objectPath(bucket, key)
+	if err != nil {
+		return s3response.PutObjectOutput{}, err
+	}
+	if err := b.bucketExists(ctx, bucket); err != nil {
+		return s3response.PutObjectOutput{}, err
+	}
+	if dirMarker {
+		return b.putDirMarker(ctx, p, in)
+	}
+	size := int64(-1)
+	if in.ContentLength != nil {
+		size = *in.ContentLength
+	}
+	if err := b.checkPutPreconditions(ctx, p, in.IfMatch, in.IfNoneMatch); err != nil {
+		return s3response.PutObjectOutput{}, err
+	}
+	meta := objectMeta{ContentType: str(in.ContentType), Meta: in.Metadata}
+	etag, err := b.writeObject(ctx, bucket, p, in.Body, size, in.Metadata[layoutMetaKey], meta)
+	if err != nil {
+		return s3response.PutObjectOutput{}, err
+	}
+	return s3response.PutObjectOutput{ETag: etag}, nil
+}
+
+func (b *braidBackend) putDirMarker(ctx context.Context, p string, in s3response.PutObjectInput) (s3response.PutObjectOutput, error) {
+	var one [1]byte
+	if in.ContentLength != nil && *in.ContentLength > 0 {
+		return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrDirectoryObjectContainsData)
+	}
+	if n, _ := in.Body.Read(one[:]); n > 0 {
+		return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrDirectoryObjectContainsData)
+	}
+	if err := b.cl.Mkdir(ctx, p, true); err != nil && !errors.Is(err, braid.ErrExists) {
+		return s3response.PutObjectOutput{}, s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	if fi, err := b.cl.Stat(ctx, p); err != nil || !fi.IsDir {
+		return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrObjectParentIsFile)
+	}
+	return s3response.PutObjectOutput{ETag: quote(emptyMD5)}, nil
+}
+
+func (b *braidBackend) checkPutPreconditions(ctx context.Context, p string, ifMatch, ifNoneMatch *string) error {
+	if str(ifMatch) == "" && str(ifNoneMatch) == "" {
+		return nil
+	}
+	oi, err := b.stat(ctx, p)
+	exists := err == nil && !oi.dir
+	if err != nil && !errors.Is(err, braid.ErrNotFound) {
+		return s3Error(err, s3err.ErrNoSuchKey)
+	}
+	return backend.EvaluateObjectPutPreconditions(oi.meta.ETag, ifMatch, ifNoneMatch, exists)
+}
+
+// writeObject copies body (size bytes, or to EOF when size < 0) into a new
+// file at p through a hidden temporary and returns the ETag.
+func (b *braidBackend) writeObject(ctx context.Context, bucket, p string, body io.Reader, size int64, layout string, meta objectMeta) (string, error) {
+	if err := b.makeParents(ctx, p); err != nil {
+		return "", err
+	}
+	tmp, err := b.tempPath(ctx, bucket)
+	if err != nil {
+		return "", err
+	}
+	f, err := b.cl.Create(ctx, tmp, braid.CreateOptions{Layout: layout, SizeHint: size})
+	if errors.Is(err, braid.ErrInvalid) {
+		return "", invalidArgument("layout %q: %v", layout, err)
+	}
+	if err != nil {
+		return "", s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = f.Close()
+			_ = b.cl.Remove(context.WithoutCancel(ctx), tmp)
+		}
+	}()
+	h := md5.New()
+	n, err := f.ReadFrom(io.TeeReader(body, h))
+	if err != nil {
+		return "", s3Error(err, s3err.ErrInternalError) // versitygw's own read errors (bad signature, digest) pass unchanged
+	}
+	if size >= 0 && n != size {
+		return "", s3err.GetAPIError(s3err.ErrIncompleteBody)
+	}
+	if err := f.Close(); err != nil {
+		return "", s3Error(err, s3err.ErrInternalError)
+	}
+	meta.ETag = quote(hex.EncodeToString(h.Sum(nil)))
+	if err := b.commitObject(ctx, f.Ino(), tmp, p, meta); err != nil {
+		return "", err
+	}
+	committed = true
+	return meta.ETag, nil
+}
+
+// commitObject records meta on the finished temporary file and renames it
+// over p: readers see the old object or the new one, whole.
+func (b *braidBackend) commitObject(ctx context.Context, ino uint64, tmp, p string, meta objectMeta) error {
+	a, err := b.cl.GetAttr(ctx, ino)
+	if err != nil {
+		return s3Error(err, s3err.ErrInternalError)
+	}
+	meta.Size, meta.MtimeNs = a.Size, a.MtimeNs
+	v, err := json.Marshal(meta)
+	if err != nil {
+		return s3Error(err, s3err.ErrInternalError)
+	}
+	if len(v) > maxMetaBytes+1024 {
+		return s3err.GetAPIError(s3err.ErrMetadataTooLarge)
+	}
+	if _, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: ino, Op: "set", Name: metaXattr, Value: v}); err != nil {
+		return s3Error(err, s3err.ErrInternalError)
+	}
+	if err := b.cl.Rename(ctx, tmp, p); err != nil {
+		_ = b.cl.Remove(ctx, tmp)
+		return s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	return nil
+}
+
+// makeParents creates the directories above p; a file in the way makes
+// the key both an object and a prefix, which a file system cannot hold.
+// Directories it creates are marked implicit: a delete that empties one
+// removes it again, as an S3 prefix vanishes with its last key, while
+// directories made through a mount or as "dir/" objects stay.
+func (b *braidBackend) makeParents(ctx context.Context, p string) error {
+	dir := path.Dir(p)
+	fi, err := b.cl.Stat(ctx, dir)
+	switch {
+	case err == nil && !fi.IsDir, errors.Is(err, braid.ErrNotDir):
+		return s3err.GetAPIError(s3err.ErrObjectParentIsFile)
+	case errors.Is(err, braid.ErrNotFound):
+		if err := b.makeParents(ctx, dir); err != nil {
+			return err
+		}
+		if err := b.cl.Mkdir(ctx, dir, false); err != nil && !errors.Is(err, braid.ErrExists) {
+			return s3Error(err, s3err.ErrNoSuchBucket)
+		} else if err == nil {
+			b.markImplicit(ctx, dir)
+		}
+	case err != nil:
+		return s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	if fi, err := b.cl.Stat(ctx, p); err == nil && fi.IsDir {
+		return s3err.GetAPIError(s3err.ErrExistingObjectIsDirectory)
+	}
+	return nil
+}
+
+const implicitXattr = "user.s3.implicit"
+
+func (b *braidBackend) markImplicit(ctx context.Context, dir string) {
+	if fi, err := b.cl.Stat(ctx, dir); err == nil {
+		_, _ = b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "set", Name: implicitXattr, Value: []byte("1")})
+	}
+}
+
+// tempPath names a new hidden temporary file of bucket.
+func (b *braidBackend) tempPath(ctx context.Context, bucket string) (string, error) {
+	dir := "/" + bucket + "/" + reservedDir + "/tmp"
+	if err := b.cl.Mkdir(ctx, dir, true); err != nil && !errors.Is(err, braid.ErrExists) {
+		return "", s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	var r [12]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%s/%d-%s", dir, time.Now().UnixNano(), hex.EncodeToString(r[:])), nil
+}
+
+func (b *braidBackend) HeadObject(_ context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	oi, err := b.objectFor(ctx, str(in.Bucket), str(in.Key))
+	if err != nil {
+		return nil, err
+	}
+	if err := backend.EvaluatePreconditions(oi.meta.ETag, oi.mtime, backend.PreConditions{
+		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}); err != nil {
+		return nil, err
+	}
+	start, length, ranged, err := backend.ParseObjectRange(oi.size, str(in.Range))
+	if err != nil {
+		return nil, err
+	}
+	out := &s3.HeadObjectOutput{ContentLength: &length, ETag: &oi.meta.ETag, LastModified: &oi.mtime,
+		Metadata: oi.meta.Meta, AcceptRanges: ptr("bytes"), ContentType: contentType(oi)}
+	if ranged {
+		out.ContentRange = ptr(fmt.Sprintf("bytes %d-%d/%d", start, start+length-1, oi.size))
+	}
+	return out, nil
+}
+
+func (b *braidBackend) GetObject(_ context.Context, in *s3.GetObjectInput) (*s3.GetObjectOutput, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	bucket, key := str(in.Bucket), str(in.Key)
+	oi, err := b.objectFor(ctx, bucket, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := backend.EvaluatePreconditions(oi.meta.ETag, oi.mtime, backend.PreConditions{
+		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}); err != nil {
+		return nil, err
+	}
+	start, length, ranged, err := backend.ParseObjectRange(oi.size, str(in.Range))
+	if err != nil {
+		return nil, err
+	}
+	out := &s3.GetObjectOutput{ContentLength: &length, ETag: &oi.meta.ETag, LastModified: &oi.mtime,
+		Metadata: oi.meta.Meta, AcceptRanges: ptr("bytes"), ContentType: contentType(oi)}
+	if ranged {
+		out.ContentRange = ptr(fmt.Sprintf("bytes %d-%d/%d", start, start+length-1, oi.size))
+	}
+	if oi.dir {
+		out.Body = io.NopCloser(strings.NewReader(""))
+		return out, nil
+	}
+	// The file is opened by ino: a rename over the key after the stat
+	// cannot mix two objects in one response.
+	f, err := b.cl.OpenIno(ctx, oi.ino, false)
+	if err != nil {
+		return nil, s3Error(err, s3err.ErrNoSuchKey)
+	}
+	out.Body = &fileBody{f: f, r: io.NewSectionReader(f, start, length)}
+	return out, nil
+}
+
+// fileBody streams a range of an open file and closes it at the end.
+type fileBody struct {
+	f *braid.File
+	r io.Reader
+}
+
+func (fb *fileBody) Read(p []byte) (int, error) { return fb.r.Read(p) }
+func (fb *fileBody) Close() error              { return fb.f.Close() }
+
+func contentType(oi objectInfo) *string {
+	if oi.dir {
+		return ptr("application/x-directory")
+	}
+	if oi.meta.ContentType == "" {
+		return ptr("binary/octet-stream")
+	}
+	return ptr(oi.meta.ContentType)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// objectFor finds the object named by key: a file, or for a key ending in
+// "/" a directory.
+func (b *braidBackend) objectFor(ctx context.Context, bucket, key string) (objectInfo, error) {
+	p, dirMarker, err := objectPath(bucket, key)
+	if err != nil {
+		return objectInfo{}, err
+	}
+	oi, err := b.stat(ctx, p)
+	if errors.Is(err, braid.ErrNotFound) || errors.Is(err, braid.ErrNotDir) || err == nil && oi.dir != dirMarker {
+		if berr := b.bucketExists(ctx, bucket); berr != nil {
+			return objectInfo{}, berr
+		}
+		return objectInfo{}, s3err.GetAPIError(s3err.ErrNoSuchKey)
+	}
+	if err != nil {
+		return objectInfo{}, s3Error(err, s3err.ErrNoSuchKey)
+	}
+	return oi, nil
+}
+
+// DeleteObject removes the key, and the directories its removal empties.
+// Deleting a key that does not exist succeeds, as in S3.
+func (b *braidBackend) DeleteObject(_ context.Context, in *s3.DeleteObjectInput) (*s3.DeleteObjectOutput, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	bucket, key := str(in.Bucket), str(in.Key)
+	if err := b.deleteKey(ctx, bucket, key); err != nil {
+		return nil, err
+	}
+	return &s3.DeleteObjectOutput{}, nil
+}
+
+func (b *braidBackend) deleteKey(ctx context.Context, bucket, key string) error {
+	p, dirMarker, err := objectPath(bucket, key)
+	if err != nil {
+		return err
+	}
+	if err := b.bucketExists(ctx, bucket); err != nil {
+		return err
+	}
+	fi, err := b.cl.Stat(ctx, p)
+	switch {
+	case errors.Is(err, braid.ErrNotFound) || errors.Is(err, braid.ErrNotDir):
+		return nil
+	case err != nil:
+		return s3Error(err, s3err.ErrNoSuchKey)
+	case fi.IsDir != dirMarker:
+		return nil // "a" names no directory object, "a/" no file
+	}
+	if err := b.cl.Remove(ctx, p); err != nil && !errors.Is(err, braid.ErrNotFound) {
+		if fi.IsDir && errors.Is(err, braid.ErrNotEmpty) {
+			return nil // the marker of a directory that holds other keys
+		}
+		return s3Error(err, s3err.ErrNoSuchKey)
+	}
+	b.removeEmptyParents(ctx, bucket, path.Dir(p))
+	return nil
+}
+
+// removeEmptyParents removes the implicit directories (see makeParents)
+// that a delete left empty, up to the bucket.
+func (b *braidBackend) removeEmptyParents(ctx context.Context, bucket, dir string) {
+	root := "/" + bucket
+	for depth := 0; dir != root && strings.HasPrefix(dir, root+"/") && depth < maxKeyBytes; depth++ {
+		fi, err := b.cl.Stat(ctx, dir)
+		if err != nil {
+			return
+		}
+		if _, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "get", Name: implicitXattr}); err != nil {
+			return // made through a mount or as a "dir/" object: kept
+		}
+		if b.cl.Remove(ctx, dir) != nil {
+			return // not empty, or gone: either way done
+		}
+		dir = path.Dir(dir)
+	}
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

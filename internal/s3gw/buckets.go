@@ -1,0 +1,194 @@
+package s3gw
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/versity/versitygw/s3err"
+	"github.com/versity/versitygw/s3response"
+
+	"github.com/braidfs/braid"
+)
+
+// Buckets are the top-level directories. A bucket's ACL (versitygw's JSON
+// form: owner and grants, e.g. public-read) is the xattr user.s3.acl of
+// its directory; a directory made through a mount has none and belongs to
+// every S3 user (see iam.go).
+const aclXattr = "user.s3.acl"
+
+const listPage = 1000 // directory entries fetched per MDS call
+
+func (b *braidBackend) ListBuckets(_ context.Context, in s3response.ListBucketsInput) (s3response.ListAllMyBucketsResult, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	out := s3response.ListAllMyBucketsResult{Owner: s3response.CanonicalUser{ID: in.Owner}}
+	after := in.ContinuationToken
+	for page := 0; page < maxBucketPages; page++ {
+		entries, more, err := b.cl.ReadDirAt(ctx, braid.RootIno, after, listPage)
+		if err != nil {
+			return out, s3Error(err, s3err.ErrInternalError)
+		}
+		for _, e := range entries {
+			after = e.Name
+			if e.Inode.Type != braid.TypeDir || !validBucketName(e.Name) || !hasPrefix(e.Name, in.Prefix) {
+				continue
+			}
+			out.Buckets.Bucket = append(out.Buckets.Bucket, s3response.ListAllMyBucketsEntry{
+				Name: e.Name, CreationDate: timeOf(e.Inode.CtimeNs)})
+			if in.MaxBuckets > 0 && len(out.Buckets.Bucket) >= int(in.MaxBuckets) {
+				out.ContinuationToken = e.Name
+				return out, nil
+			}
+		}
+		if !more || len(entries) == 0 {
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+// maxBucketPages bounds one ListBuckets (10M top-level entries).
+const maxBucketPages = 10_000
+
+func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
+
+// validBucketName is S3's rule (3-63 of a-z 0-9 . -, starting and ending
+// with a letter or digit): other top-level directories are not buckets.
+func validBucketName(n string) bool {
+	if len(n) < 3 || len(n) > 63 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (c != '.' && c != '-' || i == 0 || i == len(n)-1) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *braidBackend) HeadBucket(_ context.Context, in *s3.HeadBucketInput) (*s3.HeadBucketOutput, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	if err := b.bucketExists(ctx, str(in.Bucket)); err != nil {
+		return nil, err
+	}
+	return &s3.HeadBucketOutput{}, nil
+}
+
+// GetBucketAcl is versitygw's existence and authorization check before
+// every bucket operation.
+func (b *braidBackend) GetBucketAcl(_ context.Context, in *s3.GetBucketAclInput) ([]byte, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	bucket := str(in.Bucket)
+	fi, err := b.cl.Stat(ctx, "/"+bucket)
+	if err != nil || !fi.IsDir {
+		if err == nil || errors.Is(err, braid.ErrNotFound) {
+			return nil, s3err.GetAPIError(s3err.ErrNoSuchBucket)
+		}
+		return nil, s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "get", Name: aclXattr})
+	if errors.Is(err, braid.ErrNoData) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	return r.Value, nil
+}
+
+func (b *braidBackend) CreateBucket(_ context.Context, in *s3.CreateBucketInput, acl []byte) error {
+	ctx, cancel := opCtx()
+	defer cancel()
+	bucket := str(in.Bucket)
+	if !validBucketName(bucket) {
+		return s3err.GetAPIError(s3err.ErrInvalidBucketName)
+	}
+	err := b.cl.Mkdir(ctx, "/"+bucket, false)
+	if errors.Is(err, braid.ErrExists) {
+		return s3err.GetAPIError(s3err.ErrBucketAlreadyOwnedByYou)
+	}
+	if err != nil {
+		return s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	return b.PutBucketAcl(ctx, bucket, acl)
+}
+
+func (b *braidBackend) PutBucketAcl(_ context.Context, bucket string, acl []byte) error {
+	ctx, cancel := opCtx()
+	defer cancel()
+	fi, err := b.cl.Stat(ctx, "/"+bucket)
+	if err != nil || !fi.IsDir {
+		return s3err.GetAPIError(s3err.ErrNoSuchBucket)
+	}
+	if len(acl) == 0 {
+		return nil
+	}
+	_, err = b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "set", Name: aclXattr, Value: acl})
+	return s3Error(err, s3err.ErrNoSuchBucket)
+}
+
+// DeleteBucket removes an empty bucket: one holding no keys, only, at
+// most, the gateway's reserved directory (temporary files of PUTs
+// abandoned by a crashed gateway; uploads in progress keep it non-empty).
+func (b *braidBackend) DeleteBucket(_ context.Context, bucket string) error {
+	ctx, cancel := opCtx()
+	defer cancel()
+	if err := b.bucketExists(ctx, bucket); err != nil {
+		return err
+	}
+	fi, err := b.cl.Stat(ctx, "/"+bucket)
+	if err != nil {
+		return s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	ents, _, err := b.cl.ReadDirAt(ctx, fi.Ino, "", 2)
+	if err != nil {
+		return s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	for _, e := range ents {
+		if e.Name != reservedDir {
+			return s3err.GetBucketErr(s3err.ErrBucketNotEmpty, bucket)
+		}
+		if err := b.removeReserved(ctx, bucket); err != nil {
+			return err
+		}
+	}
+	err = b.cl.Remove(ctx, "/"+bucket)
+	if errors.Is(err, braid.ErrNotEmpty) {
+		return s3err.GetBucketErr(s3err.ErrBucketNotEmpty, bucket)
+	}
+	return s3Error(err, s3err.ErrNoSuchBucket)
+}
+
+// removeReserved empties the reserved directory of leftover temporaries;
+// a multipart upload in progress makes the bucket not empty.
+func (b *braidBackend) removeReserved(ctx context.Context, bucket string) error {
+	base := "/" + bucket + "/" + reservedDir
+	if ents, err := b.cl.ReadDir(ctx, base+"/uploads"); err == nil && len(ents) > 0 {
+		return s3err.GetBucketErr(s3err.ErrBucketNotEmpty, bucket)
+	}
+	tmp, _ := b.cl.ReadDir(ctx, base+"/tmp")
+	for _, e := range tmp {
+		_ = b.cl.Remove(ctx, base+"/tmp/"+e.Name)
+	}
+	for _, d := range []string{base + "/tmp", base + "/uploads", base} {
+		if err := b.cl.Remove(ctx, d); err != nil && !errors.Is(err, braid.ErrNotFound) {
+			return s3Error(err, s3err.ErrInternalError)
+		}
+	}
+	return nil
+}
+
+// Policies are not stored: access is by ACL (public-read buckets).
+func (b *braidBackend) GetBucketPolicy(context.Context, string) ([]byte, error) {
+	return nil, s3err.GetAPIError(s3err.ErrNoSuchBucketPolicy)
+}
+
+// No object lock: versitygw asks before every write and delete.
+func (b *braidBackend) GetObjectLockConfiguration(context.Context, string) ([]byte, error) {
+	return nil, s3err.GetAPIError(s3err.ErrObjectLockConfigurationNotFound)
+}

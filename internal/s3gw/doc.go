@@ -1,0 +1,36 @@
+// Package s3gw serves the braid namespace over the S3 protocol.
+//
+// The HTTP layer, SigV4 checking (header, presigned, UNSIGNED-PAYLOAD and
+// aws-chunked streaming payloads), ACL checks and the XML shapes are
+// versitygw's (github.com/versity/versitygw, embedded as a library); this
+// package is its backend over the braid client library, and its IAM over
+// the access keys the MDS keeps (the MDS derives SigV4 signing keys, so
+// secrets never reach a gateway).
+//
+// Mapping (see README "S3"):
+//
+//   - A bucket is a top-level directory; an object key is the path below
+//     it. "a/b/c" is the file /bucket/a/b/c; the directories on the way
+//     are created as needed and removed again when a delete empties them.
+//   - A key ending in "/" with no data is a directory (S3 "folder"
+//     markers); with data it is refused (DirectoryObjectContainsData).
+//   - Keys that are not paths are refused with InvalidArgument, never
+//     stored under another name: empty components ("a//b"), "." or ".."
+//     components, components over 255 bytes, NUL bytes, keys over 1024
+//     bytes, and keys under the reserved ".braid-s3/" prefix.
+//   - A key cannot be both an object and a prefix of other objects (a
+//     file cannot be a directory): the second PUT gets ObjectParentIsFile
+//     or ExistingObjectIsDirectory (409) and the first object is kept.
+//   - Listings are in S3 order (UTF-8 bytes of the whole key): within a
+//     directory a subdirectory "d" sorts as "d/".
+//
+// Object metadata lives in xattrs of the file, readable through a mount:
+// user.s3.etag ("<etag> <size> <mtime ns>": an ETag whose size or mtime no
+// longer match, because the file was changed through a mount or NFS, is
+// replaced by one derived from ino, size and mtime, marked "-0" so clients
+// do not take it for an MD5), user.s3.content-type and user.s3.meta.<name>
+// for x-amz-meta-<name>. PUTs write a hidden temporary file
+// (/bucket/.braid-s3/tmp/...) and rename it over the key once the whole
+// body arrived and verified: readers see the old object or the new one,
+// and a client that disconnects leaves nothing visible.
+package s3gw

@@ -1,0 +1,128 @@
+package s3gw
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/versity/versitygw/s3api"
+	"github.com/versity/versitygw/s3api/middlewares"
+
+	"github.com/braidfs/braid"
+)
+
+// Config of a gateway.
+type Config struct {
+	// Listen is host:port; port 0 picks a free one (Addr tells which).
+	Listen string
+	// Region is the one clients sign for; "" is us-east-1.
+	Region string
+	// MaxConnections and MaxInflightRequests bound the gateway's load
+	// (further requests get 503 SlowDown); 0 picks the defaults.
+	MaxConnections      int
+	MaxInflightRequests int
+}
+
+const (
+	defaultRegion              = "us-east-1"
+	defaultMaxConnections      = 1024
+	defaultMaxInflightRequests = 256
+	bindAttempts               = 16 // for port 0: another process may take the port picked
+	startTimeout               = 10 * time.Second
+)
+
+// Server is a running gateway.
+type Server struct {
+	api  *s3api.S3ApiServer
+	addr string
+	done chan error
+}
+
+// Start serves cl's namespace over S3 until Close.
+func Start(ctx context.Context, cl *braid.Client, cfg Config) (*Server, error) {
+	if cfg.Region == "" {
+		cfg.Region = defaultRegion
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = defaultMaxConnections
+	}
+	if cfg.MaxInflightRequests <= 0 {
+		cfg.MaxInflightRequests = defaultMaxInflightRequests
+	}
+	host, port, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("s3 listen address %q: %w", cfg.Listen, err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < bindAttempts; attempt++ {
+		addr := cfg.Listen
+		if port == "0" {
+			// versitygw binds its own listeners from an address: learn a
+			// free port from the OS, release it, and hand it over.
+			ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+			if err != nil {
+				return nil, err
+			}
+			addr = ln.Addr().String()
+			ln.Close()
+		}
+		s, err := startOn(ctx, cl, cfg, addr)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+		if port != "0" {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func startOn(ctx context.Context, cl *braid.Client, cfg Config, addr string) (*Server, error) {
+	listening := make(chan struct{})
+	be := newBackend(cl)
+	api, err := s3api.New(be, middlewares.RootUserConfig{Access: unusableRootKey(), Secret: unusableRootKey()},
+		cfg.Region, newIAM(cl), nil, nil, nil, nil,
+		s3api.WithConcurrencyLimiter(cfg.MaxConnections, cfg.MaxInflightRequests),
+		s3api.WithQuiet(), s3api.WithKeepAlive(), s3api.WithHealth("/braid-health"),
+		s3api.WithOnListen(func() { close(listening) }))
+	if err != nil {
+		return nil, fmt.Errorf("s3 gateway: %w", err)
+	}
+	s := &Server{api: api, addr: addr, done: make(chan error, 1)}
+	go func() { s.done <- api.ServeMultiPort([]string{addr}) }()
+	select {
+	case <-listening:
+		return s, nil
+	case err := <-s.done:
+		return nil, fmt.Errorf("s3 gateway on %s: %w", addr, err)
+	case <-ctx.Done():
+		_ = api.ShutDown()
+		return nil, ctx.Err()
+	case <-time.After(startTimeout):
+		_ = api.ShutDown()
+		return nil, errors.New("s3 gateway did not start listening")
+	}
+}
+
+// unusableRootKey fills versitygw's root account with a random key nobody
+// knows: braid has no root S3 user, only the users the MDS keeps.
+func unusableRootKey() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Addr is the address the gateway listens on.
+func (s *Server) Addr() string { return s.addr }
+
+// Close stops the gateway, letting requests in flight finish (bounded).
+func (s *Server) Close() error {
+	err := s.api.ShutDown()
+	<-s.done
+	return err
+}
