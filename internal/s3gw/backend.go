@@ -367,7 +367,7 @@ type fileBody struct {
 }
 
 func (fb *fileBody) Read(p []byte) (int, error) { return fb.r.Read(p) }
-func (fb *fileBody) Close() error              { return fb.f.Close() }
+func (fb *fileBody) Close() error               { return fb.f.Close() }
 
 func contentType(oi objectInfo) *string {
 	if oi.dir {
