@@ -281,6 +281,12 @@ func TestAddedOSDsAreFilledByRebalancing(t *testing.T) {
 		}
 		return true
 	}, func() string { return fmt.Sprintf("new OSDs not filled: %+v, repair %+v", st.OSDs, st.Repair) })
+	// A move in flight leaves its component to be decoded until it lands:
+	// wait for the balancer to be done before taking a new OSD away.
+	testcluster.Eventually(t, 60*time.Second, func() bool {
+		st, _ = cl.Status(ctx)
+		return !st.Repair.Balancing && st.Repair.Active == 0
+	}, func() string { return fmt.Sprintf("rebalancing never settled: %+v", st.Repair) })
 	checkAll(t, cl, files, "after rebalancing")
 	checkConsistent(t, cl, "after rebalancing")
 	c.StopOSD(osdIndex(c, added[0])) // the moved components are needed

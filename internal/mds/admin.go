@@ -121,6 +121,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	out.LabelsPending = s.labels.pending()
 	out.Writers = s.leases.writers()
 	out.Repair = s.repairProgress(h, now)
+	_, _, _, out.Repair.Balancing = s.balanceTarget(h.views)
 	return out, err
 }
 

@@ -281,6 +281,7 @@ type RepairProgress struct {
 	LastScrubEndNs int64    `json:"last_scrub_end_ns"`
 	ScrubQueued    int64    `json:"scrub_queued"` // files waiting for scrub
 	Rebalanced     int64    `json:"rebalanced"`   // components moved to even out OSDs
+	Balancing      bool     `json:"balancing"`    // OSDs differ by more than the slack: moves continue
 	RecentErrors   []string `json:"recent_errors,omitempty"`
 }
 
