@@ -309,11 +309,8 @@ func (b *braidBackend) HeadObject(_ context.Context, in *s3.HeadObjectInput) (*s
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.EvaluatePreconditions(oi.meta.ETag, oi.mtime, backend.PreConditions{
-		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}); err != nil {
-		return nil, err
-	}
-	start, length, ranged, err := backend.ParseObjectRange(oi.size, str(in.Range))
+	start, length, ranged, err := conditionsAndRange(oi, backend.PreConditions{IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch,
+		IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}, str(in.Range))
 	if err != nil {
 		return nil, err
 	}
@@ -333,11 +330,8 @@ func (b *braidBackend) GetObject(_ context.Context, in *s3.GetObjectInput) (*s3.
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.EvaluatePreconditions(oi.meta.ETag, oi.mtime, backend.PreConditions{
-		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}); err != nil {
-		return nil, err
-	}
-	start, length, ranged, err := backend.ParseObjectRange(oi.size, str(in.Range))
+	start, length, ranged, err := conditionsAndRange(oi, backend.PreConditions{IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch,
+		IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}, str(in.Range))
 	if err != nil {
 		return nil, err
 	}
@@ -358,6 +352,15 @@ func (b *braidBackend) GetObject(_ context.Context, in *s3.GetObjectInput) (*s3.
 	}
 	out.Body = &fileBody{f: f, r: io.NewSectionReader(f, start, length)}
 	return out, nil
+}
+
+// conditionsAndRange checks a GET's or HEAD's conditions against the
+// object and parses its Range header.
+func conditionsAndRange(oi objectInfo, pre backend.PreConditions, rng string) (start, length int64, ranged bool, err error) {
+	if err := backend.EvaluatePreconditions(oi.meta.ETag, oi.mtime, pre); err != nil {
+		return 0, 0, false, err
+	}
+	return backend.ParseObjectRange(oi.size, rng)
 }
 
 // fileBody streams a range of an open file and closes it at the end.
