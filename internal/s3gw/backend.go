@@ -34,12 +34,12 @@ func newBackend(cl *braid.Client) *braidBackend { return &braidBackend{cl: cl} }
 
 func (b *braidBackend) String() string { return "braid" }
 
-// opCtx is the context of one operation's MDS and OSD calls: versitygw's
-// request contexts are pooled and reused once the handler returns, while a
-// GET's body is read after, so the calls get their own bounded context.
-func opCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), mdsCallBound)
-}
+// opCtx is the context of one operation's MDS and OSD calls. versitygw's
+// request contexts are pooled and reused once the handler returns (a GET's
+// body is read after), so they are not used. It has no deadline: a PUT of
+// many GiB takes as long as it takes; every call the client library makes
+// is bounded by its own I/O timeout.
+func opCtx() context.Context { return context.Background() }
 
 // Object metadata, kept in one xattr of the file (see doc.go).
 const metaXattr = "user.s3"
@@ -50,7 +50,6 @@ type objectMeta struct {
 	MtimeNs     int64             `json:"mtime_ns"`
 	ContentType string            `json:"content_type,omitempty"`
 	Meta        map[string]string `json:"meta,omitempty"`
-	Parts       int               `json:"parts,omitempty"`
 }
 
 const maxMetaBytes = 2 << 10 // S3's limit on user metadata
@@ -90,7 +89,6 @@ func (b *braidBackend) stat(ctx context.Context, p string) (objectInfo, error) {
 	if oi.meta.Size != fi.Size || oi.meta.MtimeNs != fi.ModTime.UnixNano() || oi.meta.ETag == "" {
 		// Written through a mount or NFS since (or never through S3).
 		oi.meta.ETag = derivedETag(fi.Ino, fi.Size, fi.ModTime.UnixNano())
-		oi.meta.Parts = 0
 	}
 	return oi, nil
 }
@@ -115,32 +113,29 @@ func str(p *string) string {
 	return *p
 }
 
-func (b *braidBackend) bucketExists(ctx context.Context, bucket string) error {
+// bucketDir finds a bucket's directory.
+func (b *braidBackend) bucketDir(ctx context.Context, bucket string) (braid.FileInfo, error) {
 	fi, err := b.cl.Stat(ctx, "/"+bucket)
-	if err != nil || !fi.IsDir {
-		if err == nil || errors.Is(err, braid.ErrNotFound) {
-			return s3err.GetAPIError(s3err.ErrNoSuchBucket)
-		}
-		return s3Error(err, s3err.ErrNoSuchBucket)
+	switch {
+	case err == nil && fi.IsDir:
+		return fi, nil
+	case err == nil || errors.Is(err, braid.ErrNotFound):
+		return fi, s3err.GetAPIError(s3err.ErrNoSuchBucket)
 	}
-	return nil
+	return fi, s3Error(err, s3err.ErrNoSuchBucket)
 }
 
 // PutObject streams the body into a hidden file and renames it over the
 // key once it is whole and durable.
 func (b *braidBackend) PutObject(_ context.Context, in s3response.PutObjectInput) (s3response.PutObjectOutput, error) {
-	ctx, cancel := opCtx()
-	defer cancel()
+	ctx := opCtx()
 	bucket, key := str(in.Bucket), str(in.Key)
 	p, dirMarker, err := objectPath(bucket, key)
 	if err != nil {
 		return s3response.PutObjectOutput{}, err
 	}
-	if err := b.bucketExists(ctx, bucket); err != nil {
-		return s3response.PutObjectOutput{}, err
-	}
 	if dirMarker {
-		return b.putDirMarker(ctx, p, in)
+		return b.putDirMarker(ctx, bucket, p, in)
 	}
 	size := int64(-1)
 	if in.ContentLength != nil {
@@ -157,15 +152,22 @@ func (b *braidBackend) PutObject(_ context.Context, in s3response.PutObjectInput
 	return s3response.PutObjectOutput{ETag: etag}, nil
 }
 
-func (b *braidBackend) putDirMarker(ctx context.Context, p string, in s3response.PutObjectInput) (s3response.PutObjectOutput, error) {
+// putDirMarker makes the directory a "dir/" key names (explicit: it stays
+// when emptied).
+func (b *braidBackend) putDirMarker(ctx context.Context, bucket, p string, in s3response.PutObjectInput) (s3response.PutObjectOutput, error) {
 	var one [1]byte
 	if in.ContentLength != nil && *in.ContentLength > 0 {
 		return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrDirectoryObjectContainsData)
 	}
-	if n, _ := in.Body.Read(one[:]); n > 0 {
-		return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrDirectoryObjectContainsData)
+	if in.Body != nil {
+		if n, _ := in.Body.Read(one[:]); n > 0 {
+			return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrDirectoryObjectContainsData)
+		}
 	}
-	if err := b.cl.Mkdir(ctx, p, true); err != nil && !errors.Is(err, braid.ErrExists) {
+	if err := b.makeDir(ctx, bucket, path.Dir(p)); err != nil {
+		return s3response.PutObjectOutput{}, err
+	}
+	if err := b.cl.Mkdir(ctx, p, false); err != nil && !errors.Is(err, braid.ErrExists) {
 		return s3response.PutObjectOutput{}, s3Error(err, s3err.ErrNoSuchBucket)
 	}
 	if fi, err := b.cl.Stat(ctx, p); err != nil || !fi.IsDir {
@@ -189,7 +191,7 @@ func (b *braidBackend) checkPutPreconditions(ctx context.Context, p string, ifMa
 // writeObject copies body (size bytes, or to EOF when size < 0) into a new
 // file at p through a hidden temporary and returns the ETag.
 func (b *braidBackend) writeObject(ctx context.Context, bucket, p string, body io.Reader, size int64, layout string, meta objectMeta) (string, error) {
-	if err := b.makeParents(ctx, p); err != nil {
+	if err := b.makeParents(ctx, bucket, p); err != nil {
 		return "", err
 	}
 	tmp, err := b.tempPath(ctx, bucket)
@@ -248,39 +250,54 @@ func (b *braidBackend) commitObject(ctx context.Context, ino uint64, tmp, p stri
 		return s3Error(err, s3err.ErrInternalError)
 	}
 	if err := b.cl.Rename(ctx, tmp, p); err != nil {
-		_ = b.cl.Remove(ctx, tmp)
-		return s3Error(err, s3err.ErrNoSuchBucket)
+		return s3Error(err, s3err.ErrNoSuchBucket) // the caller removes tmp
 	}
 	return nil
 }
 
-// makeParents creates the directories above p; a file in the way makes
-// the key both an object and a prefix, which a file system cannot hold.
-// Directories it creates are marked implicit: a delete that empties one
-// removes it again, as an S3 prefix vanishes with its last key, while
-// directories made through a mount or as "dir/" objects stay.
-func (b *braidBackend) makeParents(ctx context.Context, p string) error {
-	dir := path.Dir(p)
-	fi, err := b.cl.Stat(ctx, dir)
-	switch {
-	case err == nil && !fi.IsDir, errors.Is(err, braid.ErrNotDir):
-		return s3err.GetAPIError(s3err.ErrObjectParentIsFile)
-	case errors.Is(err, braid.ErrNotFound):
-		if err := b.makeParents(ctx, dir); err != nil {
-			return err
-		}
-		if err := b.cl.Mkdir(ctx, dir, false); err != nil && !errors.Is(err, braid.ErrExists) {
-			return s3Error(err, s3err.ErrNoSuchBucket)
-		} else if err == nil {
-			b.markImplicit(ctx, dir)
-		}
-	case err != nil:
-		return s3Error(err, s3err.ErrNoSuchBucket)
+// makeParents creates the directories between the bucket and p; a file in
+// the way makes the key both an object and a prefix, which a file system
+// cannot hold. The bucket itself is never created (a PUT racing a
+// DeleteBucket gets NoSuchBucket). Directories it creates are marked
+// implicit: a delete that empties one removes it again, as an S3 prefix
+// vanishes with its last key, while directories made through a mount or
+// as "dir/" objects stay.
+func (b *braidBackend) makeParents(ctx context.Context, bucket, p string) error {
+	if err := b.makeDir(ctx, bucket, path.Dir(p)); err != nil {
+		return err
 	}
 	if fi, err := b.cl.Stat(ctx, p); err == nil && fi.IsDir {
 		return s3err.GetAPIError(s3err.ErrExistingObjectIsDirectory)
 	}
 	return nil
+}
+
+// makeDir makes sure dir exists, creating it and its parents below the
+// bucket as implicit directories.
+func (b *braidBackend) makeDir(ctx context.Context, bucket, dir string) error {
+	fi, err := b.cl.Stat(ctx, dir)
+	switch {
+	case err == nil && fi.IsDir:
+		return nil
+	case err == nil, errors.Is(err, braid.ErrNotDir):
+		return s3err.GetAPIError(s3err.ErrObjectParentIsFile)
+	case !errors.Is(err, braid.ErrNotFound):
+		return s3Error(err, s3err.ErrNoSuchBucket)
+	case dir == "/"+bucket:
+		return s3err.GetAPIError(s3err.ErrNoSuchBucket)
+	}
+	if err := b.makeDir(ctx, bucket, path.Dir(dir)); err != nil {
+		return err
+	}
+	err = b.cl.Mkdir(ctx, dir, false)
+	if err == nil {
+		b.markImplicit(ctx, dir)
+		return nil
+	}
+	if errors.Is(err, braid.ErrExists) {
+		return b.makeDir(ctx, bucket, dir) // made meanwhile: a directory, or a file in the way
+	}
+	return s3Error(err, s3err.ErrNoSuchBucket)
 }
 
 const implicitXattr = "user.s3.implicit"
@@ -303,8 +320,7 @@ func (b *braidBackend) tempPath(ctx context.Context, bucket string) (string, err
 }
 
 func (b *braidBackend) HeadObject(_ context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
-	ctx, cancel := opCtx()
-	defer cancel()
+	ctx := opCtx()
 	oi, err := b.objectFor(ctx, str(in.Bucket), str(in.Key))
 	if err != nil {
 		return nil, err
@@ -323,8 +339,7 @@ func (b *braidBackend) HeadObject(_ context.Context, in *s3.HeadObjectInput) (*s
 }
 
 func (b *braidBackend) GetObject(_ context.Context, in *s3.GetObjectInput) (*s3.GetObjectOutput, error) {
-	ctx, cancel := opCtx()
-	defer cancel()
+	ctx := opCtx()
 	bucket, key := str(in.Bucket), str(in.Key)
 	oi, err := b.objectFor(ctx, bucket, key)
 	if err != nil {
@@ -393,7 +408,7 @@ func (b *braidBackend) objectFor(ctx context.Context, bucket, key string) (objec
 	}
 	oi, err := b.stat(ctx, p)
 	if errors.Is(err, braid.ErrNotFound) || errors.Is(err, braid.ErrNotDir) || err == nil && oi.dir != dirMarker {
-		if berr := b.bucketExists(ctx, bucket); berr != nil {
+		if _, berr := b.bucketDir(ctx, bucket); berr != nil {
 			return objectInfo{}, berr
 		}
 		return objectInfo{}, s3err.GetAPIError(s3err.ErrNoSuchKey)
@@ -407,8 +422,7 @@ func (b *braidBackend) objectFor(ctx context.Context, bucket, key string) (objec
 // DeleteObject removes the key, and the directories its removal empties.
 // Deleting a key that does not exist succeeds, as in S3.
 func (b *braidBackend) DeleteObject(_ context.Context, in *s3.DeleteObjectInput) (*s3.DeleteObjectOutput, error) {
-	ctx, cancel := opCtx()
-	defer cancel()
+	ctx := opCtx()
 	bucket, key := str(in.Bucket), str(in.Key)
 	if err := b.deleteKey(ctx, bucket, key); err != nil {
 		return nil, err
@@ -419,9 +433,6 @@ func (b *braidBackend) DeleteObject(_ context.Context, in *s3.DeleteObjectInput)
 func (b *braidBackend) deleteKey(ctx context.Context, bucket, key string) error {
 	p, dirMarker, err := objectPath(bucket, key)
 	if err != nil {
-		return err
-	}
-	if err := b.bucketExists(ctx, bucket); err != nil {
 		return err
 	}
 	fi, err := b.cl.Stat(ctx, p)

@@ -3,6 +3,7 @@ package s3gw
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/versity/versitygw/s3err"
@@ -20,8 +21,7 @@ const aclXattr = "user.s3.acl"
 const listPage = 1000 // directory entries fetched per MDS call
 
 func (b *braidBackend) ListBuckets(_ context.Context, in s3response.ListBucketsInput) (s3response.ListAllMyBucketsResult, error) {
-	ctx, cancel := opCtx()
-	defer cancel()
+	ctx := opCtx()
 	out := s3response.ListAllMyBucketsResult{Owner: s3response.CanonicalUser{ID: in.Owner}}
 	after := in.ContinuationToken
 	for page := 0; page < maxBucketPages; page++ {
@@ -31,7 +31,7 @@ func (b *braidBackend) ListBuckets(_ context.Context, in s3response.ListBucketsI
 		}
 		for _, e := range entries {
 			after = e.Name
-			if e.Inode.Type != braid.TypeDir || !validBucketName(e.Name) || !hasPrefix(e.Name, in.Prefix) {
+			if e.Inode.Type != braid.TypeDir || !validBucketName(e.Name) || !strings.HasPrefix(e.Name, in.Prefix) {
 				continue
 			}
 			out.Buckets.Bucket = append(out.Buckets.Bucket, s3response.ListAllMyBucketsEntry{
@@ -51,8 +51,6 @@ func (b *braidBackend) ListBuckets(_ context.Context, in s3response.ListBucketsI
 // maxBucketPages bounds one ListBuckets (10M top-level entries).
 const maxBucketPages = 10_000
 
-func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
-
 // validBucketName is S3's rule (3-63 of a-z 0-9 . -, starting and ending
 // with a letter or digit): other top-level directories are not buckets.
 func validBucketName(n string) bool {
@@ -70,9 +68,8 @@ func validBucketName(n string) bool {
 }
 
 func (b *braidBackend) HeadBucket(_ context.Context, in *s3.HeadBucketInput) (*s3.HeadBucketOutput, error) {
-	ctx, cancel := opCtx()
-	defer cancel()
-	if err := b.bucketExists(ctx, str(in.Bucket)); err != nil {
+	ctx := opCtx()
+	if _, err := b.bucketDir(ctx, str(in.Bucket)); err != nil {
 		return nil, err
 	}
 	return &s3.HeadBucketOutput{}, nil
@@ -81,15 +78,10 @@ func (b *braidBackend) HeadBucket(_ context.Context, in *s3.HeadBucketInput) (*s
 // GetBucketAcl is versitygw's existence and authorization check before
 // every bucket operation.
 func (b *braidBackend) GetBucketAcl(_ context.Context, in *s3.GetBucketAclInput) ([]byte, error) {
-	ctx, cancel := opCtx()
-	defer cancel()
-	bucket := str(in.Bucket)
-	fi, err := b.cl.Stat(ctx, "/"+bucket)
-	if err != nil || !fi.IsDir {
-		if err == nil || errors.Is(err, braid.ErrNotFound) {
-			return nil, s3err.GetAPIError(s3err.ErrNoSuchBucket)
-		}
-		return nil, s3Error(err, s3err.ErrNoSuchBucket)
+	ctx := opCtx()
+	fi, err := b.bucketDir(ctx, str(in.Bucket))
+	if err != nil {
+		return nil, err
 	}
 	r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "get", Name: aclXattr})
 	if errors.Is(err, braid.ErrNoData) {
@@ -102,8 +94,7 @@ func (b *braidBackend) GetBucketAcl(_ context.Context, in *s3.GetBucketAclInput)
 }
 
 func (b *braidBackend) CreateBucket(_ context.Context, in *s3.CreateBucketInput, acl []byte) error {
-	ctx, cancel := opCtx()
-	defer cancel()
+	ctx := opCtx()
 	bucket := str(in.Bucket)
 	if !validBucketName(bucket) {
 		return s3err.GetAPIError(s3err.ErrInvalidBucketName)
@@ -119,11 +110,10 @@ func (b *braidBackend) CreateBucket(_ context.Context, in *s3.CreateBucketInput,
 }
 
 func (b *braidBackend) PutBucketAcl(_ context.Context, bucket string, acl []byte) error {
-	ctx, cancel := opCtx()
-	defer cancel()
-	fi, err := b.cl.Stat(ctx, "/"+bucket)
-	if err != nil || !fi.IsDir {
-		return s3err.GetAPIError(s3err.ErrNoSuchBucket)
+	ctx := opCtx()
+	fi, err := b.bucketDir(ctx, bucket)
+	if err != nil {
+		return err
 	}
 	if len(acl) == 0 {
 		return nil
@@ -136,14 +126,10 @@ func (b *braidBackend) PutBucketAcl(_ context.Context, bucket string, acl []byte
 // most, the gateway's reserved directory (temporary files of PUTs
 // abandoned by a crashed gateway; uploads in progress keep it non-empty).
 func (b *braidBackend) DeleteBucket(_ context.Context, bucket string) error {
-	ctx, cancel := opCtx()
-	defer cancel()
-	if err := b.bucketExists(ctx, bucket); err != nil {
-		return err
-	}
-	fi, err := b.cl.Stat(ctx, "/"+bucket)
+	ctx := opCtx()
+	fi, err := b.bucketDir(ctx, bucket)
 	if err != nil {
-		return s3Error(err, s3err.ErrNoSuchBucket)
+		return err
 	}
 	ents, _, err := b.cl.ReadDirAt(ctx, fi.Ino, "", 2)
 	if err != nil {
@@ -153,6 +139,8 @@ func (b *braidBackend) DeleteBucket(_ context.Context, bucket string) error {
 		if e.Name != reservedDir {
 			return s3err.GetBucketErr(s3err.ErrBucketNotEmpty, bucket)
 		}
+	}
+	if len(ents) > 0 { // the reserved directory alone
 		if err := b.removeReserved(ctx, bucket); err != nil {
 			return err
 		}

@@ -24,12 +24,13 @@
 //   - Listings are in S3 order (UTF-8 bytes of the whole key): within a
 //     directory a subdirectory "d" sorts as "d/".
 //
-// Object metadata lives in xattrs of the file, readable through a mount:
-// user.s3.etag ("<etag> <size> <mtime ns>": an ETag whose size or mtime no
-// longer match, because the file was changed through a mount or NFS, is
-// replaced by one derived from ino, size and mtime, marked "-0" so clients
-// do not take it for an MD5), user.s3.content-type and user.s3.meta.<name>
-// for x-amz-meta-<name>. PUTs write a hidden temporary file
+// Object metadata lives in one xattr of the file, readable through a
+// mount: user.s3, JSON {etag, size, mtime_ns, content_type, meta} (meta:
+// the x-amz-meta-* headers). An ETag whose size or mtime no longer match,
+// because the file was changed through a mount or NFS, is replaced by one
+// derived from ino, size and mtime, marked "-0" so clients do not take it
+// for an MD5. Directories a PUT created carry user.s3.implicit; a bucket's
+// ACL is user.s3.acl on its directory. PUTs write a hidden temporary file
 // (/bucket/.braid-s3/tmp/...) and rename it over the key once the whole
 // body arrived and verified: readers see the old object or the new one,
 // and a client that disconnects leaves nothing visible.

@@ -1,7 +1,6 @@
 package s3gw
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"time"
@@ -26,13 +25,11 @@ type iam struct {
 const (
 	signingKeyTTL = 30 * time.Second
 	maxCachedKeys = 4096
-	mdsCallBound  = 30 * time.Second // an MDS answer the gateway waits for
 )
 
 type signingKeyID struct{ access, date, region, service string }
 
 type cachedKey struct {
-	name    string
 	key     []byte
 	fetched time.Time
 }
@@ -58,16 +55,14 @@ func (m *iam) DeriveSigningKey(access, sessionToken, date, region, service strin
 	c, ok := m.keys[id]
 	m.mu.Unlock()
 	if !ok || now.Sub(c.fetched) > signingKeyTTL {
-		ctx, cancel := context.WithTimeout(context.Background(), mdsCallBound)
-		defer cancel()
-		name, key, err := m.cl.S3SigningKey(ctx, access, date, region, service)
+		_, key, err := m.cl.S3SigningKey(opCtx(), access, date, region, service)
 		if errors.Is(err, braid.ErrNotFound) || errors.Is(err, braid.ErrInvalid) {
 			return nil, auth.Account{}, auth.ErrNoSuchUser
 		}
 		if err != nil {
 			return nil, auth.Account{}, s3Error(err, s3err.ErrInternalError)
 		}
-		c = cachedKey{name: name, key: key, fetched: now}
+		c = cachedKey{key: key, fetched: now}
 		m.mu.Lock()
 		if len(m.keys) >= maxCachedKeys {
 			clear(m.keys)
@@ -85,27 +80,40 @@ func account(access string) auth.Account {
 	return auth.Account{Access: access, Role: auth.RoleAdmin}
 }
 
+// accessKeys is the set of access keys the MDS knows.
+func (m *iam) accessKeys() (map[string]bool, error) {
+	users, err := m.cl.S3Users(opCtx())
+	if err != nil {
+		return nil, s3Error(err, s3err.ErrInternalError)
+	}
+	keys := make(map[string]bool, len(users))
+	for _, u := range users {
+		keys[u.AccessKey] = true
+	}
+	return keys, nil
+}
+
 // GetUserAccount is asked for accounts named in ACLs; secrets stay in the
 // MDS, so it answers with the account alone.
 func (m *iam) GetUserAccount(access string) (auth.Account, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), mdsCallBound)
-	defer cancel()
-	users, err := m.cl.S3Users(ctx)
+	keys, err := m.accessKeys()
 	if err != nil {
-		return auth.Account{}, s3Error(err, s3err.ErrInternalError)
+		return auth.Account{}, err
 	}
-	for _, u := range users {
-		if u.AccessKey == access {
-			return account(access), nil
-		}
+	if !keys[access] {
+		return auth.Account{}, auth.ErrNoSuchUser
 	}
-	return auth.Account{}, auth.ErrNoSuchUser
+	return account(access), nil
 }
 
 func (m *iam) ResolveAccounts(access []string) ([]string, error) {
+	keys, err := m.accessKeys()
+	if err != nil {
+		return nil, err
+	}
 	var missing []string
 	for _, a := range access {
-		if _, err := m.GetUserAccount(a); err != nil {
+		if !keys[a] {
 			missing = append(missing, a)
 		}
 	}
@@ -113,15 +121,13 @@ func (m *iam) ResolveAccounts(access []string) ([]string, error) {
 }
 
 func (m *iam) ListUserAccounts() ([]auth.Account, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), mdsCallBound)
-	defer cancel()
-	users, err := m.cl.S3Users(ctx)
+	keys, err := m.accessKeys()
 	if err != nil {
-		return nil, s3Error(err, s3err.ErrInternalError)
+		return nil, err
 	}
-	out := make([]auth.Account, 0, len(users))
-	for _, u := range users {
-		out = append(out, account(u.AccessKey))
+	out := make([]auth.Account, 0, len(keys))
+	for a := range keys {
+		out = append(out, account(a))
 	}
 	return out, nil
 }

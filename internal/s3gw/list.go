@@ -40,9 +40,9 @@ type listing struct {
 // common prefixes at delimiter, and returns up to maxKeys of them.
 func (b *braidBackend) list(ctx context.Context, bucket, prefix, delimiter, marker string, maxKeys int) (listing, error) {
 	var out listing
-	fi, err := b.cl.Stat(ctx, "/"+bucket)
-	if err != nil || !fi.IsDir {
-		return out, s3err.GetAPIError(s3err.ErrNoSuchBucket)
+	fi, err := b.bucketDir(ctx, bucket)
+	if err != nil {
+		return out, err
 	}
 	if maxKeys < 0 || maxKeys > maxListKeys {
 		maxKeys = maxListKeys
@@ -51,36 +51,26 @@ func (b *braidBackend) list(ctx context.Context, bucket, prefix, delimiter, mark
 		return out, nil
 	}
 	// Start in the deepest directory the prefix names whole.
-	base, baseIno := "", fi.Ino
+	w := &walker{b: b, ctx: ctx, prefix: prefix, descend: delimiter != "/"}
+	base := &dirIter{ino: fi.Ino, more: true}
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
-		dir := prefix[:i]
-		d, err := b.cl.Stat(ctx, "/"+bucket+"/"+dir)
+		d, err := b.cl.Stat(ctx, "/"+bucket+"/"+prefix[:i])
 		if err != nil || !d.IsDir {
 			return out, nil // no such directory: no keys
 		}
-		base, baseIno = dir+"/", d.Ino
-		if base == prefix && base > marker {
-			// An empty directory is its own "dir/" key.
-			ents, _, err := b.cl.ReadDirAt(ctx, d.Ino, "", 1)
-			if err != nil {
-				return out, s3Error(err, s3err.ErrNoSuchKey)
-			}
-			if len(ents) == 0 {
-				out.objects, out.last = []listItem{{key: base, prefix: true, inode: braid.Attr{Ino: d.Ino, Type: braid.TypeDir, MtimeNs: d.ModTime.UnixNano()}}}, base
-				return out, nil
-			}
+		base.base, base.ino = prefix[:i+1], d.Ino
+		base.self = &listItem{key: base.base, prefix: true, inode: braid.Attr{Ino: d.Ino, Type: braid.TypeDir, MtimeNs: d.ModTime.UnixNano()}}
+	}
+	if marker > prefix && strings.HasPrefix(marker, base.base) {
+		// Resume at the marker rather than read the keys before it.
+		base.self = nil // sorts before the marker
+		if err := w.resume(base, strings.TrimPrefix(marker, base.base)); err != nil {
+			return out, err
 		}
+	} else {
+		w.stack = append(w.stack, base)
 	}
-	start := marker
-	if prefix > start {
-		// Keys before the prefix are not listed: start just before it.
-		start = ""
-	}
-	w := &walker{b: b, ctx: ctx, bucket: bucket, prefix: prefix, descend: delimiter != "/"}
-	if err := w.push(base, baseIno, strings.TrimPrefix(start, base), start != "" && strings.HasPrefix(start, base)); err != nil {
-		return out, err
-	}
-	for steps := 0; ; steps++ {
+	for {
 		it, ok, err := w.next()
 		if err != nil {
 			return out, err
@@ -127,7 +117,6 @@ func (b *braidBackend) list(ctx context.Context, bucket, prefix, delimiter, mark
 type walker struct {
 	b       *braidBackend
 	ctx     context.Context
-	bucket  string
 	prefix  string
 	descend bool // false: a directory is yielded as "dir/" and not entered
 	stack   []*dirIter
@@ -137,45 +126,43 @@ type walker struct {
 // name order: an entry waits in a heap until no later name can sort
 // before it (a directory "d" sorts as "d/", after "d-x" and "d.x").
 type dirIter struct {
-	base  string // key prefix of the directory's entries ("" or "a/b/")
-	ino   uint64
-	after string // names fetched so far
-	more  bool
-	ready itemHeap
-	page  []braid.DirEntry
+	base    string // key prefix of the directory's entries ("" or "a/b/")
+	ino     uint64
+	after   string // names fetched so far
+	more    bool
+	fetched bool // a page was read
+	empty   bool // the directory has no entries at all
+	self    *listItem
+	ready   itemHeap
+	page    []braid.DirEntry
 }
 
-// push starts listing directory ino (keys base+name) after key rel, or
-// from the start when !resume. A directory named by a prefix of rel that
-// sorts after rel ("a" for rel "a-b") is looked up, as the name order
-// puts it before the resume point.
-func (w *walker) push(base string, ino uint64, rel string, resume bool) error {
-	d := &dirIter{base: base, ino: ino, more: true}
-	if resume {
-		head, rest, nested := strings.Cut(rel, "/")
-		d.after = head
-		if err := w.considerPrefixDirs(d, head, !nested); err != nil {
-			return err
-		}
-		w.stack = append(w.stack, d)
-		if nested && rest != "" {
-			// Resume inside head too, if it is a directory.
-			a, err := w.b.cl.LookupAt(w.ctx, ino, head)
-			if err == nil && a.Type == braid.TypeDir && w.descend {
-				return w.push(base+head+"/", a.Ino, rest, true)
-			}
-		}
-		return nil
+// resume starts listing directory d after key rel (relative to d). A
+// directory named by a prefix of rel that sorts after rel ("a" for rel
+// "a-b") is looked up, as the name order puts it before the resume point.
+func (w *walker) resume(d *dirIter, rel string) error {
+	head, rest, nested := strings.Cut(rel, "/")
+	d.after = head
+	if err := w.considerPrefixDirs(d, head, !nested); err != nil {
+		return err
 	}
 	w.stack = append(w.stack, d)
-	return nil
+	if !nested || rest == "" || !w.descend || len(w.stack) > maxKeyBytes {
+		return nil
+	}
+	// Resume inside head too, if it is a directory.
+	a, err := w.b.cl.LookupAt(w.ctx, d.ino, head)
+	if err != nil || a.Type != braid.TypeDir {
+		return nil //nolint:nilerr // no such directory: nothing of it to list
+	}
+	return w.resume(&dirIter{base: d.base + head + "/", ino: a.Ino, more: true}, rest)
 }
 
 // considerPrefixDirs queues directories whose names are proper prefixes
 // of head followed by a byte below '/', and with self head itself: they
 // sort after head as "name/" but come before it in name order.
 func (w *walker) considerPrefixDirs(d *dirIter, head string, self bool) error {
-	for i := 1; i <= len(head); i++ {
+	for i := 1; i <= min(len(head), maxNameBytes); i++ { // no longer name can exist
 		if i == len(head) && !self || i < len(head) && head[i] >= '/' {
 			continue
 		}
@@ -203,21 +190,14 @@ func (w *walker) next() (listItem, bool, error) {
 		}
 		if !ok {
 			w.stack = w.stack[:len(w.stack)-1]
+			if d.empty && d.self != nil {
+				return *d.self, true, nil // an empty directory is its own "dir/" key
+			}
 			continue
 		}
-		if it.prefix && w.descend {
-			// Enter the directory; an empty one is its own "dir/" key.
-			ents, _, err := w.b.cl.ReadDirAt(w.ctx, it.inode.Ino, "", 1)
-			if err != nil && !errors.Is(err, braid.ErrNotFound) {
-				return listItem{}, false, s3Error(err, s3err.ErrNoSuchKey)
-			}
-			if len(ents) == 0 {
-				return it, true, nil
-			}
-			if len(w.stack) > maxKeyBytes {
-				continue // deeper than any key can be
-			}
-			w.stack = append(w.stack, &dirIter{base: it.key, ino: it.inode.Ino, more: true})
+		if it.prefix && w.descend && len(w.stack) <= maxKeyBytes {
+			self := it
+			w.stack = append(w.stack, &dirIter{base: it.key, ino: it.inode.Ino, more: true, self: &self})
 			continue
 		}
 		return it, true, nil
@@ -229,9 +209,13 @@ func (w *walker) nextIn(d *dirIter) (listItem, bool, error) {
 	for {
 		if len(d.page) == 0 && d.more {
 			ents, more, err := w.b.cl.ReadDirAt(w.ctx, d.ino, d.after, listPage)
-			if err != nil {
+			if errors.Is(err, braid.ErrNotFound) {
+				ents, more = nil, false // removed while listed
+			} else if err != nil {
 				return listItem{}, false, s3Error(err, s3err.ErrNoSuchKey)
 			}
+			d.empty = !d.fetched && d.after == "" && len(ents) == 0
+			d.fetched = true
 			d.page, d.more = ents, more && len(ents) > 0
 		}
 		if len(d.page) == 0 {
@@ -302,9 +286,21 @@ func (b *braidBackend) object(ctx context.Context, it listItem) s3response.Objec
 	return s3response.Object{Key: ptr(it.key), Size: &size, LastModified: &mtime, ETag: ptr(etag), StorageClass: types.ObjectStorageClassStandard}
 }
 
+// entries renders a page in S3's shapes.
+func (b *braidBackend) entries(ctx context.Context, l listing) ([]s3response.Object, []types.CommonPrefix) {
+	objs := make([]s3response.Object, 0, len(l.objects))
+	for _, it := range l.objects {
+		objs = append(objs, b.object(ctx, it))
+	}
+	cps := make([]types.CommonPrefix, 0, len(l.prefixes))
+	for _, p := range l.prefixes {
+		cps = append(cps, types.CommonPrefix{Prefix: ptr(p)})
+	}
+	return objs, cps
+}
+
 func (b *braidBackend) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input) (s3response.ListObjectsV2Result, error) {
-	ctx, cancel := opCtx()
-	defer cancel()
+	ctx := opCtx()
 	bucket, prefix, delim := str(in.Bucket), str(in.Prefix), str(in.Delimiter)
 	marker := str(in.StartAfter)
 	if tok := str(in.ContinuationToken); tok != "" {
@@ -325,12 +321,7 @@ func (b *braidBackend) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Inpu
 	out := s3response.ListObjectsV2Result{Name: &bucket, Prefix: &prefix, Delimiter: in.Delimiter, StartAfter: in.StartAfter,
 		ContinuationToken: in.ContinuationToken, MaxKeys: ptr(int32(maxKeys)), IsTruncated: ptr(l.truncated),
 		KeyCount: ptr(int32(len(l.objects) + len(l.prefixes)))}
-	for _, it := range l.objects {
-		out.Contents = append(out.Contents, b.object(ctx, it))
-	}
-	for _, p := range l.prefixes {
-		out.CommonPrefixes = append(out.CommonPrefixes, types.CommonPrefix{Prefix: ptr(p)})
-	}
+	out.Contents, out.CommonPrefixes = b.entries(ctx, l)
 	if l.truncated {
 		out.NextContinuationToken = ptr(base64.RawURLEncoding.EncodeToString([]byte(l.last)))
 	}
@@ -338,8 +329,7 @@ func (b *braidBackend) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Inpu
 }
 
 func (b *braidBackend) ListObjects(_ context.Context, in *s3.ListObjectsInput) (s3response.ListObjectsResult, error) {
-	ctx, cancel := opCtx()
-	defer cancel()
+	ctx := opCtx()
 	bucket, prefix, delim, marker := str(in.Bucket), str(in.Prefix), str(in.Delimiter), str(in.Marker)
 	maxKeys := maxListKeys
 	if in.MaxKeys != nil {
@@ -351,12 +341,7 @@ func (b *braidBackend) ListObjects(_ context.Context, in *s3.ListObjectsInput) (
 	}
 	out := s3response.ListObjectsResult{Name: &bucket, Prefix: &prefix, Delimiter: in.Delimiter, Marker: in.Marker,
 		MaxKeys: ptr(int32(maxKeys)), IsTruncated: ptr(l.truncated)}
-	for _, it := range l.objects {
-		out.Contents = append(out.Contents, b.object(ctx, it))
-	}
-	for _, p := range l.prefixes {
-		out.CommonPrefixes = append(out.CommonPrefixes, types.CommonPrefix{Prefix: ptr(p)})
-	}
+	out.Contents, out.CommonPrefixes = b.entries(ctx, l)
 	if l.truncated && delim != "" {
 		out.NextMarker = ptr(l.last) // S3 gives NextMarker only with a delimiter
 	}

@@ -152,6 +152,9 @@ func TestObjectsAndBuckets(t *testing.T) {
 	wantCode(t, "unknown access key", err, "InvalidAccessKeyId")
 	_, err = e.s3.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String("data")})
 	wantCode(t, "DeleteBucket of a non-empty bucket", err, "BucketNotEmpty")
+	if _, err := e.cl.Stat(ctx, "/data/.braid-s3/tmp"); err != nil {
+		t.Fatalf("a refused DeleteBucket removed the PUTs' temporary directory: %v", err)
+	}
 
 	// Delete: the object goes, and the prefixes it alone kept.
 	if _, err := e.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("data"), Key: aws.String("dir/sub/obj.bin")}); err != nil {
