@@ -87,48 +87,36 @@ func (e *env) get(ctx context.Context, c *braid.Client, src, local string) error
 		return err
 	}
 	defer f.Close()
-	var out io.Writer = e.stdout
-	if local != "-" {
-		st, err := os.Stat(local)
-		if err == nil && st.IsDir() {
-			local = path.Join(local, path.Base(src))
-			st, err = os.Stat(local)
-		}
-		if err == nil && !st.Mode().IsRegular() {
-			// A device or a pipe (/dev/null, a FIFO) is written in place:
-			// renaming a file over it would replace it.
-			return e.getInto(f, local)
-		}
-		tmp := local + ".braid-partial"
-		dst, err := os.Create(tmp)
-		if err != nil {
-			return err
-		}
-		defer os.Remove(tmp)
-		if _, err := f.WriteTo(io.MultiWriter(dst, e.progress(f.Size(), "get "+path.Base(src)))); err != nil {
-			dst.Close()
-			return err
-		}
-		if err := dst.Close(); err != nil {
-			return err
-		}
-		return os.Rename(tmp, local) // a failed get leaves no partial file under the real name
+	if local == "-" {
+		_, err = f.WriteTo(e.stdout)
+		return err
 	}
-	_, err = f.WriteTo(out)
-	return err
-}
-
-// getInto copies f into an existing file that is not a regular one.
-func (e *env) getInto(f *braid.File, local string) error {
-	dst, err := os.OpenFile(local, os.O_WRONLY, 0)
+	st, err := os.Stat(local)
+	if err == nil && st.IsDir() {
+		local = path.Join(local, path.Base(src))
+		st, err = os.Stat(local)
+	}
+	// A regular file is written under a temporary name and renamed, so a
+	// failed get leaves no partial file under the real name; a device or a
+	// pipe (/dev/null, a FIFO) is written in place: a rename would replace it.
+	inPlace := err == nil && !st.Mode().IsRegular()
+	target, flags := local, os.O_WRONLY
+	if !inPlace {
+		target, flags = local+".braid-partial", os.O_WRONLY|os.O_CREATE|os.O_TRUNC
+		defer os.Remove(target)
+	}
+	dst, err := os.OpenFile(target, flags, 0o666)
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteTo(io.MultiWriter(dst, e.progress(f.Size(), "get "+path.Base(local)))); err != nil {
+	if _, err := f.WriteTo(io.MultiWriter(dst, e.progress(f.Size(), "get "+path.Base(src)))); err != nil {
 		dst.Close()
 		return err
 	}
-	return dst.Close()
+	if err := dst.Close(); err != nil || inPlace {
+		return err
+	}
+	return os.Rename(target, local)
 }
 
 func (e *env) lsCmd() *cobra.Command {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -24,39 +21,27 @@ func (e *env) s3Cmd() *cobra.Command {
 		Short: "serve the namespace over S3 (buckets are top-level directories); Ctrl-C stops",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			c, err := e.client(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			srv, err := s3gw.Start(ctx, c, cfg)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "braid S3 gateway on http://%s (region %s); keys: braid s3 user add NAME\n", srv.Addr(), regionOr(cfg.Region))
-			if err := announce(addrFile, srv.Addr()); err != nil {
-				_ = srv.Close()
-				return err
-			}
-			<-ctx.Done()
-			return srv.Close()
+			return e.withClient(func(ctx context.Context, c *braid.Client) error {
+				srv, err := s3gw.Start(ctx, c, cfg)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "braid S3 gateway on http://%s (region %s); keys: braid s3 user add NAME\n", srv.Addr(), cfg.Region)
+				if err := announce(addrFile, srv.Addr()); err != nil {
+					_ = srv.Close()
+					return err
+				}
+				<-ctx.Done() // Ctrl-C or SIGTERM
+				return srv.Close()
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to serve S3 on (port 0: any free port)")
-	f.StringVar(&cfg.Region, "region", "", "region clients sign for (default us-east-1)")
+	f.StringVar(&cfg.Region, "region", "us-east-1", "region clients sign for")
 	f.StringVar(&addrFile, "addr-file", "", "write the listening address to this file once serving")
 	cmd.AddCommand(e.s3UserCmd())
 	return cmd
-}
-
-func regionOr(r string) string {
-	if r == "" {
-		return "us-east-1"
-	}
-	return r
 }
 
 func (e *env) s3UserCmd() *cobra.Command {

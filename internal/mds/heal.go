@@ -221,32 +221,20 @@ func (s *Server) scanInodes(ctx context.Context, start []byte, views map[uint32]
 	if start == nil {
 		start = []byte{'i'}
 	}
-	var found []uint64
-	var last []byte
-	seen := 0
-	_ = s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan(start, []byte{'j'}, func(k, v []byte) bool {
-			seen++
-			last = append(last[:0], k...)
-			var rec inodeRec
-			if len(k) == 9 && jsonUnmarshal(v, &rec) == nil && needsRepair(&rec, views, now) {
-				found = append(found, binary.BigEndian.Uint64(k[1:]))
-			}
-			return seen < healScanBatch
-		})
+	found, next, err := s.scanBatch(ctx, start, []byte{'j'}, func(_ kv.Reader, k, v []byte) bool {
+		var rec inodeRec
+		return jsonUnmarshal(v, &rec) == nil && needsRepair(&rec, views, now)
 	})
+	if err != nil {
+		return nil // the same batch again next time; an unread pass is no clean one
+	}
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()
 	if len(found) > 0 {
 		s.heal.cycleClean = false
 	}
-	if seen < healScanBatch {
-		s.heal.cursor = nil // wrap around
-		if s.heal.cycleClean {
-			s.heal.steadyMap = s.heal.cycleMap
-		}
-	} else {
-		s.heal.cursor = append(last, 0)
+	if s.heal.cursor = next; next == nil && s.heal.cycleClean {
+		s.heal.steadyMap = s.heal.cycleMap // a whole pass without work
 	}
 	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
 }
@@ -256,32 +244,43 @@ func (s *Server) scanHealIndex(ctx context.Context, start []byte, views map[uint
 	if start == nil {
 		start = []byte{'h'}
 	}
-	var found []uint64
+	found, next, err := s.scanBatch(ctx, start, []byte{'i'}, func(r kv.Reader, k, _ []byte) bool {
+		rec, err := getInode(r, binary.BigEndian.Uint64(k[1:]))
+		return err == nil && needsRepair(rec, views, now)
+	})
+	if err != nil {
+		return nil
+	}
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	s.heal.indexCursor = next
+	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
+}
+
+// scanBatch reads up to healScanBatch keys of the form <prefix><ino be64>
+// in [start, end) and returns the inos that want picks, and the key the
+// next batch starts at (nil when the range was read to its end).
+func (s *Server) scanBatch(ctx context.Context, start, end []byte, wants func(r kv.Reader, k, v []byte) bool) (found []uint64, next []byte, err error) {
 	var last []byte
 	seen := 0
-	_ = s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan(start, []byte{'i'}, func(k, _ []byte) bool {
+	err = s.kv.View(ctx, func(r kv.Reader) error {
+		found, seen = found[:0], 0
+		return r.Scan(start, end, func(k, v []byte) bool {
 			seen++
 			last = append(last[:0], k...)
-			if len(k) != 9 {
-				return seen < healScanBatch
-			}
-			ino := binary.BigEndian.Uint64(k[1:])
-			rec, err := getInode(r, ino)
-			if err == nil && needsRepair(rec, views, now) {
-				found = append(found, ino)
+			if len(k) == 9 && wants(r, k, v) {
+				found = append(found, binary.BigEndian.Uint64(k[1:]))
 			}
 			return seen < healScanBatch
 		})
 	})
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
-	if seen < healScanBatch {
-		s.heal.indexCursor = nil
-	} else {
-		s.heal.indexCursor = append(last, 0)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case seen < healScanBatch:
+		return found, nil, nil
 	}
-	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
+	return found, append(last, 0), nil
 }
 
 func needsRepair(rec *inodeRec, views map[uint32]osdView, now time.Time) bool {

@@ -119,7 +119,10 @@ func putInode(tx kv.Txn, rec *inodeRec) error {
 	if err := putJSON(tx, inodeKey(rec.Ino), rec); err != nil {
 		return err
 	}
-	if rec.Layout != nil && (len(rec.Dirty) > 0 || rec.Repair != nil) {
+	switch {
+	case rec.Layout == nil:
+		return nil // directories and symlinks are never repaired
+	case len(rec.Dirty) > 0 || rec.Repair != nil:
 		return tx.Put(healKey(rec.Ino), []byte{1}) // non-empty: an empty value reads as absent
 	}
 	return tx.Delete(healKey(rec.Ino))
@@ -299,7 +302,7 @@ func dirEmpty(r kv.Reader, ino uint64) (bool, error) {
 // is deleted and its objects are queued for deletion on the OSDs.
 func (s *Server) dropLink(tx kv.Txn, rec *inodeRec) error {
 	if rec.Type == mdsproto.TypeDir {
-		return deleteInode(tx, rec.Ino)
+		return tx.Delete(inodeKey(rec.Ino)) // never in the heal index
 	}
 	if rec.Nlink > 1 {
 		rec.Nlink--

@@ -21,7 +21,7 @@ import (
 //	S3k/<access>  access key → name
 const (
 	maxS3Users       = 10_000
-	s3AccessKeyBytes = 15 // 20 base32 characters, as AWS access key ids
+	s3AccessKeyBytes = 12 // "BR" + 18 of its base32 characters (90 random bits): 20, as AWS access key ids
 	s3SecretBytes    = 30 // 40 base64 characters, as AWS secrets
 )
 
