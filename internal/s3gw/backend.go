@@ -320,62 +320,65 @@ func (b *braidBackend) tempPath(ctx context.Context, bucket string) (string, err
 }
 
 func (b *braidBackend) HeadObject(_ context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
-	ctx := opCtx()
-	oi, err := b.objectFor(ctx, str(in.Bucket), str(in.Key))
+	r, err := b.readRange(opCtx(), str(in.Bucket), str(in.Key), backend.PreConditions{IfMatch: in.IfMatch,
+		IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}, str(in.Range))
 	if err != nil {
 		return nil, err
 	}
-	start, length, ranged, err := conditionsAndRange(oi, backend.PreConditions{IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch,
-		IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}, str(in.Range))
-	if err != nil {
-		return nil, err
-	}
-	out := &s3.HeadObjectOutput{ContentLength: &length, ETag: &oi.meta.ETag, LastModified: &oi.mtime,
-		Metadata: oi.meta.Meta, AcceptRanges: ptr("bytes"), ContentType: contentType(oi)}
-	if ranged {
-		out.ContentRange = ptr(fmt.Sprintf("bytes %d-%d/%d", start, start+length-1, oi.size))
-	}
-	return out, nil
+	return &s3.HeadObjectOutput{ContentLength: &r.length, ContentRange: r.contentRange, ETag: &r.oi.meta.ETag,
+		LastModified: &r.oi.mtime, Metadata: r.oi.meta.Meta, AcceptRanges: ptr("bytes"), ContentType: contentType(r.oi)}, nil
 }
 
 func (b *braidBackend) GetObject(_ context.Context, in *s3.GetObjectInput) (*s3.GetObjectOutput, error) {
 	ctx := opCtx()
-	bucket, key := str(in.Bucket), str(in.Key)
-	oi, err := b.objectFor(ctx, bucket, key)
+	r, err := b.readRange(ctx, str(in.Bucket), str(in.Key), backend.PreConditions{IfMatch: in.IfMatch,
+		IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}, str(in.Range))
 	if err != nil {
 		return nil, err
 	}
-	start, length, ranged, err := conditionsAndRange(oi, backend.PreConditions{IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch,
-		IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}, str(in.Range))
-	if err != nil {
-		return nil, err
-	}
-	out := &s3.GetObjectOutput{ContentLength: &length, ETag: &oi.meta.ETag, LastModified: &oi.mtime,
-		Metadata: oi.meta.Meta, AcceptRanges: ptr("bytes"), ContentType: contentType(oi)}
-	if ranged {
-		out.ContentRange = ptr(fmt.Sprintf("bytes %d-%d/%d", start, start+length-1, oi.size))
-	}
-	if oi.dir {
+	out := &s3.GetObjectOutput{ContentLength: &r.length, ContentRange: r.contentRange, ETag: &r.oi.meta.ETag,
+		LastModified: &r.oi.mtime, Metadata: r.oi.meta.Meta, AcceptRanges: ptr("bytes"), ContentType: contentType(r.oi)}
+	if r.oi.dir {
 		out.Body = io.NopCloser(strings.NewReader(""))
 		return out, nil
 	}
 	// The file is opened by ino: a rename over the key after the stat
 	// cannot mix two objects in one response.
-	f, err := b.cl.OpenIno(ctx, oi.ino, false)
+	f, err := b.cl.OpenIno(ctx, r.oi.ino, false)
 	if err != nil {
 		return nil, s3Error(err, s3err.ErrNoSuchKey)
 	}
-	out.Body = &fileBody{f: f, r: io.NewSectionReader(f, start, length)}
+	out.Body = &fileBody{f: f, r: io.NewSectionReader(f, r.start, r.length)}
 	return out, nil
 }
 
-// conditionsAndRange checks a GET's or HEAD's conditions against the
-// object and parses its Range header.
-func conditionsAndRange(oi objectInfo, pre backend.PreConditions, rng string) (start, length int64, ranged bool, err error) {
-	if err := backend.EvaluatePreconditions(oi.meta.ETag, oi.mtime, pre); err != nil {
-		return 0, 0, false, err
+// rangeRead is what a GET or HEAD answers about: the object and the bytes
+// asked for.
+type rangeRead struct {
+	oi            objectInfo
+	start, length int64
+	contentRange  *string // set for a Range request: the answer is 206
+}
+
+// readRange finds the object, checks the request's conditions against it
+// and parses its Range header.
+func (b *braidBackend) readRange(ctx context.Context, bucket, key string, pre backend.PreConditions, rng string) (rangeRead, error) {
+	oi, err := b.objectFor(ctx, bucket, key)
+	if err != nil {
+		return rangeRead{}, err
 	}
-	return backend.ParseObjectRange(oi.size, rng)
+	if err := backend.EvaluatePreconditions(oi.meta.ETag, oi.mtime, pre); err != nil {
+		return rangeRead{}, err
+	}
+	start, length, ranged, err := backend.ParseObjectRange(oi.size, rng)
+	if err != nil {
+		return rangeRead{}, err
+	}
+	r := rangeRead{oi: oi, start: start, length: length}
+	if ranged {
+		r.contentRange = ptr(fmt.Sprintf("bytes %d-%d/%d", start, start+length-1, oi.size))
+	}
+	return r, nil
 }
 
 // fileBody streams a range of an open file and closes it at the end.
