@@ -50,6 +50,7 @@ type objectMeta struct {
 	MtimeNs     int64             `json:"mtime_ns"`
 	ContentType string            `json:"content_type,omitempty"`
 	Meta        map[string]string `json:"meta,omitempty"`
+	UploadID    string            `json:"upload_id,omitempty"` // the multipart upload that made it
 }
 
 const maxMetaBytes = 2 << 10 // S3's limit on user metadata
@@ -194,51 +195,91 @@ func (b *braidBackend) writeObject(ctx context.Context, bucket, p string, body i
 	if err := b.makeParents(ctx, bucket, p); err != nil {
 		return "", err
 	}
-	tmp, err := b.tempPath(ctx, bucket)
+	st, err := b.stage(ctx, bucket, body, size, layout, true)
 	if err != nil {
 		return "", err
 	}
-	f, err := b.cl.Create(ctx, tmp, braid.CreateOptions{Layout: layout, SizeHint: size})
-	if errors.Is(err, braid.ErrInvalid) {
-		return "", invalidArgument("layout %q: %v", layout, err)
-	}
-	if err != nil {
-		return "", s3Error(err, s3err.ErrNoSuchBucket)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = f.Close()
-			_ = b.cl.Remove(context.WithoutCancel(ctx), tmp)
-		}
-	}()
-	h := md5.New()
-	n, err := f.ReadFrom(io.TeeReader(body, h))
-	if err != nil {
-		return "", s3Error(err, s3err.ErrInternalError) // versitygw's own read errors (bad signature, digest) pass unchanged
-	}
-	if size >= 0 && n != size {
-		return "", s3err.GetAPIError(s3err.ErrIncompleteBody)
-	}
-	if err := f.Close(); err != nil {
-		return "", s3Error(err, s3err.ErrInternalError)
-	}
-	meta.ETag = quote(hex.EncodeToString(h.Sum(nil)))
-	if err := b.commitObject(ctx, f.Ino(), tmp, p, meta); err != nil {
+	meta.ETag = st.etag
+	if err := b.commitObject(ctx, st, p, meta, s3err.ErrNoSuchBucket); err != nil {
+		b.discard(ctx, st.tmp)
 		return "", err
 	}
-	committed = true
 	return meta.ETag, nil
 }
 
+// staged is a finished, durable temporary file.
+type staged struct {
+	tmp  string
+	ino  uint64
+	etag string // the MD5 of its bytes, quoted; "" when not hashed
+}
+
+// stage copies body (size bytes, or to EOF when size < 0) into a new hidden
+// temporary file of bucket and closes it, durable. On error nothing is
+// left behind.
+func (b *braidBackend) stage(ctx context.Context, bucket string, body io.Reader, size int64, layout string, hash bool) (staged, error) {
+	tmp, err := b.tempPath(ctx, bucket)
+	if err != nil {
+		return staged{}, err
+	}
+	f, err := b.cl.Create(ctx, tmp, braid.CreateOptions{Layout: layout, SizeHint: size})
+	if errors.Is(err, braid.ErrInvalid) {
+		return staged{}, invalidArgument("layout %q: %v", layout, err)
+	}
+	if err != nil {
+		return staged{}, s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	h := md5.New()
+	if hash {
+		body = io.TeeReader(body, h)
+	}
+	n, err := f.ReadFrom(body)
+	switch {
+	case err != nil:
+		err = s3Error(err, s3err.ErrInternalError) // versitygw's own read errors (bad signature, digest) pass unchanged
+	case size >= 0 && n != size:
+		err = s3err.GetAPIError(s3err.ErrIncompleteBody)
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = s3Error(cerr, s3err.ErrInternalError)
+	}
+	if err != nil {
+		b.discard(ctx, tmp)
+		return staged{}, err
+	}
+	st := staged{tmp: tmp, ino: f.Ino()}
+	if hash {
+		st.etag = quote(hex.EncodeToString(h.Sum(nil)))
+	}
+	return st, nil
+}
+
+// discard removes a temporary file, even when the operation was canceled.
+func (b *braidBackend) discard(ctx context.Context, tmp string) {
+	_ = b.cl.Remove(context.WithoutCancel(ctx), tmp)
+}
+
 // commitObject records meta on the finished temporary file and renames it
-// over p: readers see the old object or the new one, whole.
-func (b *braidBackend) commitObject(ctx context.Context, ino uint64, tmp, p string, meta objectMeta) error {
-	a, err := b.cl.GetAttr(ctx, ino)
+// over p: readers see the old object or the new one, whole. A missing
+// destination directory is reported as notFound; the caller discards the
+// temporary on error.
+func (b *braidBackend) commitObject(ctx context.Context, st staged, p string, meta objectMeta, notFound s3err.ErrorCode) error {
+	a, err := b.cl.GetAttr(ctx, st.ino)
 	if err != nil {
 		return s3Error(err, s3err.ErrInternalError)
 	}
 	meta.Size, meta.MtimeNs = a.Size, a.MtimeNs
+	if err := b.setMeta(ctx, st.ino, meta); err != nil {
+		return err
+	}
+	if err := b.cl.Rename(ctx, st.tmp, p); err != nil {
+		return s3Error(err, notFound)
+	}
+	return nil
+}
+
+// setMeta writes an object's metadata xattr.
+func (b *braidBackend) setMeta(ctx context.Context, ino uint64, meta objectMeta) error {
 	v, err := json.Marshal(meta)
 	if err != nil {
 		return s3Error(err, s3err.ErrInternalError)
@@ -246,13 +287,8 @@ func (b *braidBackend) commitObject(ctx context.Context, ino uint64, tmp, p stri
 	if len(v) > maxMetaBytes+1024 {
 		return s3err.GetAPIError(s3err.ErrMetadataTooLarge)
 	}
-	if _, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: ino, Op: "set", Name: metaXattr, Value: v}); err != nil {
-		return s3Error(err, s3err.ErrInternalError)
-	}
-	if err := b.cl.Rename(ctx, tmp, p); err != nil {
-		return s3Error(err, s3err.ErrNoSuchBucket) // the caller removes tmp
-	}
-	return nil
+	_, err = b.cl.Xattr(ctx, braid.XattrRequest{Ino: ino, Op: "set", Name: metaXattr, Value: v})
+	return s3Error(err, s3err.ErrNoSuchKey)
 }
 
 // makeParents creates the directories between the bucket and p; a file in
@@ -308,11 +344,30 @@ func (b *braidBackend) markImplicit(ctx context.Context, dir string) {
 	}
 }
 
+// reservedSubdir makes sure the bucket's reserved directory and its
+// subdirectory name exist, without creating the bucket: a PUT racing a
+// DeleteBucket gets NoSuchBucket.
+func (b *braidBackend) reservedSubdir(ctx context.Context, bucket, name string) (string, error) {
+	base := "/" + bucket + "/" + reservedDir
+	sub := base + "/" + name
+	err := b.cl.Mkdir(ctx, sub, false)
+	if errors.Is(err, braid.ErrNotFound) { // the bucket's first use
+		if err := b.cl.Mkdir(ctx, base, false); err != nil && !errors.Is(err, braid.ErrExists) {
+			return "", s3Error(err, s3err.ErrNoSuchBucket)
+		}
+		err = b.cl.Mkdir(ctx, sub, false)
+	}
+	if err != nil && !errors.Is(err, braid.ErrExists) {
+		return "", s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	return sub, nil
+}
+
 // tempPath names a new hidden temporary file of bucket.
 func (b *braidBackend) tempPath(ctx context.Context, bucket string) (string, error) {
-	dir := "/" + bucket + "/" + reservedDir + "/tmp"
-	if err := b.cl.Mkdir(ctx, dir, true); err != nil && !errors.Is(err, braid.ErrExists) {
-		return "", s3Error(err, s3err.ErrNoSuchBucket)
+	dir, err := b.reservedSubdir(ctx, bucket, "tmp")
+	if err != nil {
+		return "", err
 	}
 	var r [12]byte
 	_, _ = rand.Read(r[:])

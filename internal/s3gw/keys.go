@@ -51,6 +51,12 @@ func objectPath(bucket, key string) (p string, dirMarker bool, err error) {
 	return "/" + bucket + "/" + strings.TrimSuffix(key, "/"), dirMarker, nil
 }
 
+// hasCode reports whether err is an S3 error with this code.
+func hasCode(err error, code string) bool {
+	var apiErr s3err.S3Error
+	return errors.As(err, &apiErr) && apiErr.BaseError().Code == code
+}
+
 // s3Error translates a braid error into the S3 error a client expects;
 // kind says what was missing when err is not-found.
 func s3Error(err error, notFound s3err.ErrorCode) error {

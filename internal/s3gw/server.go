@@ -37,9 +37,11 @@ const (
 
 // Server is a running gateway.
 type Server struct {
-	api  *s3api.S3ApiServer
-	addr string
-	done chan error
+	api       *s3api.S3ApiServer
+	addr      string
+	done      chan error
+	stopSweep context.CancelFunc
+	swept     chan struct{}
 }
 
 // Start serves cl's namespace over S3 until Close.
@@ -97,6 +99,12 @@ func startOn(ctx context.Context, cl *braid.Client, cfg Config, addr string) (*S
 	go func() { s.done <- api.ServeMultiPort([]string{addr}) }()
 	select {
 	case <-listening:
+		sweepCtx, cancel := context.WithCancel(context.Background())
+		s.stopSweep, s.swept = cancel, make(chan struct{})
+		go func() {
+			defer close(s.swept)
+			be.sweepLoop(sweepCtx, time.Now)
+		}()
 		return s, nil
 	case err := <-s.done:
 		return nil, fmt.Errorf("s3 gateway on %s: %w", addr, err)
@@ -122,7 +130,9 @@ func (s *Server) Addr() string { return s.addr }
 
 // Close stops the gateway, letting requests in flight finish (bounded).
 func (s *Server) Close() error {
+	s.stopSweep()
 	err := s.api.ShutDown()
 	<-s.done
+	<-s.swept
 	return err
 }

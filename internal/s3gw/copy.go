@@ -1,0 +1,159 @@
+package s3gw
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/versity/versitygw/backend"
+	"github.com/versity/versitygw/s3err"
+	"github.com/versity/versitygw/s3response"
+)
+
+// maxDeleteKeys is S3's limit on one DeleteObjects request.
+const maxDeleteKeys = 1000
+
+// copySource finds the object an x-amz-copy-source header names and
+// checks the request's x-amz-copy-source-if-* conditions against it.
+func (b *braidBackend) copySource(ctx context.Context, header string, pre backend.PreConditions) (objectInfo, string, error) {
+	bucket, key, version, err := backend.ParseCopySource(header)
+	if err != nil {
+		return objectInfo{}, "", err
+	}
+	if version != "" {
+		return objectInfo{}, "", s3err.GetInvalidArgumentErr(s3err.InvalidArgVersionId, version) // no versioning
+	}
+	p, _, err := objectPath(bucket, key)
+	if err != nil {
+		return objectInfo{}, "", err
+	}
+	src, err := b.objectFor(ctx, bucket, key)
+	if err != nil {
+		return objectInfo{}, "", err
+	}
+	if err := backend.EvaluatePreconditions(src.meta.ETag, src.mtime, pre); err != nil {
+		return objectInfo{}, "", err
+	}
+	return src, p, nil
+}
+
+// CopyObject copies through the gateway: read from the OSDs, written to
+// new ones, as a new file (its own layout, its own MD5).
+func (b *braidBackend) CopyObject(_ context.Context, in s3response.CopyObjectInput) (s3response.CopyObjectOutput, error) {
+	ctx := opCtx()
+	src, srcPath, err := b.copySource(ctx, str(in.CopySource), backend.PreConditions{IfMatch: in.CopySourceIfMatch,
+		IfNoneMatch: in.CopySourceIfNoneMatch, IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince})
+	if err != nil {
+		return s3response.CopyObjectOutput{}, err
+	}
+	bucket := str(in.Bucket)
+	p, dirMarker, err := objectPath(bucket, str(in.Key))
+	if err != nil {
+		return s3response.CopyObjectOutput{}, err
+	}
+	meta := objectMeta{ContentType: src.meta.ContentType, Meta: src.meta.Meta}
+	if in.MetadataDirective == types.MetadataDirectiveReplace {
+		meta = objectMeta{ContentType: str(in.ContentType), Meta: in.Metadata}
+	}
+	switch {
+	case p == srcPath:
+		return b.replaceMeta(ctx, src, meta, in.MetadataDirective)
+	case src.dir || dirMarker:
+		if !src.dir || !dirMarker {
+			return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrDirectoryObjectContainsData)
+		}
+		out, err := b.putDirMarker(ctx, bucket, p, s3response.PutObjectInput{})
+		return copyOutput(out.ETag, time.Now()), err
+	}
+	f, err := b.cl.OpenIno(ctx, src.ino, false)
+	if err != nil {
+		return s3response.CopyObjectOutput{}, s3Error(err, s3err.ErrNoSuchKey)
+	}
+	defer f.Close()
+	etag, err := b.writeObject(ctx, bucket, p, io.NewSectionReader(f, 0, src.size), src.size, meta.Meta[layoutMetaKey], meta)
+	if err != nil {
+		return s3response.CopyObjectOutput{}, err
+	}
+	mtime := time.Now()
+	if oi, err := b.stat(ctx, p); err == nil {
+		mtime = oi.mtime
+	}
+	return copyOutput(etag, mtime), nil
+}
+
+// replaceMeta is a copy of an object onto itself: S3's way to change its
+// metadata, which must then be replaced.
+func (b *braidBackend) replaceMeta(ctx context.Context, src objectInfo, meta objectMeta, directive types.MetadataDirective) (s3response.CopyObjectOutput, error) {
+	if directive != types.MetadataDirectiveReplace || src.dir {
+		return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrInvalidCopyDest)
+	}
+	meta.ETag, meta.UploadID = src.meta.ETag, src.meta.UploadID
+	meta.Size, meta.MtimeNs = src.size, src.mtime.UnixNano()
+	if err := b.setMeta(ctx, src.ino, meta); err != nil {
+		return s3response.CopyObjectOutput{}, err
+	}
+	return copyOutput(meta.ETag, src.mtime), nil
+}
+
+func copyOutput(etag string, mtime time.Time) s3response.CopyObjectOutput {
+	return s3response.CopyObjectOutput{CopyObjectResult: &s3response.CopyObjectResult{ETag: &etag, LastModified: &mtime}}
+}
+
+// UploadPartCopy stores a range of an existing object as a part.
+func (b *braidBackend) UploadPartCopy(_ context.Context, in *s3.UploadPartCopyInput) (s3response.CopyPartResult, error) {
+	ctx := opCtx()
+	src, _, err := b.copySource(ctx, str(in.CopySource), backend.PreConditions{IfMatch: in.CopySourceIfMatch,
+		IfNoneMatch: in.CopySourceIfNoneMatch, IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince})
+	if err != nil {
+		return s3response.CopyPartResult{}, err
+	}
+	if src.dir {
+		return s3response.CopyPartResult{}, s3err.GetAPIError(s3err.ErrNoSuchKey)
+	}
+	start, length, err := backend.ParseCopySourceRange(src.size, str(in.CopySourceRange))
+	if err != nil {
+		return s3response.CopyPartResult{}, err
+	}
+	length = min(length, src.size-start)
+	f, err := b.cl.OpenIno(ctx, src.ino, false)
+	if err != nil {
+		return s3response.CopyPartResult{}, s3Error(err, s3err.ErrNoSuchKey)
+	}
+	defer f.Close()
+	etag, err := b.writePart(ctx, str(in.Bucket), str(in.Key), str(in.UploadId), in.PartNumber, io.NewSectionReader(f, start, length), length)
+	if err != nil {
+		return s3response.CopyPartResult{}, err
+	}
+	return s3response.CopyPartResult{ETag: &etag, LastModified: time.Now()}, nil
+}
+
+// DeleteObjects deletes each key as DeleteObject does and reports each.
+func (b *braidBackend) DeleteObjects(_ context.Context, in *s3.DeleteObjectsInput) (s3response.DeleteResult, error) {
+	ctx := opCtx()
+	var out s3response.DeleteResult
+	if in.Delete == nil || len(in.Delete.Objects) > maxDeleteKeys {
+		return out, s3err.GetAPIError(s3err.ErrMalformedXML)
+	}
+	bucket := str(in.Bucket)
+	if _, err := b.bucketDir(ctx, bucket); err != nil {
+		return out, err
+	}
+	for _, o := range in.Delete.Objects {
+		key := str(o.Key)
+		err := b.deleteKey(ctx, bucket, key)
+		if err == nil {
+			out.Deleted = append(out.Deleted, types.DeletedObject{Key: ptr(key)})
+			continue
+		}
+		var apiErr s3err.S3Error
+		code, msg := "InternalError", err.Error()
+		if errors.As(err, &apiErr) {
+			code, msg = apiErr.BaseError().Code, apiErr.BaseError().Description
+		}
+		out.Error = append(out.Error, types.Error{Key: ptr(key), Code: &code, Message: &msg})
+	}
+	return out, nil
+}

@@ -1,0 +1,584 @@
+package s3gw
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/versity/versitygw/backend"
+	"github.com/versity/versitygw/s3err"
+	"github.com/versity/versitygw/s3response"
+
+	"github.com/braidfs/braid"
+)
+
+// A multipart upload is a directory /BUCKET/.braid-s3/uploads/ID whose
+// xattr user.s3.upload records the key and the object's metadata; each
+// part is a file named by its five-digit number, written like an object
+// (hidden temporary, then renamed in) with its MD5 in user.s3.
+// Completion claims the directory by renaming it to ID.completing, copies
+// the parts in order into one hidden temporary and renames that over the
+// key: readers see the old object or the whole new one.
+const (
+	uploadXattr       = "user.s3.upload"
+	completingSuffix  = ".completing"
+	abortingSuffix    = ".aborting"
+	maxPartNumber     = 10_000
+	defaultListParts  = 1000
+	maxListedUploads  = 100_000 // uploads in progress one bucket listing reads
+	uploadIDRandBytes = 8
+)
+
+// uploadMeta is what CreateMultipartUpload records for the object.
+type uploadMeta struct {
+	Key         string            `json:"key"`
+	InitiatedNs int64             `json:"initiated_ns"`
+	ContentType string            `json:"content_type,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"`
+}
+
+// newUploadID is the initiation time and random bits in hex: IDs sort in
+// the order uploads began, which is how S3 lists uploads of one key.
+func newUploadID(now time.Time) string {
+	var r [uploadIDRandBytes]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%016x%s", uint64(now.UnixNano()), hex.EncodeToString(r[:]))
+}
+
+// validUploadID accepts only what newUploadID makes: an ID from a client
+// never names another path.
+func validUploadID(id string) bool {
+	if len(id) != 16+2*uploadIDRandBytes {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func uploadsDir(bucket string) string { return "/" + bucket + "/" + reservedDir + "/uploads" }
+
+func partName(n int32) string { return fmt.Sprintf("%05d", n) }
+
+// upload finds an upload in progress of bucket/key.
+func (b *braidBackend) upload(ctx context.Context, bucket, key, id string) (uploadMeta, string, error) {
+	if !validUploadID(id) {
+		return uploadMeta{}, "", s3err.GetNoSuchUploadErr(id)
+	}
+	dir := uploadsDir(bucket) + "/" + id
+	u, err := b.readUpload(ctx, dir)
+	if errors.Is(err, braid.ErrNotFound) {
+		if _, berr := b.bucketDir(ctx, bucket); berr != nil {
+			return uploadMeta{}, "", berr
+		}
+		return uploadMeta{}, "", s3err.GetNoSuchUploadErr(id)
+	}
+	if err != nil {
+		return uploadMeta{}, "", s3Error(err, s3err.ErrNoSuchUpload)
+	}
+	if u.Key != key {
+		return uploadMeta{}, "", s3err.GetNoSuchUploadErr(id)
+	}
+	return u, dir, nil
+}
+
+func (b *braidBackend) readUpload(ctx context.Context, dir string) (uploadMeta, error) {
+	fi, err := b.cl.Stat(ctx, dir)
+	if err != nil {
+		return uploadMeta{}, err
+	}
+	r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "get", Name: uploadXattr})
+	if err != nil {
+		return uploadMeta{}, err
+	}
+	var u uploadMeta
+	if err := json.Unmarshal(r.Value, &u); err != nil {
+		return uploadMeta{}, fmt.Errorf("upload %s: %w", dir, err)
+	}
+	return u, nil
+}
+
+func (b *braidBackend) CreateMultipartUpload(_ context.Context, in s3response.CreateMultipartUploadInput) (s3response.InitiateMultipartUploadResult, error) {
+	ctx := opCtx()
+	bucket, key := str(in.Bucket), str(in.Key)
+	_, dirMarker, err := objectPath(bucket, key)
+	if err != nil {
+		return s3response.InitiateMultipartUploadResult{}, err
+	}
+	if dirMarker {
+		return s3response.InitiateMultipartUploadResult{}, s3err.GetAPIError(s3err.ErrDirectoryObjectContainsData)
+	}
+	parent, err := b.reservedSubdir(ctx, bucket, "uploads")
+	if err != nil {
+		return s3response.InitiateMultipartUploadResult{}, err
+	}
+	now := time.Now()
+	id := newUploadID(now)
+	v, err := json.Marshal(uploadMeta{Key: key, InitiatedNs: now.UnixNano(), ContentType: str(in.ContentType), Meta: in.Metadata})
+	if err != nil {
+		return s3response.InitiateMultipartUploadResult{}, s3Error(err, s3err.ErrInternalError)
+	}
+	if len(v) > maxMetaBytes+maxKeyBytes+1024 {
+		return s3response.InitiateMultipartUploadResult{}, s3err.GetAPIError(s3err.ErrMetadataTooLarge)
+	}
+	dir := parent + "/" + id
+	if err := b.cl.Mkdir(ctx, dir, false); err != nil {
+		return s3response.InitiateMultipartUploadResult{}, s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	fi, err := b.cl.Stat(ctx, dir)
+	if err == nil {
+		_, err = b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "set", Name: uploadXattr, Value: v})
+	}
+	if err != nil {
+		_ = b.cl.Remove(context.WithoutCancel(ctx), dir)
+		return s3response.InitiateMultipartUploadResult{}, s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	return s3response.InitiateMultipartUploadResult{Bucket: bucket, Key: key, UploadId: id}, nil
+}
+
+func (b *braidBackend) UploadPart(_ context.Context, in *s3.UploadPartInput) (*s3.UploadPartOutput, error) {
+	ctx := opCtx()
+	size := int64(-1)
+	if in.ContentLength != nil {
+		size = *in.ContentLength
+	}
+	etag, err := b.writePart(ctx, str(in.Bucket), str(in.Key), str(in.UploadId), in.PartNumber, in.Body, size)
+	if err != nil {
+		return nil, err
+	}
+	return &s3.UploadPartOutput{ETag: &etag}, nil
+}
+
+// writePart stores body as part n of an upload, replacing an earlier
+// upload of the same part whole.
+func (b *braidBackend) writePart(ctx context.Context, bucket, key, id string, n *int32, body io.Reader, size int64) (string, error) {
+	if n == nil || *n < 1 || *n > maxPartNumber {
+		return "", s3err.GetAPIError(s3err.ErrInvalidPartNumberRange)
+	}
+	u, dir, err := b.upload(ctx, bucket, key, id)
+	if err != nil {
+		return "", err
+	}
+	st, err := b.stage(ctx, bucket, body, size, u.Meta[layoutMetaKey], true)
+	if err != nil {
+		return "", err
+	}
+	if err := b.commitObject(ctx, st, dir+"/"+partName(*n), objectMeta{ETag: st.etag}, s3err.ErrNoSuchUpload); err != nil {
+		b.discard(ctx, st.tmp)
+		if hasCode(err, "NoSuchUpload") {
+			return "", s3err.GetNoSuchUploadErr(id) // aborted meanwhile
+		}
+		return "", err
+	}
+	return st.etag, nil
+}
+
+// partInfo is one stored part.
+type partInfo struct {
+	number int32
+	ino    uint64
+	meta   objectMeta
+	mtime  time.Time
+}
+
+// parts lists the parts stored in an upload directory, in number order.
+func (b *braidBackend) parts(ctx context.Context, dir string) ([]partInfo, error) {
+	fi, err := b.cl.Stat(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []partInfo
+	after := ""
+	for page := 0; page <= maxPartNumber/listPage; page++ {
+		ents, more, err := b.cl.ReadDirAt(ctx, fi.Ino, after, listPage)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			after = e.Name
+			n, err := strconv.ParseInt(e.Name, 10, 32)
+			if err != nil || e.Inode.Type != braid.TypeFile || n < 1 || n > maxPartNumber || e.Name != partName(int32(n)) {
+				continue
+			}
+			p := partInfo{number: int32(n), ino: e.Inode.Ino, mtime: timeOf(e.Inode.MtimeNs)}
+			r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: e.Inode.Ino, Op: "get", Name: metaXattr})
+			if err != nil || json.Unmarshal(r.Value, &p.meta) != nil || p.meta.Size != e.Inode.Size {
+				continue // replaced or removed meanwhile
+			}
+			out = append(out, p)
+		}
+		if !more || len(ents) == 0 {
+			break
+		}
+	}
+	return out, nil // names are zero-padded: directory order is number order
+}
+
+func (b *braidBackend) ListParts(_ context.Context, in *s3.ListPartsInput) (s3response.ListPartsResult, error) {
+	ctx := opCtx()
+	bucket, key, id := str(in.Bucket), str(in.Key), str(in.UploadId)
+	out := s3response.ListPartsResult{Bucket: bucket, Key: key, UploadID: id, MaxParts: defaultListParts, StorageClass: types.StorageClassStandard}
+	if in.MaxParts != nil && *in.MaxParts >= 0 && *in.MaxParts < defaultListParts {
+		out.MaxParts = int(*in.MaxParts)
+	}
+	if m := str(in.PartNumberMarker); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 0 {
+			return out, invalidArgument("part-number-marker %q is not a part number", m)
+		}
+		out.PartNumberMarker = n
+	}
+	_, dir, err := b.upload(ctx, bucket, key, id)
+	if err != nil {
+		return out, err
+	}
+	parts, err := b.parts(ctx, dir)
+	if err != nil {
+		return out, s3Error(err, s3err.ErrNoSuchUpload)
+	}
+	for _, p := range parts {
+		if int(p.number) <= out.PartNumberMarker {
+			continue
+		}
+		if len(out.Parts) == out.MaxParts {
+			out.IsTruncated = true
+			break
+		}
+		out.Parts = append(out.Parts, s3response.Part{PartNumber: int(p.number), LastModified: p.mtime, ETag: p.meta.ETag, Size: p.meta.Size})
+		out.NextPartNumberMarker = int(p.number)
+	}
+	return out, nil
+}
+
+func (b *braidBackend) AbortMultipartUpload(_ context.Context, in *s3.AbortMultipartUploadInput) error {
+	ctx := opCtx()
+	_, dir, err := b.upload(ctx, str(in.Bucket), str(in.Key), str(in.UploadId))
+	if err != nil {
+		return err
+	}
+	// Claim it as completion does, so that a racing completion cannot read
+	// parts this removes.
+	gone := dir + abortingSuffix
+	if err := b.cl.Rename(ctx, dir, gone); err != nil {
+		if errors.Is(err, braid.ErrNotFound) {
+			return s3err.GetNoSuchUploadErr(str(in.UploadId))
+		}
+		return s3Error(err, s3err.ErrNoSuchUpload)
+	}
+	return s3Error(b.removeTree(ctx, gone), s3err.ErrNoSuchUpload)
+}
+
+// removeTree removes a directory of files (an upload).
+func (b *braidBackend) removeTree(ctx context.Context, dir string) error {
+	fi, err := b.cl.Stat(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for page := 0; page <= maxPartNumber; page++ {
+		ents, _, err := b.cl.ReadDirAt(ctx, fi.Ino, "", listPage)
+		if err != nil {
+			return err
+		}
+		if len(ents) == 0 {
+			break
+		}
+		for _, e := range ents {
+			if err := b.cl.RemoveAt(ctx, fi.Ino, e.Name, false); err != nil && !errors.Is(err, braid.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	return b.cl.Remove(ctx, dir)
+}
+
+func (b *braidBackend) CompleteMultipartUpload(_ context.Context, in *s3.CompleteMultipartUploadInput) (s3response.CompleteMultipartUploadResult, string, error) {
+	ctx := opCtx()
+	bucket, key, id := str(in.Bucket), str(in.Key), str(in.UploadId)
+	out := s3response.CompleteMultipartUploadResult{Bucket: &bucket, Key: &key}
+	if in.MultipartUpload == nil || len(in.MultipartUpload.Parts) == 0 {
+		return out, "", s3err.GetAPIError(s3err.ErrMalformedXML)
+	}
+	want := in.MultipartUpload.Parts
+	etag, err := backend.ComputeMultipartETagFromPartETags(want)
+	if err != nil {
+		return out, "", err
+	}
+	out.ETag = &etag
+	p, _, err := objectPath(bucket, key)
+	if err != nil {
+		return out, "", err
+	}
+	u, dir, err := b.upload(ctx, bucket, key, id)
+	if hasCode(err, "NoSuchUpload") && b.completedBy(ctx, p, id, etag) {
+		return out, "", nil // a retry of a completion that succeeded
+	}
+	if err != nil {
+		return out, "", err
+	}
+	if err := b.checkPutPreconditions(ctx, p, in.IfMatch, in.IfNoneMatch); err != nil {
+		return out, "", err
+	}
+	have, err := b.parts(ctx, dir)
+	if err != nil {
+		return out, "", s3Error(err, s3err.ErrNoSuchUpload)
+	}
+	chosen, size, err := chooseParts(id, want, have)
+	if err != nil {
+		return out, "", err
+	}
+	if in.MpuObjectSize != nil && *in.MpuObjectSize != size {
+		return out, "", s3err.GetIncorrectMpObjectSizeErr(size, *in.MpuObjectSize)
+	}
+	claimed := dir + completingSuffix
+	if err := b.cl.Rename(ctx, dir, claimed); err != nil {
+		if errors.Is(err, braid.ErrNotFound) && b.completedBy(ctx, p, id, etag) {
+			return out, "", nil
+		}
+		if errors.Is(err, braid.ErrNotFound) || errors.Is(err, braid.ErrNotEmpty) || errors.Is(err, braid.ErrExists) {
+			return out, "", s3err.GetNoSuchUploadErr(id) // being completed or aborted by another request
+		}
+		return out, "", s3Error(err, s3err.ErrNoSuchUpload)
+	}
+	meta := objectMeta{ETag: etag, ContentType: u.ContentType, Meta: u.Meta, UploadID: id}
+	if err := b.assemble(ctx, bucket, p, chosen, size, u.Meta[layoutMetaKey], meta); err != nil {
+		_ = b.cl.Rename(context.WithoutCancel(ctx), claimed, dir) // the client may retry
+		return out, "", err
+	}
+	_ = b.removeTree(ctx, claimed) // leftovers are swept (see sweep.go)
+	return out, "", nil
+}
+
+// chooseParts checks the client's part list against the stored parts: in
+// ascending order, each present with the ETag the client has, each but
+// the last at least 5 MiB.
+func chooseParts(id string, want []types.CompletedPart, have []partInfo) ([]partInfo, int64, error) {
+	byNumber := make(map[int32]partInfo, len(have))
+	for _, p := range have {
+		byNumber[p.number] = p
+	}
+	chosen := make([]partInfo, 0, len(want))
+	var size int64
+	last := int32(0)
+	for i, w := range want {
+		if w.PartNumber == nil || w.ETag == nil {
+			return nil, 0, s3err.GetAPIError(s3err.ErrMalformedXML)
+		}
+		n := *w.PartNumber
+		if n < 1 || n > maxPartNumber {
+			return nil, 0, s3err.GetInvalidArgumentErr(s3err.InvalidArgCompleteMpPartNumber, fmt.Sprint(n))
+		}
+		if n <= last {
+			return nil, 0, s3err.GetAPIError(s3err.ErrInvalidPartOrder)
+		}
+		last = n
+		p, ok := byNumber[n]
+		if !ok || strings.Trim(p.meta.ETag, `"`) != strings.Trim(*w.ETag, `"`) {
+			return nil, 0, s3err.GetInvalidPartErr(id, n, *w.ETag)
+		}
+		if i < len(want)-1 && p.meta.Size < backend.MinPartSize {
+			return nil, 0, s3err.GetEntityTooSmallErr(p.meta.Size, backend.MinPartSize)
+		}
+		size += p.meta.Size
+		chosen = append(chosen, p)
+	}
+	return chosen, size, nil
+}
+
+// completedBy reports whether the object at p is the result of completing
+// upload id with this ETag (a client retrying a completion whose answer
+// it lost).
+func (b *braidBackend) completedBy(ctx context.Context, p, id, etag string) bool {
+	oi, err := b.stat(ctx, p)
+	return err == nil && !oi.dir && oi.meta.UploadID == id && oi.meta.ETag == etag
+}
+
+// assemble copies the parts in order into a new object at p.
+func (b *braidBackend) assemble(ctx context.Context, bucket, p string, parts []partInfo, size int64, layout string, meta objectMeta) error {
+	if err := b.makeParents(ctx, bucket, p); err != nil {
+		return err
+	}
+	pr := &partsReader{ctx: ctx, cl: b.cl, parts: parts}
+	defer pr.close()
+	st, err := b.stage(ctx, bucket, pr, size, layout, false)
+	if err != nil {
+		return err
+	}
+	if err := b.commitObject(ctx, st, p, meta, s3err.ErrNoSuchBucket); err != nil {
+		b.discard(ctx, st.tmp)
+		return err
+	}
+	return nil
+}
+
+// partsReader reads the parts one after another, opening each by inode
+// when the previous one ends.
+type partsReader struct {
+	ctx   context.Context
+	cl    *braid.Client
+	parts []partInfo
+	f     *braid.File
+	r     io.Reader
+}
+
+func (pr *partsReader) Read(p []byte) (int, error) {
+	for {
+		if pr.r == nil {
+			if len(pr.parts) == 0 {
+				return 0, io.EOF
+			}
+			f, err := pr.cl.OpenIno(pr.ctx, pr.parts[0].ino, false)
+			if err != nil {
+				return 0, fmt.Errorf("part %d: %w", pr.parts[0].number, err)
+			}
+			pr.f, pr.r = f, io.NewSectionReader(f, 0, pr.parts[0].meta.Size)
+			pr.parts = pr.parts[1:]
+		}
+		n, err := pr.r.Read(p)
+		if err == io.EOF {
+			pr.close()
+			err = nil
+		}
+		if n > 0 || err != nil {
+			return n, err
+		}
+	}
+}
+
+func (pr *partsReader) close() {
+	if pr.f != nil {
+		_ = pr.f.Close()
+	}
+	pr.f, pr.r = nil, nil
+}
+
+func (b *braidBackend) ListMultipartUploads(_ context.Context, in *s3.ListMultipartUploadsInput) (s3response.ListMultipartUploadsResult, error) {
+	ctx := opCtx()
+	bucket := str(in.Bucket)
+	out := s3response.ListMultipartUploadsResult{Bucket: bucket, KeyMarker: str(in.KeyMarker), UploadIDMarker: str(in.UploadIdMarker),
+		Delimiter: str(in.Delimiter), Prefix: str(in.Prefix), MaxUploads: defaultListParts}
+	if in.MaxUploads != nil && *in.MaxUploads >= 0 && *in.MaxUploads < defaultListParts {
+		out.MaxUploads = int(*in.MaxUploads)
+	}
+	if _, err := b.bucketDir(ctx, bucket); err != nil {
+		return out, err
+	}
+	all, err := b.allUploads(ctx, bucket)
+	if err != nil {
+		return out, err
+	}
+	pageUploads(&out, all)
+	return out, nil
+}
+
+// pendingUpload is one upload in progress as listings show it.
+type pendingUpload struct {
+	id string
+	u  uploadMeta
+}
+
+// allUploads reads every upload in progress of bucket, sorted by key and
+// then by ID (initiation order).
+func (b *braidBackend) allUploads(ctx context.Context, bucket string) ([]pendingUpload, error) {
+	fi, err := b.cl.Stat(ctx, uploadsDir(bucket))
+	if errors.Is(err, braid.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	var all []pendingUpload
+	after := ""
+	for page := 0; page <= maxListedUploads/listPage; page++ {
+		ents, more, err := b.cl.ReadDirAt(ctx, fi.Ino, after, listPage)
+		if err != nil {
+			return nil, s3Error(err, s3err.ErrNoSuchBucket)
+		}
+		for _, e := range ents {
+			after = e.Name
+			id := strings.TrimSuffix(e.Name, completingSuffix) // still in progress until it is renamed over the key
+			if !validUploadID(id) || e.Inode.Type != braid.TypeDir {
+				continue
+			}
+			u, err := b.readUpload(ctx, path.Join(uploadsDir(bucket), e.Name))
+			if err != nil {
+				continue // completed or aborted meanwhile
+			}
+			all = append(all, pendingUpload{id: id, u: u})
+		}
+		if !more || len(ents) == 0 {
+			break
+		}
+		if len(all) >= maxListedUploads {
+			return nil, s3err.APIError{Code: "InternalError", HTTPStatusCode: 500,
+				Description: fmt.Sprintf("more than %d multipart uploads in progress in bucket %s: abort some", maxListedUploads, bucket)}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].u.Key != all[j].u.Key {
+			return all[i].u.Key < all[j].u.Key
+		}
+		return all[i].id < all[j].id
+	})
+	return all, nil
+}
+
+// pageUploads fills one page of a ListMultipartUploads answer from all
+// uploads, sorted: prefix, delimiter and the key and upload-id markers
+// as S3 defines them.
+func pageUploads(out *s3response.ListMultipartUploadsResult, all []pendingUpload) {
+	seen := map[string]bool{}
+	for _, p := range all {
+		key := p.u.Key
+		if !strings.HasPrefix(key, out.Prefix) || !afterUploadMarker(key, p.id, out.KeyMarker, out.UploadIDMarker) {
+			continue
+		}
+		cp := ""
+		if out.Delimiter != "" {
+			if i := strings.Index(key[len(out.Prefix):], out.Delimiter); i >= 0 {
+				cp = key[:len(out.Prefix)+i+len(out.Delimiter)]
+			}
+		}
+		if cp != "" && (seen[cp] || cp == out.KeyMarker) {
+			continue
+		}
+		if len(out.Uploads)+len(out.CommonPrefixes) == out.MaxUploads {
+			out.IsTruncated = true
+			return
+		}
+		if cp != "" {
+			seen[cp] = true
+			out.CommonPrefixes = append(out.CommonPrefixes, s3response.CommonPrefix{Prefix: cp})
+			out.NextKeyMarker, out.NextUploadIDMarker = cp, ""
+			continue
+		}
+		out.Uploads = append(out.Uploads, s3response.Upload{Key: key, UploadID: p.id, Initiated: timeOf(p.u.InitiatedNs),
+			StorageClass: types.StorageClassStandard})
+		out.NextKeyMarker, out.NextUploadIDMarker = key, p.id
+	}
+}
+
+// afterUploadMarker: with only a key marker, uploads of later keys; with an
+// upload-id marker too, also the later uploads of the marker's key.
+func afterUploadMarker(key, id, keyMarker, idMarker string) bool {
+	if keyMarker == "" {
+		return true
+	}
+	if idMarker == "" {
+		return key > keyMarker
+	}
+	return key > keyMarker || key == keyMarker && id > idMarker
+}

@@ -1,0 +1,119 @@
+package s3gw
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/braidfs/braid"
+)
+
+// A gateway that crashes mid-request leaves its work in the bucket's
+// reserved directory: a temporary file of a PUT or part, an upload claimed
+// for completion (ID.completing) or for abort (ID.aborting). None is
+// visible as an object. Each gateway sweeps them once they are older than
+// staleAfter: far longer than any request (S3 caps a PUT and a part at
+// 5 GiB) and any clock skew between gateways sharing a namespace.
+const (
+	staleAfter  = 24 * time.Hour
+	sweepEvery  = time.Hour
+	maxSweepDir = 100 // pages of listPage entries read per directory per sweep
+)
+
+// sweepStats counts what one sweep did.
+type sweepStats struct {
+	Removed  int // temporaries and aborted uploads
+	Restored int // claimed completions handed back to their upload
+}
+
+// sweep cleans every bucket's abandoned work older than staleAfter at now.
+func (b *braidBackend) sweep(ctx context.Context, now time.Time) (sweepStats, error) {
+	var st sweepStats
+	buckets, err := b.readDirAll(ctx, "/")
+	if err != nil {
+		return st, err
+	}
+	for _, e := range buckets {
+		if e.Inode.Type != braid.TypeDir || !validBucketName(e.Name) {
+			continue
+		}
+		if err := b.sweepBucket(ctx, e.Name, now, &st); err != nil && !errors.Is(err, braid.ErrNotFound) {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+func (b *braidBackend) sweepBucket(ctx context.Context, bucket string, now time.Time, st *sweepStats) error {
+	old := func(e braid.DirEntry) bool {
+		return now.Sub(time.Unix(0, e.Inode.MtimeNs)) > staleAfter && now.Sub(time.Unix(0, e.Inode.CtimeNs)) > staleAfter
+	}
+	base := "/" + bucket + "/" + reservedDir
+	tmps, err := b.readDirAll(ctx, base+"/tmp")
+	if err != nil && !errors.Is(err, braid.ErrNotFound) {
+		return err
+	}
+	for _, e := range tmps {
+		if old(e) && b.cl.Remove(ctx, base+"/tmp/"+e.Name) == nil {
+			st.Removed++
+		}
+	}
+	ups, err := b.readDirAll(ctx, uploadsDir(bucket))
+	if err != nil {
+		return err
+	}
+	for _, e := range ups {
+		dir := uploadsDir(bucket) + "/" + e.Name
+		switch {
+		case !old(e):
+		case strings.HasSuffix(e.Name, abortingSuffix):
+			if b.removeTree(ctx, dir) == nil {
+				st.Removed++
+			}
+		case strings.HasSuffix(e.Name, completingSuffix):
+			// The completion died before its rename over the key (after it,
+			// the directory is removed): the upload is the client's again.
+			if b.cl.Rename(ctx, dir, strings.TrimSuffix(dir, completingSuffix)) == nil {
+				st.Restored++
+			}
+		}
+	}
+	return nil
+}
+
+// readDirAll lists a directory, up to maxSweepDir pages.
+func (b *braidBackend) readDirAll(ctx context.Context, dir string) ([]braid.DirEntry, error) {
+	fi, err := b.cl.Stat(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	var all []braid.DirEntry
+	after := ""
+	for page := 0; page < maxSweepDir; page++ {
+		ents, more, err := b.cl.ReadDirAt(ctx, fi.Ino, after, listPage)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ents...)
+		if !more || len(ents) == 0 {
+			break
+		}
+		after = ents[len(ents)-1].Name
+	}
+	return all, nil
+}
+
+// sweepLoop sweeps at start and every sweepEvery until ctx ends.
+func (b *braidBackend) sweepLoop(ctx context.Context, now func() time.Time) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		_, _ = b.sweep(ctx, now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
