@@ -85,6 +85,7 @@ type upState struct {
 	Dir  string      `json:"dir"`
 	Pid  int         `json:"pid"`
 	OSDs []upProcess `json:"osds"`
+	S3   string      `json:"s3,omitempty"` // the gateway's address, with --s3
 }
 
 type upProcess struct {

@@ -34,6 +34,7 @@ type upOptions struct {
 	repairRate    string
 	scrubRate     string
 	mount         string
+	s3            string
 }
 
 func defaultDataDir() string {
@@ -61,6 +62,7 @@ func (e *env) upCmd() *cobra.Command {
 	f.StringVar(&o.repairRate, "repair-rate", "256MiB", "bytes per second each healer may write when rebuilding")
 	f.StringVar(&o.scrubRate, "scrub-rate", "64MiB", "bytes per second each healer may read when scrubbing")
 	f.StringVar(&o.mount, "mount", "", "also mount the cluster at this path (FUSE), unmounted on Ctrl-C")
+	f.StringVar(&o.s3, "s3", "", "also serve S3 on this address (e.g. 127.0.0.1:9000; port 0: any free port)")
 	return cmd
 }
 
@@ -124,24 +126,42 @@ func (e *env) up(o upOptions) error {
 	if err := waitOSDsUp(ctx, m.addr, n); err != nil {
 		return err
 	}
-	if err := writeUpState(m, children[1:], dir); err != nil {
+	s3Addr := ""
+	if err := writeUpState(m, children[1:], dir, s3Addr); err != nil {
 		return err
 	}
 	defer os.Remove(stateFile())
 	e.printEndpoints(m, children[1:], dir)
-	if o.mount != "" {
-		mnt, err := startChild(ctx, "mount", dir, dir, []string{"mount", o.mount, "--mds", m.addr, "--log-level", e.logLevel})
+	for _, extra := range []struct {
+		name, what string
+		args       []string
+	}{
+		{"mount", o.mount, []string{"mount", o.mount}},
+		{"s3", o.s3, []string{"s3", "--listen", o.s3}},
+	} {
+		if extra.what == "" {
+			continue
+		}
+		c, err := startChild(ctx, extra.name, dir, dir, append(extra.args, "--mds", m.addr, "--log-level", e.logLevel))
 		if err != nil {
 			return err
 		}
-		defer stopChildren([]*child{mnt}) // first, while the servers still answer
+		defer stopChildren([]*child{c}) // first, while the servers still answer
 		go func() {
-			<-mnt.done
+			<-c.done
 			if ctx.Err() == nil {
-				fmt.Fprintf(e.stderr, "braid up: the mount at %s exited: %v\n", o.mount, mnt.cmd.ProcessState)
+				fmt.Fprintf(e.stderr, "braid up: the %s child (%s) exited: %v\n", extra.name, extra.what, c.cmd.ProcessState)
 			}
 		}()
-		fmt.Fprintf(e.stdout, "  mount %s (pid %d)\n", mnt.addr, mnt.cmd.Process.Pid)
+		if extra.name == "s3" {
+			fmt.Fprintf(e.stdout, "  s3    http://%s (pid %d); keys: braid s3 user add NAME\n", c.addr, c.cmd.Process.Pid)
+			if err := writeUpState(m, children[1:], dir, c.addr); err != nil {
+				return err
+			}
+			s3Addr = c.addr
+		} else {
+			fmt.Fprintf(e.stdout, "  mount %s (pid %d)\n", extra.what, c.cmd.Process.Pid)
+		}
 	}
 	addOSD := func() (*child, error) {
 		i := len(children) - 1
@@ -151,7 +171,7 @@ func (e *env) up(o upOptions) error {
 			return nil, err
 		}
 		children = append(children, c)
-		return c, writeUpState(m, children[1:], dir)
+		return c, writeUpState(m, children[1:], dir, s3Addr)
 	}
 	return superviseChildren(ctx, e, children, addOSD)
 }
@@ -167,8 +187,8 @@ func existingOSDs(dir string) int {
 	}
 }
 
-func writeUpState(m *child, osds []*child, dir string) error {
-	st := upState{MDS: m.addr, Dir: dir, Pid: os.Getpid()}
+func writeUpState(m *child, osds []*child, dir, s3Addr string) error {
+	st := upState{MDS: m.addr, Dir: dir, Pid: os.Getpid(), S3: s3Addr}
 	for _, c := range osds {
 		st.OSDs = append(st.OSDs, upProcess{Dir: c.dir, Addr: c.addr, Pid: c.cmd.Process.Pid})
 	}

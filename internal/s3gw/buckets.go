@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/versity/versitygw/s3err"
 	"github.com/versity/versitygw/s3response"
 
@@ -179,4 +180,10 @@ func (b *braidBackend) GetBucketPolicy(context.Context, string) ([]byte, error) 
 // No object lock: versitygw asks before every write and delete.
 func (b *braidBackend) GetObjectLockConfiguration(context.Context, string) ([]byte, error) {
 	return nil, s3err.GetAPIError(s3err.ErrObjectLockConfigurationNotFound)
+}
+
+// No ownership controls are stored: ACLs stay enabled, so a bucket can be
+// made public-read.
+func (b *braidBackend) GetBucketOwnershipControls(context.Context, string) (types.ObjectOwnership, error) {
+	return "", s3err.GetAPIError(s3err.ErrOwnershipControlsNotFound)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/braidfs/braid"
@@ -242,4 +244,60 @@ func model(keys []string, prefix, delim string) (objs, cps []string) {
 		objs = append(objs, k)
 	}
 	return objs, cps
+}
+
+// TestAnonymousAccess: anonymous requests are refused unless the bucket
+// is public, and a public-read bucket is readable, not writable.
+func TestAnonymousAccess(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	for _, b := range []string{"private", "public"} {
+		if _, err := e.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("k"), Body: strings.NewReader("hello " + b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	anon := func(method, url string, body io.Reader) (int, string) {
+		req, err := http.NewRequest(method, "http://"+e.srv.Addr()+url, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct{ method, url string }{{"GET", "/private/k"}, {"GET", "/private"}, {"GET", "/"}, {"PUT", "/private/new"}, {"DELETE", "/private/k"}, {"GET", "/public/k"}} {
+		if code, body := anon(c.method, c.url, strings.NewReader("x")); code != http.StatusForbidden || !strings.Contains(body, "AccessDenied") {
+			t.Fatalf("anonymous %s %s: %d %s", c.method, c.url, code, body)
+		}
+	}
+	if _, err := e.s3.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("public"), ACL: types.BucketCannedACLPublicRead}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := anon("GET", "/public/k", nil); code != http.StatusOK || body != "hello public" {
+		t.Fatalf("anonymous GET of a public-read object: %d %q", code, body)
+	}
+	if code, body := anon("GET", "/public?list-type=2", nil); code != http.StatusOK || !strings.Contains(body, "<Key>k</Key>") {
+		t.Fatalf("anonymous listing of a public-read bucket: %d %q", code, body)
+	}
+	for _, c := range []struct{ method, url string }{{"PUT", "/public/new"}, {"DELETE", "/public/k"}, {"GET", "/private/k"}} {
+		if code, body := anon(c.method, c.url, strings.NewReader("x")); code != http.StatusForbidden {
+			t.Fatalf("anonymous %s %s with public-read: %d %s", c.method, c.url, code, body)
+		}
+	}
+	if _, err := e.cl.Stat(ctx, "/public/k"); err != nil {
+		t.Fatalf("the object after refused anonymous writes: %v", err)
+	}
+	if _, err := e.s3.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("public"), ACL: types.BucketCannedACLPrivate}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := anon("GET", "/public/k", nil); code != http.StatusForbidden {
+		t.Fatalf("anonymous GET once private again: %d", code)
+	}
 }
