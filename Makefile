@@ -1,10 +1,11 @@
 # braid — build and test entry points. `make test` is the whole suite (what
-# CI runs); it needs only Go and a C compiler for the race detector.
+# CI runs); it needs Go, a C compiler for the race detector, and the real
+# S3 clients of the gateway's tests, which `deps` installs when missing.
 
 GO       ?= go
 FUZZTIME ?= 10s
 
-.PHONY: all build test lint unit fuzz bench soak faults
+.PHONY: all build test deps lint unit fuzz bench soak faults
 
 all: build
 
@@ -13,7 +14,14 @@ build:
 
 # The whole suite: formatting, vet, every test under the race detector,
 # then each fuzz target for FUZZTIME.
-test: lint unit fuzz
+test: deps lint unit fuzz
+
+# boto3 and the AWS CLI (internal/e2e/s3_test.go), from PyPI.
+PYTHON ?= python3
+deps:
+	@$(PYTHON) -c 'import boto3' 2>/dev/null && command -v aws >/dev/null || \
+	  { $(PYTHON) -m pip install --quiet --disable-pip-version-check boto3 awscli && \
+	    { ! command -v pyenv >/dev/null || pyenv rehash; }; }
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -55,7 +55,7 @@ func (e *env) upCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", defaultDataDir(), "directory for the cluster's data")
 	f.IntVar(&o.osds, "osds", 6, "number of OSDs")
-	f.StringVar(&o.defaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2)")
+	f.StringVar(&o.defaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2; ec:2+1 below 6 OSDs, mirror:2 on 2)")
 	f.StringVar(&o.capacity, "capacity", "", "bytes each OSD may store, e.g. 10GiB")
 	f.DurationVar(&o.osdDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
 	f.DurationVar(&o.osdOutAfter, "osd-out-after", 10*time.Minute, "silence after which a down OSD is out and its data is rebuilt on others")
@@ -98,6 +98,9 @@ func (e *env) up(o upOptions) error {
 	mdsArgs := []string{"mds", "--dir", filepath.Join(dir, "mds"), "--listen", "127.0.0.1:0", "--key-file", keyFile,
 		"--osd-down-after", o.osdDownAfter.String(), "--osd-out-after", o.osdOutAfter.String(),
 		"--repair-rate", o.repairRate, "--scrub-rate", o.scrubRate, "--log-level", e.logLevel}
+	if o.defaultLayout == "" {
+		o.defaultLayout = fittingDefaultLayout(o.osds)
+	}
 	if o.defaultLayout != "" {
 		mdsArgs = append(mdsArgs, "--default-layout", o.defaultLayout)
 	}
@@ -174,6 +177,21 @@ func (e *env) up(o upOptions) error {
 		return c, writeUpState(m, children[1:], dir, s3Addr)
 	}
 	return superviseChildren(ctx, e, children, addOSD)
+}
+
+// fittingDefaultLayout is the default layout of a cluster of n OSDs too
+// small for the MDS's own (ec:4+2, six OSDs): one that survives the loss
+// of one OSD where n allows, so that files can be written at all.
+func fittingDefaultLayout(n int) string {
+	switch {
+	case n >= 6:
+		return "" // the MDS's default
+	case n >= 3:
+		return "ec:2+1"
+	case n == 2:
+		return "mirror:2"
+	}
+	return "stripe:1"
 }
 
 // existingOSDs counts the osdN directories a previous run left in dir.

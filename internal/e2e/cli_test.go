@@ -75,9 +75,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func startUp(t *testing.T, e cliEnv, dir string) *upProc {
+func startUp(t *testing.T, e cliEnv, dir string, extra ...string) *upProc {
 	t.Helper()
-	cmd := exec.Command(e.bin, "up", "--dir", dir, "--osds", "4", "--osd-down-after", "2s")
+	cmd := exec.Command(e.bin, append([]string{"up", "--dir", dir, "--osds", "4", "--osd-down-after", "2s"}, extra...)...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+e.state)
 	p := &upProc{cmd: cmd, done: make(chan struct{}), out: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
