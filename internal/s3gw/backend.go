@@ -27,7 +27,8 @@ import (
 // Operations it does not implement answer NotImplemented (501).
 type braidBackend struct {
 	backend.BackendUnsupported
-	cl *braid.Client
+	cl   *braid.Client
+	acls aclCache
 }
 
 func newBackend(cl *braid.Client) *braidBackend { return &braidBackend{cl: cl} }
@@ -76,20 +77,24 @@ func (b *braidBackend) stat(ctx context.Context, p string) (objectInfo, error) {
 	if err != nil {
 		return objectInfo{}, err
 	}
-	oi := objectInfo{ino: fi.Ino, size: fi.Size, mtime: fi.ModTime, dir: fi.IsDir}
 	if fi.IsDir {
-		oi.meta.ETag = quote(emptyMD5)
-		return oi, nil
+		return objectInfo{ino: fi.Ino, mtime: fi.ModTime, dir: true, meta: objectMeta{ETag: quote(emptyMD5)}}, nil
 	}
-	r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "get", Name: metaXattr})
+	return b.fileInfo(ctx, fi.Ino, fi.Size, fi.ModTime.UnixNano())
+}
+
+// fileInfo reads a file's S3 metadata and settles its ETag.
+func (b *braidBackend) fileInfo(ctx context.Context, ino uint64, size, mtimeNs int64) (objectInfo, error) {
+	oi := objectInfo{ino: ino, size: size, mtime: timeOf(mtimeNs)}
+	r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: ino, Op: "get", Name: metaXattr})
 	if err == nil {
 		_ = json.Unmarshal(r.Value, &oi.meta) // unreadable metadata: the derived ETag below
 	} else if !errors.Is(err, braid.ErrNoData) {
 		return objectInfo{}, err
 	}
-	if oi.meta.Size != fi.Size || oi.meta.MtimeNs != fi.ModTime.UnixNano() || oi.meta.ETag == "" {
+	if oi.meta.Size != size || oi.meta.MtimeNs != mtimeNs || oi.meta.ETag == "" {
 		// Written through a mount or NFS since (or never through S3).
-		oi.meta.ETag = derivedETag(fi.Ino, fi.Size, fi.ModTime.UnixNano())
+		oi.meta.ETag = derivedETag(ino, size, mtimeNs)
 	}
 	return oi, nil
 }
@@ -386,25 +391,69 @@ func (b *braidBackend) HeadObject(_ context.Context, in *s3.HeadObjectInput) (*s
 
 func (b *braidBackend) GetObject(_ context.Context, in *s3.GetObjectInput) (*s3.GetObjectOutput, error) {
 	ctx := opCtx()
-	r, err := b.readRange(ctx, str(in.Bucket), str(in.Key), backend.PreConditions{IfMatch: in.IfMatch,
-		IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}, str(in.Range))
-	if err != nil {
-		return nil, err
-	}
-	out := &s3.GetObjectOutput{ContentLength: &r.length, ContentRange: r.contentRange, ETag: &r.oi.meta.ETag,
-		LastModified: &r.oi.mtime, Metadata: r.oi.meta.Meta, AcceptRanges: ptr("bytes"), ContentType: contentType(r.oi)}
-	if r.oi.dir {
+	pre := backend.PreConditions{IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}
+	bucket, key := str(in.Bucket), str(in.Key)
+	if strings.HasSuffix(key, "/") { // a directory object: no bytes to open
+		r, err := b.readRange(ctx, bucket, key, pre, str(in.Range))
+		if err != nil {
+			return nil, err
+		}
+		out := getOutput(r)
 		out.Body = io.NopCloser(strings.NewReader(""))
 		return out, nil
 	}
-	// The file is opened by ino: a rename over the key after the stat
-	// cannot mix two objects in one response.
-	f, err := b.cl.OpenIno(ctx, r.oi.ino, false)
+	// Opened first, by path, and its attributes taken from the open: one
+	// MDS call where a stat and an open by ino would be two, and a rename
+	// over the key meanwhile cannot mix two objects in one response.
+	oi, f, err := b.openObject(ctx, bucket, key)
 	if err != nil {
-		return nil, s3Error(err, s3err.ErrNoSuchKey)
+		return nil, err
 	}
+	r, err := checkRange(oi, pre, str(in.Range))
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	out := getOutput(r)
 	out.Body = &fileBody{f: f, r: io.NewSectionReader(f, r.start, r.length)}
 	return out, nil
+}
+
+func getOutput(r rangeRead) *s3.GetObjectOutput {
+	return &s3.GetObjectOutput{ContentLength: &r.length, ContentRange: r.contentRange, ETag: &r.oi.meta.ETag,
+		LastModified: &r.oi.mtime, Metadata: r.oi.meta.Meta, AcceptRanges: ptr("bytes"), ContentType: contentType(r.oi)}
+}
+
+// openObject opens the file a key (not ending in "/") names.
+func (b *braidBackend) openObject(ctx context.Context, bucket, key string) (objectInfo, *braid.File, error) {
+	p, _, err := objectPath(bucket, key)
+	if err != nil {
+		return objectInfo{}, nil, err
+	}
+	f, err := b.cl.Open(ctx, p)
+	if err != nil {
+		return objectInfo{}, nil, b.missingObject(ctx, bucket, err)
+	}
+	a := f.Attr()
+	oi, err := b.fileInfo(ctx, a.Ino, a.Size, a.MtimeNs)
+	if err != nil {
+		_ = f.Close()
+		return objectInfo{}, nil, s3Error(err, s3err.ErrNoSuchKey)
+	}
+	return oi, f, nil
+}
+
+// missingObject is the S3 error for a key whose lookup failed with err:
+// NoSuchBucket or NoSuchKey for a name that is not there (a directory
+// where a file is asked for is not there either).
+func (b *braidBackend) missingObject(ctx context.Context, bucket string, err error) error {
+	if errors.Is(err, braid.ErrNotFound) || errors.Is(err, braid.ErrNotDir) || errors.Is(err, braid.ErrIsDir) {
+		if _, berr := b.bucketDir(ctx, bucket); berr != nil {
+			return berr
+		}
+		return s3err.GetAPIError(s3err.ErrNoSuchKey)
+	}
+	return s3Error(err, s3err.ErrNoSuchKey)
 }
 
 // rangeRead is what a GET or HEAD answers about: the object and the bytes
@@ -422,6 +471,12 @@ func (b *braidBackend) readRange(ctx context.Context, bucket, key string, pre ba
 	if err != nil {
 		return rangeRead{}, err
 	}
+	return checkRange(oi, pre, rng)
+}
+
+// checkRange checks a request's conditions against the object and parses
+// its Range header.
+func checkRange(oi objectInfo, pre backend.PreConditions, rng string) (rangeRead, error) {
 	if err := backend.EvaluatePreconditions(oi.meta.ETag, oi.mtime, pre); err != nil {
 		return rangeRead{}, err
 	}
@@ -465,14 +520,11 @@ func (b *braidBackend) objectFor(ctx context.Context, bucket, key string) (objec
 		return objectInfo{}, err
 	}
 	oi, err := b.stat(ctx, p)
-	if errors.Is(err, braid.ErrNotFound) || errors.Is(err, braid.ErrNotDir) || err == nil && oi.dir != dirMarker {
-		if _, berr := b.bucketDir(ctx, bucket); berr != nil {
-			return objectInfo{}, berr
-		}
-		return objectInfo{}, s3err.GetAPIError(s3err.ErrNoSuchKey)
+	if err == nil && oi.dir != dirMarker {
+		err = braid.ErrNotFound // "a" names no directory object, "a/" no file
 	}
 	if err != nil {
-		return objectInfo{}, s3Error(err, s3err.ErrNoSuchKey)
+		return objectInfo{}, b.missingObject(ctx, bucket, err)
 	}
 	return oi, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -78,20 +80,82 @@ func (b *braidBackend) HeadBucket(_ context.Context, in *s3.HeadBucketInput) (*s
 
 // GetBucketAcl is versitygw's existence and authorization check before
 // every bucket operation.
+// Its answers for existing buckets are cached for aclCacheTTL (two MDS
+// calls saved on every request): a bucket made private, or removed,
+// through another gateway or a mount is seen within that time.
 func (b *braidBackend) GetBucketAcl(_ context.Context, in *s3.GetBucketAclInput) ([]byte, error) {
 	ctx := opCtx()
-	fi, err := b.bucketDir(ctx, str(in.Bucket))
+	bucket := str(in.Bucket)
+	acl, gen, ok := b.acls.get(bucket, time.Now())
+	if ok {
+		return acl, nil
+	}
+	fi, err := b.bucketDir(ctx, bucket)
 	if err != nil {
 		return nil, err
 	}
 	r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "get", Name: aclXattr})
-	if errors.Is(err, braid.ErrNoData) {
-		return nil, nil
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		acl = r.Value
+	case !errors.Is(err, braid.ErrNoData):
 		return nil, s3Error(err, s3err.ErrNoSuchBucket)
 	}
-	return r.Value, nil
+	b.acls.put(bucket, acl, time.Now(), gen)
+	return acl, nil
+}
+
+const (
+	aclCacheTTL     = time.Second
+	maxCachedBucket = 4096
+)
+
+// aclCache holds recent bucket ACLs; nil means the bucket has none.
+type aclCache struct {
+	mu      sync.Mutex
+	entries map[string]cachedACL
+	gen     uint64 // counts forgets: a read begun before one is not cached
+}
+
+type cachedACL struct {
+	acl []byte
+	at  time.Time
+}
+
+// get returns a fresh cached ACL, or the generation a read of the ACL
+// begins at.
+func (c *aclCache) get(bucket string, now time.Time) ([]byte, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[bucket]
+	if !ok || now.Sub(e.at) >= aclCacheTTL || now.Before(e.at) {
+		return nil, c.gen, false
+	}
+	return e.acl, c.gen, true
+}
+
+// put caches what a read begun at generation gen found, unless a change
+// was made since.
+func (c *aclCache) put(bucket string, acl []byte, now time.Time, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if c.entries == nil || len(c.entries) >= maxCachedBucket {
+		c.entries = make(map[string]cachedACL) // all entries are young: start over
+	}
+	// The name may share memory with a request buffer the HTTP server
+	// reuses: the key must be a copy.
+	c.entries[strings.Clone(bucket)] = cachedACL{acl: acl, at: now}
+}
+
+// forget drops a bucket whose ACL or existence this gateway changed.
+func (c *aclCache) forget(bucket string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, bucket)
+	c.gen++
 }
 
 func (b *braidBackend) CreateBucket(_ context.Context, in *s3.CreateBucketInput, acl []byte) error {
@@ -112,6 +176,7 @@ func (b *braidBackend) CreateBucket(_ context.Context, in *s3.CreateBucketInput,
 
 func (b *braidBackend) PutBucketAcl(_ context.Context, bucket string, acl []byte) error {
 	ctx := opCtx()
+	defer b.acls.forget(bucket)
 	fi, err := b.bucketDir(ctx, bucket)
 	if err != nil {
 		return err
@@ -128,6 +193,7 @@ func (b *braidBackend) PutBucketAcl(_ context.Context, bucket string, acl []byte
 // abandoned by a crashed gateway; uploads in progress keep it non-empty).
 func (b *braidBackend) DeleteBucket(_ context.Context, bucket string) error {
 	ctx := opCtx()
+	defer b.acls.forget(bucket)
 	fi, err := b.bucketDir(ctx, bucket)
 	if err != nil {
 		return err

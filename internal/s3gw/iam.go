@@ -2,6 +2,7 @@ package s3gw
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,7 +68,9 @@ func (m *iam) DeriveSigningKey(access, sessionToken, date, region, service strin
 		if len(m.keys) >= maxCachedKeys {
 			clear(m.keys)
 		}
-		m.keys[id] = c
+		// The strings may share memory with a request buffer the HTTP
+		// server reuses: the key must be a copy.
+		m.keys[signingKeyID{strings.Clone(access), strings.Clone(date), strings.Clone(region), strings.Clone(service)}] = c
 		m.mu.Unlock()
 	}
 	return c.key, account(access), nil

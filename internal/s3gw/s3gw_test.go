@@ -32,7 +32,7 @@ type env struct {
 	key braid.S3User
 }
 
-func start(t *testing.T) *env {
+func start(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
