@@ -88,7 +88,11 @@ func TestS3RealClients(t *testing.T) {
 	if err := os.WriteFile(local, big, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	e.must("layout", "set", "/shared", "mirror:2") // the bucket's default, as a directory's
 	aws("s3", "cp", local, "s3://shared/cli/big.bin")
+	if stat := e.must("stat", "/shared/cli/big.bin"); !strings.Contains(stat, "mirror:2") {
+		t.Fatalf("the bucket's default layout not applied to a multipart object:\n%s", stat)
+	}
 	back := filepath.Join(t.TempDir(), "back")
 	aws("s3", "cp", "s3://shared/cli/big.bin", back)
 	if got, err := os.ReadFile(back); err != nil || !bytes.Equal(got, big) {
