@@ -25,8 +25,9 @@
 //     directory a subdirectory "d" sorts as "d/".
 //
 // Object metadata lives in one xattr of the file, readable through a
-// mount: user.s3, JSON {etag, size, mtime_ns, content_type, meta} (meta:
-// the x-amz-meta-* headers). An ETag whose size or mtime no longer match,
+// mount: user.s3, JSON {etag, size, mtime_ns, content_type, meta,
+// upload_id} (meta: the x-amz-meta-* headers; upload_id: the multipart
+// upload that made it, so that a retried completion is answered). An ETag whose size or mtime no longer match,
 // because the file was changed through a mount or NFS, is replaced by one
 // derived from ino, size and mtime, marked "-0" so clients do not take it
 // for an MD5. Directories a PUT created carry user.s3.implicit; a bucket's
@@ -34,4 +35,19 @@
 // (/bucket/.braid-s3/tmp/...) and rename it over the key once the whole
 // body arrived and verified: readers see the old object or the new one,
 // and a client that disconnects leaves nothing visible.
+//
+// The reserved directory /bucket/.braid-s3/ (format 1):
+//
+//	tmp/<ns>-<hex>            a PUT's, part's or completion's temporary file
+//	uploads/<id>/             a multipart upload in progress; xattr
+//	                          user.s3.upload = JSON {key, initiated_ns,
+//	                          content_type, meta}
+//	uploads/<id>/NNNNN        part NNNNN (1..10000), user.s3 as an object's
+//	uploads/<id>.completing   claimed by a completion (renamed back if it fails)
+//	uploads/<id>.aborting     claimed by an abort, being removed
+//
+// Upload IDs are 16 hex digits of the initiation time and 16 random ones:
+// they sort in initiation order, and any other string is NoSuchUpload.
+// Work a crashed gateway left (tmp files, claims) is swept by every
+// gateway once older than staleAfter (sweep.go).
 package s3gw
