@@ -166,6 +166,7 @@ func (e *env) up(o upOptions) error {
 			fmt.Fprintf(e.stdout, "  mount %s (pid %d)\n", extra.what, c.cmd.Process.Pid)
 		}
 	}
+	fmt.Fprintln(e.stdout, "Ctrl-C stops the cluster.")
 	addOSD := func() (*child, error) {
 		i := len(children) - 1
 		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
@@ -221,7 +222,6 @@ func (e *env) printEndpoints(m *child, osds []*child, dir string) {
 		fmt.Fprintf(e.stdout, "  %-5s %-21s pid %d\n", c.name, c.addr, c.cmd.Process.Pid)
 	}
 	fmt.Fprintf(e.stdout, "export BRAID_MDS=%s   # or just run braid commands: they read %s\n", m.addr, stateFile())
-	fmt.Fprintln(e.stdout, "Ctrl-C stops the cluster.")
 }
 
 // superviseChildren waits for Ctrl-C. A child that dies is reported and
