@@ -278,6 +278,9 @@ func (b *braidBackend) commitObject(ctx context.Context, st staged, p string, me
 		return err
 	}
 	if err := b.cl.Rename(ctx, st.tmp, p); err != nil {
+		if fi, serr := b.cl.Stat(ctx, p); errors.Is(err, braid.ErrNotFound) && serr == nil && fi.Ino == st.ino {
+			return nil // a replayed rename that had landed
+		}
 		return s3Error(err, notFound)
 	}
 	return nil

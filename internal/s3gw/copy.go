@@ -23,6 +23,9 @@ func (b *braidBackend) copySource(ctx context.Context, header string, pre backen
 	if err != nil {
 		return objectInfo{}, "", err
 	}
+	if !validBucketName(bucket) {
+		return objectInfo{}, "", s3err.GetAPIError(s3err.ErrInvalidBucketName)
+	}
 	if version != "" {
 		return objectInfo{}, "", s3err.GetInvalidArgumentErr(s3err.InvalidArgVersionId, version) // no versioning
 	}
@@ -59,6 +62,8 @@ func (b *braidBackend) CopyObject(_ context.Context, in s3response.CopyObjectInp
 		meta = objectMeta{ContentType: str(in.ContentType), Meta: in.Metadata}
 	}
 	switch {
+	case p == srcPath && src.dir != dirMarker: // "a" onto "a/" or the reverse
+		return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrExistingObjectIsDirectory)
 	case p == srcPath:
 		return b.replaceMeta(ctx, src, meta, in.MetadataDirective)
 	case src.dir || dirMarker:

@@ -43,8 +43,11 @@
 //	                          user.s3.upload = JSON {key, initiated_ns,
 //	                          content_type, meta}
 //	uploads/<id>/NNNNN        part NNNNN (1..10000), user.s3 as an object's
-//	uploads/<id>.completing   claimed by a completion (renamed back if it fails)
-//	uploads/<id>.aborting     claimed by an abort, being removed
+//	uploads/<id>.completing.<token>  claimed by one completion (renamed
+//	                          back if it fails; another completion meanwhile
+//	                          gets the retryable SlowDown)
+//	uploads/<id>.aborting.<token>    claimed by an abort, or a finished
+//	                          completion, whose parts are being removed
 //
 // Upload IDs are 16 hex digits of the initiation time and 16 random ones:
 // they sort in initiation order, and any other string is NoSuchUpload.

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,6 +71,55 @@ func validUploadID(id string) bool {
 
 func uploadsDir(bucket string) string { return "/" + bucket + "/" + reservedDir + "/uploads" }
 
+// claimName names an upload directory claimed by one completion or abort:
+// ID.completing.TOKEN or ID.aborting.TOKEN. The token makes the claim this
+// request's own, so a rename the client library replays (it reports
+// not-found the second time) can be recognised.
+func claimName(dir, kind string) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return dir + kind + "." + hex.EncodeToString(r[:])
+}
+
+// claimOf splits an uploads entry into its upload ID and claim kind ("" for
+// an unclaimed upload).
+func claimOf(name string) (id, kind string) {
+	if len(name) <= 16+2*uploadIDRandBytes {
+		return name, ""
+	}
+	id, rest := name[:16+2*uploadIDRandBytes], name[16+2*uploadIDRandBytes:]
+	for _, k := range []string{completingSuffix, abortingSuffix} {
+		if strings.HasPrefix(rest, k+".") {
+			return id, k
+		}
+	}
+	return name, ""
+}
+
+// claimedAs reports whether upload id is claimed by a completion or abort
+// (kind) in progress. Claims sort right after their ID.
+func (b *braidBackend) claimedAs(ctx context.Context, bucket, id, kind string) bool {
+	fi, err := b.cl.Stat(ctx, uploadsDir(bucket))
+	if err != nil {
+		return false
+	}
+	ents, _, err := b.cl.ReadDirAt(ctx, fi.Ino, id, 4)
+	for _, e := range ents {
+		if cid, k := claimOf(e.Name); err == nil && cid == id && k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// errCompleting answers a request for an upload whose completion is still
+// copying: retryable, unlike NoSuchUpload, so a client that timed out on
+// a long completion and retried learns the outcome on a later try.
+func errCompleting(id string) error {
+	return s3err.APIError{Code: "SlowDown", HTTPStatusCode: 503,
+		Description: fmt.Sprintf("upload %s is being completed; retry", id)}
+}
+
 func partName(n int32) string { return fmt.Sprintf("%05d", n) }
 
 // upload finds an upload in progress of bucket/key.
@@ -101,13 +149,17 @@ func (b *braidBackend) readUpload(ctx context.Context, dir string) (uploadMeta, 
 	if err != nil {
 		return uploadMeta{}, err
 	}
-	r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "get", Name: uploadXattr})
+	return b.uploadOfIno(ctx, fi.Ino)
+}
+
+func (b *braidBackend) uploadOfIno(ctx context.Context, ino uint64) (uploadMeta, error) {
+	r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: ino, Op: "get", Name: uploadXattr})
 	if err != nil {
 		return uploadMeta{}, err
 	}
 	var u uploadMeta
 	if err := json.Unmarshal(r.Value, &u); err != nil {
-		return uploadMeta{}, fmt.Errorf("upload %s: %w", dir, err)
+		return uploadMeta{}, fmt.Errorf("upload %d: %w", ino, err)
 	}
 	return u, nil
 }
@@ -272,14 +324,26 @@ func (b *braidBackend) AbortMultipartUpload(_ context.Context, in *s3.AbortMulti
 	}
 	// Claim it as completion does, so that a racing completion cannot read
 	// parts this removes.
-	gone := dir + abortingSuffix
-	if err := b.cl.Rename(ctx, dir, gone); err != nil {
+	gone := claimName(dir, abortingSuffix)
+	if err := b.renameClaim(ctx, dir, gone); err != nil {
 		if errors.Is(err, braid.ErrNotFound) {
 			return s3err.GetNoSuchUploadErr(str(in.UploadId))
 		}
 		return s3Error(err, s3err.ErrNoSuchUpload)
 	}
 	return s3Error(b.removeTree(ctx, gone), s3err.ErrNoSuchUpload)
+}
+
+// renameClaim renames an upload directory to this request's claim; a
+// not-found from a replayed rename that had landed is success.
+func (b *braidBackend) renameClaim(ctx context.Context, dir, claim string) error {
+	err := b.cl.Rename(ctx, dir, claim)
+	if errors.Is(err, braid.ErrNotFound) {
+		if _, serr := b.cl.Stat(ctx, claim); serr == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // removeTree removes a directory of files (an upload).
@@ -323,11 +387,14 @@ func (b *braidBackend) CompleteMultipartUpload(_ context.Context, in *s3.Complet
 		return out, "", err
 	}
 	u, dir, err := b.upload(ctx, bucket, key, id)
-	if hasCode(err, "NoSuchUpload") && b.completedBy(ctx, p, id, etag) {
-		return out, "", nil // a retry of a completion that succeeded
+	if hasCode(err, "NoSuchUpload") {
+		return out, "", b.notPending(ctx, bucket, p, id, etag)
 	}
 	if err != nil {
 		return out, "", err
+	}
+	if len(want) > maxPartNumber {
+		return out, "", s3err.GetAPIError(s3err.ErrMalformedXML)
 	}
 	if err := b.checkPutPreconditions(ctx, p, in.IfMatch, in.IfNoneMatch); err != nil {
 		return out, "", err
@@ -343,13 +410,10 @@ func (b *braidBackend) CompleteMultipartUpload(_ context.Context, in *s3.Complet
 	if in.MpuObjectSize != nil && *in.MpuObjectSize != size {
 		return out, "", s3err.GetIncorrectMpObjectSizeErr(size, *in.MpuObjectSize)
 	}
-	claimed := dir + completingSuffix
-	if err := b.cl.Rename(ctx, dir, claimed); err != nil {
-		if errors.Is(err, braid.ErrNotFound) && b.completedBy(ctx, p, id, etag) {
-			return out, "", nil
-		}
-		if errors.Is(err, braid.ErrNotFound) || errors.Is(err, braid.ErrNotEmpty) || errors.Is(err, braid.ErrExists) {
-			return out, "", s3err.GetNoSuchUploadErr(id) // being completed or aborted by another request
+	claimed := claimName(dir, completingSuffix)
+	if err := b.renameClaim(ctx, dir, claimed); err != nil {
+		if errors.Is(err, braid.ErrNotFound) {
+			return out, "", b.notPending(ctx, bucket, p, id, etag) // completed or aborted by another request
 		}
 		return out, "", s3Error(err, s3err.ErrNoSuchUpload)
 	}
@@ -358,8 +422,27 @@ func (b *braidBackend) CompleteMultipartUpload(_ context.Context, in *s3.Complet
 		_ = b.cl.Rename(context.WithoutCancel(ctx), claimed, dir) // the client may retry
 		return out, "", err
 	}
-	_ = b.removeTree(ctx, claimed) // leftovers are swept (see sweep.go)
+	// Done: the parts are garbage. Renamed to an abort's claim first, so
+	// that if removing them is cut short the sweeper removes the rest and
+	// never hands the upload back.
+	if done := claimName(dir, abortingSuffix); b.cl.Rename(ctx, claimed, done) == nil {
+		claimed = done
+	}
+	_ = b.removeTree(ctx, claimed)
 	return out, "", nil
+}
+
+// notPending answers a completion of an upload that is no longer pending:
+// success for a retry of a completion that succeeded, SlowDown while
+// another completion is still copying, NoSuchUpload otherwise.
+func (b *braidBackend) notPending(ctx context.Context, bucket, p, id, etag string) error {
+	switch {
+	case b.completedBy(ctx, p, id, etag):
+		return nil
+	case b.claimedAs(ctx, bucket, id, completingSuffix):
+		return errCompleting(id)
+	}
+	return s3err.GetNoSuchUploadErr(id)
 }
 
 // chooseParts checks the client's part list against the stored parts: in
@@ -509,11 +592,11 @@ func (b *braidBackend) allUploads(ctx context.Context, bucket string) ([]pending
 		}
 		for _, e := range ents {
 			after = e.Name
-			id := strings.TrimSuffix(e.Name, completingSuffix) // still in progress until it is renamed over the key
+			id := e.Name // claimed uploads are being completed or aborted: no longer listed
 			if !validUploadID(id) || e.Inode.Type != braid.TypeDir {
 				continue
 			}
-			u, err := b.readUpload(ctx, path.Join(uploadsDir(bucket), e.Name))
+			u, err := b.uploadOfIno(ctx, e.Inode.Ino)
 			if err != nil {
 				continue // completed or aborted meanwhile
 			}

@@ -172,6 +172,25 @@ func TestMultipartUpload(t *testing.T) {
 	if err != nil || len(ents) != 0 {
 		t.Fatalf("uploads directory after abort: %v %v", ents, err)
 	}
+
+	// A completion still copying (its claim, as another gateway's): a
+	// retry gets the retryable SlowDown, not NoSuchUpload, and the upload
+	// is not listed.
+	cr, err = e.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: &key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = aws.ToString(cr.UploadId)
+	s1 = e.uploadPart(t, bucket, key, id, 1, p3)
+	dir := "/mpu/.braid-s3/uploads/" + id
+	if err := e.cl.Rename(ctx, dir, dir+".completing.0a0b0c0d"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = complete(completed(1, s1))
+	wantCode(t, "completion while another completes", err, "SlowDown")
+	if lu, err := e.s3.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &bucket}); err != nil || len(lu.Uploads) != 0 {
+		t.Fatalf("a claimed upload is listed: %+v %v", lu, err)
+	}
 }
 
 func TestCopyAndDeleteObjects(t *testing.T) {

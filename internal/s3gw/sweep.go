@@ -3,7 +3,6 @@ package s3gw
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/braidfs/braid"
@@ -25,6 +24,7 @@ const (
 type sweepStats struct {
 	Removed  int // temporaries and aborted uploads
 	Restored int // claimed completions handed back to their upload
+	Failed   int // buckets whose sweep stopped at an error
 }
 
 // sweep cleans every bucket's abandoned work older than staleAfter at now.
@@ -39,7 +39,7 @@ func (b *braidBackend) sweep(ctx context.Context, now time.Time) (sweepStats, er
 			continue
 		}
 		if err := b.sweepBucket(ctx, e.Name, now, &st); err != nil && !errors.Is(err, braid.ErrNotFound) {
-			return st, err
+			st.Failed++ // the next sweep tries again; other buckets go on
 		}
 	}
 	return st, nil
@@ -64,22 +64,50 @@ func (b *braidBackend) sweepBucket(ctx context.Context, bucket string, now time.
 		return err
 	}
 	for _, e := range ups {
+		if !old(e) {
+			continue
+		}
 		dir := uploadsDir(bucket) + "/" + e.Name
-		switch {
-		case !old(e):
-		case strings.HasSuffix(e.Name, abortingSuffix):
+		switch id, kind := claimOf(e.Name); kind {
+		case abortingSuffix:
 			if b.removeTree(ctx, dir) == nil {
 				st.Removed++
 			}
-		case strings.HasSuffix(e.Name, completingSuffix):
-			// The completion died before its rename over the key (after it,
-			// the directory is removed): the upload is the client's again.
-			if b.cl.Rename(ctx, dir, strings.TrimSuffix(dir, completingSuffix)) == nil {
+		case completingSuffix:
+			if b.finishedCompletion(ctx, bucket, dir, id) {
+				if b.removeTree(ctx, dir) == nil {
+					st.Removed++
+				}
+			} else if b.cl.Rename(ctx, dir, uploadsDir(bucket)+"/"+id) == nil {
+				// The completion died before its rename over the key:
+				// the upload is the client's again.
 				st.Restored++
+			}
+		default:
+			if _, err := b.readUpload(ctx, dir); errors.Is(err, braid.ErrNoData) && validUploadID(id) {
+				// A CreateMultipartUpload that died before recording its key.
+				if b.removeTree(ctx, dir) == nil {
+					st.Removed++
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// finishedCompletion reports whether the completion that claimed dir got
+// as far as renaming its object over the key (and died removing parts).
+func (b *braidBackend) finishedCompletion(ctx context.Context, bucket, dir, id string) bool {
+	u, err := b.readUpload(ctx, dir)
+	if err != nil {
+		return false
+	}
+	p, _, err := objectPath(bucket, u.Key)
+	if err != nil {
+		return false
+	}
+	oi, err := b.stat(ctx, p)
+	return err == nil && !oi.dir && oi.meta.UploadID == id
 }
 
 // readDirAll lists a directory, up to maxSweepDir pages.

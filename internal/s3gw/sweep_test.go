@@ -2,6 +2,7 @@ package s3gw
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestSweepAbandonedWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []string
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 4; i++ {
 		out, err := b.CreateMultipartUpload(ctx, s3response.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("k")})
 		if err != nil {
 			t.Fatal(err)
@@ -48,10 +49,29 @@ func TestSweepAbandonedWork(t *testing.T) {
 		ids = append(ids, out.UploadId)
 	}
 	ups := uploadsDir("bkt") + "/"
-	if err := cl.Rename(ctx, ups+ids[0], ups+ids[0]+completingSuffix); err != nil {
+	completing, aborting := claimName(ups+ids[0], completingSuffix), claimName(ups+ids[1], abortingSuffix)
+	if err := cl.Rename(ctx, ups+ids[0], completing); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Rename(ctx, ups+ids[1], ups+ids[1]+abortingSuffix); err != nil {
+	if err := cl.Rename(ctx, ups+ids[1], aborting); err != nil {
+		t.Fatal(err)
+	}
+	// A completion that renamed its object over the key and died removing
+	// the parts: its upload must not come back.
+	finished := claimName(ups+ids[3], completingSuffix)
+	if err := cl.Rename(ctx, ups+ids[3], finished); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := b.stage(ctx, "bkt", strings.NewReader("done"), 4, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.commitObject(ctx, obj, "/bkt/k", objectMeta{ETag: obj.etag, UploadID: ids[3]}, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A CreateMultipartUpload that died before recording its key.
+	bare := ups + newUploadID(time.Now())
+	if err := cl.Mkdir(ctx, bare, false); err != nil {
 		t.Fatal(err)
 	}
 
@@ -60,8 +80,13 @@ func TestSweepAbandonedWork(t *testing.T) {
 		t.Fatalf("sweep of fresh work: %+v %v", st, err)
 	}
 	st, err = b.sweep(ctx, time.Now().Add(staleAfter+time.Hour))
-	if err != nil || st != (sweepStats{Removed: 2, Restored: 1}) {
+	if err != nil || st != (sweepStats{Removed: 4, Restored: 1}) {
 		t.Fatalf("sweep of stale work: %+v %v", st, err)
+	}
+	for _, gone := range []string{finished, bare, ups + ids[3]} {
+		if _, err := cl.Stat(ctx, gone); err == nil {
+			t.Fatalf("%s is still there after the sweep", gone)
+		}
 	}
 	if _, err := cl.Stat(ctx, tmp); err == nil {
 		t.Fatal("the stale temporary is still there")
@@ -69,7 +94,7 @@ func TestSweepAbandonedWork(t *testing.T) {
 	if _, _, err := b.upload(ctx, "bkt", "k", ids[0]); err != nil {
 		t.Fatalf("the dead completion's upload is not the client's again: %v", err)
 	}
-	if _, err := cl.Stat(ctx, ups+ids[1]+abortingSuffix); err == nil {
+	if _, err := cl.Stat(ctx, aborting); err == nil {
 		t.Fatal("the dead abort's upload is still there")
 	}
 	if _, _, err := b.upload(ctx, "bkt", "k", ids[2]); err != nil {
