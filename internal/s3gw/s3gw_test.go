@@ -264,13 +264,7 @@ func TestAnonymousAccess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return doHTTP(t, req)
 	}
 	for _, c := range []struct{ method, url string }{{"GET", "/private/k"}, {"GET", "/private"}, {"GET", "/"}, {"PUT", "/private/new"}, {"DELETE", "/private/k"}, {"GET", "/public/k"}} {
 		if code, body := anon(c.method, c.url, strings.NewReader("x")); code != http.StatusForbidden || !strings.Contains(body, "AccessDenied") {
