@@ -141,9 +141,12 @@ func (c *Client) Statfs(ctx context.Context) (StatfsResult, error) {
 // Ino is the file's inode number.
 func (f *File) Ino() uint64 { return f.layoutIno() }
 
-// Attr is the file's attributes as of its open, with this handle's size.
+// Attr is the file's attributes as of its open or its last commit (Sync,
+// Close), with this handle's size.
 func (f *File) Attr() Attr {
-	a := f.opened
-	a.Size = f.Size()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := f.attr
+	a.Size = f.size
 	return a
 }

@@ -63,7 +63,7 @@ type File struct {
 	// is renewed until Close. If the client dies the lease runs out and
 	// the MDS scrubs the file for stripes the writer left half-written.
 	handle    uint64
-	opened    mdsproto.Inode // attributes when opened
+	attr      mdsproto.Inode // attributes as of the open or this handle's last commit (under mu)
 	stopLease chan struct{}
 	leaseDone chan struct{}
 
@@ -109,7 +109,7 @@ func newHandle() uint64 { return mrand.Uint64() | 1 }
 
 func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenResp) (*File, error) {
 	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, touched: map[int]bool{},
-		size: r.Inode.Size, committed: r.Inode.Size, handle: handle, opened: r.Inode,
+		size: r.Inode.Size, committed: r.Inode.Size, handle: handle, attr: r.Inode,
 		pending: newPendingStripes()}
 	if err := f.apply(r); err != nil {
 		return nil, err
@@ -439,6 +439,7 @@ func (f *File) commitLocked(ctx context.Context) error {
 	if err == nil {
 		f.modified = false
 		f.committed = f.size
+		f.attr = in
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"path"
 	"strings"
@@ -151,11 +152,11 @@ func (b *braidBackend) PutObject(_ context.Context, in s3response.PutObjectInput
 		return s3response.PutObjectOutput{}, err
 	}
 	meta := objectMeta{ContentType: str(in.ContentType), Meta: in.Metadata}
-	etag, err := b.writeObject(ctx, bucket, p, in.Body, size, in.Metadata[layoutMetaKey], meta)
+	meta, err = b.writeObject(ctx, bucket, p, in.Body, size, in.Metadata[layoutMetaKey], meta)
 	if err != nil {
 		return s3response.PutObjectOutput{}, err
 	}
-	return s3response.PutObjectOutput{ETag: etag}, nil
+	return s3response.PutObjectOutput{ETag: meta.ETag}, nil
 }
 
 // putDirMarker makes the directory a "dir/" key names (explicit: it stays
@@ -195,47 +196,52 @@ func (b *braidBackend) checkPutPreconditions(ctx context.Context, p string, ifMa
 }
 
 // writeObject copies body (size bytes, or to EOF when size < 0) into a new
-// file at p through a hidden temporary and returns the ETag.
-func (b *braidBackend) writeObject(ctx context.Context, bucket, p string, body io.Reader, size int64, layout string, meta objectMeta) (string, error) {
+// file at p through a hidden temporary and returns its metadata as stored.
+func (b *braidBackend) writeObject(ctx context.Context, bucket, p string, body io.Reader, size int64, layout string, meta objectMeta) (objectMeta, error) {
 	if err := b.makeParents(ctx, bucket, p); err != nil {
-		return "", err
+		return objectMeta{}, err
 	}
 	st, err := b.stage(ctx, bucket, body, size, layout, true)
 	if err != nil {
-		return "", err
+		return objectMeta{}, err
 	}
 	meta.ETag = st.etag
-	if err := b.commitObject(ctx, st, p, meta, s3err.ErrNoSuchBucket); err != nil {
+	if err := b.commitObject(ctx, st, p, &meta, s3err.ErrNoSuchBucket); err != nil {
 		b.discard(ctx, st.tmp)
-		return "", err
+		return objectMeta{}, err
 	}
-	return meta.ETag, nil
+	return meta, nil
 }
 
 // staged is a finished, durable temporary file.
 type staged struct {
 	tmp  string
-	ino  uint64
-	etag string // the MD5 of its bytes, quoted; "" when not hashed
+	attr braid.Attr // as committed by its Close
+	etag string     // the MD5 of its bytes, quoted; "" when not hashed
 }
 
 // stage copies body (size bytes, or to EOF when size < 0) into a new hidden
 // temporary file of bucket and closes it, durable. On error nothing is
 // left behind.
-func (b *braidBackend) stage(ctx context.Context, bucket string, body io.Reader, size int64, layout string, hash bool) (staged, error) {
-	tmp, err := b.tempPath(ctx, bucket)
-	if err != nil {
-		return staged{}, err
+func (b *braidBackend) stage(ctx context.Context, bucket string, body io.Reader, size int64, layout string, withMD5 bool) (staged, error) {
+	tmp := tempPath(bucket)
+	opts := braid.CreateOptions{Layout: layout, SizeHint: size}
+	f, err := b.cl.Create(ctx, tmp, opts)
+	if errors.Is(err, braid.ErrNotFound) { // the bucket's first temporary
+		if _, err := b.reservedSubdir(ctx, bucket, "tmp"); err != nil {
+			return staged{}, err
+		}
+		f, err = b.cl.Create(ctx, tmp, opts)
 	}
-	f, err := b.cl.Create(ctx, tmp, braid.CreateOptions{Layout: layout, SizeHint: size})
 	if errors.Is(err, braid.ErrInvalid) {
 		return staged{}, invalidArgument("layout %q: %v", layout, err)
 	}
 	if err != nil {
 		return staged{}, s3Error(err, s3err.ErrNoSuchBucket)
 	}
-	h := md5.New()
-	if hash {
+	var h hash.Hash
+	if withMD5 {
+		h = md5.New()
 		body = io.TeeReader(body, h)
 	}
 	n, err := f.ReadFrom(body)
@@ -252,8 +258,8 @@ func (b *braidBackend) stage(ctx context.Context, bucket string, body io.Reader,
 		b.discard(ctx, tmp)
 		return staged{}, err
 	}
-	st := staged{tmp: tmp, ino: f.Ino()}
-	if hash {
+	st := staged{tmp: tmp, attr: f.Attr()}
+	if withMD5 {
 		st.etag = quote(hex.EncodeToString(h.Sum(nil)))
 	}
 	return st, nil
@@ -264,21 +270,18 @@ func (b *braidBackend) discard(ctx context.Context, tmp string) {
 	_ = b.cl.Remove(context.WithoutCancel(ctx), tmp)
 }
 
-// commitObject records meta on the finished temporary file and renames it
-// over p: readers see the old object or the new one, whole. A missing
+// commitObject records meta, completed with the file's size and mtime, on
+// the finished temporary file and renames it over p: readers see the old
+// object or the new one, whole. A missing
 // destination directory is reported as notFound; the caller discards the
 // temporary on error.
-func (b *braidBackend) commitObject(ctx context.Context, st staged, p string, meta objectMeta, notFound s3err.ErrorCode) error {
-	a, err := b.cl.GetAttr(ctx, st.ino)
-	if err != nil {
-		return s3Error(err, s3err.ErrInternalError)
-	}
-	meta.Size, meta.MtimeNs = a.Size, a.MtimeNs
-	if err := b.setMeta(ctx, st.ino, meta); err != nil {
+func (b *braidBackend) commitObject(ctx context.Context, st staged, p string, meta *objectMeta, notFound s3err.ErrorCode) error {
+	meta.Size, meta.MtimeNs = st.attr.Size, st.attr.MtimeNs
+	if err := b.setMeta(ctx, st.attr.Ino, *meta); err != nil {
 		return err
 	}
 	if err := b.cl.Rename(ctx, st.tmp, p); err != nil {
-		if fi, serr := b.cl.Stat(ctx, p); errors.Is(err, braid.ErrNotFound) && serr == nil && fi.Ino == st.ino {
+		if fi, serr := b.cl.Stat(ctx, p); errors.Is(err, braid.ErrNotFound) && serr == nil && fi.Ino == st.attr.Ino {
 			return nil // a replayed rename that had landed
 		}
 		return s3Error(err, notFound)
@@ -371,15 +374,17 @@ func (b *braidBackend) reservedSubdir(ctx context.Context, bucket, name string) 
 	return sub, nil
 }
 
-// tempPath names a new hidden temporary file of bucket.
-func (b *braidBackend) tempPath(ctx context.Context, bucket string) (string, error) {
-	dir, err := b.reservedSubdir(ctx, bucket, "tmp")
-	if err != nil {
-		return "", err
-	}
-	var r [12]byte
-	_, _ = rand.Read(r[:])
-	return fmt.Sprintf("%s/%d-%s", dir, time.Now().UnixNano(), hex.EncodeToString(r[:])), nil
+// tempPath names a new hidden temporary file of bucket (its directory is
+// made when a create finds it missing).
+func tempPath(bucket string) string {
+	return fmt.Sprintf("/%s/%s/tmp/%d-%s", bucket, reservedDir, time.Now().UnixNano(), randHex(12))
+}
+
+// randHex is n random bytes in hex.
+func randHex(n int) string {
+	r := make([]byte, n)
+	_, _ = rand.Read(r)
+	return hex.EncodeToString(r)
 }
 
 func (b *braidBackend) HeadObject(_ context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
@@ -585,5 +590,3 @@ func (b *braidBackend) removeEmptyParents(ctx context.Context, bucket, dir strin
 		dir = path.Dir(dir)
 	}
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

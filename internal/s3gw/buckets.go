@@ -219,12 +219,21 @@ func (b *braidBackend) DeleteBucket(_ context.Context, bucket string) error {
 	return s3Error(err, s3err.ErrNoSuchBucket)
 }
 
-// removeReserved empties the reserved directory of leftover temporaries;
-// a multipart upload in progress makes the bucket not empty.
+// removeReserved empties the reserved directory of leftover temporaries
+// and the parts of aborted or completed uploads; a multipart upload in
+// progress (or being completed) makes the bucket not empty.
 func (b *braidBackend) removeReserved(ctx context.Context, bucket string) error {
 	base := "/" + bucket + "/" + reservedDir
-	if ents, err := b.cl.ReadDir(ctx, base+"/uploads"); err == nil && len(ents) > 0 {
-		return s3err.GetBucketErr(s3err.ErrBucketNotEmpty, bucket)
+	ups, _ := b.readDirAll(ctx, uploadsDir(bucket))
+	for _, e := range ups {
+		if _, kind := claimOf(e.Name); kind != abortingSuffix {
+			return s3err.GetBucketErr(s3err.ErrBucketNotEmpty, bucket)
+		}
+	}
+	for _, e := range ups {
+		if err := b.removeTree(ctx, uploadsDir(bucket)+"/"+e.Name); err != nil && !errors.Is(err, braid.ErrNotFound) {
+			return s3Error(err, s3err.ErrInternalError)
+		}
 	}
 	tmp, _ := b.cl.ReadDir(ctx, base+"/tmp")
 	for _, e := range tmp {

@@ -11,47 +11,71 @@ import (
 	"github.com/versity/versitygw/backend"
 	"github.com/versity/versitygw/s3err"
 	"github.com/versity/versitygw/s3response"
+
+	"github.com/braidfs/braid"
 )
 
 // maxDeleteKeys is S3's limit on one DeleteObjects request.
 const maxDeleteKeys = 1000
 
-// copySource finds the object an x-amz-copy-source header names and
-// checks the request's x-amz-copy-source-if-* conditions against it.
-func (b *braidBackend) copySource(ctx context.Context, header string, pre backend.PreConditions) (objectInfo, string, error) {
+// copySource finds the object an x-amz-copy-source header names, checks
+// the request's x-amz-copy-source-if-* conditions against it and, for a
+// file, opens it (as a GET does: the bytes copied are those of the object
+// checked). The caller closes src.f.
+func (b *braidBackend) copySource(ctx context.Context, header string, pre backend.PreConditions) (copySrc, error) {
 	bucket, key, version, err := backend.ParseCopySource(header)
 	if err != nil {
-		return objectInfo{}, "", err
+		return copySrc{}, err
 	}
 	if !validBucketName(bucket) {
-		return objectInfo{}, "", s3err.GetAPIError(s3err.ErrInvalidBucketName)
+		return copySrc{}, s3err.GetAPIError(s3err.ErrInvalidBucketName)
 	}
 	if version != "" {
-		return objectInfo{}, "", s3err.GetInvalidArgumentErr(s3err.InvalidArgVersionId, version) // no versioning
+		return copySrc{}, s3err.GetInvalidArgumentErr(s3err.InvalidArgVersionId, version) // no versioning
 	}
-	p, _, err := objectPath(bucket, key)
+	p, dirMarker, err := objectPath(bucket, key)
 	if err != nil {
-		return objectInfo{}, "", err
+		return copySrc{}, err
 	}
-	src, err := b.objectFor(ctx, bucket, key)
+	src := copySrc{path: p}
+	if dirMarker {
+		src.objectInfo, err = b.objectFor(ctx, bucket, key)
+	} else {
+		src.objectInfo, src.f, err = b.openObject(ctx, bucket, key)
+	}
 	if err != nil {
-		return objectInfo{}, "", err
+		return copySrc{}, err
 	}
 	if err := backend.EvaluatePreconditions(src.meta.ETag, src.mtime, pre); err != nil {
-		return objectInfo{}, "", err
+		src.close()
+		return copySrc{}, err
 	}
-	return src, p, nil
+	return src, nil
+}
+
+// copySrc is the object a copy reads.
+type copySrc struct {
+	objectInfo
+	path string
+	f    *braid.File // nil for a directory object
+}
+
+func (s copySrc) close() {
+	if s.f != nil {
+		_ = s.f.Close()
+	}
 }
 
 // CopyObject copies through the gateway: read from the OSDs, written to
 // new ones, as a new file (its own layout, its own MD5).
 func (b *braidBackend) CopyObject(_ context.Context, in s3response.CopyObjectInput) (s3response.CopyObjectOutput, error) {
 	ctx := opCtx()
-	src, srcPath, err := b.copySource(ctx, str(in.CopySource), backend.PreConditions{IfMatch: in.CopySourceIfMatch,
+	src, err := b.copySource(ctx, str(in.CopySource), backend.PreConditions{IfMatch: in.CopySourceIfMatch,
 		IfNoneMatch: in.CopySourceIfNoneMatch, IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince})
 	if err != nil {
 		return s3response.CopyObjectOutput{}, err
 	}
+	defer src.close()
 	bucket := str(in.Bucket)
 	p, dirMarker, err := objectPath(bucket, str(in.Key))
 	if err != nil {
@@ -62,10 +86,10 @@ func (b *braidBackend) CopyObject(_ context.Context, in s3response.CopyObjectInp
 		meta = objectMeta{ContentType: str(in.ContentType), Meta: in.Metadata}
 	}
 	switch {
-	case p == srcPath && src.dir != dirMarker: // "a" onto "a/" or the reverse
+	case p == src.path && src.dir != dirMarker: // "a" onto "a/" or the reverse
 		return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrExistingObjectIsDirectory)
-	case p == srcPath:
-		return b.replaceMeta(ctx, src, meta, in.MetadataDirective)
+	case p == src.path:
+		return b.replaceMeta(ctx, src.objectInfo, meta, in.MetadataDirective)
 	case src.dir || dirMarker:
 		if !src.dir || !dirMarker {
 			return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrDirectoryObjectContainsData)
@@ -73,20 +97,11 @@ func (b *braidBackend) CopyObject(_ context.Context, in s3response.CopyObjectInp
 		out, err := b.putDirMarker(ctx, bucket, p, s3response.PutObjectInput{})
 		return copyOutput(out.ETag, time.Now()), err
 	}
-	f, err := b.cl.OpenIno(ctx, src.ino, false)
-	if err != nil {
-		return s3response.CopyObjectOutput{}, s3Error(err, s3err.ErrNoSuchKey)
-	}
-	defer f.Close()
-	etag, err := b.writeObject(ctx, bucket, p, io.NewSectionReader(f, 0, src.size), src.size, meta.Meta[layoutMetaKey], meta)
+	meta, err = b.writeObject(ctx, bucket, p, io.NewSectionReader(src.f, 0, src.size), src.size, meta.Meta[layoutMetaKey], meta)
 	if err != nil {
 		return s3response.CopyObjectOutput{}, err
 	}
-	mtime := time.Now()
-	if oi, err := b.stat(ctx, p); err == nil {
-		mtime = oi.mtime
-	}
-	return copyOutput(etag, mtime), nil
+	return copyOutput(meta.ETag, timeOf(meta.MtimeNs)), nil
 }
 
 // replaceMeta is a copy of an object onto itself: S3's way to change its
@@ -110,11 +125,12 @@ func copyOutput(etag string, mtime time.Time) s3response.CopyObjectOutput {
 // UploadPartCopy stores a range of an existing object as a part.
 func (b *braidBackend) UploadPartCopy(_ context.Context, in *s3.UploadPartCopyInput) (s3response.CopyPartResult, error) {
 	ctx := opCtx()
-	src, _, err := b.copySource(ctx, str(in.CopySource), backend.PreConditions{IfMatch: in.CopySourceIfMatch,
+	src, err := b.copySource(ctx, str(in.CopySource), backend.PreConditions{IfMatch: in.CopySourceIfMatch,
 		IfNoneMatch: in.CopySourceIfNoneMatch, IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince})
 	if err != nil {
 		return s3response.CopyPartResult{}, err
 	}
+	defer src.close()
 	if src.dir {
 		return s3response.CopyPartResult{}, s3err.GetAPIError(s3err.ErrNoSuchKey)
 	}
@@ -123,12 +139,7 @@ func (b *braidBackend) UploadPartCopy(_ context.Context, in *s3.UploadPartCopyIn
 		return s3response.CopyPartResult{}, err
 	}
 	length = min(length, src.size-start)
-	f, err := b.cl.OpenIno(ctx, src.ino, false)
-	if err != nil {
-		return s3response.CopyPartResult{}, s3Error(err, s3err.ErrNoSuchKey)
-	}
-	defer f.Close()
-	etag, err := b.writePart(ctx, str(in.Bucket), str(in.Key), str(in.UploadId), in.PartNumber, io.NewSectionReader(f, start, length), length)
+	etag, err := b.writePart(ctx, str(in.Bucket), str(in.Key), str(in.UploadId), in.PartNumber, io.NewSectionReader(src.f, start, length), length)
 	if err != nil {
 		return s3response.CopyPartResult{}, err
 	}

@@ -275,12 +275,9 @@ func (b *braidBackend) object(ctx context.Context, it listItem) s3response.Objec
 	mtime := timeOf(it.inode.MtimeNs)
 	etag := quote(emptyMD5)
 	if !it.prefix {
-		etag = derivedETag(it.inode.Ino, size, it.inode.MtimeNs)
-		if r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: it.inode.Ino, Op: "get", Name: metaXattr}); err == nil {
-			var m objectMeta
-			if jsonUnmarshal(r.Value, &m) == nil && m.Size == size && m.MtimeNs == it.inode.MtimeNs && m.ETag != "" {
-				etag = m.ETag
-			}
+		etag = derivedETag(it.inode.Ino, size, it.inode.MtimeNs) // should its metadata be unreadable
+		if oi, err := b.fileInfo(ctx, it.inode.Ino, size, it.inode.MtimeNs); err == nil {
+			etag = oi.meta.ETag
 		}
 	}
 	return s3response.Object{Key: ptr(it.key), Size: &size, LastModified: &mtime, ETag: ptr(etag), StorageClass: types.ObjectStorageClassStandard}

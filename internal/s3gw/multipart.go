@@ -2,8 +2,6 @@ package s3gw
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,9 +24,10 @@ import (
 // xattr user.s3.upload records the key and the object's metadata; each
 // part is a file named by its five-digit number, written like an object
 // (hidden temporary, then renamed in) with its MD5 in user.s3.
-// Completion claims the directory by renaming it to ID.completing, copies
-// the parts in order into one hidden temporary and renames that over the
-// key: readers see the old object or the whole new one.
+// Completion claims the directory by renaming it to ID.completing.TOKEN,
+// copies the parts in order into one hidden temporary and renames that
+// over the key: readers see the old object or the whole new one (doc.go
+// has the whole format).
 const (
 	uploadXattr       = "user.s3.upload"
 	completingSuffix  = ".completing"
@@ -37,6 +36,7 @@ const (
 	defaultListParts  = 1000
 	maxListedUploads  = 100_000 // uploads in progress one bucket listing reads
 	uploadIDRandBytes = 8
+	uploadIDLen       = 16 + 2*uploadIDRandBytes // hex digits
 )
 
 // uploadMeta is what CreateMultipartUpload records for the object.
@@ -50,15 +50,13 @@ type uploadMeta struct {
 // newUploadID is the initiation time and random bits in hex: IDs sort in
 // the order uploads began, which is how S3 lists uploads of one key.
 func newUploadID(now time.Time) string {
-	var r [uploadIDRandBytes]byte
-	_, _ = rand.Read(r[:])
-	return fmt.Sprintf("%016x%s", uint64(now.UnixNano()), hex.EncodeToString(r[:]))
+	return fmt.Sprintf("%016x%s", uint64(now.UnixNano()), randHex(uploadIDRandBytes))
 }
 
 // validUploadID accepts only what newUploadID makes: an ID from a client
 // never names another path.
 func validUploadID(id string) bool {
-	if len(id) != 16+2*uploadIDRandBytes {
+	if len(id) != uploadIDLen {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
@@ -75,19 +73,15 @@ func uploadsDir(bucket string) string { return "/" + bucket + "/" + reservedDir 
 // ID.completing.TOKEN or ID.aborting.TOKEN. The token makes the claim this
 // request's own, so a rename the client library replays (it reports
 // not-found the second time) can be recognised.
-func claimName(dir, kind string) string {
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	return dir + kind + "." + hex.EncodeToString(r[:])
-}
+func claimName(dir, kind string) string { return dir + kind + "." + randHex(4) }
 
 // claimOf splits an uploads entry into its upload ID and claim kind ("" for
 // an unclaimed upload).
 func claimOf(name string) (id, kind string) {
-	if len(name) <= 16+2*uploadIDRandBytes {
+	if len(name) <= uploadIDLen {
 		return name, ""
 	}
-	id, rest := name[:16+2*uploadIDRandBytes], name[16+2*uploadIDRandBytes:]
+	id, rest := name[:uploadIDLen], name[uploadIDLen:]
 	for _, k := range []string{completingSuffix, abortingSuffix} {
 		if strings.HasPrefix(rest, k+".") {
 			return id, k
@@ -104,8 +98,11 @@ func (b *braidBackend) claimedAs(ctx context.Context, bucket, id, kind string) b
 		return false
 	}
 	ents, _, err := b.cl.ReadDirAt(ctx, fi.Ino, id, 4)
+	if err != nil {
+		return false
+	}
 	for _, e := range ents {
-		if cid, k := claimOf(e.Name); err == nil && cid == id && k == kind {
+		if cid, k := claimOf(e.Name); cid == id && k == kind {
 			return true
 		}
 	}
@@ -229,7 +226,7 @@ func (b *braidBackend) writePart(ctx context.Context, bucket, key, id string, n 
 	if err != nil {
 		return "", err
 	}
-	if err := b.commitObject(ctx, st, dir+"/"+partName(*n), objectMeta{ETag: st.etag}, s3err.ErrNoSuchUpload); err != nil {
+	if err := b.commitObject(ctx, st, dir+"/"+partName(*n), &objectMeta{ETag: st.etag}, s3err.ErrNoSuchUpload); err != nil {
 		b.discard(ctx, st.tmp)
 		if hasCode(err, "NoSuchUpload") {
 			return "", s3err.GetNoSuchUploadErr(id) // aborted meanwhile
@@ -247,37 +244,32 @@ type partInfo struct {
 	mtime  time.Time
 }
 
-// parts lists the parts stored in an upload directory, in number order.
-func (b *braidBackend) parts(ctx context.Context, dir string) ([]partInfo, error) {
+// parts lists the parts stored in an upload directory in number order:
+// those numbered above after, at most limit of them (0: all).
+func (b *braidBackend) parts(ctx context.Context, dir string, after int32, limit int) ([]partInfo, error) {
 	fi, err := b.cl.Stat(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []partInfo
-	after := ""
-	for page := 0; page <= maxPartNumber/listPage; page++ {
-		ents, more, err := b.cl.ReadDirAt(ctx, fi.Ino, after, listPage)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range ents {
-			after = e.Name
-			n, err := strconv.ParseInt(e.Name, 10, 32)
-			if err != nil || e.Inode.Type != braid.TypeFile || n < 1 || n > maxPartNumber || e.Name != partName(int32(n)) {
-				continue
-			}
-			p := partInfo{number: int32(n), ino: e.Inode.Ino, mtime: timeOf(e.Inode.MtimeNs)}
-			r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: e.Inode.Ino, Op: "get", Name: metaXattr})
-			if err != nil || json.Unmarshal(r.Value, &p.meta) != nil || p.meta.Size != e.Inode.Size {
-				continue // replaced or removed meanwhile
-			}
-			out = append(out, p)
-		}
-		if !more || len(ents) == 0 {
-			break
-		}
+	from := ""
+	if after > 0 {
+		from = partName(after) // names are zero-padded: directory order is number order
 	}
-	return out, nil // names are zero-padded: directory order is number order
+	err = b.eachEntry(ctx, fi.Ino, from, maxPartNumber+listPage, func(e braid.DirEntry) bool {
+		n, err := strconv.ParseInt(e.Name, 10, 32)
+		if err != nil || e.Inode.Type != braid.TypeFile || n < 1 || n > maxPartNumber || e.Name != partName(int32(n)) {
+			return true // a part's temporary never lives here; anything else is not a part
+		}
+		p := partInfo{number: int32(n), ino: e.Inode.Ino, mtime: timeOf(e.Inode.MtimeNs)}
+		r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: e.Inode.Ino, Op: "get", Name: metaXattr})
+		if err != nil || json.Unmarshal(r.Value, &p.meta) != nil || p.meta.Size != e.Inode.Size {
+			return true // replaced or removed meanwhile
+		}
+		out = append(out, p)
+		return limit <= 0 || len(out) < limit
+	})
+	return out, err
 }
 
 func (b *braidBackend) ListParts(_ context.Context, in *s3.ListPartsInput) (s3response.ListPartsResult, error) {
@@ -298,14 +290,14 @@ func (b *braidBackend) ListParts(_ context.Context, in *s3.ListPartsInput) (s3re
 	if err != nil {
 		return out, err
 	}
-	parts, err := b.parts(ctx, dir)
+	if out.PartNumberMarker >= maxPartNumber {
+		return out, nil // no part numbers after it
+	}
+	parts, err := b.parts(ctx, dir, int32(out.PartNumberMarker), out.MaxParts+1)
 	if err != nil {
 		return out, s3Error(err, s3err.ErrNoSuchUpload)
 	}
 	for _, p := range parts {
-		if int(p.number) <= out.PartNumberMarker {
-			continue
-		}
 		if len(out.Parts) == out.MaxParts {
 			out.IsTruncated = true
 			break
@@ -377,6 +369,9 @@ func (b *braidBackend) CompleteMultipartUpload(_ context.Context, in *s3.Complet
 		return out, "", s3err.GetAPIError(s3err.ErrMalformedXML)
 	}
 	want := in.MultipartUpload.Parts
+	if len(want) > maxPartNumber {
+		return out, "", s3err.GetAPIError(s3err.ErrMalformedXML)
+	}
 	etag, err := backend.ComputeMultipartETagFromPartETags(want)
 	if err != nil {
 		return out, "", err
@@ -393,13 +388,10 @@ func (b *braidBackend) CompleteMultipartUpload(_ context.Context, in *s3.Complet
 	if err != nil {
 		return out, "", err
 	}
-	if len(want) > maxPartNumber {
-		return out, "", s3err.GetAPIError(s3err.ErrMalformedXML)
-	}
 	if err := b.checkPutPreconditions(ctx, p, in.IfMatch, in.IfNoneMatch); err != nil {
 		return out, "", err
 	}
-	have, err := b.parts(ctx, dir)
+	have, err := b.parts(ctx, dir, 0, 0)
 	if err != nil {
 		return out, "", s3Error(err, s3err.ErrNoSuchUpload)
 	}
@@ -500,7 +492,7 @@ func (b *braidBackend) assemble(ctx context.Context, bucket, p string, parts []p
 	if err != nil {
 		return err
 	}
-	if err := b.commitObject(ctx, st, p, meta, s3err.ErrNoSuchBucket); err != nil {
+	if err := b.commitObject(ctx, st, p, &meta, s3err.ErrNoSuchBucket); err != nil {
 		b.discard(ctx, st.tmp)
 		return err
 	}
@@ -584,31 +576,25 @@ func (b *braidBackend) allUploads(ctx context.Context, bucket string) ([]pending
 		return nil, s3Error(err, s3err.ErrNoSuchBucket)
 	}
 	var all []pendingUpload
-	after := ""
-	for page := 0; page <= maxListedUploads/listPage; page++ {
-		ents, more, err := b.cl.ReadDirAt(ctx, fi.Ino, after, listPage)
-		if err != nil {
-			return nil, s3Error(err, s3err.ErrNoSuchBucket)
+	seen := 0
+	err = b.eachEntry(ctx, fi.Ino, "", maxListedUploads+1, func(e braid.DirEntry) bool {
+		seen++
+		// Claimed uploads (ID.completing.…, ID.aborting.…) are being
+		// completed or aborted: no longer listed.
+		if !validUploadID(e.Name) || e.Inode.Type != braid.TypeDir {
+			return true
 		}
-		for _, e := range ents {
-			after = e.Name
-			id := e.Name // claimed uploads are being completed or aborted: no longer listed
-			if !validUploadID(id) || e.Inode.Type != braid.TypeDir {
-				continue
-			}
-			u, err := b.uploadOfIno(ctx, e.Inode.Ino)
-			if err != nil {
-				continue // completed or aborted meanwhile
-			}
-			all = append(all, pendingUpload{id: id, u: u})
+		if u, err := b.uploadOfIno(ctx, e.Inode.Ino); err == nil { // else completed or aborted meanwhile
+			all = append(all, pendingUpload{id: e.Name, u: u})
 		}
-		if !more || len(ents) == 0 {
-			break
-		}
-		if len(all) >= maxListedUploads {
-			return nil, s3err.APIError{Code: "InternalError", HTTPStatusCode: 500,
-				Description: fmt.Sprintf("more than %d multipart uploads in progress in bucket %s: abort some", maxListedUploads, bucket)}
-		}
+		return true
+	})
+	if err != nil {
+		return nil, s3Error(err, s3err.ErrNoSuchBucket)
+	}
+	if seen > maxListedUploads {
+		return nil, s3err.APIError{Code: "InternalError", HTTPStatusCode: 500,
+			Description: fmt.Sprintf("more than %d multipart uploads in progress in bucket %s: abort some", maxListedUploads, bucket)}
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].u.Key != all[j].u.Key {

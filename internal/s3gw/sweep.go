@@ -110,26 +110,42 @@ func (b *braidBackend) finishedCompletion(ctx context.Context, bucket, dir, id s
 	return err == nil && !oi.dir && oi.meta.UploadID == id
 }
 
-// readDirAll lists a directory, up to maxSweepDir pages.
+// readDirAll lists a directory, up to maxSweepDir pages (the sweep
+// changes the directory as it goes, so it reads first).
 func (b *braidBackend) readDirAll(ctx context.Context, dir string) ([]braid.DirEntry, error) {
 	fi, err := b.cl.Stat(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	var all []braid.DirEntry
-	after := ""
-	for page := 0; page < maxSweepDir; page++ {
-		ents, more, err := b.cl.ReadDirAt(ctx, fi.Ino, after, listPage)
+	err = b.eachEntry(ctx, fi.Ino, "", maxSweepDir*listPage, func(e braid.DirEntry) bool {
+		all = append(all, e)
+		return true
+	})
+	return all, err
+}
+
+// eachEntry calls fn for the entries of directory ino named after after,
+// in name order, reading pages of listPage, at most maxEntries of them;
+// fn returns false to stop.
+func (b *braidBackend) eachEntry(ctx context.Context, ino uint64, after string, maxEntries int, fn func(braid.DirEntry) bool) error {
+	for seen := 0; seen < maxEntries; {
+		ents, more, err := b.cl.ReadDirAt(ctx, ino, after, min(listPage, maxEntries-seen))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		all = append(all, ents...)
+		for _, e := range ents {
+			if !fn(e) {
+				return nil
+			}
+		}
+		seen += len(ents)
 		if !more || len(ents) == 0 {
-			break
+			return nil
 		}
 		after = ents[len(ents)-1].Name
 	}
-	return all, nil
+	return nil
 }
 
 // sweepLoop sweeps at start and every sweepEvery until ctx ends.

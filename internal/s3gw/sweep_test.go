@@ -29,10 +29,10 @@ func TestSweepAbandonedWork(t *testing.T) {
 	}
 	// A PUT's temporary, a completion and an abort that died midway, and
 	// an upload in progress.
-	tmp, err := b.tempPath(ctx, "bkt")
-	if err != nil {
+	if _, err := b.reservedSubdir(ctx, "bkt", "tmp"); err != nil {
 		t.Fatal(err)
 	}
+	tmp := tempPath("bkt")
 	f, err := cl.Create(ctx, tmp, braid.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestSweepAbandonedWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.commitObject(ctx, obj, "/bkt/k", objectMeta{ETag: obj.etag, UploadID: ids[3]}, 0); err != nil {
+	if err := b.commitObject(ctx, obj, "/bkt/k", &objectMeta{ETag: obj.etag, UploadID: ids[3]}, 0); err != nil {
 		t.Fatal(err)
 	}
 	// A CreateMultipartUpload that died before recording its key.
@@ -99,5 +99,24 @@ func TestSweepAbandonedWork(t *testing.T) {
 	}
 	if _, _, err := b.upload(ctx, "bkt", "k", ids[2]); err != nil {
 		t.Fatalf("an upload in progress was swept: %v", err)
+	}
+
+	// DeleteBucket: uploads in progress (or being completed) keep the
+	// bucket; the parts of an abort cut short do not.
+	if err := b.deleteKey(ctx, "bkt", "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteBucket(ctx, "bkt"); !hasCode(err, "BucketNotEmpty") {
+		t.Fatalf("DeleteBucket with uploads in progress: %v", err)
+	}
+	for _, id := range ids[:3] {
+		if _, err := cl.Stat(ctx, ups+id); err == nil {
+			if err := cl.Rename(ctx, ups+id, claimName(ups+id, abortingSuffix)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.DeleteBucket(ctx, "bkt"); err != nil {
+		t.Fatalf("DeleteBucket with only aborted uploads' parts left: %v", err)
 	}
 }
