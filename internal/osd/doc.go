@@ -34,8 +34,10 @@
 // block is a hole that was never written. A block whose data does not match
 // its entry is reported as corruption (wire.ErrCorrupt), never returned.
 //
-// Durability: writes go to the page cache (write-behind) and are
-// acknowledged; a Sync request (or a write flagged sync) fsyncs the data and
+// Durability: writes go to the page cache (write-behind), or, for the
+// 4 KiB-aligned middle of a write of 256 KiB or more on a disk-backed file
+// system, straight to the device (O_DIRECT, direct.go); either way they
+// are acknowledged before they are durable. A Sync request (or a write flagged sync) fsyncs the data and
 // sum files before answering, and only then does the client report the data
 // durable. A new object's directory is fsynced with its first sync. A
 // failed fsync stops the process: the kernel may have dropped the dirty

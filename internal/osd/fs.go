@@ -34,7 +34,11 @@ type FS interface {
 type OSFS struct{}
 
 func (OSFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
-	return os.OpenFile(name, flag, perm)
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &osFile{File: f}, nil
 }
 func (OSFS) Remove(name string) error                     { return os.Remove(name) }
 func (OSFS) MkdirAll(name string, perm os.FileMode) error { return os.MkdirAll(name, perm) }
@@ -118,6 +122,21 @@ func (f *limitFile) WriteAt(p []byte, off int64) (int, error) {
 	return f.File.WriteAt(p, off)
 }
 
+func (f *limitFile) WriteDirectAt(p []byte, off int64) (int, error) {
+	d, ok := f.File.(directWriter)
+	if !ok {
+		return 0, errNoDirect
+	}
+	fi, err := f.File.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if grow := off + int64(len(p)) - fi.Size(); grow > 0 && !f.fs.reserve(grow) {
+		return 0, ErrNoSpace
+	}
+	return d.WriteDirectAt(p, off)
+}
+
 func (f *limitFile) Truncate(size int64) error {
 	fi, err := f.File.Stat()
 	if err != nil {
@@ -138,10 +157,9 @@ func isNoSpace(err error) bool {
 // startWriteback asks the kernel to begin writing f's dirty pages to disk
 // without waiting. It is only a hint: errors surface at the next fsync.
 func startWriteback(f File) {
-	type fder interface{ Fd() uintptr }
 	for {
 		switch v := f.(type) {
-		case fder:
+		case *osFile:
 			_ = unix.SyncFileRange(int(v.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
 			return
 		case *limitFile:

@@ -65,7 +65,8 @@ type Store struct {
 	open  map[ObjKey]*object
 	clock uint64
 
-	usedBytes atomic.Int64 // bytes of object data held
+	usedBytes   atomic.Int64 // bytes of object data held
+	directBytes atomic.Int64 // bytes written past the page cache (direct.go)
 }
 
 // OpenStore opens (creating if needed) the object directory under dir.
@@ -363,7 +364,9 @@ func (s *Store) writeLocked(o *object, off int64, p []byte) error {
 		}
 		binary.LittleEndian.PutUint32(sums[4*(b-b0):], crc)
 	}
-	if _, err := o.data.WriteAt(p, off); err != nil {
+	buffered, err := writeData(o.data, p, off)
+	s.directBytes.Add(int64(len(p)) - buffered)
+	if err != nil {
 		s.refreshSize(o)
 		return s.ioError(err)
 	}
@@ -374,7 +377,7 @@ func (s *Store) writeLocked(o *object, off int64, p []byte) error {
 		s.usedBytes.Add(end - o.size)
 		o.size = end
 	}
-	if o.unflushed += int64(len(p)); o.unflushed >= writebackEveryBytes {
+	if o.unflushed += buffered; o.unflushed >= writebackEveryBytes {
 		o.unflushed = 0
 		startWriteback(o.data)
 	}

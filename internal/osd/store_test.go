@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -24,8 +26,33 @@ func openTestStore(t *testing.T, fsys FS, dir string) *Store {
 	return s
 }
 
-// TestModel writes random extents and compares reads with an in-memory model.
+// TestModel writes random extents and compares reads with an in-memory
+// model: small ones through the page cache, and large ones at every
+// alignment of offset and buffer address, whose aligned middles are written
+// directly (direct.go) while heads and tails stay buffered.
 func TestModel(t *testing.T) {
+	t.Run("small", func(t *testing.T) { runModel(t, 200_000, 20_000) })
+	t.Run("large", func(t *testing.T) {
+		s := runModel(t, 6<<20, 3<<20)
+		if onTmpfs(t.TempDir()) {
+			if s.directBytes.Load() != 0 {
+				t.Fatalf("%d bytes written directly on tmpfs, want none", s.directBytes.Load())
+			}
+		} else if s.directBytes.Load() == 0 {
+			t.Fatal("no write took the direct path")
+		}
+	})
+}
+
+func onTmpfs(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
+}
+
+// runModel runs random writes, truncates and reads of up to maxLen bytes
+// below maxOff against a model, then checks the object after reopening.
+// It returns the store as it was before reopening.
+func runModel(t *testing.T, maxOff int64, maxLen int) *Store {
 	seed := uint64(rand.Int64())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -33,18 +60,28 @@ func TestModel(t *testing.T) {
 	s := openTestStore(t, OSFS{}, dir)
 	k := ObjKey{Ino: 9, Comp: 2}
 	var model []byte
+	// Writes take slices of one page-aligned buffer at a random shift, so
+	// buffer addresses are aligned with their file offsets or not.
+	backing := make([]byte, maxLen+2*directAlign)
 	for step := 0; step < 300; step++ {
-		off := rng.Int64N(200_000)
-		n := rng.IntN(20_000) + 1
+		off := rng.Int64N(maxOff)
+		if rng.IntN(2) == 0 {
+			off &^= directAlign - 1
+		}
+		n := rng.IntN(maxLen) + 1
 		switch rng.IntN(6) {
 		case 0:
-			size := rng.Int64N(210_000)
+			size := rng.Int64N(maxOff + int64(maxLen)/2)
 			if err := s.Truncate(k, 1, size); err != nil {
 				t.Fatalf("seed %d step %d: truncate: %v", seed, step, err)
 			}
 			model = resize(model, size)
 		case 1, 2, 3:
-			p := make([]byte, n)
+			shift := int(off % directAlign)
+			if rng.IntN(3) == 0 {
+				shift = rng.IntN(directAlign)
+			}
+			p := backing[shift : shift+n]
 			for i := range p {
 				p[i] = byte(rng.Uint32())
 			}
@@ -78,6 +115,7 @@ func TestModel(t *testing.T) {
 	if s2.UsedBytes() != int64(len(model)) {
 		t.Fatalf("used %d after reopen, want %d", s2.UsedBytes(), len(model))
 	}
+	return s
 }
 
 func resize(b []byte, n int64) []byte {
