@@ -143,9 +143,13 @@ func (e *env) osdCmd() *cobra.Command {
 	f.StringVar(&addrFile, "addr-file", "", "write the address served on to this file once listening")
 	f.StringVar(&capacity, "capacity", "", "bytes this OSD may store, e.g. 100GiB (default: the file system's size)")
 	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat", time.Second, "interval between heartbeats to the MDS")
+	f.BoolVar(&cfg.WriteCache, "write-cache", false, writeCacheHelp)
 	cmd.AddCommand(e.osdDrainCmd(), e.osdAddCmd(), e.osdRmCmd())
 	return cmd
 }
+
+const writeCacheHelp = "keep written data in the page cache (more CPU per byte written; rereads of recent data come from memory)\n" +
+	"instead of writing large aligned writes straight to the disk"
 
 func announce(path, addr string) error {
 	if path == "" {

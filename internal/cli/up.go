@@ -35,6 +35,7 @@ type upOptions struct {
 	scrubRate     string
 	mount         string
 	s3            string
+	writeCache    bool
 }
 
 func defaultDataDir() string {
@@ -62,6 +63,7 @@ func (e *env) upCmd() *cobra.Command {
 	f.StringVar(&o.repairRate, "repair-rate", "256MiB", "bytes per second each healer may write when rebuilding")
 	f.StringVar(&o.scrubRate, "scrub-rate", "64MiB", "bytes per second each healer may read when scrubbing")
 	f.StringVar(&o.mount, "mount", "", "also mount the cluster at this path (FUSE), unmounted on Ctrl-C")
+	f.BoolVar(&o.writeCache, "write-cache", false, writeCacheHelp)
 	f.StringVar(&o.s3, "s3", "", "also serve S3 on this address (e.g. 127.0.0.1:9000; port 0: any free port)")
 	return cmd
 }
@@ -114,6 +116,9 @@ func (e *env) up(o upOptions) error {
 			"--key-file", keyFile, "--log-level", e.logLevel}
 		if o.capacity != "" {
 			args = append(args, "--capacity", o.capacity)
+		}
+		if o.writeCache {
+			args = append(args, "--write-cache")
 		}
 		return args
 	}

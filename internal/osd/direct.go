@@ -89,13 +89,13 @@ func (f *osFile) Close() error {
 	return f.File.Close()
 }
 
-// writeData writes p at off in f: the aligned middle directly when f can
-// take it and it is large enough, the rest through the page cache. It
-// returns how many bytes went through the page cache.
-func writeData(f File, p []byte, off int64) (buffered int64, err error) {
+// writeData writes p at off in f: the aligned middle directly when direct
+// is set, f can take it and it is large enough; the rest through the page
+// cache. It returns how many bytes went through the page cache.
+func writeData(f File, p []byte, off int64, direct bool) (buffered int64, err error) {
 	head, tail := directSplit(p, off)
 	d, ok := f.(directWriter)
-	if !ok || tail-head < minDirectBytes {
+	if !direct || !ok || tail-head < minDirectBytes {
 		_, err := f.WriteAt(p, off)
 		return int64(len(p)), err
 	}

@@ -32,8 +32,11 @@ type Config struct {
 	HeartbeatEvery time.Duration
 	Log            *slog.Logger
 	Now            func() time.Time
-	FS             FS          // nil: the real disk
-	OnFatal        func(error) // must stop the process; nil panics
+	FS             FS // nil: the real disk
+	// WriteCache keeps every write in the page cache (buffered) instead of
+	// sending large aligned writes straight to the disk (direct.go).
+	WriteCache bool
+	OnFatal    func(error) // must stop the process; nil panics
 }
 
 const superblockName = "braid-osd.json"
@@ -82,6 +85,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	store.writeCache = cfg.WriteCache
 	if cfg.CapacityBytes > 0 {
 		// Enforce the configured capacity as a disk of that size would.
 		store.fs = NewLimitFS(fsys, cfg.CapacityBytes, store.UsedBytes())

@@ -65,6 +65,7 @@ type Store struct {
 	open  map[ObjKey]*object
 	clock uint64
 
+	writeCache  bool         // write everything buffered (Config.WriteCache)
 	usedBytes   atomic.Int64 // bytes of object data held
 	directBytes atomic.Int64 // bytes written past the page cache (direct.go)
 }
@@ -364,7 +365,7 @@ func (s *Store) writeLocked(o *object, off int64, p []byte) error {
 		}
 		binary.LittleEndian.PutUint32(sums[4*(b-b0):], crc)
 	}
-	buffered, err := writeData(o.data, p, off)
+	buffered, err := writeData(o.data, p, off, !s.writeCache)
 	s.directBytes.Add(int64(len(p)) - buffered)
 	if err != nil {
 		s.refreshSize(o)

@@ -31,9 +31,14 @@ func openTestStore(t *testing.T, fsys FS, dir string) *Store {
 // alignment of offset and buffer address, whose aligned middles are written
 // directly (direct.go) while heads and tails stay buffered.
 func TestModel(t *testing.T) {
-	t.Run("small", func(t *testing.T) { runModel(t, 200_000, 20_000) })
+	t.Run("small", func(t *testing.T) { runModel(t, 200_000, 20_000, false) })
+	t.Run("large/write-cache", func(t *testing.T) {
+		if s := runModel(t, 6<<20, 3<<20, true); s.directBytes.Load() != 0 {
+			t.Fatalf("%d bytes written directly with the write cache on", s.directBytes.Load())
+		}
+	})
 	t.Run("large", func(t *testing.T) {
-		s := runModel(t, 6<<20, 3<<20)
+		s := runModel(t, 6<<20, 3<<20, false)
 		if onTmpfs(t.TempDir()) {
 			if s.directBytes.Load() != 0 {
 				t.Fatalf("%d bytes written directly on tmpfs, want none", s.directBytes.Load())
@@ -51,13 +56,15 @@ func onTmpfs(dir string) bool {
 
 // runModel runs random writes, truncates and reads of up to maxLen bytes
 // below maxOff against a model, then checks the object after reopening.
-// It returns the store as it was before reopening.
-func runModel(t *testing.T, maxOff int64, maxLen int) *Store {
+// writeCache is the store's Config.WriteCache. It returns the store as it
+// was before reopening.
+func runModel(t *testing.T, maxOff int64, maxLen int, writeCache bool) *Store {
 	seed := uint64(rand.Int64())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
 	s := openTestStore(t, OSFS{}, dir)
+	s.writeCache = writeCache
 	k := ObjKey{Ino: 9, Comp: 2}
 	var model []byte
 	// Writes take slices of one page-aligned buffer at a random shift, so
