@@ -43,7 +43,7 @@ fuzz:
 # Throughput at 1 GiB per file (numbers in the README come from here and
 # from `braid bench` against `braid up`).
 bench:
-	BRAID_BENCH_SIZE=1GiB $(GO) test -run '^$$' -bench Sequential -benchtime 1x ./
+	BRAID_BENCH_SIZE=1GiB $(GO) test -run '^$$' -bench 'Sequential|WriteWithoutStorage' -benchtime 1x ./
 
 # Longer fuzzing and fault injection, for before a release.
 soak: faults

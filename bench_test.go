@@ -64,3 +64,30 @@ func BenchmarkSequential(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWriteWithoutStorage measures writes against OSDs whose disk
+// drops object data (bench.DiscardFS): everything a write costs but the
+// disk, next to loopback TCP from the same run.
+func BenchmarkWriteWithoutStorage(b *testing.B) {
+	n := benchBytes(b)
+	c := testcluster.Start(b, testcluster.Options{OSDs: 6, OSDFS: bench.DiscardFS{}})
+	cl := dialB(b, c)
+	b.Run("baseline=loopback-tcp", func(b *testing.B) {
+		b.SetBytes(n)
+		for i := 0; i < b.N; i++ {
+			if _, err := bench.LoopbackTCP(n); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, spec := range []string{"stripe:6", "mirror:3", "ec:4+2"} {
+		b.Run("write="+spec, func(b *testing.B) {
+			b.SetBytes(n)
+			for i := 0; i < b.N; i++ {
+				if _, err := bench.Write(ctx, cl, "/bench", spec, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -11,10 +11,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/osd"
 )
 
 // chunkBytes is the size of each write in every measurement.
@@ -162,4 +164,34 @@ func Report(w io.Writer, tcp, disk Result, results []Result) {
 		}
 		fmt.Fprintf(w, "%-28s %8.2f %8.2f %7.2fx %14s\n", r.Name, r.GBps(), r.Elapsed.Seconds(), r.GBps()/tcp.GBps(), bound)
 	}
+}
+
+// DiscardFS is a disk that keeps everything but object data: data files
+// only grow (sparse) as writes land, their bytes are dropped. An OSD on it
+// does all its own work except the write to the disk, so a write measured
+// against it shows what the client, the network and the OSD can carry
+// when storage is not the limit. Reads of such data fail their checksums.
+type DiscardFS struct{ osd.OSFS }
+
+func (d DiscardFS) OpenFile(name string, flag int, perm os.FileMode) (osd.File, error) {
+	f, err := d.OSFS.OpenFile(name, flag, perm)
+	if err != nil || !strings.HasSuffix(name, ".dat") {
+		return f, err
+	}
+	return discardFile{f}, nil
+}
+
+type discardFile struct{ osd.File }
+
+func (f discardFile) WriteAt(p []byte, off int64) (int, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if end := off + int64(len(p)); end > fi.Size() {
+		if err := f.Truncate(end); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
 }

@@ -68,6 +68,8 @@ type Options struct {
 	// BalanceSlackBytes is the OSD imbalance left alone; 0: the
 	// production default (1 GiB, so small test files never move).
 	BalanceSlackBytes int64
+	// OSDFS is the disk every OSD stores on; nil: the real one.
+	OSDFS osd.FS
 }
 
 // Start launches the cluster and waits until every OSD is up.
@@ -93,7 +95,7 @@ func (c *Cluster) startOSD(i int) *osd.Server {
 	c.t.Helper()
 	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
 		Listen: c.addr[i], MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
-		HeartbeatEvery: 100 * time.Millisecond, Log: c.log,
+		HeartbeatEvery: 100 * time.Millisecond, Log: c.log, FS: c.opts.OSDFS,
 		OnFatal: func(err error) { c.t.Errorf("osd %d fatal: %v", i, err) }})
 	if err != nil {
 		c.t.Fatal(err)
