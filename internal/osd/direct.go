@@ -91,32 +91,33 @@ func (f *osFile) Close() error {
 
 // writeData writes p at off in f: the aligned middle directly when direct
 // is set, f can take it and it is large enough; the rest through the page
-// cache. It returns how many bytes went through the page cache.
-func writeData(f File, p []byte, off int64, direct bool) (buffered int64, err error) {
+// cache. It returns how many bytes were written directly.
+func writeData(f File, p []byte, off int64, direct bool) (directBytes int64, err error) {
 	head, tail := directSplit(p, off)
 	d, ok := f.(directWriter)
 	if !direct || !ok || tail-head < minDirectBytes {
 		_, err := f.WriteAt(p, off)
-		return int64(len(p)), err
+		return 0, err
 	}
-	if _, err := d.WriteDirectAt(p[head:tail], off+int64(head)); err != nil {
-		if !errors.Is(err, errNoDirect) {
-			return 0, err
-		}
+	n, err := d.WriteDirectAt(p[head:tail], off+int64(head))
+	if errors.Is(err, errNoDirect) {
 		_, err := f.WriteAt(p, off)
-		return int64(len(p)), err
+		return 0, err
+	}
+	if err != nil {
+		return int64(n), err
 	}
 	if head > 0 {
 		if _, err := f.WriteAt(p[:head], off); err != nil {
-			return int64(head), err
+			return int64(n), err
 		}
 	}
 	if tail < len(p) {
 		if _, err := f.WriteAt(p[tail:], off+int64(tail)); err != nil {
-			return int64(head + len(p) - tail), err
+			return int64(n), err
 		}
 	}
-	return int64(head + len(p) - tail), nil
+	return int64(n), nil
 }
 
 // directSplit returns the bounds [head, tail) of the part of p that can be

@@ -131,10 +131,15 @@ func (f *limitFile) WriteDirectAt(p []byte, off int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if grow := off + int64(len(p)) - fi.Size(); grow > 0 && !f.fs.reserve(grow) {
+	grow := off + int64(len(p)) - fi.Size()
+	if grow > 0 && !f.fs.reserve(grow) {
 		return 0, ErrNoSpace
 	}
-	return d.WriteDirectAt(p, off)
+	n, err := d.WriteDirectAt(p, off)
+	if errors.Is(err, errNoDirect) && grow > 0 {
+		f.fs.grow(-grow) // the caller writes p buffered, which reserves again
+	}
+	return n, err
 }
 
 func (f *limitFile) Truncate(size int64) error {

@@ -365,8 +365,8 @@ func (s *Store) writeLocked(o *object, off int64, p []byte) error {
 		}
 		binary.LittleEndian.PutUint32(sums[4*(b-b0):], crc)
 	}
-	buffered, err := writeData(o.data, p, off, !s.writeCache)
-	s.directBytes.Add(int64(len(p)) - buffered)
+	direct, err := writeData(o.data, p, off, !s.writeCache)
+	s.directBytes.Add(direct)
 	if err != nil {
 		s.refreshSize(o)
 		return s.ioError(err)
@@ -378,7 +378,7 @@ func (s *Store) writeLocked(o *object, off int64, p []byte) error {
 		s.usedBytes.Add(end - o.size)
 		o.size = end
 	}
-	if o.unflushed += buffered; o.unflushed >= writebackEveryBytes {
+	if o.unflushed += int64(len(p)) - direct; o.unflushed >= writebackEveryBytes {
 		o.unflushed = 0
 		startWriteback(o.data)
 	}

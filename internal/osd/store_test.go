@@ -5,7 +5,9 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -39,19 +41,35 @@ func TestModel(t *testing.T) {
 	})
 	t.Run("large", func(t *testing.T) {
 		s := runModel(t, 6<<20, 3<<20, false)
-		if onTmpfs(t.TempDir()) {
-			if s.directBytes.Load() != 0 {
-				t.Fatalf("%d bytes written directly on tmpfs, want none", s.directBytes.Load())
+		if dir := t.TempDir(); directUseful(t, dir) {
+			if s.directBytes.Load() == 0 {
+				t.Fatal("no write took the direct path")
 			}
-		} else if s.directBytes.Load() == 0 {
-			t.Fatal("no write took the direct path")
+		} else if s.directBytes.Load() != 0 {
+			t.Fatalf("%d bytes written directly where O_DIRECT is refused or emulated, want none", s.directBytes.Load())
 		}
 	})
 }
 
-func onTmpfs(dir string) bool {
+// directUseful says whether the store should write directly in dir: the
+// file system is not in memory and takes an aligned O_DIRECT write.
+func directUseful(t *testing.T, dir string) bool {
 	var st unix.Statfs_t
-	return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
+		return false
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "probe"), os.O_CREATE|os.O_WRONLY|unix.O_DIRECT, 0o644)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	buf := make([]byte, 2*directAlign)
+	shift := int(directAlign-uintptr(unsafe.Pointer(&buf[0]))%directAlign) % directAlign
+	_, err = f.WriteAt(buf[shift:shift+directAlign], 0)
+	return err == nil
 }
 
 // runModel runs random writes, truncates and reads of up to maxLen bytes
@@ -253,5 +271,49 @@ func TestDeleteRespectsNewerLayout(t *testing.T) {
 	}
 	if size, _, _ := s.Read(k, 2, 0, buf); size != 0 || s.UsedBytes() != 0 {
 		t.Fatalf("after delete: size %d, used %d", size, s.UsedBytes())
+	}
+}
+
+// noDirectFS is the real disk with O_DIRECT refused, as on a file system
+// that does not take it.
+type noDirectFS struct{ OSFS }
+
+func (noDirectFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &osFile{File: f, noDirect: true}, nil
+}
+
+// TestCapacityCountsLargeWritesOnce: a capacity-limited OSD counts a large
+// write once whether it goes direct, falls back to buffered because the
+// file system refuses O_DIRECT, or is buffered by --write-cache.
+func TestCapacityCountsLargeWritesOnce(t *testing.T) {
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	used := func(fsys FS, writeCache bool) int64 {
+		lfs := NewLimitFS(fsys, 1<<30, 0)
+		s := openTestStore(t, lfs, t.TempDir())
+		s.writeCache = writeCache
+		for i := 0; i < 4; i++ {
+			if err := s.Write(ObjKey{Ino: 1}, 1, int64(i)*int64(len(data)), data, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		total, avail, _ := lfs.Statfs("")
+		return total - avail
+	}
+	buffered := used(OSFS{}, true)
+	if buffered < 4*int64(len(data)) {
+		t.Fatalf("buffered writes count %d bytes, want at least %d", buffered, 4*len(data))
+	}
+	if got := used(noDirectFS{}, false); got != buffered {
+		t.Fatalf("with O_DIRECT refused: %d bytes counted, buffered writes count %d", got, buffered)
+	}
+	if got := used(OSFS{}, false); got != buffered {
+		t.Fatalf("direct writes: %d bytes counted, buffered writes count %d", got, buffered)
 	}
 }
