@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/bench"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/testcluster"
@@ -29,14 +30,7 @@ func BenchmarkSequential(b *testing.B) {
 	n := benchBytes(b)
 	c := testcluster.Start(b, testcluster.Options{OSDs: 6})
 	cl := dialB(b, c)
-	b.Run("baseline=loopback-tcp", func(b *testing.B) {
-		b.SetBytes(n)
-		for i := 0; i < b.N; i++ {
-			if _, err := bench.LoopbackTCP(n); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	b.Run("baseline=loopback-tcp", func(b *testing.B) { benchLoopback(b, n) })
 	b.Run("baseline=disk-write", func(b *testing.B) {
 		b.SetBytes(n)
 		for i := 0; i < b.N; i++ {
@@ -46,14 +40,7 @@ func BenchmarkSequential(b *testing.B) {
 		}
 	})
 	for _, spec := range []string{"stripe:6", "mirror:3", "ec:4+2"} {
-		b.Run("write="+spec, func(b *testing.B) {
-			b.SetBytes(n)
-			for i := 0; i < b.N; i++ {
-				if _, err := bench.Write(ctx, cl, "/bench", spec, n); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		b.Run("write="+spec, func(b *testing.B) { benchWrite(b, cl, spec, n) })
 		b.Run("read="+spec, func(b *testing.B) {
 			b.SetBytes(n)
 			for i := 0; i < b.N; i++ {
@@ -72,22 +59,26 @@ func BenchmarkWriteWithoutStorage(b *testing.B) {
 	n := benchBytes(b)
 	c := testcluster.Start(b, testcluster.Options{OSDs: 6, OSDFS: bench.DiscardFS{}})
 	cl := dialB(b, c)
-	b.Run("baseline=loopback-tcp", func(b *testing.B) {
-		b.SetBytes(n)
-		for i := 0; i < b.N; i++ {
-			if _, err := bench.LoopbackTCP(n); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	b.Run("baseline=loopback-tcp", func(b *testing.B) { benchLoopback(b, n) })
 	for _, spec := range []string{"stripe:6", "mirror:3", "ec:4+2"} {
-		b.Run("write="+spec, func(b *testing.B) {
-			b.SetBytes(n)
-			for i := 0; i < b.N; i++ {
-				if _, err := bench.Write(ctx, cl, "/bench", spec, n); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		b.Run("write="+spec, func(b *testing.B) { benchWrite(b, cl, spec, n) })
+	}
+}
+
+func benchLoopback(b *testing.B, n int64) {
+	b.SetBytes(n)
+	for i := 0; i < b.N; i++ {
+		if _, err := bench.LoopbackTCP(n); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchWrite(b *testing.B, cl *braid.Client, spec string, n int64) {
+	b.SetBytes(n)
+	for i := 0; i < b.N; i++ {
+		if _, err := bench.Write(ctx, cl, "/bench", spec, n); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
