@@ -29,7 +29,7 @@ func benchBytes(b *testing.B) int64 {
 func BenchmarkSequential(b *testing.B) {
 	n := benchBytes(b)
 	c := testcluster.Start(b, testcluster.Options{OSDs: 6})
-	cl := dialB(b, c)
+	cl := c.Dial()
 	b.Run("baseline=loopback-tcp", func(b *testing.B) { benchLoopback(b, n) })
 	b.Run("baseline=disk-write", func(b *testing.B) {
 		b.SetBytes(n)
@@ -58,7 +58,7 @@ func BenchmarkSequential(b *testing.B) {
 func BenchmarkWriteWithoutStorage(b *testing.B) {
 	n := benchBytes(b)
 	c := testcluster.Start(b, testcluster.Options{OSDs: 6, OSDFS: bench.DiscardFS{}})
-	cl := dialB(b, c)
+	cl := c.Dial()
 	b.Run("baseline=loopback-tcp", func(b *testing.B) { benchLoopback(b, n) })
 	for _, spec := range []string{"stripe:6", "mirror:3", "ec:4+2"} {
 		b.Run("write="+spec, func(b *testing.B) { benchWrite(b, cl, spec, n) })

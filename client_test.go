@@ -19,26 +19,6 @@ import (
 
 var ctx = context.Background()
 
-func dialB(t testing.TB, c *testcluster.Cluster) *braid.Client {
-	t.Helper()
-	cl, err := braid.Dial(ctx, c.MDS.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return cl
-}
-
-func dial(t *testing.T, c *testcluster.Cluster) *braid.Client {
-	t.Helper()
-	cl, err := braid.Dial(ctx, c.MDS.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return cl
-}
-
 func randBytes(rng *rand.Rand, n int) []byte {
 	b := make([]byte, n)
 	for i := 0; i+8 <= n; i += 8 {
@@ -98,7 +78,7 @@ func mustEqual(t *testing.T, what string, got, want []byte) {
 
 func TestRoundTripLayouts(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 8})
-	cl := dial(t, c)
+	cl := c.Dial()
 	rng := rand.New(rand.NewPCG(1, 2))
 	specs := []string{"stripe:6", "mirror:3", "ec:4+2", "ec:4+2,unit=64KiB,visit=2", "ec:2+1,unit=16KiB,visit=1", "ec:3+2,unit=4KiB"}
 	sizes := []int{0, 1, 1000, 64<<10 - 1, 64<<10 + 1, 3<<20 + 17, 9<<20 + 4095}
@@ -124,7 +104,7 @@ func TestOverwriteKeepsParity(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	for _, spec := range []string{"ec:4+2,unit=64KiB", "mirror:3,unit=64KiB", "ec:3+1,unit=4KiB,visit=2"} {
 		model := randBytes(rng, 1<<20+12345)
 		path := "/ow-" + strings.NewReplacer(":", "", ",", "", "=", "", "+", "").Replace(spec)
@@ -179,7 +159,7 @@ func TestOverwriteKeepsParity(t *testing.T) {
 
 func TestDegradedReadsAndLimits(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	rng := rand.New(rand.NewPCG(3, 4))
 	ec := randBytes(rng, 5<<20+333)
 	mirror := randBytes(rng, 2<<20+1)
@@ -203,7 +183,7 @@ func TestDegradedReadsAndLimits(t *testing.T) {
 
 func TestCorruptBlockIsReconstructed(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	data := randBytes(rand.New(rand.NewPCG(5, 6)), 3<<20)
 	put(t, cl, "/c", "ec:4+2,unit=256KiB", data)
 	// Flip one byte in every data file of two OSDs.
@@ -227,7 +207,7 @@ func TestCorruptBlockIsReconstructed(t *testing.T) {
 
 func TestSmallFilesAreMirrored(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	put(t, cl, "/small", "", []byte("hello braid"))
 	fi, err := cl.Stat(ctx, "/small")
 	if err != nil {
@@ -244,7 +224,7 @@ func TestSmallFilesAreMirrored(t *testing.T) {
 
 func TestLayoutErrorsAndInheritance(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	if _, err := cl.Create(ctx, "/x", braid.CreateOptions{Layout: "ec:8+2", SizeHint: -1}); !errors.Is(err, braid.ErrUnavailable) {
 		t.Fatalf("ec:8+2 on 6 OSDs: %v", err)
 	}
@@ -273,7 +253,7 @@ func TestLayoutErrorsAndInheritance(t *testing.T) {
 
 func TestNamespace(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -327,7 +307,7 @@ func TestNamespace(t *testing.T) {
 
 func TestFullOSDReportsNoSpace(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6, CapacityBytes: 4 << 20})
-	cl := dial(t, c)
+	cl := c.Dial()
 	keep := randBytes(rand.New(rand.NewPCG(9, 9)), 1<<20)
 	put(t, cl, "/keep", "ec:4+2,unit=64KiB", keep)
 	f, err := cl.Create(ctx, "/huge", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1})
@@ -353,7 +333,7 @@ func (zeroReader) Read(p []byte) (int, error) {
 
 func TestWriteWithOSDDown(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	c.StopOSD(2)
 	data := randBytes(rand.New(rand.NewPCG(11, 12)), 6<<20+5)
 	f, err := cl.Create(ctx, "/w", braid.CreateOptions{Layout: "ec:4+2,unit=128KiB", SizeHint: -1})
@@ -371,7 +351,7 @@ func TestWriteWithOSDDown(t *testing.T) {
 
 func TestTruncate(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	data := randBytes(rand.New(rand.NewPCG(13, 14)), 1<<20)
 	put(t, cl, "/t", "ec:4+2,unit=16KiB", data)
 	f, err := cl.OpenFile(ctx, "/t", true)

@@ -18,7 +18,7 @@ import (
 // really deleted from every OSD.
 func TestRemovedFileReadableUntilDeleted(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	old := randBytes(rand.New(rand.NewPCG(21, 22)), 3<<20)
 	put(t, cl, "/f", "ec:4+2,unit=64KiB", old)
 	r, err := cl.Open(ctx, "/f")
@@ -50,7 +50,7 @@ func TestRemovedFileReadableUntilDeleted(t *testing.T) {
 // over without waiting, then reads with each OSD treated as lost.
 func TestRewritesOfOneStripeStayConsistent(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	rng := rand.New(rand.NewPCG(31, 32))
 	const spec = "ec:4+2,unit=16KiB"
 	f, err := cl.Create(ctx, "/r", braid.CreateOptions{Layout: spec, SizeHint: -1})
@@ -78,7 +78,7 @@ func TestRewritesOfOneStripeStayConsistent(t *testing.T) {
 // readers (run under -race).
 func TestConcurrentReadersAndWriter(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	f, err := cl.Create(ctx, "/cc", braid.CreateOptions{Layout: "ec:4+2,unit=16KiB", SizeHint: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestConcurrentReadersAndWriter(t *testing.T) {
 // while it was writing learns so at Close instead of losing data silently.
 func TestCommitAfterLayoutChangeRefused(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	f, err := cl.Create(ctx, "/lc", braid.CreateOptions{Layout: "ec:4+2", SizeHint: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestCommitAfterLayoutChangeRefused(t *testing.T) {
 // an append into that stripe keeps parity right.
 func TestCrashedWriterBytesNeverReappear(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	const spec = "ec:4+2,unit=16KiB"
 	base := randBytes(rand.New(rand.NewPCG(41, 42)), 100_000)
 	put(t, cl, "/cw", spec, base)

@@ -107,7 +107,7 @@ func componentsOn(t *testing.T, cl *braid.Client, files map[string][]byte, id ui
 // rebuilt on other OSDs, after which the files survive two more failures.
 func TestRebuildAfterOSDOut(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 8, OSDOutAfter: 3 * time.Second})
-	cl := dial(t, c)
+	cl := c.Dial()
 	files := writeHealFiles(t, cl, 1)
 	victim := c.OSDs[3].ID()
 	if componentsOn(t, cl, files, victim) == 0 {
@@ -139,7 +139,7 @@ func TestRebuildAfterOSDOut(t *testing.T) {
 // missed; afterwards it is needed (two others down) and has them.
 func TestRestartedOSDCatchesUp(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	files := writeHealFiles(t, cl, 2)
 	c.StopOSD(1)
 	overwriteAll(t, cl, files, 3) // in place: the layouts still name OSD 1
@@ -187,7 +187,7 @@ func overwriteAll(t *testing.T, cl *braid.Client, files map[string][]byte, seed 
 // Scrub finds blocks flipped on disk and rewrites them from redundancy.
 func TestScrubRepairsFlippedBytes(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	files := writeHealFiles(t, cl, 4)
 	flipped := 0
 	_ = filepath.Walk(c.OSDDir(2), func(p string, info os.FileInfo, err error) error {
@@ -226,7 +226,7 @@ func TestScrubRepairsFlippedBytes(t *testing.T) {
 // with nothing lost, even with one more failure.
 func TestDrainMovesEverythingOff(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 7})
-	cl := dial(t, c)
+	cl := c.Dial()
 	files := writeHealFiles(t, cl, 5)
 	id := c.OSDs[2].ID()
 	if err := cl.DrainOSD(ctx, id, false); err != nil {
@@ -259,7 +259,7 @@ func TestDrainMovesEverythingOff(t *testing.T) {
 // existing files until the OSDs hold similar amounts.
 func TestAddedOSDsAreFilledByRebalancing(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 4, BalanceSlackBytes: 256 << 10})
-	cl := dial(t, c)
+	cl := c.Dial()
 	rng := rand.New(rand.NewPCG(6, 6))
 	files := map[string][]byte{}
 	for i := 0; i < 12; i++ {
@@ -297,7 +297,7 @@ func TestAddedOSDsAreFilledByRebalancing(t *testing.T) {
 // back (checksums updated too, so only parity can tell) is reported.
 func TestCheckFindsInconsistentStripe(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	data := randBytes(rand.New(rand.NewPCG(7, 7)), 1<<20)
 	put(t, cl, "/x", "ec:4+2,unit=64KiB", data)
 	if rep := checkConsistent(t, cl, "fresh file"); rep.Stripes != 4 || rep.Files != 1 {
@@ -336,7 +336,7 @@ func TestCheckFindsInconsistentStripe(t *testing.T) {
 // (renames included), with its layout, size and bytes.
 func TestRecoverMetadataFromOSDs(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl := dial(t, c)
+	cl := c.Dial()
 	rng := rand.New(rand.NewPCG(8, 8))
 	if err := cl.Mkdir(ctx, "/proj/a/b", true); err != nil {
 		t.Fatal(err)

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/braidfs/braid"
 )
 
 // bigDirEntries is the directory size of item 2 of the mount's contract:
@@ -36,11 +34,7 @@ func TestHundredThousandEntryDirectory(t *testing.T) {
 	if err := syscall.Stat(filepath.Join(m, "big"), &st); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := braid.Dial(context.Background(), c.MDS.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.Dial()
 	start := time.Now()
 	const writers = 8
 	var wg sync.WaitGroup

@@ -2,7 +2,6 @@ package fusefs_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -34,10 +33,7 @@ func mountAt(t *testing.T, c *testcluster.Cluster) string {
 	if os.Geteuid() != 0 {
 		t.Fatal("FUSE tests need root (the suite runs as root; see README)")
 	}
-	cl, err := braid.Dial(context.Background(), c.MDS.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Dial()
 	dir := t.TempDir()
 	srv, err := fusefs.Mount(cl, dir, fusefs.DefaultOptions)
 	if err != nil {
@@ -47,7 +43,6 @@ func mountAt(t *testing.T, c *testcluster.Cluster) string {
 		if err := srv.Unmount(); err != nil {
 			t.Errorf("unmount: %v", err)
 		}
-		cl.Close()
 	})
 	return dir
 }

@@ -22,11 +22,7 @@ import (
 func TestRepairClaimsFindWorkAfterSteadyState(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 4, Healers: -1, OSDOutAfter: 3 * time.Second})
-	cl, err := braid.Dial(ctx, c.MDS.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.Dial()
 	for i := 0; i < 6; i++ {
 		f, err := cl.Create(ctx, fmt.Sprintf("/f%d", i), braid.CreateOptions{Layout: "mirror:2"})
 		if err != nil {

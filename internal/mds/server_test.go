@@ -18,11 +18,7 @@ import (
 func TestRestartLosesNothing(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl, err := braid.Dial(ctx, c.MDS.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.Dial()
 	if err := cl.Mkdir(ctx, "/keep/deep", true); err != nil {
 		t.Fatal(err)
 	}

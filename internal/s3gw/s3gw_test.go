@@ -36,11 +36,7 @@ func start(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl, err := braid.Dial(ctx, c.MDS.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
+	cl := c.Dial()
 	srv, err := s3gw.Start(ctx, cl, s3gw.Config{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)

@@ -18,11 +18,7 @@ import (
 func TestSweepAbandonedWork(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	cl, err := braid.Dial(ctx, c.MDS.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.Dial()
 	b := newBackend(cl)
 	if err := cl.Mkdir(ctx, "/bkt", false); err != nil {
 		t.Fatal(err)

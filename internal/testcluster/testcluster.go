@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/healer"
 	"github.com/braidfs/braid/internal/mds"
@@ -70,6 +71,18 @@ type Options struct {
 	BalanceSlackBytes int64
 	// OSDFS is the disk every OSD stores on; nil: the real one.
 	OSDFS osd.FS
+}
+
+// Dial returns a client of the cluster, closed when the cluster's test
+// ends (before the cluster stops).
+func (c *Cluster) Dial() *braid.Client {
+	c.t.Helper()
+	cl, err := braid.Dial(context.Background(), c.MDS.Addr())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
 }
 
 // Start launches the cluster and waits until every OSD is up.
