@@ -1,6 +1,7 @@
 package mds
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"maps"
@@ -217,30 +218,43 @@ func viewsSignature(views map[uint32]osdView) string {
 // without finding work makes the map it started under the steady one;
 // until then full scans repeat (files whose components must move off an
 // out or draining OSD are not in the heal index).
-func (s *Server) scanInodes(ctx context.Context, start []byte, views map[uint32]osdView, now time.Time) []uint64 {
+//
+// Healers scan concurrently: a batch moves the cursor only if the cursor
+// is still where the batch started, so a batch that finishes late can
+// neither skip part of a pass nor end one that another batch began.
+func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]osdView, now time.Time) []uint64 {
+	start := from
 	if start == nil {
 		start = []byte{'i'}
 	}
+	busy := false // a file under repair or with dirty components: not a clean pass
 	found, next, err := s.scanBatch(ctx, start, []byte{'j'}, func(_ kv.Reader, k, v []byte) bool {
 		var rec inodeRec
-		return jsonUnmarshal(v, &rec) == nil && needsRepair(&rec, views, now)
+		if jsonUnmarshal(v, &rec) != nil {
+			return false
+		}
+		busy = busy || rec.Repair != nil || len(rec.Dirty) > 0
+		return needsRepair(&rec, views, now)
 	})
 	if err != nil {
 		return nil // the same batch again next time; an unread pass is no clean one
 	}
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()
-	if len(found) > 0 {
+	if len(found) > 0 || busy {
 		s.heal.cycleClean = false
 	}
-	if s.heal.cursor = next; next == nil && s.heal.cycleClean {
-		s.heal.steadyMap = s.heal.cycleMap // a whole pass without work
+	if bytes.Equal(s.heal.cursor, from) {
+		if s.heal.cursor = next; next == nil && s.heal.cycleClean {
+			s.heal.steadyMap = s.heal.cycleMap // a whole pass without work
+		}
 	}
 	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
 }
 
 // scanHealIndex is one batch of the heal index.
-func (s *Server) scanHealIndex(ctx context.Context, start []byte, views map[uint32]osdView, now time.Time) []uint64 {
+func (s *Server) scanHealIndex(ctx context.Context, from []byte, views map[uint32]osdView, now time.Time) []uint64 {
+	start := from
 	if start == nil {
 		start = []byte{'h'}
 	}
@@ -253,7 +267,9 @@ func (s *Server) scanHealIndex(ctx context.Context, start []byte, views map[uint
 	}
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()
-	s.heal.indexCursor = next
+	if bytes.Equal(s.heal.indexCursor, from) { // as in scanInodes
+		s.heal.indexCursor = next
+	}
 	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
 }
 

@@ -1,0 +1,44 @@
+package mds
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid/internal/capability"
+)
+
+// TestLateScanBatchLeavesCursor: healers scan concurrently, so a batch can
+// finish after another one has moved the cursor. Such a late batch must not
+// move the cursor back nor end the pass as clean: the pass it would end
+// has not been read.
+func TestLateScanBatchLeavesCursor(t *testing.T) {
+	ctx := context.Background()
+	key, err := capability.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(ctx, Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	moved := []byte("i\x00\x00\x00\x00\x00\x00\x00\x07") // where another healer's batch left it
+	s.heal.mu.Lock()
+	s.heal.cursor, s.heal.cycleMap, s.heal.cycleClean, s.heal.steadyMap = moved, "map", true, ""
+	s.heal.mu.Unlock()
+
+	// A batch that started at the beginning of the pass reads to the end
+	// (the only inode is the root) and finds nothing.
+	s.scanInodes(ctx, nil, map[uint32]osdView{}, time.Now())
+
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	if !bytes.Equal(s.heal.cursor, moved) {
+		t.Fatalf("late batch moved the cursor to %q", s.heal.cursor)
+	}
+	if s.heal.steadyMap != "" {
+		t.Fatal("late batch ended the pass as clean")
+	}
+}
