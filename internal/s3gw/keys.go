@@ -40,7 +40,7 @@ func objectPath(bucket, key string) (p string, dirMarker bool, err error) {
 		switch {
 		case part == "":
 			return "", false, invalidArgument("key %q has an empty path component: braid stores keys as paths", key)
-		case part == "." || part == "..":
+		case !keyName(part):
 			return "", false, invalidArgument("key %q has a %q path component: braid stores keys as paths", key, part)
 		case len(part) > maxNameBytes:
 			return "", false, invalidArgument("key %q has a path component over %d bytes", key, maxNameBytes)
@@ -50,6 +50,10 @@ func objectPath(bucket, key string) (p string, dirMarker bool, err error) {
 	}
 	return "/" + bucket + "/" + strings.TrimSuffix(key, "/"), dirMarker, nil
 }
+
+// keyName says whether a path component can be part of a key: "." and
+// ".." name directories by their place, not by a key.
+func keyName(part string) bool { return part != "." && part != ".." }
 
 // hasCode reports whether err is an S3 error with this code.
 func hasCode(err error, code string) bool {

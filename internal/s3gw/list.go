@@ -54,7 +54,14 @@ func (b *braidBackend) list(ctx context.Context, bucket, prefix, delimiter, mark
 	w := &walker{b: b, ctx: ctx, prefix: prefix, descend: delimiter != "/"}
 	base := &dirIter{ino: fi.Ino, more: true}
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
-		d, err := b.cl.Stat(ctx, "/"+bucket+"/"+prefix[:i])
+		// The prefix's directories are checked as a key's are: "..", "."
+		// or the reserved directory would lead the walk outside the
+		// bucket's keys (the MDS cleans paths).
+		dir, _, err := objectPath(bucket, prefix[:i+1])
+		if err != nil {
+			return out, nil // no key can have this prefix
+		}
+		d, err := b.cl.Stat(ctx, dir)
 		if err != nil || !d.IsDir {
 			return out, nil // no such directory: no keys
 		}
@@ -147,7 +154,7 @@ func (w *walker) resume(d *dirIter, rel string) error {
 		return err
 	}
 	w.stack = append(w.stack, d)
-	if !nested || rest == "" || !w.descend || len(w.stack) > maxKeyBytes {
+	if !nested || rest == "" || !w.descend || len(w.stack) > maxKeyBytes || !keyName(head) {
 		return nil
 	}
 	// Resume inside head too, if it is a directory.
@@ -163,7 +170,7 @@ func (w *walker) resume(d *dirIter, rel string) error {
 // sort after head as "name/" but come before it in name order.
 func (w *walker) considerPrefixDirs(d *dirIter, head string, self bool) error {
 	for i := 1; i <= min(len(head), maxNameBytes); i++ { // no longer name can exist
-		if i == len(head) && !self || i < len(head) && head[i] >= '/' {
+		if i == len(head) && !self || i < len(head) && head[i] >= '/' || !keyName(head[:i]) {
 			continue
 		}
 		a, err := w.b.cl.LookupAt(w.ctx, d.ino, head[:i])

@@ -291,3 +291,49 @@ func TestAnonymousAccess(t *testing.T) {
 		t.Fatalf("anonymous GET once private again: %d", code)
 	}
 }
+
+// TestListingStaysInBucket: a prefix or marker naming "..", "." or the
+// gateway's reserved directory lists nothing outside the bucket's keys.
+func TestListingStaysInBucket(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	for _, b := range []string{"mine", "theirs"} {
+		if _, err := e.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"theirs/secret", "mine/d/x"} {
+		b, key, _ := strings.Cut(k, "/")
+		if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(key), Body: strings.NewReader("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(prefix, after string) []string {
+		in := &s3.ListObjectsV2Input{Bucket: aws.String("mine"), Prefix: aws.String(prefix)}
+		if after != "" {
+			in.StartAfter = aws.String(after)
+		}
+		out, err := e.s3.ListObjectsV2(ctx, in)
+		if err != nil {
+			t.Fatalf("list prefix %q after %q: %v", prefix, after, err)
+		}
+		var keys []string
+		for _, o := range out.Contents {
+			keys = append(keys, *o.Key)
+		}
+		for _, p := range out.CommonPrefixes {
+			keys = append(keys, *p.Prefix)
+		}
+		return keys
+	}
+	for _, prefix := range []string{"../", "../theirs/", "./", "d/../", "d/./", ".braid-s3/", "/"} {
+		if got := list(prefix, ""); len(got) != 0 {
+			t.Errorf("prefix %q listed %q", prefix, got)
+		}
+	}
+	for _, after := range []string{"../", "../a", "./", "./a", "..a", ".a"} {
+		if got := list("", after); !slices.Equal(got, []string{"d/x"}) {
+			t.Errorf("start-after %q listed %q, want [d/x]", after, got)
+		}
+	}
+}
