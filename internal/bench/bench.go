@@ -178,20 +178,34 @@ func (d DiscardFS) OpenFile(name string, flag int, perm os.FileMode) (osd.File, 
 	if err != nil || !strings.HasSuffix(name, ".dat") {
 		return f, err
 	}
-	return discardFile{f}, nil
-}
-
-type discardFile struct{ osd.File }
-
-func (f discardFile) WriteAt(p []byte, off int64) (int, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, err
+		f.Close()
+		return nil, err
 	}
-	if end := off + int64(len(p)); end > fi.Size() {
+	return &discardFile{File: f, size: fi.Size()}, nil
+}
+
+// discardFile is a data file whose writes only grow it. The store
+// serializes writes to an object, so size needs no lock.
+type discardFile struct {
+	osd.File
+	size int64
+}
+
+func (f *discardFile) WriteAt(p []byte, off int64) (int, error) {
+	if end := off + int64(len(p)); end > f.size {
 		if err := f.Truncate(end); err != nil {
 			return 0, err
 		}
 	}
 	return len(p), nil
+}
+
+func (f *discardFile) Truncate(size int64) error {
+	if err := f.File.Truncate(size); err != nil {
+		return err
+	}
+	f.size = size
+	return nil
 }

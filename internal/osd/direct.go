@@ -42,7 +42,7 @@ type directWriter interface {
 type osFile struct {
 	*os.File
 	direct   *os.File
-	noDirect bool // opening O_DIRECT failed: the file system refuses it
+	noDirect bool // this file refused O_DIRECT
 }
 
 func (f *osFile) WriteDirectAt(p []byte, off int64) (int, error) {
@@ -66,19 +66,35 @@ func (f *osFile) WriteDirectAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// openDirect opens f's inode again for direct writes, unless f lives in
-// memory (tmpfs, ramfs), where O_DIRECT is emulated and costs more than
-// the copy it would save.
-func openDirect(f *os.File) (*os.File, error) {
+// directUseful says whether large writes in dir should go direct: its
+// file system is not in memory (on tmpfs and ramfs O_DIRECT is emulated
+// and costs more than the copy it saves) and takes an aligned O_DIRECT
+// write. The store asks once, when it opens.
+func directUseful(dir string) bool {
 	var st unix.Statfs_t
-	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
-		return nil, err
+	if err := unix.Statfs(dir, &st); err != nil || st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
+		return false
 	}
-	if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
-		return nil, errNoDirect
+	probe, err := os.CreateTemp(dir, "direct-probe-*")
+	if err != nil {
+		return false
 	}
-	// Reopening through /proc names exactly this inode, whatever has
-	// happened to the path since.
+	defer os.Remove(probe.Name())
+	defer probe.Close()
+	d, err := openDirect(probe)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	buf := make([]byte, 2*directAlign)
+	shift := int(directAlign-uintptr(unsafe.Pointer(&buf[0]))%directAlign) % directAlign
+	_, err = d.WriteAt(buf[shift:shift+directAlign], 0)
+	return err == nil
+}
+
+// openDirect opens f's inode again for direct writes. Reopening through
+// /proc names exactly this inode, whatever has happened to the path since.
+func openDirect(f *os.File) (*os.File, error) {
 	return os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), os.O_WRONLY|unix.O_DIRECT, 0)
 }
 

@@ -111,13 +111,22 @@ type limitFile struct {
 // ErrNoSpace is the error a full LimitFS returns, as the kernel would.
 var ErrNoSpace error = &os.PathError{Op: "write", Path: "limitfs", Err: syscall.ENOSPC}
 
-func (f *limitFile) WriteAt(p []byte, off int64) (int, error) {
+// reserveTo reserves what growing the file to end takes, and returns it.
+func (f *limitFile) reserveTo(end int64) (int64, error) {
 	fi, err := f.File.Stat()
 	if err != nil {
 		return 0, err
 	}
-	if grow := off + int64(len(p)) - fi.Size(); grow > 0 && !f.fs.reserve(grow) {
+	grow := max(0, end-fi.Size())
+	if grow > 0 && !f.fs.reserve(grow) {
 		return 0, ErrNoSpace
+	}
+	return grow, nil
+}
+
+func (f *limitFile) WriteAt(p []byte, off int64) (int, error) {
+	if _, err := f.reserveTo(off + int64(len(p))); err != nil {
+		return 0, err
 	}
 	return f.File.WriteAt(p, off)
 }
@@ -127,16 +136,12 @@ func (f *limitFile) WriteDirectAt(p []byte, off int64) (int, error) {
 	if !ok {
 		return 0, errNoDirect
 	}
-	fi, err := f.File.Stat()
+	grow, err := f.reserveTo(off + int64(len(p)))
 	if err != nil {
 		return 0, err
 	}
-	grow := off + int64(len(p)) - fi.Size()
-	if grow > 0 && !f.fs.reserve(grow) {
-		return 0, ErrNoSpace
-	}
 	n, err := d.WriteDirectAt(p, off)
-	if errors.Is(err, errNoDirect) && grow > 0 {
+	if errors.Is(err, errNoDirect) {
 		f.fs.grow(-grow) // the caller writes p buffered, which reserves again
 	}
 	return n, err

@@ -85,7 +85,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	store.writeCache = cfg.WriteCache
+	store.direct = store.direct && !cfg.WriteCache
 	if cfg.CapacityBytes > 0 {
 		// Enforce the configured capacity as a disk of that size would.
 		store.fs = NewLimitFS(fsys, cfg.CapacityBytes, store.UsedBytes())

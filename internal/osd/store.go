@@ -65,7 +65,7 @@ type Store struct {
 	open  map[ObjKey]*object
 	clock uint64
 
-	writeCache  bool         // write everything buffered (Config.WriteCache)
+	direct      bool         // large aligned writes go direct (direct.go)
 	usedBytes   atomic.Int64 // bytes of object data held
 	directBytes atomic.Int64 // bytes written past the page cache (direct.go)
 }
@@ -82,6 +82,7 @@ func OpenStore(fsys FS, dir string, onFatal func(error)) (*Store, error) {
 		return nil, err
 	}
 	s.usedBytes.Store(used)
+	s.direct = directUseful(filepath.Join(dir, "objects"))
 	return s, nil
 }
 
@@ -365,7 +366,7 @@ func (s *Store) writeLocked(o *object, off int64, p []byte) error {
 		}
 		binary.LittleEndian.PutUint32(sums[4*(b-b0):], crc)
 	}
-	direct, err := writeData(o.data, p, off, !s.writeCache)
+	direct, err := writeData(o.data, p, off, s.direct)
 	s.directBytes.Add(direct)
 	if err != nil {
 		s.refreshSize(o)

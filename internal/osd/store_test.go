@@ -5,11 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"testing"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -41,7 +37,7 @@ func TestModel(t *testing.T) {
 	})
 	t.Run("large", func(t *testing.T) {
 		s := runModel(t, 6<<20, 3<<20, false)
-		if dir := t.TempDir(); directUseful(t, dir) {
+		if dir := t.TempDir(); directUseful(dir) {
 			if s.directBytes.Load() == 0 {
 				t.Fatal("no write took the direct path")
 			}
@@ -49,27 +45,6 @@ func TestModel(t *testing.T) {
 			t.Fatalf("%d bytes written directly where O_DIRECT is refused or emulated, want none", s.directBytes.Load())
 		}
 	})
-}
-
-// directUseful says whether the store should write directly in dir: the
-// file system is not in memory and takes an aligned O_DIRECT write.
-func directUseful(t *testing.T, dir string) bool {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
-		return false
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "probe"), os.O_CREATE|os.O_WRONLY|unix.O_DIRECT, 0o644)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	buf := make([]byte, 2*directAlign)
-	shift := int(directAlign-uintptr(unsafe.Pointer(&buf[0]))%directAlign) % directAlign
-	_, err = f.WriteAt(buf[shift:shift+directAlign], 0)
-	return err == nil
 }
 
 // runModel runs random writes, truncates and reads of up to maxLen bytes
@@ -82,7 +57,7 @@ func runModel(t *testing.T, maxOff int64, maxLen int, writeCache bool) *Store {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
 	s := openTestStore(t, OSFS{}, dir)
-	s.writeCache = writeCache
+	s.direct = s.direct && !writeCache
 	k := ObjKey{Ino: 9, Comp: 2}
 	var model []byte
 	// Writes take slices of one page-aligned buffer at a random shift, so
@@ -297,7 +272,7 @@ func TestCapacityCountsLargeWritesOnce(t *testing.T) {
 	used := func(fsys FS, writeCache bool) int64 {
 		lfs := NewLimitFS(fsys, 1<<30, 0)
 		s := openTestStore(t, lfs, t.TempDir())
-		s.writeCache = writeCache
+		s.direct = s.direct && !writeCache
 		for i := 0; i < 4; i++ {
 			if err := s.Write(ObjKey{Ino: 1}, 1, int64(i)*int64(len(data)), data, false); err != nil {
 				t.Fatal(err)
