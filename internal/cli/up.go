@@ -100,8 +100,9 @@ func (e *env) up(o upOptions) error {
 	mdsArgs := []string{"mds", "--dir", filepath.Join(dir, "mds"), "--listen", "127.0.0.1:0", "--key-file", keyFile,
 		"--osd-down-after", o.osdDownAfter.String(), "--osd-out-after", o.osdOutAfter.String(),
 		"--repair-rate", o.repairRate, "--scrub-rate", o.scrubRate, "--log-level", e.logLevel}
+	n := max(o.osds, existingOSDs(dir)) // OSDs added by braid osd add come back too
 	if o.defaultLayout == "" {
-		o.defaultLayout = fittingDefaultLayout(o.osds)
+		o.defaultLayout = fittingDefaultLayout(n)
 	}
 	if o.defaultLayout != "" {
 		mdsArgs = append(mdsArgs, "--default-layout", o.defaultLayout)
@@ -122,7 +123,6 @@ func (e *env) up(o upOptions) error {
 		}
 		return args
 	}
-	n := max(o.osds, existingOSDs(dir)) // OSDs added by braid osd add come back too
 	for i := 0; i < n; i++ {
 		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
 		c, err := startChild(ctx, fmt.Sprintf("osd%d", i), dir, osdDir, osdArgs(osdDir))
