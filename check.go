@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -82,8 +81,11 @@ func (c *Client) checkFile(ctx context.Context, p string, rep *CheckReport) erro
 	S, U := spec.StripeBytes(), spec.UnitBytes
 	for fs := int64(0); fs*S < size; fs++ {
 		n := int(min(U, size-fs*S))
-		shards, missing := f.readStripeUnits(ctx, fs, n)
+		shards, missing, lost := f.readStripeUnits(ctx, fs, n)
 		rep.Stripes++
+		for _, err := range lost {
+			rep.problem("%s: stripe %d: %v", p, fs, err)
+		}
 		if msg := f.verifyStripe(shards, missing); msg != "" {
 			rep.problem("%s: stripe %d: %s", p, fs, msg)
 		} else if len(shards)-len(missing) == spec.K && len(missing) > 0 {
@@ -95,13 +97,13 @@ func (c *Client) checkFile(ctx context.Context, p string, rep *CheckReport) erro
 }
 
 // readStripeUnits reads the first n bytes of every unit of file stripe fs;
-// units that are dirty or unreadable come back nil and listed in missing.
-func (f *File) readStripeUnits(ctx context.Context, fs int64, n int) ([][]byte, []int) {
+// units that are dirty or unreadable come back nil and listed in missing,
+// and those that are corrupt or lost (not merely unreachable) in lost.
+func (f *File) readStripeUnits(ctx context.Context, fs int64, n int) (shards [][]byte, missing []int, lost []error) {
 	lay := f.layout()
 	w := lay.Spec.Width()
-	shards := make([][]byte, w)
+	shards = make([][]byte, w)
 	var mu sync.Mutex
-	var missing []int
 	var wg sync.WaitGroup
 	for u := 0; u < w; u++ {
 		loc := lay.UnitOf(fs, u)
@@ -113,11 +115,13 @@ func (f *File) readStripeUnits(ctx context.Context, fs int64, n int) ([][]byte, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := osdproto.Req{Off: loc.ObjectOff, Len: uint32(n)}
-			if _, err := f.unitCall(ctx, osdproto.OpRead, loc.Component, req, nil, buf); err != nil {
+			if err := f.readUnit(ctx, loc.Component, loc.ObjectOff, buf, false); err != nil {
 				wire.PutBuf(buf)
 				mu.Lock()
 				missing = append(missing, u)
+				if errors.Is(err, wire.ErrCorrupt) {
+					lost = append(lost, err)
+				}
 				mu.Unlock()
 				return
 			}
@@ -126,7 +130,7 @@ func (f *File) readStripeUnits(ctx context.Context, fs int64, n int) ([][]byte, 
 	}
 	wg.Wait()
 	slices.Sort(missing)
-	return shards, missing
+	return shards, missing, lost
 }
 
 // verifyStripe returns what is wrong with a stripe, or "" if its units

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ var (
 	ErrNoData      error = wire.ErrNoData
 	ErrPerm        error = wire.ErrPerm
 	ErrBusy        error = wire.ErrBusy
+	ErrTooBig      error = wire.ErrTooBig
 	ErrBadLayout   error = layout.ErrBadSpec
 )
 
@@ -192,6 +194,7 @@ type Component struct {
 	OSD   uint32
 	Addr  string
 	Up    bool
+	Dirty bool // missed writes or found lost: read by reconstruction until a healer rewrites it
 }
 
 func infoOf(name string, in mdsproto.Inode, eps map[uint32]mdsproto.Endpoint) FileInfo {
@@ -204,7 +207,7 @@ func infoOf(name string, in mdsproto.Inode, eps map[uint32]mdsproto.Endpoint) Fi
 		fi.Layout = &Layout{Spec: l.Spec, Groups: l.Groups, Version: l.Version}
 		width := len(l.OSDs) / max(1, l.Groups)
 		for i, id := range l.OSDs {
-			comp := Component{Index: i, Group: i / max(1, width), OSD: id}
+			comp := Component{Index: i, Group: i / max(1, width), OSD: id, Dirty: slices.Contains(in.Dirty, uint32(i))}
 			if ep, ok := eps[id]; ok {
 				comp.Addr, comp.Up = ep.Addr, ep.Up
 			}

@@ -46,6 +46,7 @@ type File struct {
 	lay layout.Layout
 	cap capability.Cap
 	eps map[uint32]mdsproto.Endpoint
+	ext []int64 // per group, how far objects hold written data (the MDS's record)
 
 	mu        sync.Mutex // guards the handle state below; held across writes
 	size      int64
@@ -72,6 +73,8 @@ type File struct {
 	dirty     map[int]bool // components that missed writes
 	reporting map[int]int  // components whose dirty mark is on its way to the MDS
 	touched   map[int]bool // components written since the last sync
+	wrote     []int64      // per group, how far writes since the last commit reached (nil: none)
+	cut       bool         // objects were cut to wrote (a truncation) since the last commit
 }
 
 // Create makes (or replaces) the file at p and opens it for writing.
@@ -179,7 +182,7 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 		return fmt.Errorf("%w: capability from MDS: %v", wire.ErrInternal, err)
 	}
 	f.lmu.Lock()
-	f.ino, f.lay, f.cap, f.eps = r.Inode.Ino, l, c, r.Endpoints
+	f.ino, f.lay, f.cap, f.eps, f.ext = r.Inode.Ino, l, c, r.Endpoints, r.Inode.Extents
 	f.lmu.Unlock()
 	// The MDS's dirty set is the truth: every mark this handle made has
 	// reached it, except those still on their way.
@@ -195,10 +198,32 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 	return nil
 }
 
-// markDirty records that component comp missed a write, here and at the
-// MDS, before the write counts as done: no repair may then use the
-// component as a source and no reader trusts it.
-func (f *File) markDirty(ctx context.Context, all ...int) error {
+// markDirty records that components missed a write (why says how), here
+// and at the MDS, before the write counts as done: no repair may then use
+// them as a source and no reader trusts them.
+func (f *File) markDirty(ctx context.Context, why error, all ...int) error {
+	err := f.reportDirty(ctx, mdsproto.MarkDirtyReq{Why: errText(why)}, all)
+	if err != nil {
+		f.setErr(err)
+	}
+	return err
+}
+
+// markLost records that a reader found component comp lost under layout
+// version: the MDS takes the mark only if the file is still at that
+// version (a stale reader's view says nothing about a newer layout).
+func (f *File) markLost(ctx context.Context, version uint64, why error, comp int) {
+	_ = f.reportDirty(ctx, mdsproto.MarkDirtyReq{Version: version, Why: errText(why)}, []int{comp})
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all []int) error {
 	var comps []int
 	f.amu.Lock()
 	for _, c := range all {
@@ -222,16 +247,14 @@ func (f *File) markDirty(ctx context.Context, all ...int) error {
 		}
 		f.amu.Unlock()
 	}()
-	req := mdsproto.MarkDirtyReq{Ino: f.layoutIno()}
+	req.Ino = f.layoutIno()
 	for _, c := range comps {
 		req.Comps = append(req.Comps, uint32(c))
 	}
-	err := f.c.mds(ctx, mdsproto.OpMarkDirty, req, nil) // retried through MDS restarts
-	if err != nil {
-		err = fmt.Errorf("%s: record components %v as dirty: %w", f.path, comps, err)
-		f.setErr(err)
+	if err := f.c.mds(ctx, mdsproto.OpMarkDirty, req, nil); err != nil { // retried through MDS restarts
+		return fmt.Errorf("%s: record components %v as dirty: %w", f.path, comps, err)
 	}
-	return err
+	return nil
 }
 
 // refresh fetches a new capability and layout after an OSD refused ours
@@ -387,7 +410,7 @@ func (f *File) syncLocked(ctx context.Context) error {
 				for _, c := range comps {
 					cs = append(cs, int(c))
 				}
-				_ = f.markDirty(ctx, cs...)
+				_ = f.markDirty(ctx, fmt.Errorf("sync failed: %w", err), cs...)
 			}
 		}()
 	}
@@ -425,23 +448,44 @@ func (f *File) checkRedundancy() error {
 }
 
 func (f *File) commitLocked(ctx context.Context) error {
+	version, ino := f.layout().Version, f.layoutIno()
 	f.amu.Lock()
 	var dirty []uint32
 	for c := range f.dirty {
 		dirty = append(dirty, uint32(c))
 	}
-	f.amu.Unlock()
 	slices.Sort(dirty)
-	lay := f.layout()
+	req := mdsproto.CommitReq{Ino: ino, Size: f.size, MtimeNs: time.Now().UnixNano(), Dirty: dirty,
+		LayoutVersion: version, Extents: slices.Clone(f.wrote), Cut: f.cut}
+	f.amu.Unlock()
 	var in mdsproto.Inode
-	err := f.c.mds(ctx, mdsproto.OpCommit, mdsproto.CommitReq{Ino: f.layoutIno(), Size: f.size,
-		MtimeNs: time.Now().UnixNano(), Dirty: dirty, LayoutVersion: lay.Version}, &in)
+	err := f.c.mds(ctx, mdsproto.OpCommit, req, &in)
 	if err == nil {
 		f.modified = false
 		f.committed = f.size
 		f.attr = in
+		f.amu.Lock()
+		f.wrote, f.cut = nil, false
+		f.amu.Unlock()
+		f.lmu.Lock()
+		f.ext = in.Extents
+		f.lmu.Unlock()
 	}
 	return err
+}
+
+// noteWritten records that component comp's object now holds written
+// data up to end (object bytes), for the extents the next commit records.
+func (f *File) noteWritten(comp int, end int64) {
+	lay := f.layout()
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	if f.wrote == nil {
+		f.wrote = make([]int64, lay.Groups)
+	}
+	if g := comp / lay.Spec.Width(); g < len(f.wrote) {
+		f.wrote[g] = max(f.wrote[g], end)
+	}
 }
 
 // Close flushes and syncs a file opened for writing, then releases it.

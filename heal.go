@@ -270,11 +270,14 @@ func (j *repairJob) fence(ctx context.Context) {
 
 // extents is, per parity group, how far its objects reach: the longest
 // source object (a writer that has not committed yet must not lose bytes
-// it already wrote; columns past every source are zeros in all units), or
-// what the committed size implies when no source answered.
+// it already wrote; columns past every source are zeros in all units) or
+// the recorded extent, whichever is further (a source shorter than the
+// record lost data and is not read as zeros), or what the committed size
+// implies when no source answered.
 func (j *repairJob) extents(ctx context.Context) ([]int64, error) {
 	w := j.lay.Spec.Width()
 	ext := make([]int64, j.lay.Groups)
+	copy(ext, j.t.Inode.Extents)
 	stated := make([]bool, j.lay.Groups)
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
@@ -319,10 +322,26 @@ func (j *repairJob) stripe(ctx context.Context, grp int, s int64, n int) error {
 	return j.rebuildStripe(ctx, s, units, n)
 }
 
+// readUnit reads the first len(buf) bytes of component c's unit of group
+// stripe s, vouched for like a client's read: a lost unit is ErrCorrupt.
 func (j *repairJob) readUnit(ctx context.Context, c int, s int64, buf []byte) error {
 	req := osdproto.Req{Comp: uint32(c), Off: s * j.lay.Spec.UnitBytes, Len: uint32(len(buf))}
-	_, err := j.call(ctx, j.osdOf(c, true), osdproto.OpRead, req, nil, buf)
-	return err
+	meta, err := j.call(ctx, j.osdOf(c, true), osdproto.OpRead, req, nil, buf)
+	if err != nil {
+		return err
+	}
+	if err := vouch(meta, req.Off, int64(len(buf)), j.recorded(c)); err != nil {
+		return fmt.Errorf("component %d: %w", c, err)
+	}
+	return nil
+}
+
+// recorded is how far the MDS recorded component c's group as written.
+func (j *repairJob) recorded(c int) int64 {
+	if g := c / j.lay.Spec.Width(); g < len(j.t.Inode.Extents) {
+		return j.t.Inode.Extents[g]
+	}
+	return 0
 }
 
 func (j *repairJob) writeUnit(ctx context.Context, c int, s int64, data []byte) error {

@@ -70,17 +70,68 @@ func (f *File) readSpan(ctx context.Context, lay layout.Layout, s layout.Span, d
 	loc := lay.UnitOf(s.Stripe, s.Unit)
 	var err error
 	if f.isDirty(loc.Component) {
-		err = fmt.Errorf("component %d missed writes", loc.Component)
-	} else {
-		req := osdproto.Req{Off: loc.ObjectOff + s.InUnit, Len: uint32(s.Len)}
-		if _, err = f.unitCall(ctx, osdproto.OpRead, loc.Component, req, nil, dst); err == nil {
-			return nil
-		}
+		err = fmt.Errorf("component %d is dirty (missed writes or lost)", loc.Component)
+	} else if err = f.readUnit(ctx, loc.Component, loc.ObjectOff+s.InUnit, dst, true); err == nil {
+		return nil
 	}
 	if rerr := f.reconstruct(ctx, lay, s, dst); rerr != nil {
 		return fmt.Errorf("%s: bytes %d-%d: %w (first failure: %v)", f.path, s.FileOff, s.FileOff+s.Len, rerr, err)
 	}
 	return nil
+}
+
+// readUnit reads object bytes [off, off+len(dst)) of component comp and
+// vouches for them (vouch): a component found lost is an ErrCorrupt
+// error and, with mark, is recorded dirty at the MDS so a healer
+// rewrites it.
+func (f *File) readUnit(ctx context.Context, comp int, off int64, dst []byte, mark bool) error {
+	version := f.layout().Version
+	req := osdproto.Req{Off: off, Len: uint32(len(dst))}
+	meta, err := f.unitCall(ctx, osdproto.OpRead, comp, req, nil, dst)
+	if err != nil {
+		return err
+	}
+	if err := vouch(meta, off, int64(len(dst)), f.extentOf(comp)); err != nil {
+		err = fmt.Errorf("%s: component %d: %w", f.path, comp, err)
+		if mark {
+			f.markLost(ctx, version, err, comp)
+		}
+		return err
+	}
+	return nil
+}
+
+// extentOf is how far component comp's object holds written data as the
+// MDS recorded it (0 if it has no record).
+func (f *File) extentOf(comp int) int64 {
+	f.lmu.Lock()
+	defer f.lmu.Unlock()
+	if g := comp / f.lay.Spec.Width(); g < len(f.ext) {
+		return f.ext[g]
+	}
+	return 0
+}
+
+// vouch checks an OSD's reply to a read of object bytes [off, off+n) of
+// a component whose group's objects hold written data up to extent. An
+// OSD reads a missing object, and bytes past an object's end, as zeros
+// (so holes read like data); whether zeros are a hole or lost data is
+// decided by the MDS's record of the extent, never guessed: an object
+// shorter than the extent where the read reaches has lost data.
+func vouch(meta []byte, off, n, extent int64) error {
+	info, err := osdproto.DecodeObjectInfo(meta)
+	if err != nil {
+		return wire.Errorf(wire.ErrCorrupt, "read reply without the object's length: %v", err)
+	}
+	need := min(extent, off+n)
+	switch {
+	case need <= off || info.Len >= need:
+		return nil
+	case info.Version == 0 && info.Len == 0:
+		return wire.Errorf(wire.ErrCorrupt, "object lost: missing on its OSD, %d bytes were written", extent)
+	default:
+		return wire.Errorf(wire.ErrCorrupt, "object lost past byte %d: %d bytes were written", info.Len, extent)
+	}
 }
 
 // reconstruct rebuilds the piece s of a data unit from the same byte range
@@ -105,8 +156,7 @@ func (f *File) reconstruct(ctx context.Context, lay layout.Layout, s layout.Span
 		go func() {
 			defer wg.Done()
 			buf := wire.GetBuf(int(s.Len))
-			req := osdproto.Req{Off: loc.ObjectOff + s.InUnit, Len: uint32(s.Len)}
-			_, err := f.unitCall(ctx, osdproto.OpRead, loc.Component, req, nil, buf)
+			err := f.readUnit(ctx, loc.Component, loc.ObjectOff+s.InUnit, buf, true)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 
 	"github.com/braidfs/braid/internal/capability"
@@ -150,7 +151,7 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 			wire.ErrUnavail, len(failed), op.m, errors.Join(errs...)))
 	}
 	if len(failed) > 0 {
-		if err := f.markDirty(ctx, failed...); err != nil {
+		if err := f.markDirty(ctx, fmt.Errorf("staged write failed: %w", errors.Join(errs...)), failed...); err != nil {
 			return abort(err)
 		}
 	}
@@ -165,15 +166,18 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		return err
 	})
 	var unapplied []int
+	var applyErrs []error
 	for _, r := range applied {
 		if r.err != nil {
-			unapplied = append(unapplied, r.comp)
+			unapplied, applyErrs = append(unapplied, r.comp), append(applyErrs, r.err)
+			continue
 		}
+		f.noteWritten(r.comp, offs[slices.Index(comps, r.comp)]+int64(len(op.shards[0])))
 	}
 	if len(unapplied) > 0 {
 		// Past the commit point: the stages stay, the resolver applies them
 		// once the OSD answers; until then readers decode these units.
-		return f.markDirty(ctx, unapplied...)
+		return f.markDirty(ctx, fmt.Errorf("staged write not applied: %w", errors.Join(applyErrs...)), unapplied...)
 	}
 	_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
 	return nil

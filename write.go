@@ -212,16 +212,19 @@ func (op *stripeOp) send() {
 		loc := lay.UnitOf(op.wb.fs, u)
 		go func() {
 			_, err := f.unitCall(context.Background(), osdproto.OpWrite, loc.Component, osdproto.Req{Off: loc.ObjectOff}, data, nil)
-			op.done(loc.Component, err)
+			op.done(loc.Component, loc.ObjectOff+int64(len(data)), err)
 		}()
 	}
 }
 
-func (op *stripeOp) done(comp int, err error) {
+// done records one unit write's outcome: a failed unit marks its
+// component dirty, a written one extends what the next commit records.
+func (op *stripeOp) done(comp int, end int64, err error) {
 	f := op.f
 	if err != nil {
-		_ = f.markDirty(context.Background(), comp)
+		_ = f.markDirty(context.Background(), fmt.Errorf("unit write failed: %w", err), comp)
 	} else {
+		f.noteWritten(comp, end)
 		f.amu.Lock()
 		f.touched[comp] = true
 		f.amu.Unlock()
@@ -364,10 +367,18 @@ func (f *File) shrinkLocked(size int64) error {
 			defer wg.Done()
 			req := osdproto.Req{Off: lay.ObjectLen(size, c)}
 			if _, err := f.unitCall(context.Background(), osdproto.OpTruncate, c, req, nil, nil); err != nil {
-				_ = f.markDirty(context.Background(), c)
+				_ = f.markDirty(context.Background(), fmt.Errorf("truncate failed: %w", err), c)
 			}
 		}()
 	}
 	wg.Wait()
+	// Every object now ends where the new size puts it: the extents the
+	// commit records are these, whatever they were before.
+	f.amu.Lock()
+	f.wrote, f.cut = make([]int64, lay.Groups), true
+	for g := range f.wrote {
+		f.wrote[g] = lay.ObjectLen(size, g*lay.Spec.Width())
+	}
+	f.amu.Unlock()
 	return f.checkRedundancy()
 }

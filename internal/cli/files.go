@@ -187,6 +187,9 @@ func (e *env) statCmd() *cobra.Command {
 					if comp.Up {
 						state = "up"
 					}
+					if comp.Dirty {
+						state += ", dirty (read by reconstruction until repaired)"
+					}
 					fmt.Fprintf(tw, "  %d\t%d\t%d\t%s\t%s\n", comp.Index, comp.Group, comp.OSD, comp.Addr, state)
 				}
 				return tw.Flush()

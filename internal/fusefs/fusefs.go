@@ -198,6 +198,8 @@ func errno(err error) syscall.Errno {
 		return syscall.EACCES
 	case errors.Is(err, braid.ErrBusy):
 		return syscall.EAGAIN
+	case errors.Is(err, braid.ErrTooBig):
+		return syscall.EFBIG
 	}
 	return syscall.EIO
 }

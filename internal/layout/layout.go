@@ -110,3 +110,15 @@ func (l Layout) ObjectLen(size int64, c int) int64 {
 	}
 	return 0
 }
+
+// MaxObjectBytes bounds offsets and lengths inside one component object
+// (256 TiB), so offset arithmetic never overflows.
+const MaxObjectBytes = 1 << 48
+
+// MaxSize is the largest file the layout holds with every object within
+// MaxObjectBytes: the data columns' capacity, less one round of visits
+// (visits interleave groups, so the last round may fill one group first).
+func (l Layout) MaxSize() int64 {
+	data := int64(l.Spec.K) * int64(l.Groups) * MaxObjectBytes
+	return data - int64(l.Groups*l.Spec.Visit)*l.Spec.StripeBytes()
+}

@@ -47,7 +47,7 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 			}
 		}
 		rec.Layout = toWire(l)
-		rec.Base, rec.Dirty = l.Version, nil
+		rec.Base, rec.Dirty, rec.Extents = l.Version, nil, nil
 		return putInode(tx, rec)
 	})
 	if err != nil {

@@ -107,9 +107,14 @@ func (h *healState) rate(now time.Time) float64 {
 
 // markDirty records components that missed a write.
 func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsproto.Inode, error) {
-	return s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+	stale := false
+	in, err := s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
 		if rec.Layout == nil {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
+		}
+		if req.Version != 0 && req.Version != rec.Layout.Version {
+			stale = true
+			return nil
 		}
 		if rec.Repair.active(s.cfg.Now()) {
 			for _, c := range req.Comps {
@@ -120,6 +125,10 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 		}
 		return addDirty(rec, req.Comps)
 	})
+	if err == nil && !stale {
+		s.cfg.Log.Info("components marked dirty", "ino", req.Ino, "comps", req.Comps, "why", req.Why)
+	}
+	return in, err
 }
 
 func addDirty(rec *inodeRec, comps []uint32) error {

@@ -259,6 +259,16 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		if rec.Layout == nil || req.LayoutVersion < rec.Base || req.LayoutVersion > rec.Layout.Version {
 			return wire.Errorf(wire.ErrStale, "inode %d: written under layout version %d, file now has another layout", req.Ino, req.LayoutVersion)
 		}
+		l, err := rec.Layout.Decode()
+		if err != nil {
+			return err
+		}
+		if req.Size > l.MaxSize() {
+			return wire.Errorf(wire.ErrTooBig, "size %d past the %d bytes layout %s holds", req.Size, l.MaxSize(), l.Spec)
+		}
+		if err := commitExtents(rec, l, req); err != nil {
+			return err
+		}
 		// Dirty marks name components of the version they were made
 		// under; after a repair moved components they may mean others.
 		if req.LayoutVersion == rec.Layout.Version {
@@ -273,6 +283,29 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		rec.CtimeNs = s.cfg.Now().UnixNano()
 		return nil
 	})
+}
+
+// commitExtents records how far each group's objects now hold written
+// data: raised by what the client wrote, replaced where it cut the
+// objects, and never past what the committed size can use.
+func commitExtents(rec *inodeRec, l layout.Layout, req mdsproto.CommitReq) error {
+	if len(req.Extents) == 0 && !req.Cut {
+		return nil
+	}
+	if len(req.Extents) != l.Groups {
+		return wire.Errorf(wire.ErrInvalid, "%d extents for %d parity groups", len(req.Extents), l.Groups)
+	}
+	if len(rec.Extents) != l.Groups || req.Cut {
+		rec.Extents = make([]int64, l.Groups)
+	}
+	w := l.Spec.Width()
+	for g, e := range req.Extents {
+		if e < 0 || e > layout.MaxObjectBytes {
+			return wire.Errorf(wire.ErrInvalid, "extent %d of group %d", e, g)
+		}
+		rec.Extents[g] = min(max(rec.Extents[g], e), l.ObjectLen(req.Size, g*w))
+	}
+	return nil
 }
 
 func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto.ReaddirResp, error) {

@@ -90,8 +90,15 @@ type Inode struct {
 	Layout    *Layout `json:"layout,omitempty"`     // files
 	DirLayout string  `json:"dir_layout,omitempty"` // directories: default spec for new files
 	// Dirty lists components that missed writes while their OSD was
-	// unreachable; readers reconstruct them instead of trusting them.
+	// unreachable, or were found lost; readers reconstruct them instead
+	// of trusting them.
 	Dirty []uint32 `json:"dirty,omitempty"`
+	// Extents records, per parity group, how far the group's component
+	// objects hold written data (object bytes; holes below it were
+	// written as such). An object shorter than its group's extent, or
+	// missing, has lost data: it is never read as zeros. Absent for files
+	// written before extents were recorded (nothing is vouched by length).
+	Extents []int64 `json:"extents,omitempty"`
 }
 
 // OSD states in the cluster map.
@@ -183,6 +190,12 @@ type CommitReq struct {
 	// LayoutVersion is the layout the client wrote under; a commit from a
 	// layout since replaced is refused (its data went to retired objects).
 	LayoutVersion uint64 `json:"layout_version"`
+	// Extents are, per parity group, how far the client's writes reached
+	// in the group's objects (0: no write); they raise the inode's
+	// extents. With Cut, the client first cut every object to Extents
+	// (a truncation), so they replace the inode's extents instead.
+	Extents []int64 `json:"extents,omitempty"`
+	Cut     bool    `json:"cut,omitempty"`
 }
 
 type ReaddirReq struct {
@@ -290,6 +303,11 @@ type RepairProgress struct {
 type MarkDirtyReq struct {
 	Ino   uint64   `json:"ino"`
 	Comps []uint32 `json:"comps"`
+	// Version, when set, applies the marks only while the file is still
+	// at this layout version: a reader that found a component lost under
+	// a layout since replaced says nothing about the new one.
+	Version uint64 `json:"version,omitempty"`
+	Why     string `json:"why,omitempty"` // logged by the MDS: what the component missed or how it was lost
 }
 
 // Repair task kinds.

@@ -30,6 +30,7 @@ import (
 	"fmt"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -59,7 +60,7 @@ const MaxComps = 4096
 
 // MaxObjectBytes bounds offsets and sizes within one object (256 TiB), so
 // offset arithmetic can never overflow.
-const MaxObjectBytes = 1 << 48
+const MaxObjectBytes = layout.MaxObjectBytes
 
 // Req is the decoded meta of any OSD request; fields unused by an op are 0.
 type Req struct {

@@ -30,6 +30,7 @@ const (
 	ErrBusy        Code = 16 // the file is being repaired; retry shortly
 	ErrNoData      Code = 17 // no such extended attribute (ENODATA)
 	ErrPerm        Code = 18 // operation not permitted on this kind of inode (EPERM)
+	ErrTooBig      Code = 19 // past the largest file the layout can hold (EFBIG)
 )
 
 var codeNames = map[Code]string{
@@ -39,7 +40,7 @@ var codeNames = map[Code]string{
 	ErrCorrupt: "data corrupt", ErrDenied: "permission denied", ErrStale: "stale layout version",
 	ErrUnavail: "unavailable", ErrUnknownOp: "unknown operation", ErrInvalid: "invalid argument",
 	ErrNameTooLong: "name too long", ErrBusy: "busy, retry later", ErrNoData: "no such attribute",
-	ErrPerm: "operation not permitted",
+	ErrPerm: "operation not permitted", ErrTooBig: "file too large",
 }
 
 func (c Code) Error() string {

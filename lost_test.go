@@ -1,0 +1,237 @@
+package braid_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/osd"
+	"github.com/braidfs/braid/internal/testcluster"
+)
+
+// objectPath is where OSD i keeps a component object's file with the
+// given extension ("dat" or "sum"); internal/osd/doc.go has the format.
+func objectPath(c *testcluster.Cluster, i int, ino uint64, comp int, ext string) string {
+	return filepath.Join(c.OSDDir(i), "objects", fmt.Sprintf("%02x", ino&0xff), fmt.Sprintf("%016x.%d.%s", ino, comp, ext))
+}
+
+// unitHolding returns the file's layout and the component holding the
+// data unit at file offset off.
+func unitHolding(t *testing.T, cl *braid.Client, p string, off int64) (braid.FileInfo, int, uint32) {
+	t.Helper()
+	fi, err := cl.Stat(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := layout.Parse(fi.Layout.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay := layout.Layout{Spec: spec, Groups: fi.Layout.Groups, Version: fi.Layout.Version}
+	for _, comp := range fi.Layout.Components {
+		lay.OSDs = append(lay.OSDs, comp.OSD)
+	}
+	var comp int
+	lay.Spans(off, 1, func(s layout.Span) bool {
+		comp = lay.UnitOf(s.Stripe, s.Unit).Component
+		return false
+	})
+	return fi, comp, lay.OSDs[comp]
+}
+
+// loseObject deletes a component object's files on its OSD's disk (a
+// lost file, a restored backup, an fsck) and restarts the OSD so nothing
+// of it is left in memory.
+func loseObject(t *testing.T, c *testcluster.Cluster, ino uint64, comp int, id uint32) int {
+	t.Helper()
+	i := osdIndex(c, id)
+	for _, ext := range []string{"dat", "sum"} {
+		if err := os.Remove(objectPath(c, i, ino, comp, ext)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.RestartOSD(i)
+	return i
+}
+
+func dirtyOf(t *testing.T, cl *braid.Client, p string) []uint32 {
+	t.Helper()
+	fi, err := cl.Stat(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirty []uint32
+	for _, comp := range fi.Layout.Components {
+		if comp.Dirty {
+			dirty = append(dirty, uint32(comp.Index))
+		}
+	}
+	return dirty
+}
+
+// A component object gone from its OSD's disk is a lost component, never
+// zeros: reads reconstruct around it, it is marked dirty, status says
+// degraded until a healer has rewritten it, and then the object on disk
+// holds the original bytes again. Coded and mirrored files alike.
+func TestLostComponentIsReconstructed(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	cl := c.Dial()
+	rng := rand.New(rand.NewPCG(11, 12))
+	files := map[string][]byte{"/ec": randBytes(rng, 3<<20+5), "/small": randBytes(rng, 5000)}
+	put(t, cl, "/ec", "ec:4+2,unit=1MiB", files["/ec"])
+	put(t, cl, "/small", "", files["/small"]) // mirror:3 by its size
+	type lost struct {
+		osd  int
+		ino  uint64
+		comp int
+	}
+	var losses []lost
+	for p := range files {
+		fi, comp, id := unitHolding(t, cl, p, 0)
+		losses = append(losses, lost{loseObject(t, c, fi.Ino, comp, id), fi.Ino, comp})
+	}
+	for p, data := range files {
+		mustRead(t, cl, p, p+" with its first data unit's object gone", data)
+		if d := dirtyOf(t, cl, p); len(d) != 1 {
+			t.Fatalf("%s: dirty components %v after a read found one lost", p, d)
+		}
+	}
+	st, err := cl.Status(ctx)
+	if err != nil || st.Health != mdsproto.HealthDegraded {
+		t.Fatalf("status with lost components: %s (%v), problems %q", st.Health, err, st.Problems)
+	}
+	hctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cl.Heal(hctx, braid.HealOptions{Name: "test", Poll: 20 * time.Millisecond}) }()
+	defer func() { stop(); <-done }()
+	waitHealthy(t, cl, 30*time.Second)
+	for _, l := range losses {
+		p := "/ec"
+		if l.ino != mustIno(t, cl, "/ec") {
+			p = "/small"
+		}
+		want := files[p][:min(len(files[p]), 1<<20)]
+		got := make([]byte, len(want))
+		if _, _, err := c.OSDs[l.osd].Store().Read(osd.ObjKey{Ino: l.ino, Comp: uint32(l.comp)}, ^uint64(0), 0, got); err != nil {
+			t.Fatalf("%s: rebuilt object: %v", p, err)
+		}
+		mustEqual(t, p+": rebuilt object", got, want)
+	}
+	checkConsistent(t, cl, "after healing")
+}
+
+func mustIno(t *testing.T, cl *braid.Client, p string) uint64 {
+	t.Helper()
+	fi, err := cl.Stat(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Ino
+}
+
+// Scrub never treats a unit it cannot vouch for as data: with a data
+// unit's object gone it rebuilds that unit from the others instead of
+// recomputing parity from zeros (which would make the loss permanent).
+func TestScrubRebuildsLostComponentFromTheRest(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := c.Dial()
+	data := randBytes(rand.New(rand.NewPCG(13, 14)), 3<<20)
+	put(t, cl, "/f", "ec:4+2,unit=1MiB", data)
+	fi, comp, id := unitHolding(t, cl, "/f", 0)
+	i := loseObject(t, c, fi.Ino, comp, id)
+	if _, err := cl.Scrub(ctx, "/f"); err != nil {
+		t.Fatal(err)
+	}
+	waitScrubbed(t, cl, 1)
+	waitHealthy(t, cl, 30*time.Second)
+	got := make([]byte, 1<<20)
+	if _, _, err := c.OSDs[i].Store().Read(osd.ObjKey{Ino: fi.Ino, Comp: uint32(comp)}, ^uint64(0), 0, got); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "lost unit after scrub", got, data[:1<<20])
+	mustRead(t, cl, "/f", "after scrub", data)
+	checkConsistent(t, cl, "after scrub")
+}
+
+func waitScrubbed(t *testing.T, cl *braid.Client, n int64) {
+	t.Helper()
+	testcluster.Eventually(t, 30*time.Second, func() bool {
+		st, err := cl.Status(ctx)
+		return err == nil && st.Repair.ScrubbedFiles >= n && st.Repair.ScrubQueued == 0 && st.Repair.Active == 0
+	}, func() string { return "scrub did not finish" })
+}
+
+// A component object cut short on disk is lost beyond its new end.
+func TestShortComponentIsLost(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	cl := c.Dial()
+	data := randBytes(rand.New(rand.NewPCG(15, 16)), 6<<20)
+	put(t, cl, "/f", "ec:4+2,unit=1MiB", data)
+	fi, comp, id := unitHolding(t, cl, "/f", 4<<20) // a unit of the second stripe
+	i := osdIndex(c, id)
+	if err := os.Truncate(objectPath(c, i, fi.Ino, comp, "dat"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(objectPath(c, i, fi.Ino, comp, "sum"), 4096+4*256); err != nil {
+		t.Fatal(err)
+	}
+	c.RestartOSD(i)
+	mustRead(t, cl, "/f", "with a component cut short", data)
+	if d := dirtyOf(t, cl, "/f"); len(d) != 1 || int(d[0]) != comp {
+		t.Fatalf("dirty %v, want [%d]", d, comp)
+	}
+}
+
+// Holes are not losses: a sparse file reads its holes as zeros and marks
+// nothing dirty.
+func TestSparseHolesAreNotLost(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	cl := c.Dial()
+	f, err := cl.Create(ctx, "/sparse", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 8<<20)
+	for _, w := range []struct {
+		off  int64
+		text string
+	}{{3 << 20, "in the middle"}, {8<<20 - 4, "tail"}} {
+		copy(want[w.off:], w.text)
+		if _, err := f.WriteAt([]byte(w.text), w.off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := cl.Create(ctx, "/grown", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt([]byte("head"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Truncate(5 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	grown := make([]byte, 5<<20)
+	copy(grown, "head")
+	mustRead(t, cl, "/sparse", "sparse file", want)
+	mustRead(t, cl, "/grown", "file grown by truncate", grown)
+	for _, p := range []string{"/sparse", "/grown"} {
+		if d := dirtyOf(t, cl, p); len(d) != 0 {
+			t.Fatalf("%s: holes marked components %v dirty", p, d)
+		}
+	}
+	checkConsistent(t, cl, "sparse files")
+}
