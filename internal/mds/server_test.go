@@ -132,3 +132,52 @@ func TestCommitRejectsOversizedDirtyList(t *testing.T) {
 		t.Fatalf("valid commit: %v", err)
 	}
 }
+
+// TestCommitBounds: a commit cannot record a size past the largest file
+// the layout holds (2^63-1 once showed as a negative byte count in
+// status), nor extents that are negative, past an object's limit, or for
+// another number of parity groups; a valid one records its extents
+// within what the size can use.
+func TestCommitBounds(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	conn, err := wire.Dial(ctx, c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body, _ := json.Marshal(mdsproto.CreateReq{Path: "/f", Layout: "ec:2+1,unit=64KiB", SizeHint: -1})
+	meta, _, err := conn.Call(ctx, mdsproto.OpCreate, body, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open mdsproto.OpenResp
+	if err := json.Unmarshal(meta, &open); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(size int64, extents ...int64) (mdsproto.Inode, error) {
+		b, _ := json.Marshal(mdsproto.CommitReq{Ino: open.Inode.Ino, Size: size, LayoutVersion: open.Inode.Layout.Version, Extents: extents})
+		meta, _, err := conn.Call(ctx, mdsproto.OpCommit, b, nil, nil)
+		var in mdsproto.Inode
+		if err == nil {
+			err = json.Unmarshal(meta, &in)
+		}
+		return in, err
+	}
+	if _, err := commit(1<<63 - 1); !errors.Is(err, wire.ErrTooBig) {
+		t.Fatalf("commit of size 2^63-1: %v, want ErrTooBig", err)
+	}
+	for _, ext := range [][]int64{{-1}, {1 << 60}, {1, 2}} {
+		if _, err := commit(100, ext...); !errors.Is(err, wire.ErrInvalid) {
+			t.Fatalf("commit with extents %v: %v, want ErrInvalid", ext, err)
+		}
+	}
+	in, err := commit(200<<10, 1<<20)
+	if err != nil || len(in.Extents) != 1 || in.Extents[0] != 128<<10 {
+		t.Fatalf("extents after a commit of 200 KiB claiming 1 MiB written: %v (%v), want [128 KiB]", in.Extents, err)
+	}
+	st, err := c.Dial().Status(ctx)
+	if err != nil || st.LogicalBytes != 200<<10 {
+		t.Fatalf("status after commits: %d logical bytes (%v)", st.LogicalBytes, err)
+	}
+}
