@@ -68,6 +68,10 @@ type Client struct {
 	mdsAddr string
 	opts    Options
 	conns   *wire.Pool // MDS and OSD connections
+	// life ends when the client is closed: open handles stop renewing
+	// their leases then, as they would if the process had died.
+	life    context.Context
+	endLife context.CancelFunc
 
 	encMu    sync.Mutex
 	encoders map[[2]int]reedsolomon.Encoder
@@ -81,6 +85,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 // DialOptions connects with explicit options.
 func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPool(), encoders: map[[2]int]reedsolomon.Encoder{}}
+	c.life, c.endLife = context.WithCancel(context.Background())
 	if _, err := c.conns.Get(ctx, addr); err != nil {
 		return nil, fmt.Errorf("braid: connect to MDS: %w", err)
 	}
@@ -89,6 +94,7 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 
 // Close releases the client's connections.
 func (c *Client) Close() error {
+	c.endLife()
 	c.conns.Close()
 	return nil
 }

@@ -28,6 +28,11 @@ type CreateOptions struct {
 	Exclusive bool   // fail if the name exists instead of replacing it
 	Mode      uint32 // permission bits; 0 means 0644
 	Uid, Gid  uint32 // owner
+	// Atomic creates the file without a name and gives it the name (in
+	// place of any file there) only when Close succeeds: readers see the
+	// old file or the whole new one, and a failed or abandoned create
+	// leaves nothing behind (its objects are freed).
+	Atomic bool
 }
 
 // File is an open braid file. Writes are buffered into whole stripes and
@@ -47,6 +52,9 @@ type File struct {
 	cap capability.Cap
 	eps map[uint32]mdsproto.Endpoint
 	ext []int64 // per group, how far objects hold written data (the MDS's record)
+	// capRenewAt is when the lease loop replaces the capability, two
+	// thirds into its life (renewCapIfDue).
+	capRenewAt time.Time
 
 	mu        sync.Mutex // guards the handle state below; held across writes
 	size      int64
@@ -64,7 +72,8 @@ type File struct {
 	// is renewed until Close. If the client dies the lease runs out and
 	// the MDS scrubs the file for stripes the writer left half-written.
 	handle    uint64
-	attr      mdsproto.Inode // attributes as of the open or this handle's last commit (under mu)
+	attr      mdsproto.Inode    // attributes as of the open or this handle's last commit (under mu)
+	publish   *mdsproto.Publish // an Atomic create's name, given by the commit at Close (under mu)
 	stopLease chan struct{}
 	leaseDone chan struct{}
 
@@ -87,11 +96,16 @@ func (c *Client) Create(ctx context.Context, p string, o CreateOptions) (*File, 
 	var r mdsproto.OpenResp
 	h := newHandle()
 	err := c.mds(ctx, mdsproto.OpCreate, mdsproto.CreateReq{Path: p, Mode: o.Mode, Layout: o.Layout,
-		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid, Handle: h}, &r)
+		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid, Handle: h, Unlinked: o.Atomic}, &r)
 	if err != nil {
 		return nil, err
 	}
-	return c.newFile(p, true, h, r)
+	f, err := c.newFile(p, true, h, r)
+	if err == nil && o.Atomic {
+		f.publish = &mdsproto.Publish{Path: p, Exclusive: o.Exclusive}
+		f.modified = true // Close commits (and names the file) even if nothing was written
+	}
+	return f, err
 }
 
 // Open opens the file at p for reading.
@@ -124,7 +138,7 @@ func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenRes
 	f.enc = enc
 	stripe := int64(f.lay.Spec.Width()) * f.lay.Spec.UnitBytes
 	f.inflight = semaphore.NewWeighted(max(c.opts.MaxInflightBytes, 2*stripe))
-	f.startLease(context.Background(), time.Duration(r.LeaseNs))
+	f.startLease(c.life, time.Duration(r.LeaseNs))
 	return f, nil
 }
 
@@ -139,15 +153,26 @@ func (f *File) startLease(ctx context.Context, lease time.Duration) {
 	f.stopLease, f.leaseDone = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(f.leaseDone)
-		t := time.NewTicker(every)
+		nextLease := time.Now().Add(every)
+		t := time.NewTimer(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-f.stopLease:
 				return
+			case <-ctx.Done():
+				return
 			case <-t.C:
-				_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) // a missed renewal costs at most a scrub
 			}
+			if now := time.Now(); !now.Before(nextLease) {
+				_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) // a missed renewal costs at most a scrub
+				nextLease = now.Add(every)
+			}
+			f.renewCapIfDue(ctx)
+			f.lmu.Lock()
+			wake := min(time.Until(nextLease), time.Until(f.capRenewAt))
+			f.lmu.Unlock()
+			t.Reset(max(wake, 10*time.Millisecond))
 		}
 	}()
 }
@@ -181,8 +206,10 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 	if err != nil {
 		return fmt.Errorf("%w: capability from MDS: %v", wire.ErrInternal, err)
 	}
+	now := time.Now()
 	f.lmu.Lock()
 	f.ino, f.lay, f.cap, f.eps, f.ext = r.Inode.Ino, l, c, r.Endpoints, r.Inode.Extents
+	f.capRenewAt = now.Add(time.Unix(0, c.Expiry).Sub(now) * 2 / 3)
 	f.lmu.Unlock()
 	// The MDS's dirty set is the truth: every mark this handle made has
 	// reached it, except those still on their way.
@@ -260,6 +287,13 @@ func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all [
 // refresh fetches a new capability and layout after an OSD refused ours
 // (expired, or the layout moved on).
 func (f *File) refresh(ctx context.Context, seen capability.Cap) error {
+	return f.refetch(ctx, seen, f.c.mdsWaitBusy)
+}
+
+// refetch asks the MDS for the file's layout and a new capability unless
+// another goroutine replaced seen already; call is how (waiting out a
+// repair, or not).
+func (f *File) refetch(ctx context.Context, seen capability.Cap, call func(context.Context, uint16, any, any) error) error {
 	f.lmu.Lock()
 	cur, ino := f.cap, f.ino
 	f.lmu.Unlock()
@@ -267,11 +301,28 @@ func (f *File) refresh(ctx context.Context, seen capability.Cap) error {
 		return nil
 	}
 	var r mdsproto.OpenResp
-	if err := f.c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: f.write, Handle: f.handle}, &r); err != nil {
+	if err := call(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: f.write, Handle: f.handle}, &r); err != nil {
 		return err
 	}
 	return f.apply(r)
 }
+
+// renewCapIfDue replaces the capability once two thirds of its life are
+// gone, so a handle open for hours never meets an expired one on the
+// data path. A file under repair is left for the next turn (writers
+// cannot open it meanwhile; the lease must not wait on it).
+func (f *File) renewCapIfDue(ctx context.Context) {
+	f.lmu.Lock()
+	cur, due := f.cap, !time.Now().Before(f.capRenewAt)
+	f.lmu.Unlock()
+	if due {
+		_ = f.refetch(ctx, cur, f.c.mds)
+	}
+}
+
+// maxCapRenewals bounds how often one request is sent again with a fresh
+// capability after an OSD refused the one it carried.
+const maxCapRenewals = 3
 
 // Name is the path the file was opened with.
 func (f *File) Name() string { return f.path }
@@ -326,7 +377,7 @@ func (f *File) unitCall(ctx context.Context, op uint16, comp int, req osdproto.R
 		if err == nil {
 			return meta, nil
 		}
-		if attempt == 0 && (errors.Is(err, wire.ErrDenied) || errors.Is(err, wire.ErrStale)) {
+		if attempt < maxCapRenewals && (errors.Is(err, wire.ErrDenied) || errors.Is(err, wire.ErrStale)) {
 			if rerr := f.refresh(ctx, req.Cap); rerr != nil {
 				return nil, rerr
 			}
@@ -389,7 +440,7 @@ func (f *File) syncLocked(ctx context.Context) error {
 	if err := f.stickyErr(); err != nil {
 		return err
 	}
-	if !f.modified {
+	if !f.modified && !f.publishing() {
 		return nil // nothing written since the last commit: nothing to make durable
 	}
 	lay := f.layout()
@@ -458,6 +509,9 @@ func (f *File) commitLocked(ctx context.Context) error {
 	req := mdsproto.CommitReq{Ino: ino, Size: f.size, MtimeNs: time.Now().UnixNano(), Dirty: dirty,
 		LayoutVersion: version, Extents: slices.Clone(f.wrote), Cut: f.cut}
 	f.amu.Unlock()
+	if f.closed {
+		req.Publish = f.publish // the last commit names an Atomic create
+	}
 	var in mdsproto.Inode
 	err := f.c.mds(ctx, mdsproto.OpCommit, req, &in)
 	if err == nil {
@@ -488,8 +542,25 @@ func (f *File) noteWritten(comp int, end int64) {
 	}
 }
 
+// publishing reports whether the next commit names an Atomic create: the
+// one Close makes.
+func (f *File) publishing() bool { return f.closed && f.publish != nil }
+
 // Close flushes and syncs a file opened for writing, then releases it.
+// An Atomic create gets its name here, if everything succeeded.
 func (f *File) Close() error {
+	return f.close(false)
+}
+
+// Abort releases the file without committing what was written since the
+// last Sync. An Atomic create never gets its name: it is deleted with its
+// objects. Use it when the data being written turned out bad (the source
+// failed); Close after Abort does nothing.
+func (f *File) Abort() error {
+	return f.close(true)
+}
+
+func (f *File) close(abort bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -497,7 +568,10 @@ func (f *File) Close() error {
 	}
 	f.closed = true
 	var err error
-	if f.write && (f.modified || f.wb != nil) {
+	switch {
+	case abort && f.write:
+		f.submitLocked() // let nothing in flight outlive the handle
+	case f.write && (f.modified || f.wb != nil || f.publishing()):
 		err = f.syncLocked(context.Background())
 	}
 	f.pending.wait()
@@ -506,7 +580,9 @@ func (f *File) Close() error {
 		f.wb = nil
 	}
 	f.pf.invalidate()
-	if err == nil {
+	if err == nil || f.publish != nil {
+		// An Atomic create that failed is released too: it has no name,
+		// so the MDS deletes it and frees its objects.
 		f.endLease(context.Background())
 	} else if f.stopLease != nil {
 		// Leave the lease to run out: the MDS then scrubs what this

@@ -134,6 +134,8 @@ func vouch(meta []byte, off, n, extent int64) error {
 	}
 }
 
+var errNoSurvivors = errors.New("no other unit could be read")
+
 // reconstruct rebuilds the piece s of a data unit from the same byte range
 // of the stripe's other units. Reed-Solomon works column by column, so
 // only the range asked for is read from each survivor.
@@ -182,8 +184,14 @@ func (f *File) reconstruct(ctx context.Context, lay layout.Layout, s layout.Span
 		}
 	}
 	if have < spec.K {
-		return fmt.Errorf("%w: stripe %d has %d of the %d units needed (%s): %w",
-			wire.ErrUnavail, s.Stripe, have, spec.K, spec, errors.Join(failures...))
+		var dirty []int
+		for u := 0; u < width; u++ {
+			if c := lay.UnitOf(s.Stripe, u).Component; u != s.Unit && f.isDirty(c) {
+				dirty = append(dirty, c)
+			}
+		}
+		return fmt.Errorf("%w: stripe %d has %d of the %d units needed (%s; dirty components %v): %w",
+			wire.ErrUnavail, s.Stripe, have, spec.K, spec, dirty, errors.Join(append(failures, errNoSurvivors)...))
 	}
 	if err := f.enc.ReconstructData(shards); err != nil {
 		return fmt.Errorf("%w: reconstruct stripe %d: %v", wire.ErrUnavail, s.Stripe, err)

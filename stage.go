@@ -158,13 +158,7 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 	if err := f.c.mds(ctx, mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil); err != nil {
 		return abort(fmt.Errorf("commit intent: %w", err))
 	}
-	applied := op.eachUnit(s, ok, func(_, c int) error {
-		err := f.snapCall(ctx, s, osdproto.OpApply, c, osdproto.Req{Txid: txid}, nil)
-		if errors.Is(err, wire.ErrNotFound) {
-			return nil // the resolver applied it already
-		}
-		return err
-	})
+	applied := op.eachUnit(s, ok, func(_, c int) error { return f.applyStage(ctx, s, c, txid) })
 	var unapplied []int
 	var applyErrs []error
 	for _, r := range applied {
@@ -181,6 +175,31 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 	}
 	_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
 	return nil
+}
+
+// applyStage applies component c's stage of a committed intent. A
+// capability refused past the commit point expired meanwhile (the layout
+// cannot have moved: repairs wait for a file's intents), so it is renewed
+// and the apply sent again; it is never taken for a unit that failed,
+// which would mark a component dirty that holds its data.
+func (f *File) applyStage(ctx context.Context, s fileSnap, c int, txid uint64) error {
+	for try := 0; ; try++ {
+		err := f.snapCall(ctx, s, osdproto.OpApply, c, osdproto.Req{Txid: txid}, nil)
+		if errors.Is(err, wire.ErrNotFound) {
+			return nil // the resolver applied it already
+		}
+		if !errors.Is(err, wire.ErrDenied) || try == maxCapRenewals {
+			return err
+		}
+		if rerr := f.refresh(ctx, s.cap); rerr != nil {
+			return err
+		}
+		ns := f.snap()
+		if ns.lay.Version != s.lay.Version {
+			return err
+		}
+		s = ns
+	}
 }
 
 func toU32s(xs []int) []uint32 {

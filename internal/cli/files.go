@@ -57,15 +57,17 @@ func (e *env) put(ctx context.Context, c *braid.Client, local, dst, spec string)
 	if di, err := c.Stat(ctx, dst); err == nil && di.IsDir {
 		dst = path.Join(dst, path.Base(local))
 	}
-	f, err := c.Create(ctx, dst, braid.CreateOptions{Layout: spec, SizeHint: fi.Size(), Mode: uint32(fi.Mode().Perm())})
+	// Atomic: the name is replaced only when every byte is on the OSDs, so
+	// a put that fails leaves the old file whole (or, new, nothing).
+	f, err := c.Create(ctx, dst, braid.CreateOptions{Layout: spec, SizeHint: fi.Size(), Mode: uint32(fi.Mode().Perm()), Atomic: true})
 	if err != nil {
 		return err
 	}
-	_, werr := f.ReadFrom(io.TeeReader(src, e.progress(fi.Size(), "put "+path.Base(dst))))
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
+	if _, err := f.ReadFrom(io.TeeReader(src, e.progress(fi.Size(), "put "+path.Base(dst)))); err != nil {
+		_ = f.Abort() // the old file stays; the new one is freed
+		return err
 	}
-	return werr
+	return f.Close()
 }
 
 func (e *env) getCmd() *cobra.Command {

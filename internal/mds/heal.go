@@ -108,7 +108,7 @@ func (h *healState) rate(now time.Time) float64 {
 // markDirty records components that missed a write.
 func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsproto.Inode, error) {
 	stale := false
-	in, err := s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+	in, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
 		if rec.Layout == nil {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
@@ -490,7 +490,7 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	delete(s.heal.active, req.Ino)
 	s.heal.mu.Unlock()
 	failed := req.Err
-	_, err := s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+	_, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
 		if rec.Repair == nil || rec.Repair.Version != req.Version || rec.Layout == nil || rec.Layout.Version != req.Version {
 			failed = "repair lock lost"
 			return nil

@@ -126,13 +126,18 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 	if req.Mode == 0 {
 		req.Mode = 0o644
 	}
+	if req.Unlinked && req.Handle == 0 {
+		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrInvalid, "an unlinked file needs a handle to hold it")
+	}
 	var rec *inodeRec
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		dir, name, err := resolveParent(tx, req.Dir, req.Path)
 		if err != nil {
 			return err
 		}
-		if old, ok, err := lookupChild(tx, dir.Ino, name); err != nil {
+		if req.Unlinked {
+			// The name is untouched until the commit publishes the file.
+		} else if old, ok, err := lookupChild(tx, dir.Ino, name); err != nil {
 			return err
 		} else if ok {
 			if req.Exclusive {
@@ -168,6 +173,9 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		}
 		rec.Uid, rec.Gid = req.Uid, req.Gid
 		rec.Layout = toWire(l)
+		if req.Unlinked {
+			return s.createUnlinked(tx, rec, req.Handle)
+		}
 		rec.Parent, rec.Name = dir.Ino, name
 		if err := putInode(tx, rec); err != nil {
 			return err
@@ -181,8 +189,68 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 	if err != nil {
 		return mdsproto.OpenResp{}, err
 	}
-	s.queueLabel(rec.Ino)
+	if !req.Unlinked {
+		s.queueLabel(rec.Ino)
+	}
 	return s.openResp(rec, true, req.Handle), nil
+}
+
+// createUnlinked stores a new file as an orphan held by the handle's
+// lease, taken first so the reaper never sees it unheld. (A transaction
+// retried with another ino leaves a lease on nothing, which runs out.)
+func (s *Server) createUnlinked(tx kv.Txn, rec *inodeRec, handle uint64) error {
+	if _, err := s.leases.renew(rec.Ino, handle, true, s.cfg.Now(), s.cfg.WriterLease, false); err != nil {
+		return err
+	}
+	rec.Nlink = 0
+	if err := putInode(tx, rec); err != nil {
+		return err
+	}
+	return tx.Put(orphanKey(rec.Ino), nil)
+}
+
+// publish names the unlinked file rec (stored by the caller) at p,
+// replacing what the name held unless p.Exclusive. A retried publish
+// that finds the name already on rec succeeds.
+func (s *Server) publish(tx kv.Txn, rec *inodeRec, p *mdsproto.Publish) error {
+	dir, name, err := resolveParent(tx, p.Dir, p.Path)
+	if err != nil {
+		return err
+	}
+	old, taken, err := lookupChild(tx, dir.Ino, name)
+	if err != nil {
+		return err
+	}
+	if taken && old == rec.Ino {
+		return nil
+	}
+	if rec.Nlink != 0 {
+		return wire.Errorf(wire.ErrInvalid, "inode %d already has a name", rec.Ino)
+	}
+	if taken {
+		if p.Exclusive {
+			return wire.Errorf(wire.ErrExists, "%s", p.Path)
+		}
+		prev, err := getInode(tx, old)
+		if err != nil {
+			return err
+		}
+		if prev.Type == mdsproto.TypeDir {
+			return wire.Errorf(wire.ErrIsDir, "%s", p.Path)
+		}
+		if err := s.dropLink(tx, prev); err != nil {
+			return err
+		}
+	}
+	if err := tx.Delete(orphanKey(rec.Ino)); err != nil {
+		return err
+	}
+	rec.Nlink, rec.Parent, rec.Name = 1, dir.Ino, name
+	dir.MtimeNs, dir.CtimeNs = rec.CtimeNs, rec.CtimeNs
+	if err := putInode(tx, dir); err != nil {
+		return err
+	}
+	return link(tx, dir, name, rec)
 }
 
 // openResp issues the capability and, for a handle, its lease.
@@ -226,15 +294,16 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 	return s.openResp(rec, req.Write, req.Handle), nil
 }
 
-// updateInode applies fn to inode ino in one transaction.
-func (s *Server) updateInode(ctx context.Context, ino uint64, fn func(*inodeRec) error) (mdsproto.Inode, error) {
+// updateInode applies fn to inode ino in one transaction (fn may change
+// other records in it too).
+func (s *Server) updateInode(ctx context.Context, ino uint64, fn func(kv.Txn, *inodeRec) error) (mdsproto.Inode, error) {
 	var out *inodeRec
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		rec, err := getInode(tx, ino)
 		if err != nil {
 			return err
 		}
-		if err := fn(rec); err != nil {
+		if err := fn(tx, rec); err != nil {
 			return err
 		}
 		out = rec
@@ -252,7 +321,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "negative size")
 	}
 	defer s.queueLabel(req.Ino)
-	return s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+	return s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
 		if rec.Type != mdsproto.TypeFile {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
@@ -281,6 +350,9 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 			rec.MtimeNs = req.MtimeNs
 		}
 		rec.CtimeNs = s.cfg.Now().UnixNano()
+		if req.Publish != nil {
+			return s.publish(tx, rec, req.Publish)
+		}
 		return nil
 	})
 }

@@ -22,7 +22,7 @@ const (
 )
 
 func (s *Server) setattr(ctx context.Context, req mdsproto.SetattrReq) (mdsproto.Inode, error) {
-	return s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+	return s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
 		if req.Mode != nil {
 			rec.Mode = *req.Mode & 0o7777
 		}
@@ -179,7 +179,7 @@ func (s *Server) xattr(ctx context.Context, req mdsproto.XattrReq) (mdsproto.Xat
 		})
 		return out, err
 	}
-	_, err := s.updateInode(ctx, req.Ino, func(rec *inodeRec) error {
+	_, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
 		_, exists := rec.Xattrs[req.Name]
 		switch req.Op {
 		case mdsproto.XattrRemove:

@@ -175,6 +175,9 @@ func fillDefaults(cfg *Config) error {
 	if cfg.CapTTL == 0 {
 		cfg.CapTTL = 10 * time.Minute
 	}
+	if cfg.CapTTL < time.Second/100 {
+		return fmt.Errorf("capability lifetime %v is too short", cfg.CapTTL)
+	}
 	if cfg.DeleteDelay == 0 {
 		// Until then a handle opened before the removal keeps reading the
 		// old data; after it, every capability for it has expired.

@@ -165,6 +165,20 @@ type CreateReq struct {
 	SizeHint  int64  `json:"size_hint"`        // -1 unknown; below 64 KiB the file is mirrored
 	Exclusive bool   `json:"exclusive"`
 	Handle    uint64 `json:"handle,omitempty"` // take a lease for this handle
+	// Unlinked creates the file without a name (like O_TMPFILE), held
+	// only by the handle's lease, which it needs: Path only says where
+	// the layout is inherited from. A commit with Publish names it; if
+	// the handle goes first, the file and its objects are deleted.
+	Unlinked bool `json:"unlinked,omitempty"`
+}
+
+// Publish names an unlinked file at its commit, replacing what the name
+// held (unless Exclusive) in the same transaction: a file written this
+// way appears whole or not at all.
+type Publish struct {
+	Path      string `json:"path"`
+	Dir       uint64 `json:"dir,omitempty"`
+	Exclusive bool   `json:"exclusive,omitempty"`
 }
 
 type OpenReq struct {
@@ -196,6 +210,8 @@ type CommitReq struct {
 	// (a truncation), so they replace the inode's extents instead.
 	Extents []int64 `json:"extents,omitempty"`
 	Cut     bool    `json:"cut,omitempty"`
+	// Publish names a file created Unlinked, in the commit's transaction.
+	Publish *Publish `json:"publish,omitempty"`
 }
 
 type ReaddirReq struct {

@@ -40,7 +40,7 @@ func (c *Cluster) startMDS(listen string) {
 		GCEvery: 100 * time.Millisecond, DeleteDelay: DeleteDelay, Log: c.log,
 		RunHealer: healer.Run, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
 		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes,
-		WriterLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond})
+		WriterLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond, CapTTL: c.opts.CapTTL})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -71,6 +71,8 @@ type Options struct {
 	BalanceSlackBytes int64
 	// OSDFS is the disk every OSD stores on; nil: the real one.
 	OSDFS osd.FS
+	// CapTTL is how long capabilities last; 0: the production default.
+	CapTTL time.Duration
 }
 
 // Dial returns a client of the cluster, closed when the cluster's test

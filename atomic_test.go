@@ -1,0 +1,105 @@
+package braid_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/testcluster"
+)
+
+// An Atomic create that fails (an OSD out of space) leaves the file it
+// would have replaced whole, gives a new name nothing, and frees the
+// objects it wrote; one that succeeds replaces the old file in one step.
+func TestAtomicCreateFailsWhole(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, CapacityBytes: 4 << 20})
+	cl := c.Dial()
+	old := randBytes(rand.New(rand.NewPCG(21, 22)), 1<<20)
+	put(t, cl, "/f", "ec:4+2,unit=64KiB", old)
+	objects := c.ObjectFiles()
+	for _, name := range []string{"/f", "/new"} {
+		f, err := cl.Create(ctx, name, braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1, Atomic: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, werr := f.ReadFrom(io.LimitReader(zeroReader{}, 64<<20))
+		cerr := f.Close()
+		if !errors.Is(werr, braid.ErrNoSpace) && !errors.Is(cerr, braid.ErrNoSpace) {
+			t.Fatalf("%s: writing past capacity: write %v, close %v; want ErrNoSpace", name, werr, cerr)
+		}
+	}
+	mustRead(t, cl, "/f", "old file after a failed replacement", old)
+	if _, err := cl.Stat(ctx, "/new"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("failed new create left a name: %v", err)
+	}
+	waitObjects(t, c, objects)
+
+	// Abort (the source failed): nothing is named, nothing is left.
+	f, err := cl.Create(ctx, "/f", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1, Atomic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 300<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(t, cl, "/f", "old file after an aborted replacement", old)
+	waitObjects(t, c, objects)
+
+	// Success replaces the old file (whose objects go).
+	repl := randBytes(rand.New(rand.NewPCG(23, 24)), 300<<10)
+	f, err = cl.Create(ctx, "/f", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1, Atomic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(repl, 0); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(t, cl, "/f", "old file while its replacement is written", old)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(t, cl, "/f", "replaced file", repl)
+	waitObjects(t, c, objects)
+}
+
+// A client that dies while writing an Atomic create leaves nothing: its
+// lease runs out and the unnamed file is deleted with its objects.
+func TestAtomicCreateOfDeadClientIsFreed(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := c.Dial()
+	dying, err := braid.Dial(ctx, c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := dying.Create(ctx, "/x", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1, Atomic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if c.ObjectFiles() == 0 {
+		t.Fatal("test setup: the synced file has no objects")
+	}
+	dying.Close() // the client is gone; its lease is no longer renewed
+	if _, err := cl.Stat(ctx, "/x"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("an unfinished Atomic create has a name: %v", err)
+	}
+	waitObjects(t, c, 0)
+}
+
+func waitObjects(t *testing.T, c *testcluster.Cluster, n int) {
+	t.Helper()
+	testcluster.Eventually(t, 20*time.Second, func() bool { return c.ObjectFiles() == n },
+		func() string { return fmt.Sprintf("%d object files on the OSDs, want %d", c.ObjectFiles(), n) })
+}
