@@ -242,3 +242,31 @@ func TestBraidUpWorkflow(t *testing.T) {
 	}
 	e.fails("is up", "osd", "rm", strconv.Itoa(int(st.OSDs[0].ID)))
 }
+
+// A put that fails midway (the OSDs fill up) leaves the file it was
+// replacing whole, and a new name nothing.
+func TestPutIsAtomic(t *testing.T) {
+	e := cliEnv{t: t, bin: Binary(t), state: t.TempDir()}
+	startUp(t, e, filepath.Join(t.TempDir(), "cluster"), "--capacity", "4MiB")
+	dir := t.TempDir()
+	small, big := filepath.Join(dir, "small"), filepath.Join(dir, "big")
+	old := bytes.Repeat([]byte("old bytes "), 100_000) // 1 MB
+	if err := os.WriteFile(small, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, bytes.Repeat([]byte("new"), 10<<20), 0o644); err != nil { // 30 MB
+		t.Fatal(err)
+	}
+	testcluster.Eventually(t, 20*time.Second, func() bool {
+		_, _, err := e.run("put", small, "/f")
+		return err == nil
+	}, func() string { return "first put never succeeded" })
+	e.fails("no space", "put", big, "/f")
+	out := filepath.Join(dir, "out")
+	e.must("get", "/f", out)
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, old) {
+		t.Fatalf("after a failed put over it, /f holds %d bytes, want the old %d", len(got), len(old))
+	}
+	e.fails("no space", "put", big, "/new")
+	e.fails("not found", "stat", "/new")
+}
