@@ -15,6 +15,7 @@ import (
 // CheckReport is what Check found.
 type CheckReport struct {
 	Files      int64
+	Skipped    int64 // symlinks and other entries that hold no data
 	Stripes    int64
 	Unverified int64    // stripes with exactly K units readable: they decode, but nothing is left to compare
 	Problems   []string // stripes whose units disagree or that cannot be decoded
@@ -29,12 +30,27 @@ const maxCheckProblems = 1000
 // the rest are still compared when more than K remain. It changes nothing
 // (scrub repairs); it is the consistency checker for tests and operators.
 func (c *Client) Check(ctx context.Context, p string) (CheckReport, error) {
+	return c.CheckTree(ctx, p, CheckOptions{})
+}
+
+// CheckOptions tune CheckTree.
+type CheckOptions struct {
+	// Progress, if set, is called with the report so far after each file.
+	Progress func(CheckReport)
+}
+
+// CheckTree is Check with options.
+func (c *Client) CheckTree(ctx context.Context, p string, o CheckOptions) (CheckReport, error) {
 	var rep CheckReport
 	fi, err := c.Stat(ctx, p)
 	if err != nil {
 		return rep, err
 	}
 	if !fi.IsDir {
+		if !fi.Mode.IsRegular() {
+			rep.Skipped++
+			return rep, nil
+		}
 		return rep, c.checkFile(ctx, p, &rep)
 	}
 	dirs := []string{p}
@@ -47,12 +63,19 @@ func (c *Client) Check(ctx context.Context, p string) (CheckReport, error) {
 		}
 		for _, e := range entries {
 			full := path.Join(d, e.Name)
-			if e.IsDir {
+			switch {
+			case e.IsDir:
 				dirs = append(dirs, full)
+				continue
+			case !e.Mode.IsRegular():
+				rep.Skipped++
 				continue
 			}
 			if err := c.checkFile(ctx, full, &rep); err != nil {
 				return rep, err
+			}
+			if o.Progress != nil {
+				o.Progress(rep)
 			}
 		}
 	}

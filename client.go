@@ -206,8 +206,11 @@ type Component struct {
 func infoOf(name string, in mdsproto.Inode, eps map[uint32]mdsproto.Endpoint) FileInfo {
 	fi := FileInfo{Name: name, Ino: in.Ino, IsDir: in.Type == mdsproto.TypeDir, Size: in.Size,
 		Mode: fs.FileMode(in.Mode & 0o777), ModTime: time.Unix(0, in.MtimeNs), Nlink: in.Nlink}
-	if fi.IsDir {
+	switch in.Type {
+	case mdsproto.TypeDir:
 		fi.Mode |= fs.ModeDir
+	case mdsproto.TypeSymlink:
+		fi.Mode |= fs.ModeSymlink
 	}
 	if l := in.Layout; l != nil {
 		fi.Layout = &Layout{Spec: l.Spec, Groups: l.Groups, Version: l.Version}

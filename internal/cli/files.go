@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"text/tabwriter"
@@ -23,6 +24,15 @@ func (e *env) progress(size int64, what string) io.Writer {
 		return io.Discard
 	}
 	return progressbar.DefaultBytes(size, what)
+}
+
+// countProgress is a bar counting n things (files), drawn only on a
+// terminal.
+func (e *env) countProgress(n int64, what string) *progressbar.ProgressBar {
+	if f, ok := e.stderr.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+		return progressbar.DefaultSilent(n, what)
+	}
+	return progressbar.Default(n, what)
 }
 
 func (e *env) putCmd() *cobra.Command {
@@ -168,8 +178,11 @@ func (e *env) statCmd() *cobra.Command {
 					return err
 				}
 				kind := "file"
-				if fi.IsDir {
+				switch {
+				case fi.IsDir:
 					kind = "directory"
+				case fi.Mode&fs.ModeSymlink != 0:
+					kind = "symlink"
 				}
 				fmt.Fprintf(e.stdout, "path:     %s\ntype:     %s\nino:      %d\nsize:     %d\nmode:     %s\nmodified: %s\nlinks:    %d\n",
 					args[0], kind, fi.Ino, fi.Size, fi.Mode, fi.ModTime.Format(time.RFC3339Nano), fi.Nlink)
@@ -181,6 +194,9 @@ func (e *env) statCmd() *cobra.Command {
 					return err
 				}
 				l := fi.Layout
+				if l == nil {
+					return nil // a symlink holds no data
+				}
 				fmt.Fprintf(e.stdout, "layout:   %s\ngroups:   %d\nversion:  %d\ncomponents:\n", l.Spec, l.Groups, l.Version)
 				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "  COMP\tGROUP\tOSD\tADDRESS\tSTATE")

@@ -43,15 +43,22 @@ func (e *env) scrubCmd() *cobra.Command {
 				if noWait {
 					return nil
 				}
+				// Done when every queued file was taken off the queue (scrubbed,
+				// failed, repaired instead or removed) and none is in progress.
+				bar := e.countProgress(n, "scrub")
 				st, err := waitStatus(ctx, c, func(st braid.Status) bool {
-					return st.Repair.ScrubQueued == 0 && st.Repair.Active == 0 &&
-						st.Repair.ScrubbedFiles-before.Repair.ScrubbedFiles >= n
+					_ = bar.Set64(min(n, st.Repair.ScrubTaken-before.Repair.ScrubTaken))
+					return st.Repair.ScrubQueued == 0 && st.Repair.Active == 0
 				})
+				_ = bar.Finish()
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "scrubbed %d files; %d units were wrong and rewritten from redundancy\n",
-					st.Repair.ScrubbedFiles-before.Repair.ScrubbedFiles, st.Repair.ScrubRepaired-before.Repair.ScrubRepaired)
+				r, b := st.Repair, before.Repair
+				fmt.Fprintf(e.stdout, "scrubbed %d files (%d failed, %d repaired or removed instead); %d units were wrong and rewritten from redundancy\n",
+					r.ScrubbedFiles-b.ScrubbedFiles, r.ScrubFailed-b.ScrubFailed,
+					max(0, (r.ScrubTaken-b.ScrubTaken)-(r.ScrubbedFiles-b.ScrubbedFiles)-(r.ScrubFailed-b.ScrubFailed)),
+					r.ScrubRepaired-b.ScrubRepaired)
 				for _, msg := range st.Repair.RecentErrors {
 					fmt.Fprintf(e.stdout, "  recent repair error: %s\n", msg)
 				}
@@ -247,12 +254,14 @@ func (e *env) checkCmd() *cobra.Command {
 				p = args[0]
 			}
 			return e.withClient(func(ctx context.Context, c *braid.Client) error {
-				rep, err := c.Check(ctx, p)
+				bar := e.countProgress(-1, "check")
+				rep, err := c.CheckTree(ctx, p, braid.CheckOptions{Progress: func(r braid.CheckReport) { _ = bar.Set64(r.Files) }})
+				_ = bar.Finish()
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "checked %d files, %d stripes: %d problems, %d stripes decodable but not verifiable (units missing)\n",
-					rep.Files, rep.Stripes, len(rep.Problems), rep.Unverified)
+				fmt.Fprintf(e.stdout, "checked %d files, %d stripes (%d entries without data skipped): %d problems, %d stripes decodable but not verifiable (units missing)\n",
+					rep.Files, rep.Stripes, rep.Skipped, len(rep.Problems), rep.Unverified)
 				for _, pr := range rep.Problems {
 					fmt.Fprintf(e.stdout, "  %s\n", pr)
 				}

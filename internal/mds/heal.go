@@ -168,6 +168,9 @@ func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (
 			return task, err
 		}
 		task, ok, err := s.lockForRepair(ctx, ino, mdsproto.RepairScrub, views, now)
+		s.heal.mu.Lock()
+		s.heal.stats.ScrubTaken++ // after it became active, so "none queued, none active" means done
+		s.heal.mu.Unlock()
 		if err != nil || ok {
 			return task, err
 		}
@@ -324,8 +327,9 @@ func (s *Server) nextScrub(now time.Time) (uint64, bool) {
 		s.heal.scrubQ = s.heal.scrubQ[1:]
 		delete(s.heal.scrubIn, ino)
 		if s.heal.claimable(ino, now) {
-			return ino, true
+			return ino, true // counted as taken once claimed or passed over
 		}
+		s.heal.stats.ScrubTaken++
 	}
 	return 0, false
 }
@@ -531,6 +535,9 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	s.heal.done = append(s.heal.done, doneMark{at: now, bytes: req.Bytes})
 	s.heal.stats.BytesDone += req.Bytes
 	if failed != "" {
+		if req.Kind == mdsproto.RepairScrub {
+			s.heal.stats.ScrubFailed++
+		}
 		s.heal.backoff[req.Ino] = now.Add(repairBackoff)
 		s.noteRepairErrLocked(req.Ino, failed)
 		return struct{}{}, nil
@@ -630,7 +637,7 @@ func collectFiles(r kv.Reader, rec *inodeRec, out *[]uint64, limit int) error {
 			switch {
 			case child.Type == mdsproto.TypeDir:
 				dirs = append(dirs, ino)
-			case len(*out) < limit:
+			case child.Type == mdsproto.TypeFile && len(*out) < limit: // symlinks hold no data
 				*out = append(*out, ino)
 			}
 		}

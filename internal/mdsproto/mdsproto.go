@@ -297,21 +297,27 @@ const (
 // RepairProgress is the state of the background repair (rebuild, catch-up,
 // drain, rebalance, scrub).
 type RepairProgress struct {
-	FilesLeft      int64    `json:"files_left"`       // files that need repair now
-	BytesLeft      int64    `json:"bytes_left"`       // bytes of those files' components to write
-	Active         int      `json:"active"`           // files being repaired right now
-	FilesDone      int64    `json:"files_done"`       // since the MDS started
-	BytesDone      int64    `json:"bytes_done"`       // since the MDS started
-	RateBytesPerS  float64  `json:"rate_bytes_per_s"` // recent repair write rate
-	ETASeconds     float64  `json:"eta_seconds"`      // BytesLeft at that rate; 0 when idle or unknown
-	Unrepairable   int64    `json:"unrepairable"`     // files with fewer sources than their layout needs
-	ScrubbedFiles  int64    `json:"scrubbed_files"`   // files verified by scrub since the MDS started
-	ScrubRepaired  int64    `json:"scrub_repaired"`   // units scrub found wrong and rewrote
-	LastScrubEndNs int64    `json:"last_scrub_end_ns"`
-	ScrubQueued    int64    `json:"scrub_queued"` // files waiting for scrub
-	Rebalanced     int64    `json:"rebalanced"`   // components moved to even out OSDs
-	Balancing      bool     `json:"balancing"`    // OSDs differ by more than the slack: moves continue
-	RecentErrors   []string `json:"recent_errors,omitempty"`
+	FilesLeft      int64   `json:"files_left"`       // files that need repair now
+	BytesLeft      int64   `json:"bytes_left"`       // bytes of those files' components to write
+	Active         int     `json:"active"`           // files being repaired right now
+	FilesDone      int64   `json:"files_done"`       // since the MDS started
+	BytesDone      int64   `json:"bytes_done"`       // since the MDS started
+	RateBytesPerS  float64 `json:"rate_bytes_per_s"` // recent repair write rate
+	ETASeconds     float64 `json:"eta_seconds"`      // BytesLeft at that rate; 0 when idle or unknown
+	Unrepairable   int64   `json:"unrepairable"`     // files with fewer sources than their layout needs
+	ScrubbedFiles  int64   `json:"scrubbed_files"`   // files verified by scrub since the MDS started
+	ScrubRepaired  int64   `json:"scrub_repaired"`   // units scrub found wrong and rewrote
+	LastScrubEndNs int64   `json:"last_scrub_end_ns"`
+	ScrubQueued    int64   `json:"scrub_queued"` // files waiting for scrub
+	// ScrubTaken counts files taken off the scrub queue whatever became of
+	// them (scrubbed, failed, repaired instead, removed), ScrubFailed
+	// those whose scrub failed: a scrub of a tree is done when every file
+	// it queued was taken and none is active.
+	ScrubTaken   int64    `json:"scrub_taken"`
+	ScrubFailed  int64    `json:"scrub_failed"`
+	Rebalanced   int64    `json:"rebalanced"` // components moved to even out OSDs
+	Balancing    bool     `json:"balancing"`  // OSDs differ by more than the slack: moves continue
+	RecentErrors []string `json:"recent_errors,omitempty"`
 }
 
 // MarkDirtyReq reports components that missed a write, at once, so no
