@@ -398,3 +398,36 @@ func TestRecoverMetadataFromOSDs(t *testing.T) {
 		t.Fatal("recover-metadata into a live namespace succeeded without force")
 	}
 }
+
+// Rebalancing weighs components by the data they hold: thousands of small
+// files on a balanced cluster once looked like gigabytes (each counted as
+// a whole stripe unit) and healthy files were moved, shown as repairs.
+func TestSmallFilesDoNotTriggerRebalancing(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, BalanceSlackBytes: 8 << 20})
+	cl := c.Dial()
+	const files, size = 300, 4096
+	for i := 0; i < files; i++ {
+		put(t, cl, fmt.Sprintf("/s%d", i), "", make([]byte, size)) // mirror:3 by size
+	}
+	var st braid.Status
+	testcluster.Eventually(t, 20*time.Second, func() bool {
+		var err error
+		if st, err = cl.Status(ctx); err != nil {
+			return false
+		}
+		var est int64
+		for _, o := range st.OSDs {
+			est += o.LayoutBytes
+		}
+		return est == files*size*3
+	}, func() string {
+		var est int64
+		for _, o := range st.OSDs {
+			est += o.LayoutBytes
+		}
+		return fmt.Sprintf("OSDs' layout bytes add up to %d, want %d", est, files*size*3)
+	})
+	if st.Repair.Balancing || st.Repair.Rebalanced != 0 || st.Repair.FilesDone != 0 {
+		t.Fatalf("a balanced cluster of small files rebalanced: %+v", st.Repair)
+	}
+}

@@ -182,9 +182,12 @@ func (e *env) printHealth(st braid.Status) {
 	if r.ScrubQueued > 0 {
 		fmt.Fprintf(e.stdout, "scrub: %d files queued\n", r.ScrubQueued)
 	}
-	if r.FilesDone > 0 || r.ScrubbedFiles > 0 {
-		fmt.Fprintf(e.stdout, "since the MDS started: %d files repaired (%s written), %d scrubbed, %d bad units rewritten\n",
-			r.FilesDone, human(r.BytesDone), r.ScrubbedFiles, r.ScrubRepaired)
+	if r.FilesDone > 0 || r.ScrubbedFiles > 0 || r.Rebalanced > 0 {
+		fmt.Fprintf(e.stdout, "since the MDS started: %d files repaired, %d components moved to even out OSDs (%s), %s written in all; %d files scrubbed, %d bad units rewritten\n",
+			r.FilesDone, r.Rebalanced, human(r.BalanceBytes), human(r.BytesDone), r.ScrubbedFiles, r.ScrubRepaired)
+	}
+	for _, line := range r.RecentRepairs {
+		fmt.Fprintf(e.stdout, "  recent: %s\n", line)
 	}
 	if r.Unrepairable > 0 {
 		fmt.Fprintf(e.stdout, "%d files cannot be repaired until more OSDs return\n", r.Unrepairable)

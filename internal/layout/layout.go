@@ -111,6 +111,26 @@ func (l Layout) ObjectLen(size int64, c int) int64 {
 	return 0
 }
 
+// DataLen is how far component c's object holds data for a file of size
+// bytes written densely: ObjectLen, except that the group's last stripe
+// holding file data is written only as far as its data reaches (writers
+// send every unit of a stripe at unit 0's length, no further).
+func (l Layout) DataLen(size int64, c int) int64 {
+	if size <= 0 {
+		return 0
+	}
+	g := c / l.Spec.Width()
+	S, U := l.Spec.StripeBytes(), l.Spec.UnitBytes
+	last := (size - 1) / S
+	span := int64(l.Groups * l.Spec.Visit)
+	for fs := last; fs >= 0 && fs > last-span; fs-- {
+		if fg, s := l.Locate(fs); fg == g {
+			return s*U + min(size-fs*S, U)
+		}
+	}
+	return 0
+}
+
 // MaxObjectBytes bounds offsets and lengths inside one component object
 // (256 TiB), so offset arithmetic never overflows.
 const MaxObjectBytes = 1 << 48

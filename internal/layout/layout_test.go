@@ -177,3 +177,32 @@ func TestObjectLen(t *testing.T) {
 		}
 	}
 }
+
+// DataLen is where a dense writer's bytes end in each object: the end of
+// the furthest unit of the group that holds file bytes, counted up to the
+// stripe's data in unit 0 (writers send every unit at unit 0's length).
+// Checked against a brute-force walk over every stripe.
+func TestDataLen(t *testing.T) {
+	for _, spec := range []string{"ec:4+2,unit=64KiB,visit=2", "mirror:3,unit=64KiB", "stripe:3,unit=4KiB,visit=1"} {
+		s, err := Parse(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := Layout{Spec: s, Groups: 3, OSDs: make([]uint32, 3*s.Width())}
+		S, U := s.StripeBytes(), s.UnitBytes
+		for _, size := range []int64{0, 1, 4095, U, U + 1, S - 1, S, S + 7, 5*S + U/2, 17*S + 3} {
+			want := make([]int64, len(l.OSDs))
+			for fs := int64(0); fs*S < size; fs++ {
+				g, st := l.Locate(fs)
+				for c := g * s.Width(); c < (g+1)*s.Width(); c++ {
+					want[c] = max(want[c], st*U+min(size-fs*S, U))
+				}
+			}
+			for c := range l.OSDs {
+				if got := l.DataLen(size, c); got != want[c] || got > l.ObjectLen(size, c) {
+					t.Fatalf("%s size %d component %d: DataLen %d, want %d (ObjectLen %d)", spec, size, c, got, want[c], l.ObjectLen(size, c))
+				}
+			}
+		}
+	}
+}

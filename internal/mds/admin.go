@@ -114,9 +114,12 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		}
 		return r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool { out.Intents++; return true })
 	})
+	s.heal.mu.Lock()
 	for i := range out.OSDs {
 		out.OSDs[i].Components = h.comps[out.OSDs[i].ID]
+		out.OSDs[i].LayoutBytes = s.heal.bal.est[out.OSDs[i].ID]
 	}
+	s.heal.mu.Unlock()
 	out.Health, out.Problems = h.summary(out.OSDs)
 	out.LabelsPending = s.labels.pending()
 	out.Writers = s.leases.writers()
@@ -172,7 +175,7 @@ func (h *healthScan) add(rec *inodeRec, now time.Time) {
 		l, err := rec.Layout.Decode()
 		if err == nil {
 			for _, c := range p.Rewrite {
-				h.bytesLeft += l.ObjectLen(rec.Size, c)
+				h.bytesLeft += componentBytes(rec, l, c)
 			}
 		}
 	}
@@ -219,6 +222,7 @@ func (s *Server) repairProgress(h healthScan, now time.Time) mdsproto.RepairProg
 	}
 	p.ScrubQueued = int64(len(s.heal.scrubQ))
 	p.RecentErrors = append([]string(nil), s.heal.errs...)
+	p.RecentRepairs = append([]string(nil), s.heal.recent...)
 	return p
 }
 

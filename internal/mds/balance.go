@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 )
 
@@ -36,7 +37,7 @@ func (s *Server) refreshBalance(ctx context.Context) error {
 				return true
 			}
 			for c, id := range l.OSDs {
-				est[id] += l.ObjectLen(rec.Size, c)
+				est[id] += componentBytes(&rec, l, c)
 			}
 			return true
 		})
@@ -48,6 +49,18 @@ func (s *Server) refreshBalance(ctx context.Context) error {
 	s.heal.bal.est = est
 	s.heal.mu.Unlock()
 	return nil
+}
+
+// componentBytes estimates the data component c of rec holds: its
+// group's recorded extent, or what a dense file of its size holds. (The
+// object length a truncation would set counts a whole unit for every
+// small file: thousands of 4 KiB files looked like gigabytes, and
+// rebalancing moved healthy files of a balanced cluster.)
+func componentBytes(rec *inodeRec, l layout.Layout, c int) int64 {
+	if g := c / l.Spec.Width(); len(rec.Extents) == l.Groups {
+		return rec.Extents[g]
+	}
+	return l.DataLen(rec.Size, c)
 }
 
 // balanceLoop refreshes the estimate every BalanceEvery, or less often when
@@ -136,7 +149,7 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]osdView, now
 				return seen < healScanBatch
 			}
 			for c, id := range l.OSDs {
-				n := l.ObjectLen(rec.Size, c)
+				n := componentBytes(&rec, l, c)
 				bm := balanceMove{comp: c, from: hi, to: lo, bytes: n}
 				if id == hi && n > 0 && n <= diff/2 && bm.apply(l.OSDs, l.Spec.Width()) != nil {
 					moves = append(moves, struct {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +61,8 @@ type healState struct {
 	cycleClean          bool                 // the current full scan has found no work
 	pending             []uint64             // found by a scan, not yet claimed
 	active              map[uint64]time.Time // files claimed, by claim time
+	why                 map[uint64]claimWhy  // why each active file was claimed
+	recent              []string             // the last maxRecentRepairs repairs and why
 	backoff             map[uint64]time.Time // files not to claim before then
 	scrubQ              []uint64             // files queued for scrub
 	scrubIn             map[uint64]bool      // members of scrubQ
@@ -74,7 +78,7 @@ type doneMark struct {
 }
 
 func newHealState() *healState {
-	return &healState{active: map[uint64]time.Time{}, backoff: map[uint64]time.Time{}, scrubIn: map[uint64]bool{},
+	return &healState{active: map[uint64]time.Time{}, why: map[uint64]claimWhy{}, backoff: map[uint64]time.Time{}, scrubIn: map[uint64]bool{},
 		bal: balanceState{est: map[uint32]int64{}}}
 }
 
@@ -340,6 +344,48 @@ func (s *Server) lockForRepair(ctx context.Context, ino uint64, kind string, vie
 	return s.lockFor(ctx, ino, kind, nil, views, now)
 }
 
+// claimWhy says why a file was claimed, for the log and status.
+type claimWhy struct {
+	text    string
+	balance bool // a move of a healthy component to even out OSDs
+}
+
+// maxRecentRepairs bounds the repairs status lists with their reasons.
+const maxRecentRepairs = 8
+
+// claimReason describes what a claim will do and why.
+func claimReason(rec *inodeRec, plan filePlan, bm *balanceMove, kind string, views map[uint32]osdView) claimWhy {
+	if kind == mdsproto.RepairScrub {
+		return claimWhy{text: "scrub"}
+	}
+	if bm != nil && len(plan.Move) == 1 && plan.Move[0] == bm.comp && len(rec.Dirty) == 0 {
+		return claimWhy{text: fmt.Sprintf("rebalance: component %d from OSD %d to emptier OSD %d", bm.comp, bm.from, bm.to), balance: true}
+	}
+	var parts []string
+	for _, c := range plan.Move {
+		id := rec.Layout.OSDs[c]
+		v, known := views[id]
+		switch {
+		case !known || v.State == mdsproto.StateOut:
+			parts = append(parts, fmt.Sprintf("component %d rebuilt off OSD %d (out)", c, id))
+		case v.Drain:
+			parts = append(parts, fmt.Sprintf("component %d moved off draining OSD %d", c, id))
+		default:
+			parts = append(parts, fmt.Sprintf("component %d moved apart from its group on OSD %d", c, id))
+		}
+	}
+	var dirty []uint32
+	for _, c := range rec.Dirty {
+		if !slices.Contains(plan.Move, int(c)) {
+			dirty = append(dirty, c)
+		}
+	}
+	if len(dirty) > 0 {
+		parts = append(parts, fmt.Sprintf("dirty components %v caught up (marked when they missed writes or were found lost; the MDS log says why)", dirty))
+	}
+	return claimWhy{text: strings.Join(parts, "; ")}
+}
+
 // balanceMove is one component a rebalance moves to an emptier OSD.
 type balanceMove struct {
 	comp     int
@@ -351,6 +397,7 @@ type balanceMove struct {
 func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balanceMove, views map[uint32]osdView, now time.Time) (mdsproto.RepairTask, bool, error) {
 	var task mdsproto.RepairTask
 	var moveFrom map[uint32]uint32
+	var why claimWhy
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		task, moveFrom = mdsproto.RepairTask{}, nil
 		rec, err := getInode(tx, ino)
@@ -381,6 +428,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 				return nil
 			}
 		}
+		why = claimReason(rec, plan, bm, kind, views)
 		old, err := rec.Layout.Decode()
 		if err != nil {
 			return nil //nolint:nilerr
@@ -442,7 +490,11 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 	}
 	s.heal.mu.Lock()
 	s.heal.active[ino] = now
+	s.heal.why[ino] = why
 	s.heal.mu.Unlock()
+	if task.Kind != mdsproto.RepairScrub {
+		s.cfg.Log.Info("repair claimed", "ino", ino, "why", why.text)
+	}
 	return task, true, nil
 }
 
@@ -492,6 +544,8 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	now := s.cfg.Now()
 	s.heal.mu.Lock()
 	delete(s.heal.active, req.Ino)
+	why := s.heal.why[req.Ino]
+	delete(s.heal.why, req.Ino)
 	s.heal.mu.Unlock()
 	failed := req.Err
 	_, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
@@ -549,7 +603,17 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 			s.heal.stats.LastScrubEndNs = now.UnixNano()
 		}
 	} else {
-		s.heal.stats.FilesDone++
+		if why.balance {
+			s.heal.stats.BalanceBytes += req.Bytes
+		} else {
+			s.heal.stats.FilesDone++
+		}
+		line := fmt.Sprintf("inode %d: %s (%d bytes written)", req.Ino, why.text, req.Bytes)
+		s.heal.recent = append(s.heal.recent, line)
+		if len(s.heal.recent) > maxRecentRepairs {
+			s.heal.recent = s.heal.recent[1:]
+		}
+		s.cfg.Log.Info("repaired", "ino", req.Ino, "why", why.text, "bytes", req.Bytes)
 	}
 	return struct{}{}, nil
 }

@@ -253,16 +253,19 @@ type GetLayoutResp struct {
 }
 
 type OSDStatus struct {
-	ID            uint32 `json:"id"`
-	Addr          string `json:"addr"`
-	State         string `json:"state"`              // StateUp, StateDown or StateOut
-	Draining      bool   `json:"draining,omitempty"` // being emptied by braid osd drain
-	Components    int64  `json:"components"`         // file components placed on it
-	CapacityBytes int64  `json:"capacity_bytes"`
-	UsedBytes     int64  `json:"used_bytes"`
-	FreeBytes     int64  `json:"free_bytes"`
-	Pid           int    `json:"pid,omitempty"`
-	LastSeenNs    int64  `json:"last_seen_ns"`
+	ID         uint32 `json:"id"`
+	Addr       string `json:"addr"`
+	State      string `json:"state"`              // StateUp, StateDown or StateOut
+	Draining   bool   `json:"draining,omitempty"` // being emptied by braid osd drain
+	Components int64  `json:"components"`         // file components placed on it
+	// LayoutBytes estimates the data of the components placed on it, from
+	// the layouts (refreshed in the background): what rebalancing evens out.
+	LayoutBytes   int64 `json:"layout_bytes"`
+	CapacityBytes int64 `json:"capacity_bytes"`
+	UsedBytes     int64 `json:"used_bytes"`
+	FreeBytes     int64 `json:"free_bytes"`
+	Pid           int   `json:"pid,omitempty"`
+	LastSeenNs    int64 `json:"last_seen_ns"`
 }
 
 type StatusResp struct {
@@ -318,6 +321,11 @@ type RepairProgress struct {
 	Rebalanced   int64    `json:"rebalanced"` // components moved to even out OSDs
 	Balancing    bool     `json:"balancing"`  // OSDs differ by more than the slack: moves continue
 	RecentErrors []string `json:"recent_errors,omitempty"`
+	// BalanceBytes counts bytes moved to even out OSDs (not repairs:
+	// FilesDone counts those); RecentRepairs lists the last repairs and
+	// moves with why each was needed.
+	BalanceBytes  int64    `json:"balance_bytes"`
+	RecentRepairs []string `json:"recent_repairs,omitempty"`
 }
 
 // MarkDirtyReq reports components that missed a write, at once, so no
