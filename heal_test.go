@@ -1,6 +1,7 @@
 package braid_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/testcluster"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // healFiles are written by the healing tests: coded, mirrored, small,
@@ -429,5 +431,48 @@ func TestSmallFilesDoNotTriggerRebalancing(t *testing.T) {
 	})
 	if st.Repair.Balancing || st.Repair.Rebalanced != 0 || st.Repair.FilesDone != 0 {
 		t.Fatalf("a balanced cluster of small files rebalanced: %+v", st.Repair)
+	}
+}
+
+// The objects a move leaves behind are its copy sources: their deletion
+// waits for the repair to finish, however long it takes (deleted under a
+// slow drain, a source once read as zeros and was copied as data:
+// "parity disagrees with data" after TestDrainMovesEverythingOff under
+// load).
+func TestMoveSourcesOutliveTheDeleteDelay(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 7, Healers: -1})
+	cl := c.Dial()
+	put(t, cl, "/f", "ec:2+2,unit=32KiB", randBytes(rand.New(rand.NewPCG(7, 8)), 1<<20))
+	put(t, cl, "/other", "ec:2+2,unit=32KiB", make([]byte, 100<<10))
+	fi, err := cl.Stat(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := fi.Layout.Components[0].OSD
+	if err := cl.DrainOSD(ctx, from, false); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := wire.Dial(ctx, c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var task mdsproto.RepairTask
+	testcluster.Eventually(t, 10*time.Second, func() bool {
+		body, _ := json.Marshal(mdsproto.RepairClaimReq{Worker: "slow"})
+		meta, _, err := conn.Call(ctx, mdsproto.OpRepairClaim, body, nil, nil)
+		return err == nil && json.Unmarshal(meta, &task) == nil && task.Inode.Ino == fi.Ino && task.MoveFrom[0] == from
+	}, func() string { return fmt.Sprintf("no move of /f's component 0 claimed: %+v", task) })
+	old := objectPath(c, osdIndex(c, from), fi.Ino, 0, "dat")
+	// Removing /other queues its deletion after the move's; once its
+	// objects are gone, GC passes have run past the move's delay too.
+	before := c.ObjectFiles()
+	if err := cl.Remove(ctx, "/other"); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.Eventually(t, 20*time.Second, func() bool { return c.ObjectFiles() <= before-4 },
+		func() string { return "the removed file's objects were never deleted" })
+	if _, err := os.Stat(old); err != nil {
+		t.Fatalf("the source of a move still in progress was deleted: %v", err)
 	}
 }

@@ -305,7 +305,7 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 	}
 	now := s.cfg.Now()
 	for _, it := range items {
-		if now.UnixNano() < it.rec.NotBeforeNs {
+		if now.UnixNano() < it.rec.NotBeforeNs || s.repairing(ctx, it.ino, now) {
 			continue
 		}
 		left := s.deleteObjects(ctx, it)
@@ -323,6 +323,19 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 		}
 	}
 	return cursor, nil
+}
+
+// repairing reports whether ino is locked by a repair: the objects a
+// move left behind are its copy sources until it finishes (deleted under
+// it, they once read as zeros and were copied as data).
+func (s *Server) repairing(ctx context.Context, ino uint64, now time.Time) bool {
+	busy := false
+	_ = s.kv.View(ctx, func(r kv.Reader) error {
+		rec, err := getInode(r, ino)
+		busy = err == nil && rec.Repair.active(now)
+		return nil
+	})
+	return busy
 }
 
 // deleteObjects asks each OSD of the record to drop its components and
