@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/osd"
 	"github.com/braidfs/braid/internal/testcluster"
 )
 
@@ -102,4 +107,57 @@ func waitObjects(t *testing.T, c *testcluster.Cluster, n int) {
 	t.Helper()
 	testcluster.Eventually(t, 20*time.Second, func() bool { return c.ObjectFiles() == n },
 		func() string { return fmt.Sprintf("%d object files on the OSDs, want %d", c.ObjectFiles(), n) })
+}
+
+// Space held by removed files is shown until it is freed, with when.
+func TestStatusShowsSpaceOfRemovedFiles(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, DeleteDelay: time.Hour})
+	cl := c.Dial()
+	put(t, cl, "/f", "ec:4+2,unit=64KiB", make([]byte, 1<<20))
+	if err := cl.Remove(ctx, "/f"); err != nil {
+		t.Fatal(err)
+	}
+	// Right after an MDS start a removed file is kept as if open (leases
+	// live in memory); it is queued for deletion once that is over.
+	var pd braid.PendingDelete
+	testcluster.Eventually(t, 10*time.Second, func() bool {
+		st, err := cl.Status(ctx)
+		pd = st.PendingDelete
+		return err == nil && pd.Objects > 0
+	}, func() string { return fmt.Sprintf("removed file never queued for deletion: %+v", pd) })
+	if until := time.Until(time.Unix(0, pd.NextNs)); pd.Objects != 6 || pd.Bytes != 6*256<<10 || until < 50*time.Minute || until > time.Hour {
+		t.Fatalf("after removing a 1 MiB ec:4+2 file: pending delete %+v (next in %v), want 6 objects, 1.5 MiB, in about an hour", pd, until)
+	}
+}
+
+// A repair that cannot find space says so in status instead of retrying
+// silently.
+func TestRepairWithoutSpaceShowsInStatus(t *testing.T) {
+	var full atomic.Bool
+	disk := &osd.FaultFS{FS: osd.OSFS{}, Fault: func(op osd.FaultOp, path string) error {
+		if full.Load() && op == osd.FaultWrite && strings.HasSuffix(path, ".dat") {
+			return &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}
+		}
+		return nil
+	}}
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, OSDFS: disk, OSDOutAfter: 3 * time.Second})
+	cl := c.Dial()
+	put(t, cl, "/f", "ec:2+1,unit=64KiB", make([]byte, 1<<20))
+	full.Store(true) // every disk is full from now on
+	fi, err := cl.Stat(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.StopOSD(osdIndex(c, fi.Layout.Components[0].OSD))
+	var st braid.Status
+	testcluster.Eventually(t, 30*time.Second, func() bool {
+		var err error
+		st, err = cl.Status(ctx)
+		for _, p := range st.Problems {
+			if strings.Contains(p, "out of space") {
+				return err == nil
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("no out-of-space problem in status: %q %+v", st.Problems, st.Repair) })
 }

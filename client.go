@@ -304,6 +304,9 @@ func (c *Client) GetLayout(ctx context.Context, p string) (LayoutInfo, error) {
 // Status is the cluster map and capacity.
 type Status = mdsproto.StatusResp
 
+// PendingDelete is the space removed files still hold (Status.PendingDelete).
+type PendingDelete = mdsproto.PendingDelete
+
 // Status fetches the cluster map: every OSD with its state and capacity.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var s Status

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -59,6 +60,13 @@ func (e *env) printStatus(st braid.Status) error {
 	fmt.Fprintf(e.stdout, "cluster %s: %d of %d OSDs up; default layout %s\n", st.ClusterID, up, len(st.OSDs), spec)
 	fmt.Fprintf(e.stdout, "namespace: %d files, %d directories, %s of file data\n", st.Files, st.Dirs, human(st.LogicalBytes))
 	fmt.Fprintf(e.stdout, "capacity: %s used of %s\n", human(st.UsedBytes), human(st.CapacityBytes))
+	if pd := st.PendingDelete; pd.OpenBytes > 0 {
+		fmt.Fprintf(e.stdout, "removed files still open: %s (freed at their last close)\n", human(pd.OpenBytes))
+	}
+	if pd := st.PendingDelete; pd.Objects > 0 {
+		fmt.Fprintf(e.stdout, "removed files: %s in %d objects awaiting deletion, the next in %v (handles opened before the removal may read them until then)\n",
+			human(pd.Bytes), pd.Objects, max(0, time.Until(time.Unix(0, pd.NextNs))).Round(time.Second))
+	}
 	e.printHealth(st)
 	fmt.Fprintln(e.stdout)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

@@ -42,7 +42,7 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 		}
 		if rec.Layout != nil {
 			l.Version = rec.Layout.Version + 1
-			if err := s.queueDelete(tx, rec.Ino, rec.Layout); err != nil {
+			if err := s.queueDelete(tx, rec); err != nil {
 				return err
 			}
 		}
@@ -103,6 +103,9 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 				out.Files++
 				out.LogicalBytes += rec.Size
 				h.add(&rec, now)
+				if rec.Nlink == 0 && rec.Layout != nil {
+					out.PendingDelete.OpenBytes += layoutBytes(&rec, allComps(rec.Layout))
+				}
 			}
 			return true
 		})
@@ -111,6 +114,19 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		}
 		if ferr != nil {
 			return ferr
+		}
+		if err := r.Scan([]byte{'g'}, []byte{'h'}, func(k, v []byte) bool {
+			var g gcRec
+			if jsonUnmarshal(v, &g) == nil {
+				out.PendingDelete.Objects += int64(len(g.Comps))
+				out.PendingDelete.Bytes += g.Bytes
+				if next := &out.PendingDelete.NextNs; *next == 0 || g.NotBeforeNs < *next {
+					*next = g.NotBeforeNs
+				}
+			}
+			return true
+		}); err != nil {
+			return err
 		}
 		return r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool { out.Intents++; return true })
 	})
@@ -121,6 +137,11 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	}
 	s.heal.mu.Unlock()
 	out.Health, out.Problems = h.summary(out.OSDs)
+	s.heal.mu.Lock()
+	if n := len(s.heal.noSpace); n > 0 {
+		out.Problems = append(out.Problems, fmt.Sprintf("%d files wait for repair because OSDs are out of space (retried every %v; add capacity or remove files)", n, repairBackoff))
+	}
+	s.heal.mu.Unlock()
 	out.LabelsPending = s.labels.pending()
 	out.Writers = s.leases.writers()
 	out.Repair = s.repairProgress(h, now)
@@ -231,6 +252,7 @@ func (s *Server) repairProgress(h healthScan, now time.Time) mdsproto.RepairProg
 type gcRec struct {
 	Format      int      `json:"v"`
 	NotBeforeNs int64    `json:"not_before_ns"` // no deletion before: open handles keep reading until their capabilities expire
+	Bytes       int64    `json:"bytes"`         // estimated data the objects hold (for status)
 	Comps       []uint32 `json:"comps"`         // components not yet confirmed deleted
 	OSDs        []uint32 `json:"osds"`          // OSD of each entry in Comps
 }
@@ -239,12 +261,34 @@ type gcRec struct {
 // could still reach them has expired.
 // It merges with what a repair at the same version queued (the objects
 // its moved components left behind).
-func (s *Server) queueDelete(tx kv.Txn, ino uint64, l *mdsproto.Layout) error {
+func (s *Server) queueDelete(tx kv.Txn, rec *inodeRec) error {
+	l := rec.Layout
 	var comps, osds []uint32
 	for c, id := range l.OSDs {
 		comps, osds = append(comps, uint32(c)), append(osds, id)
 	}
-	return s.addGC(tx, ino, l.Version, comps, osds)
+	return s.addGC(tx, rec.Ino, l.Version, comps, osds, layoutBytes(rec, comps))
+}
+
+func allComps(l *mdsproto.Layout) []uint32 {
+	out := make([]uint32, len(l.OSDs))
+	for c := range out {
+		out[c] = uint32(c)
+	}
+	return out
+}
+
+// layoutBytes estimates the data rec's components comps hold.
+func layoutBytes(rec *inodeRec, comps []uint32) int64 {
+	l, err := rec.Layout.Decode()
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, c := range comps {
+		n += componentBytes(rec, l, int(c))
+	}
+	return n
 }
 
 // gcLoop deletes the objects of removed files from their OSDs. A record
@@ -347,7 +391,7 @@ func (s *Server) deleteObjects(ctx context.Context, it gcItem) gcRec {
 	}
 	now := s.cfg.Now()
 	c := s.cfg.Key.Issue(it.ino, capability.Write, it.ver, now.Add(time.Minute))
-	left := gcRec{Format: recFormat, NotBeforeNs: it.rec.NotBeforeNs}
+	left := gcRec{Format: recFormat, NotBeforeNs: it.rec.NotBeforeNs, Bytes: it.rec.Bytes}
 	for id, comps := range byOSD {
 		if !s.deleteOn(ctx, id, osdproto.Req{Cap: c, Ino: it.ino, Comps: comps}, now) {
 			left.Comps = append(left.Comps, comps...)

@@ -62,6 +62,7 @@ type healState struct {
 	pending             []uint64             // found by a scan, not yet claimed
 	active              map[uint64]time.Time // files claimed, by claim time
 	why                 map[uint64]claimWhy  // why each active file was claimed
+	noSpace             map[uint64]bool      // files whose last repair failed for lack of space
 	recent              []string             // the last maxRecentRepairs repairs and why
 	backoff             map[uint64]time.Time // files not to claim before then
 	scrubQ              []uint64             // files queued for scrub
@@ -78,7 +79,7 @@ type doneMark struct {
 }
 
 func newHealState() *healState {
-	return &healState{active: map[uint64]time.Time{}, why: map[uint64]claimWhy{}, backoff: map[uint64]time.Time{}, scrubIn: map[uint64]bool{},
+	return &healState{active: map[uint64]time.Time{}, why: map[uint64]claimWhy{}, noSpace: map[uint64]bool{}, backoff: map[uint64]time.Time{}, scrubIn: map[uint64]bool{},
 		bal: balanceState{est: map[uint32]int64{}}}
 }
 
@@ -350,6 +351,9 @@ type claimWhy struct {
 	balance bool // a move of a healthy component to even out OSDs
 }
 
+// maxNoSpaceTracked bounds the files remembered as waiting for space.
+const maxNoSpaceTracked = 100_000
+
 // maxRecentRepairs bounds the repairs status lists with their reasons.
 const maxRecentRepairs = 8
 
@@ -456,7 +460,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 			gcComps, gcOSDs = append(gcComps, uint32(c)), append(gcOSDs, old.OSDs[c])
 		}
 		if len(gcComps) > 0 {
-			if err := s.addGC(tx, ino, ver, gcComps, gcOSDs); err != nil {
+			if err := s.addGC(tx, ino, ver, gcComps, gcOSDs, layoutBytes(rec, gcComps)); err != nil {
 				return err
 			}
 		}
@@ -524,7 +528,7 @@ func (bm *balanceMove) apply(osds []uint32, w int) []uint32 {
 
 // addGC queues components' objects on the OSDs they left for deletion,
 // merging with a record already at that key.
-func (s *Server) addGC(tx kv.Txn, ino, ver uint64, comps, osds []uint32) error {
+func (s *Server) addGC(tx kv.Txn, ino, ver uint64, comps, osds []uint32, bytes int64) error {
 	var rec gcRec
 	if _, err := getJSON(tx, gcKey(ino, ver), &rec); err != nil {
 		return err
@@ -533,6 +537,7 @@ func (s *Server) addGC(tx kv.Txn, ino, ver uint64, comps, osds []uint32) error {
 	rec.NotBeforeNs = s.cfg.Now().Add(s.cfg.DeleteDelay).UnixNano()
 	rec.Comps = append(rec.Comps, comps...)
 	rec.OSDs = append(rec.OSDs, osds...)
+	rec.Bytes += bytes
 	return putJSON(tx, gcKey(ino, ver), &rec)
 }
 
@@ -608,6 +613,7 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 		} else {
 			s.heal.stats.FilesDone++
 		}
+		delete(s.heal.noSpace, req.Ino)
 		line := fmt.Sprintf("inode %d: %s (%d bytes written)", req.Ino, why.text, req.Bytes)
 		s.heal.recent = append(s.heal.recent, line)
 		if len(s.heal.recent) > maxRecentRepairs {
@@ -626,6 +632,9 @@ func (s *Server) noteRepairErr(ino uint64, msg string, now time.Time) {
 }
 
 func (s *Server) noteRepairErrLocked(ino uint64, msg string) {
+	if strings.Contains(msg, wire.ErrNoSpace.Error()) && len(s.heal.noSpace) < maxNoSpaceTracked {
+		s.heal.noSpace[ino] = true
+	}
 	s.cfg.Log.Warn("repair failed", "ino", ino, "err", msg)
 	s.heal.errs = append(s.heal.errs, msg)
 	if len(s.heal.errs) > maxRepairErrLog {

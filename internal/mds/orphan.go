@@ -163,7 +163,7 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 			}
 			if rec, err := getInode(tx, ino); err == nil && rec.Nlink == 0 {
 				if rec.Layout != nil {
-					if err := s.queueDelete(tx, ino, rec.Layout); err != nil {
+					if err := s.queueDelete(tx, rec); err != nil {
 						return err
 					}
 				}

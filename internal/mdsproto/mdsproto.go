@@ -284,6 +284,10 @@ type StatusResp struct {
 	// staged partial-stripe writes not yet finished.
 	Writers int64 `json:"writers"`
 	Intents int64 `json:"intents"`
+	// PendingDelete is the space removed and replaced files still hold:
+	// their objects are deleted once every capability that could reach
+	// them has expired (NextNs: the earliest such time).
+	PendingDelete PendingDelete `json:"pending_delete"`
 	// LabelsPending counts files whose object labels (for scavenging)
 	// are still to be written.
 	LabelsPending int64          `json:"labels_pending"`
@@ -326,6 +330,16 @@ type RepairProgress struct {
 	// moves with why each was needed.
 	BalanceBytes  int64    `json:"balance_bytes"`
 	RecentRepairs []string `json:"recent_repairs,omitempty"`
+}
+
+// PendingDelete sums the objects awaiting deletion.
+type PendingDelete struct {
+	Objects int64 `json:"objects"`
+	Bytes   int64 `json:"bytes"`
+	NextNs  int64 `json:"next_ns,omitempty"`
+	// OpenBytes is held by removed files still open somewhere: freed
+	// (then queued as above) at their last close.
+	OpenBytes int64 `json:"open_bytes"`
 }
 
 // MarkDirtyReq reports components that missed a write, at once, so no

@@ -3,6 +3,7 @@
 package testcluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -37,7 +38,7 @@ func (c *Cluster) startMDS(listen string) {
 	var err error
 	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Listen: listen, Key: c.Key,
 		DefaultLayout: c.opts.DefaultLayout, OSDDownAfter: 2 * time.Second, OSDOutAfter: c.opts.OSDOutAfter,
-		GCEvery: 100 * time.Millisecond, DeleteDelay: DeleteDelay, Log: c.log,
+		GCEvery: 100 * time.Millisecond, DeleteDelay: cmp.Or(c.opts.DeleteDelay, DeleteDelay), Log: c.log,
 		RunHealer: healer.Run, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
 		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes,
 		WriterLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond, CapTTL: c.opts.CapTTL})
@@ -73,6 +74,9 @@ type Options struct {
 	OSDFS osd.FS
 	// CapTTL is how long capabilities last; 0: the production default.
 	CapTTL time.Duration
+	// DeleteDelay is how long removed files' objects outlive them; 0:
+	// the package's DeleteDelay.
+	DeleteDelay time.Duration
 }
 
 // Dial returns a client of the cluster, closed when the cluster's test
