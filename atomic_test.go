@@ -6,9 +6,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
-	"strings"
 	"testing"
 	"time"
 
