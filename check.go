@@ -142,7 +142,7 @@ func (f *File) readStripeUnits(ctx context.Context, fs int64, n int) (shards [][
 				wire.PutBuf(buf)
 				mu.Lock()
 				missing = append(missing, u)
-				if errors.Is(err, wire.ErrCorrupt) {
+				if errors.Is(err, wire.ErrCorrupt) || errors.Is(err, wire.ErrLost) {
 					lost = append(lost, err)
 				}
 				mu.Unlock()

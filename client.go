@@ -45,6 +45,7 @@ var (
 	ErrPerm        error = wire.ErrPerm
 	ErrBusy        error = wire.ErrBusy
 	ErrTooBig      error = wire.ErrTooBig
+	ErrLost        error = wire.ErrLost
 	ErrBadLayout   error = layout.ErrBadSpec
 )
 

@@ -84,6 +84,7 @@ type File struct {
 	touched   map[int]bool // components written since the last sync
 	wrote     []int64      // per group, how far writes since the last commit reached (nil: none)
 	cut       bool         // objects were cut to wrote (a truncation) since the last commit
+	scrubOnce sync.Once    // a reader met a corrupt block: the file is queued for a scrub once
 }
 
 // Create makes (or replaces) the file at p and opens it for writing.

@@ -104,8 +104,32 @@ type repairJob struct {
 	written  atomic.Int64
 	repaired atomic.Int64
 
-	mu        sync.Mutex
-	rewritten map[int]bool // components scrub rewrote units of
+	mu         sync.Mutex
+	rewritten  map[int]bool // components scrub rewrote units of
+	unwritable map[int]bool // components whose object scrub could not write: marked dirty
+}
+
+func (j *repairJob) noteUnwritable(c int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.unwritable == nil {
+		j.unwritable = map[int]bool{}
+	}
+	j.unwritable[c] = true
+}
+
+// markUnwritable records the components scrub could not rewrite as dirty,
+// so a rebuild replaces their objects whole.
+func (j *repairJob) markUnwritable(ctx context.Context) error {
+	req := mdsproto.MarkDirtyReq{Ino: j.t.Inode.Ino, Version: j.lay.Version, Why: "scrub: object unusable as a whole (damaged header)"}
+	for c := range j.unwritable {
+		req.Comps = append(req.Comps, uint32(c))
+	}
+	if len(req.Comps) == 0 {
+		return nil
+	}
+	slices.Sort(req.Comps)
+	return j.c.mds(ctx, mdsproto.OpMarkDirty, req, nil)
 }
 
 func (h *healer) run(ctx context.Context, t *mdsproto.RepairTask) mdsproto.RepairDoneReq {
@@ -175,6 +199,9 @@ func (h *healer) newJob(t *mdsproto.RepairTask) (*repairJob, error) {
 
 func (j *repairJob) run(ctx context.Context) error {
 	j.fence(ctx)
+	if err := j.resetTargets(ctx); err != nil {
+		return err
+	}
 	extents, err := j.extents(ctx)
 	if err != nil {
 		return err
@@ -193,6 +220,9 @@ func (j *repairJob) run(ctx context.Context) error {
 		}
 	}
 	if err := g.Wait(); err != nil {
+		return err
+	}
+	if err := j.markUnwritable(ctx); err != nil {
 		return err
 	}
 	return j.finish(ctx, extents)
@@ -266,6 +296,26 @@ func (j *repairJob) fence(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// resetTargets deletes what the targets of a rebuild hold where they will
+// be written: every stripe of a target is written anew, and an object
+// whose checksum header is damaged could be neither read nor written in
+// place. (A rebuild cut short leaves the target dirty: nothing reads it.)
+func (j *repairJob) resetTargets(ctx context.Context) error {
+	if j.t.Kind != mdsproto.RepairRebuild {
+		return nil
+	}
+	byOSD := map[uint32][]uint32{}
+	for c := range j.targets {
+		byOSD[j.lay.OSDs[c]] = append(byOSD[j.lay.OSDs[c]], uint32(c))
+	}
+	for id, comps := range byOSD {
+		if _, err := j.call(ctx, id, osdproto.OpDelete, osdproto.Req{Comps: comps}, nil, nil); err != nil {
+			return fmt.Errorf("clear targets %v on OSD %d: %w", comps, id, err)
+		}
+	}
+	return nil
 }
 
 // extents is, per parity group, how far its objects reach: the longest
@@ -532,7 +582,7 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 		switch {
 		case errs[u] == nil:
 			present++
-		case errors.Is(errs[u], wire.ErrCorrupt):
+		case errors.Is(errs[u], wire.ErrCorrupt), errors.Is(errs[u], wire.ErrLost):
 			bad = append(bad, u)
 			fallthrough
 		default:
@@ -561,7 +611,10 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 		return fmt.Errorf("%w: decode stripe %d: %v", wire.ErrUnavail, s, err)
 	}
 	for _, u := range bad {
-		if err := j.writeUnit(ctx, units[u], s, shards[u]); err != nil {
+		if err := j.writeUnit(ctx, units[u], s, shards[u]); errors.Is(err, wire.ErrLost) {
+			j.noteUnwritable(units[u]) // its object is unusable as a whole: rebuilt instead
+			continue
+		} else if err != nil {
 			return err
 		}
 		j.repaired.Add(1)

@@ -288,7 +288,7 @@ func TestAddedOSDsAreFilledByRebalancing(t *testing.T) {
 	testcluster.Eventually(t, 60*time.Second, func() bool {
 		st, _ = cl.Status(ctx)
 		return !st.Repair.Balancing && st.Repair.Active == 0
-	}, func() string { return fmt.Sprintf("rebalancing never settled: %+v", st.Repair) })
+	}, func() string { return fmt.Sprintf("rebalancing never settled: %+v %+v", st.Repair, st.OSDs) })
 	checkAll(t, cl, files, "after rebalancing")
 	checkConsistent(t, cl, "after rebalancing")
 	c.StopOSD(osdIndex(c, added[0])) // the moved components are needed

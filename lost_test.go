@@ -287,3 +287,29 @@ func TestCheckAndScrubWalkARealTree(t *testing.T) {
 		t.Fatalf("%d files scrubbed, want at least the 2 still there", got)
 	}
 }
+
+// An object whose checksum header is damaged (a crash before its first
+// fsync, decay) can be neither read nor written in place: the catch-up
+// replaces it whole instead of failing forever.
+func TestDamagedObjectHeaderIsRebuilt(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := c.Dial()
+	data := randBytes(rand.New(rand.NewPCG(19, 20)), 3<<20)
+	put(t, cl, "/f", "ec:4+2,unit=1MiB", data)
+	fi, comp, id := unitHolding(t, cl, "/f", 0)
+	i := osdIndex(c, id)
+	if err := os.Truncate(objectPath(c, i, fi.Ino, comp, "sum"), 10); err != nil {
+		t.Fatal(err)
+	}
+	c.RestartOSD(i)
+	mustRead(t, cl, "/f", "with a damaged object header", data)
+	waitHealthy(t, cl, 30*time.Second)
+	if d := dirtyOf(t, cl, "/f"); len(d) != 0 {
+		t.Fatalf("components %v still dirty", d)
+	}
+	got := make([]byte, 1<<20)
+	if _, _, err := c.OSDs[i].Store().Read(osd.ObjKey{Ino: fi.Ino, Comp: uint32(comp)}, ^uint64(0), 0, got); err != nil {
+		t.Fatalf("rebuilt object: %v", err)
+	}
+	mustEqual(t, "rebuilt object", got, data[:1<<20])
+}

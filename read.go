@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -88,17 +89,27 @@ func (f *File) readUnit(ctx context.Context, comp int, off int64, dst []byte, ma
 	version := f.layout().Version
 	req := osdproto.Req{Off: off, Len: uint32(len(dst))}
 	meta, err := f.unitCall(ctx, osdproto.OpRead, comp, req, nil, dst)
-	if err != nil {
-		return err
-	}
-	if err := vouch(meta, off, int64(len(dst)), f.extentOf(comp)); err != nil {
-		err = fmt.Errorf("%s: component %d: %w", f.path, comp, err)
-		if mark {
-			f.markLost(ctx, version, err, comp)
+	if err == nil {
+		if err = vouch(meta, off, int64(len(dst)), f.extentOf(comp)); err != nil {
+			err = fmt.Errorf("%s: component %d: %w", f.path, comp, err)
 		}
-		return err
 	}
-	return nil
+	switch {
+	case !mark:
+	case errors.Is(err, wire.ErrLost): // the object as a whole: a healer rewrites the component
+		f.markLost(ctx, version, err, comp)
+	case errors.Is(err, wire.ErrCorrupt): // a block failed its checksum: a scrub rewrites the bad units
+		f.requestScrub()
+	}
+	return err
+}
+
+// requestScrub asks the MDS, once per handle and in the background, to
+// scrub the file: a reader met a block that failed its checksum.
+func (f *File) requestScrub() {
+	f.scrubOnce.Do(func() {
+		go func() { _ = f.c.mds(f.c.life, mdsproto.OpScrub, mdsproto.ScrubReq{Ino: f.layoutIno()}, nil) }()
+	})
 }
 
 // extentOf is how far component comp's object holds written data as the
@@ -121,16 +132,16 @@ func (f *File) extentOf(comp int) int64 {
 func vouch(meta []byte, off, n, extent int64) error {
 	info, err := osdproto.DecodeObjectInfo(meta)
 	if err != nil {
-		return wire.Errorf(wire.ErrCorrupt, "read reply without the object's length: %v", err)
+		return wire.Errorf(wire.ErrLost, "read reply without the object's length: %v", err)
 	}
 	need := min(extent, off+n)
 	switch {
 	case need <= off || info.Len >= need:
 		return nil
 	case info.Version == 0 && info.Len == 0:
-		return wire.Errorf(wire.ErrCorrupt, "object lost: missing on its OSD, %d bytes were written", extent)
+		return wire.Errorf(wire.ErrLost, "missing on its OSD, %d bytes were written", extent)
 	default:
-		return wire.Errorf(wire.ErrCorrupt, "object lost past byte %d: %d bytes were written", info.Len, extent)
+		return wire.Errorf(wire.ErrLost, "object ends at byte %d, %d bytes were written", info.Len, extent)
 	}
 }
 

@@ -151,7 +151,9 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]osdView, now
 			for c, id := range l.OSDs {
 				n := componentBytes(&rec, l, c)
 				bm := balanceMove{comp: c, from: hi, to: lo, bytes: n}
-				if id == hi && n > 0 && n <= diff/2 && bm.apply(l.OSDs, l.Spec.Width()) != nil {
+				// Any move of less than the difference narrows it (the sum
+				// of squares of the OSDs' bytes falls), so moves end.
+				if id == hi && n > 0 && n < diff && bm.apply(l.OSDs, l.Spec.Width()) != nil {
 					moves = append(moves, struct {
 						ino uint64
 						bm  balanceMove

@@ -646,7 +646,13 @@ func (s *Server) noteRepairErrLocked(ino uint64, msg string) {
 func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.ScrubResp, error) {
 	var inos []uint64
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		root, err := resolve(r, 0, req.Path)
+		var root *inodeRec
+		var err error
+		if req.Ino != 0 {
+			root, err = getInode(r, req.Ino)
+		} else {
+			root, err = resolve(r, 0, req.Path)
+		}
 		if err != nil {
 			return err
 		}

@@ -415,7 +415,8 @@ type RenewResp struct {
 }
 
 type ScrubReq struct {
-	Path string `json:"path"` // "" or "/" for everything
+	Path string `json:"path"`          // "" or "/" for everything
+	Ino  uint64 `json:"ino,omitempty"` // instead of Path: this one file
 }
 
 type ScrubResp struct {

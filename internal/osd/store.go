@@ -250,19 +250,19 @@ func (o *object) writeHeader() error {
 func (o *object) loadHeader() error {
 	var h [sumHeaderBytes]byte
 	if _, err := o.sum.ReadAt(h[:], 0); err != nil {
-		return wire.Errorf(wire.ErrCorrupt, "object %x.%d: checksum header unreadable: %v", o.key.Ino, o.key.Comp, err)
+		return wire.Errorf(wire.ErrLost, "object %x.%d: checksum header unreadable: %v", o.key.Ino, o.key.Comp, err)
 	}
 	o.format = binary.LittleEndian.Uint16(h[4:])
 	if binary.LittleEndian.Uint32(h[0:]) != sumMagic || (o.format != 1 && o.format != 2) ||
 		binary.LittleEndian.Uint32(h[60:]) != wire.CRC(h[:60]) {
-		return wire.Errorf(wire.ErrCorrupt, "object %x.%d: checksum header damaged", o.key.Ino, o.key.Comp)
+		return wire.Errorf(wire.ErrLost, "object %x.%d: checksum header damaged", o.key.Ino, o.key.Comp)
 	}
 	o.sumBase = sumHeaderBytes
 	if o.format == 2 {
 		o.sumBase += sumLabelBytes
 	}
 	if binary.LittleEndian.Uint64(h[8:]) != o.key.Ino || binary.LittleEndian.Uint32(h[16:]) != o.key.Comp {
-		return wire.Errorf(wire.ErrCorrupt, "object %x.%d: back-pointer names another object", o.key.Ino, o.key.Comp)
+		return wire.Errorf(wire.ErrLost, "object %x.%d: back-pointer names another object", o.key.Ino, o.key.Comp)
 	}
 	o.version = binary.LittleEndian.Uint64(h[24:])
 	return nil
@@ -561,7 +561,7 @@ func (s *Store) Truncate(k ObjKey, version uint64, size int64) error {
 // files half-way.
 func (s *Store) Delete(k ObjKey, version uint64) error {
 	o, err := s.acquire(k, false, 0)
-	if err != nil && !errors.Is(err, wire.ErrCorrupt) {
+	if err != nil && !errors.Is(err, wire.ErrLost) {
 		return s.ioError(err)
 	}
 	if o == nil {

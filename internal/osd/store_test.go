@@ -149,14 +149,15 @@ func TestCorruptionDetected(t *testing.T) {
 	if _, _, err := s2.Read(k, 1, 16384, buf[:4096]); err != nil || !bytes.Equal(buf[:4096], data[16384:16384+4096]) {
 		t.Fatalf("undamaged block: %v", err)
 	}
-	// A damaged checksum header is corruption too.
+	// A damaged checksum header loses the object as a whole (a healer
+	// replaces it; no block of it can be vouched for).
 	s2.Close()
 	sum, _ := os.ReadFile(s.path(k, "sum"))
 	sum[8] ^= 1
 	_ = os.WriteFile(s.path(k, "sum"), sum, 0o644)
 	s3 := openTestStore(t, OSFS{}, dir)
-	if _, _, err := s3.Read(k, 1, 0, buf); !errors.Is(err, wire.ErrCorrupt) {
-		t.Fatalf("damaged header: err %v, want ErrCorrupt", err)
+	if _, _, err := s3.Read(k, 1, 0, buf); !errors.Is(err, wire.ErrLost) {
+		t.Fatalf("damaged header: err %v, want ErrLost", err)
 	}
 }
 

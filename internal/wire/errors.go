@@ -31,6 +31,7 @@ const (
 	ErrNoData      Code = 17 // no such extended attribute (ENODATA)
 	ErrPerm        Code = 18 // operation not permitted on this kind of inode (EPERM)
 	ErrTooBig      Code = 19 // past the largest file the layout can hold (EFBIG)
+	ErrLost        Code = 20 // a component object is gone, short, or unusable as a whole
 )
 
 var codeNames = map[Code]string{
@@ -40,7 +41,7 @@ var codeNames = map[Code]string{
 	ErrCorrupt: "data corrupt", ErrDenied: "permission denied", ErrStale: "stale layout version",
 	ErrUnavail: "unavailable", ErrUnknownOp: "unknown operation", ErrInvalid: "invalid argument",
 	ErrNameTooLong: "name too long", ErrBusy: "busy, retry later", ErrNoData: "no such attribute",
-	ErrPerm: "operation not permitted", ErrTooBig: "file too large",
+	ErrPerm: "operation not permitted", ErrTooBig: "file too large", ErrLost: "component object lost",
 }
 
 func (c Code) Error() string {
