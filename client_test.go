@@ -370,3 +370,23 @@ func TestTruncate(t *testing.T) {
 	want := append(append([]byte{}, data[:100_000]...), make([]byte, 200_000)...)
 	mustRead(t, cl, "/t", "truncate down then up", want)
 }
+
+// A write or truncation past the largest file a layout holds is refused
+// as too big (EFBIG through the mount), before anything is sent.
+func TestWritePastMaxSizeIsTooBig(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := c.Dial()
+	f, err := cl.Create(ctx, "/f", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("x"), 1<<62); !errors.Is(err, braid.ErrTooBig) {
+		t.Fatalf("write at 2^62: %v, want ErrTooBig", err)
+	}
+	if err := f.Truncate(1<<63 - 1); !errors.Is(err, braid.ErrTooBig) {
+		t.Fatalf("truncate to 2^63-1: %v, want ErrTooBig", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

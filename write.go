@@ -58,6 +58,9 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%w: negative offset", wire.ErrInvalid)
 	}
+	if lay := f.layout(); off > lay.MaxSize()-int64(len(p)) {
+		return 0, wire.Errorf(wire.ErrTooBig, "%s: write past the %d bytes layout %s holds", f.path, lay.MaxSize(), lay.Spec)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -324,6 +327,9 @@ func (f *File) Truncate(size int64) error {
 	}
 	if size < 0 {
 		return fmt.Errorf("%w: negative size", wire.ErrInvalid)
+	}
+	if lay := f.layout(); size > lay.MaxSize() {
+		return wire.Errorf(wire.ErrTooBig, "%s: size %d past the %d bytes layout %s holds", f.path, size, lay.MaxSize(), lay.Spec)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -102,17 +102,18 @@ func FuzzHandler(f *testing.F) {
 	})
 }
 
-// TestCommitRejectsOversizedDirtyList: a client cannot make the MDS walk
-// a dirty-component list longer than the file's layout.
-func TestCommitRejectsOversizedDirtyList(t *testing.T) {
+// rawCreate starts a 3-OSD cluster and creates /f with spec over a raw
+// MDS connection, as a hostile client would.
+func rawCreate(t *testing.T, spec string) (*testcluster.Cluster, *wire.Client, mdsproto.OpenResp) {
+	t.Helper()
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
 	conn, err := wire.Dial(ctx, c.MDS.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	body, _ := json.Marshal(mdsproto.CreateReq{Path: "/f", Layout: "ec:2+1", SizeHint: -1})
+	t.Cleanup(func() { conn.Close() })
+	body, _ := json.Marshal(mdsproto.CreateReq{Path: "/f", Layout: spec, SizeHint: -1})
 	meta, _, err := conn.Call(ctx, mdsproto.OpCreate, body, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +122,16 @@ func TestCommitRejectsOversizedDirtyList(t *testing.T) {
 	if err := json.Unmarshal(meta, &open); err != nil {
 		t.Fatal(err)
 	}
+	return c, conn, open
+}
+
+// TestCommitRejectsOversizedDirtyList: a client cannot make the MDS walk
+// a dirty-component list longer than the file's layout.
+func TestCommitRejectsOversizedDirtyList(t *testing.T) {
+	ctx := context.Background()
+	_, conn, open := rawCreate(t, "ec:2+1")
 	commit := mdsproto.CommitReq{Ino: open.Inode.Ino, Size: 1, LayoutVersion: open.Inode.Layout.Version, Dirty: make([]uint32, 100_000)}
-	body, _ = json.Marshal(commit)
+	body, _ := json.Marshal(commit)
 	if _, _, err := conn.Call(ctx, mdsproto.OpCommit, body, nil, nil); !errors.Is(err, wire.ErrInvalid) {
 		t.Fatalf("commit with 100000 dirty entries: %v, want ErrInvalid", err)
 	}
@@ -140,21 +149,7 @@ func TestCommitRejectsOversizedDirtyList(t *testing.T) {
 // within what the size can use.
 func TestCommitBounds(t *testing.T) {
 	ctx := context.Background()
-	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
-	conn, err := wire.Dial(ctx, c.MDS.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	body, _ := json.Marshal(mdsproto.CreateReq{Path: "/f", Layout: "ec:2+1,unit=64KiB", SizeHint: -1})
-	meta, _, err := conn.Call(ctx, mdsproto.OpCreate, body, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var open mdsproto.OpenResp
-	if err := json.Unmarshal(meta, &open); err != nil {
-		t.Fatal(err)
-	}
+	c, conn, open := rawCreate(t, "ec:2+1,unit=64KiB")
 	commit := func(size int64, extents ...int64) (mdsproto.Inode, error) {
 		b, _ := json.Marshal(mdsproto.CommitReq{Ino: open.Inode.Ino, Size: size, LayoutVersion: open.Inode.Layout.Version, Extents: extents})
 		meta, _, err := conn.Call(ctx, mdsproto.OpCommit, b, nil, nil)

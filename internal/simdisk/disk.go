@@ -336,11 +336,16 @@ type file struct {
 
 var errIsDir = errors.New("is a directory")
 
-func (f *file) ReadAt(p []byte, off int64) (int, error) {
+// begin refuses data operations on a directory handle and asks Fault.
+func (f *file) begin(op osd.FaultOp) error {
 	if f.isDir {
-		return 0, pathErr("read", f.path, errIsDir)
+		return pathErr(string(op), f.path, errIsDir)
 	}
-	if err := f.d.fault(osd.FaultRead, f.path); err != nil {
+	return f.d.fault(op, f.path)
+}
+
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.begin(osd.FaultRead); err != nil {
 		return 0, err
 	}
 	f.d.mu.Lock()
@@ -356,10 +361,7 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (f *file) WriteAt(p []byte, off int64) (int, error) {
-	if f.isDir {
-		return 0, pathErr("write", f.path, errIsDir)
-	}
-	if err := f.d.fault(osd.FaultWrite, f.path); err != nil {
+	if err := f.begin(osd.FaultWrite); err != nil {
 		return 0, err
 	}
 	f.d.mu.Lock()
@@ -379,10 +381,7 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (f *file) Truncate(size int64) error {
-	if f.isDir {
-		return pathErr("truncate", f.path, errIsDir)
-	}
-	if err := f.d.fault(osd.FaultTruncate, f.path); err != nil {
+	if err := f.begin(osd.FaultTruncate); err != nil {
 		return err
 	}
 	f.d.mu.Lock()
