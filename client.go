@@ -53,6 +53,8 @@ var (
 type Options struct {
 	// IOTimeout bounds one request to an OSD or the MDS.
 	IOTimeout time.Duration
+	// Network is how the client reaches the cluster; nil: TCP.
+	Network wire.Network
 	// MaxInflightBytes bounds the stripe buffers one open file holds for
 	// write-behind and read-ahead.
 	MaxInflightBytes int64
@@ -85,7 +87,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 
 // DialOptions connects with explicit options.
 func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error) {
-	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPool(), encoders: map[[2]int]reedsolomon.Encoder{}}
+	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(opts.Network), encoders: map[[2]int]reedsolomon.Encoder{}}
 	c.life, c.endLife = context.WithCancel(context.Background())
 	if _, err := c.conns.Get(ctx, addr); err != nil {
 		return nil, fmt.Errorf("braid: connect to MDS: %w", err)

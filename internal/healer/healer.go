@@ -9,13 +9,27 @@ import (
 	"time"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // Run serves the repair queue of the MDS at addr with workers workers
 // until ctx ends, reconnecting if the MDS is briefly unreachable.
 func Run(ctx context.Context, log *slog.Logger, addr string, workers int) {
+	run(ctx, log, addr, workers, nil)
+}
+
+// Over is Run on the network nw (the simulation's).
+func Over(nw wire.Network) func(ctx context.Context, log *slog.Logger, addr string, workers int) {
+	return func(ctx context.Context, log *slog.Logger, addr string, workers int) {
+		run(ctx, log, addr, workers, nw)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger, addr string, workers int, nw wire.Network) {
+	opts := braid.DefaultOptions
+	opts.Network = nw
 	for ctx.Err() == nil {
-		c, err := braid.Dial(ctx, addr)
+		c, err := braid.DialOptions(ctx, addr, opts)
 		if err != nil {
 			log.Debug("healer: connect to MDS", "addr", addr, "err", err)
 			t := time.NewTimer(time.Second)

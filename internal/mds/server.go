@@ -28,6 +28,7 @@ import (
 type Config struct {
 	Dir           string // holds meta.db when Engine is nil
 	Listen        string
+	Network       wire.Network // nil: TCP
 	Key           capability.Key
 	DefaultLayout string        // cluster default for new files; "" = ec:4+2
 	OSDDownAfter  time.Duration // heartbeat silence after which an OSD is down
@@ -106,13 +107,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		eng = b
 	}
-	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPool(), heal: newHealState(),
+	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(cfg.Network), heal: newHealState(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	if err := s.bootstrap(ctx); err != nil {
 		eng.Close()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := wire.OrTCP(cfg.Network).Listen(cfg.Listen)
 	if err != nil {
 		eng.Close()
 		return nil, err

@@ -25,7 +25,8 @@ import (
 // Config configures an OSD.
 type Config struct {
 	Dir            string
-	Listen         string // host:port; port 0 picks one
+	Listen         string       // host:port; port 0 picks one
+	Network        wire.Network // nil: TCP
 	MDSAddr        string
 	Key            capability.Key
 	CapacityBytes  int64 // 0: the file system's size
@@ -90,7 +91,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		// Enforce the configured capacity as a disk of that size would.
 		store.fs = NewLimitFS(fsys, cfg.CapacityBytes, store.UsedBytes())
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := wire.OrTCP(cfg.Network).Listen(cfg.Listen)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -281,7 +282,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 			if mds != nil {
 				mds.Close()
 			}
-			mds, _ = wire.Dial(ctx, s.cfg.MDSAddr)
+			mds, _ = wire.DialOn(ctx, s.cfg.Network, s.cfg.MDSAddr)
 		}
 		if mds != nil {
 			if err := s.heartbeat(ctx, mds); err != nil && ctx.Err() == nil {

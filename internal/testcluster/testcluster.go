@@ -19,6 +19,7 @@ import (
 	"github.com/braidfs/braid/internal/healer"
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/osd"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // Cluster is a running in-process cluster.
@@ -39,7 +40,7 @@ func (c *Cluster) startMDS(listen string) {
 	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Listen: listen, Key: c.Key,
 		DefaultLayout: c.opts.DefaultLayout, OSDDownAfter: 2 * time.Second, OSDOutAfter: c.opts.OSDOutAfter,
 		GCEvery: 100 * time.Millisecond, DeleteDelay: cmp.Or(c.opts.DeleteDelay, DeleteDelay), Log: c.log,
-		RunHealer: healer.Run, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
+		RunHealer: healer.Over(c.opts.Network), Network: c.opts.Network, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
 		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes,
 		WriterLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond, CapTTL: c.opts.CapTTL})
 	if err != nil {
@@ -77,13 +78,17 @@ type Options struct {
 	// DeleteDelay is how long removed files' objects outlive them; 0:
 	// the package's DeleteDelay.
 	DeleteDelay time.Duration
+	// Network carries all traffic; nil: TCP on 127.0.0.1.
+	Network wire.Network
 }
 
 // Dial returns a client of the cluster, closed when the cluster's test
 // ends (before the cluster stops).
 func (c *Cluster) Dial() *braid.Client {
 	c.t.Helper()
-	cl, err := braid.Dial(context.Background(), c.MDS.Addr())
+	opts := braid.DefaultOptions
+	opts.Network = c.opts.Network
+	cl, err := braid.DialOptions(context.Background(), c.MDS.Addr(), opts)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -113,7 +118,7 @@ func Start(t testing.TB, o Options) *Cluster {
 func (c *Cluster) startOSD(i int) *osd.Server {
 	c.t.Helper()
 	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
-		Listen: c.addr[i], MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
+		Listen: c.addr[i], Network: c.opts.Network, MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
 		HeartbeatEvery: 100 * time.Millisecond, Log: c.log, FS: c.opts.OSDFS,
 		OnFatal: func(err error) { c.t.Errorf("osd %d fatal: %v", i, err) }})
 	if err != nil {

@@ -36,17 +36,9 @@ type call struct {
 	ready chan struct{}
 }
 
-// Dial connects to addr.
+// Dial connects to addr over TCP.
 func Dial(ctx context.Context, addr string) (*Client, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	return NewClient(conn), nil
+	return DialOn(ctx, TCP{}, addr)
 }
 
 // NewClient starts a client on an established connection.

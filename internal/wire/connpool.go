@@ -8,12 +8,16 @@ import (
 // Pool keeps one pipelined connection per address and re-dials one that
 // has failed. Safe for concurrent use.
 type Pool struct {
+	nw    Network
 	mu    sync.Mutex
 	conns map[string]*Client
 }
 
-// NewPool returns an empty pool.
-func NewPool() *Pool { return &Pool{conns: map[string]*Client{}} }
+// NewPool returns an empty pool dialling over TCP.
+func NewPool() *Pool { return NewPoolOn(nil) }
+
+// NewPoolOn returns an empty pool dialling over nw (nil: TCP).
+func NewPoolOn(nw Network) *Pool { return &Pool{nw: OrTCP(nw), conns: map[string]*Client{}} }
 
 // Get returns a healthy connection to addr, dialling if needed.
 func (p *Pool) Get(ctx context.Context, addr string) (*Client, error) {
@@ -23,7 +27,7 @@ func (p *Pool) Get(ctx context.Context, addr string) (*Client, error) {
 	if c != nil && c.Err() == nil {
 		return c, nil
 	}
-	nc, err := Dial(ctx, addr)
+	nc, err := DialOn(ctx, p.nw, addr)
 	if err != nil {
 		return nil, err
 	}

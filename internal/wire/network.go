@@ -1,0 +1,49 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"net"
+)
+
+// Network is how servers listen and clients dial: TCP in production, an
+// in-memory network that can drop, delay and partition in the simulation
+// (internal/simnet).
+type Network interface {
+	Listen(addr string) (net.Listener, error)
+	Dial(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// TCP is the real network.
+type TCP struct{}
+
+func (TCP) Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+
+func (TCP) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	return conn, nil
+}
+
+// OrTCP is nw, or TCP when nw is nil.
+func OrTCP(nw Network) Network {
+	if nw == nil {
+		return TCP{}
+	}
+	return nw
+}
+
+// DialOn connects to addr over nw.
+func DialOn(ctx context.Context, nw Network, addr string) (*Client, error) {
+	conn, err := OrTCP(nw).Dial(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return NewClient(conn), nil
+}
