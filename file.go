@@ -209,13 +209,17 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 	}
 	now := time.Now()
 	f.lmu.Lock()
+	sameLayout := f.lay.Version == l.Version && f.lay.OSDs != nil
 	f.ino, f.lay, f.cap, f.eps, f.ext = r.Inode.Ino, l, c, r.Endpoints, r.Inode.Extents
 	f.capRenewAt = now.Add(time.Unix(0, c.Expiry).Sub(now) * 2 / 3)
 	f.lmu.Unlock()
-	// The MDS's dirty set is the truth: every mark this handle made has
-	// reached it, except those still on their way.
+	// The MDS's dirty set is the truth for a new layout (only a repair,
+	// which bumps the version, clears marks). Under the same layout a
+	// reply may predate a mark this handle just made, so marks are merged.
 	f.amu.Lock()
-	f.dirty = map[int]bool{}
+	if !sameLayout {
+		f.dirty = map[int]bool{}
+	}
 	for _, d := range r.Inode.Dirty {
 		f.dirty[int(d)] = true
 	}
@@ -230,18 +234,25 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 // and at the MDS, before the write counts as done: no repair may then use
 // them as a source and no reader trusts them.
 func (f *File) markDirty(ctx context.Context, why error, all ...int) error {
-	err := f.reportDirty(ctx, mdsproto.MarkDirtyReq{Why: errText(why)}, all)
+	_, err := f.reportDirty(ctx, mdsproto.MarkDirtyReq{Why: errText(why)}, all)
 	if err != nil {
 		f.setErr(err)
 	}
 	return err
 }
 
-// markLost records that a reader found component comp lost under layout
-// version: the MDS takes the mark only if the file is still at that
-// version (a stale reader's view says nothing about a newer layout).
-func (f *File) markLost(ctx context.Context, version uint64, why error, comp int) {
-	_ = f.reportDirty(ctx, mdsproto.MarkDirtyReq{Version: version, Why: errText(why)}, []int{comp})
+// markLost records that a reader found component comp's object lost
+// (objectLen bytes long; -1: unusable) under layout version: the MDS takes
+// the mark only if the file is still at that version and still records
+// more than the object holds (a reader's view may predate a truncation).
+func (f *File) markLost(ctx context.Context, version uint64, why error, comp int, objectLen int64) {
+	req := mdsproto.MarkDirtyReq{Version: version, Why: errText(why), Lost: true, ObjectLen: objectLen}
+	in, err := f.reportDirty(ctx, req, []int{comp})
+	if err == nil && in.Ino != 0 && !slices.Contains(in.Dirty, uint32(comp)) {
+		f.amu.Lock()
+		delete(f.dirty, comp) // refused: a newer layout, or the record no longer asks for those bytes
+		f.amu.Unlock()
+	}
 }
 
 func errText(err error) string {
@@ -251,7 +262,9 @@ func errText(err error) string {
 	return err.Error()
 }
 
-func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all []int) error {
+// reportDirty records comps dirty here and at the MDS and returns the
+// inode as the MDS has it after the mark (zero when nothing was sent).
+func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all []int) (mdsproto.Inode, error) {
 	var comps []int
 	f.amu.Lock()
 	for _, c := range all {
@@ -264,7 +277,7 @@ func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all [
 	}
 	f.amu.Unlock()
 	if len(comps) == 0 {
-		return nil
+		return mdsproto.Inode{}, nil
 	}
 	defer func() {
 		f.amu.Lock()
@@ -279,10 +292,11 @@ func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all [
 	for _, c := range comps {
 		req.Comps = append(req.Comps, uint32(c))
 	}
-	if err := f.c.mds(ctx, mdsproto.OpMarkDirty, req, nil); err != nil { // retried through MDS restarts
-		return fmt.Errorf("%s: record components %v as dirty: %w", f.path, comps, err)
+	var in mdsproto.Inode
+	if err := f.c.mds(ctx, mdsproto.OpMarkDirty, req, &in); err != nil { // retried through MDS restarts
+		return in, fmt.Errorf("%s: record components %v as dirty: %w", f.path, comps, err)
 	}
-	return nil
+	return in, nil
 }
 
 // refresh fetches a new capability and layout after an OSD refused ours
@@ -316,8 +330,13 @@ func (f *File) renewCapIfDue(ctx context.Context) {
 	f.lmu.Lock()
 	cur, due := f.cap, !time.Now().Before(f.capRenewAt)
 	f.lmu.Unlock()
-	if due {
-		_ = f.refetch(ctx, cur, f.c.mds)
+	if due && f.refetch(ctx, cur, f.c.mds) != nil {
+		// Busy (a repair) or unreachable: try again later, not at once.
+		f.lmu.Lock()
+		if f.cap == cur {
+			f.capRenewAt = time.Now().Add(max(time.Until(time.Unix(0, cur.Expiry))/4, 100*time.Millisecond))
+		}
+		f.lmu.Unlock()
 	}
 }
 
@@ -571,7 +590,15 @@ func (f *File) close(abort bool) error {
 	var err error
 	switch {
 	case abort && f.write:
-		f.submitLocked() // let nothing in flight outlive the handle
+		if f.wb != nil { // buffered, never sent: dropped
+			f.releaseStripe(f.wb)
+			f.wb = nil
+		}
+		if f.modified && f.publish == nil {
+			// Writes since the last commit reached the OSDs: like a failed
+			// writer, leave the lease to run out so the file is scrubbed.
+			err = errAborted
+		}
 	case f.write && (f.modified || f.wb != nil || f.publishing()):
 		err = f.syncLocked(context.Background())
 	}
@@ -581,16 +608,29 @@ func (f *File) close(abort bool) error {
 		f.wb = nil
 	}
 	f.pf.invalidate()
-	if err == nil || f.publish != nil {
+	if errors.Is(err, errAborted) {
+		err = nil
+		f.stopLeaseRenewals()
+	} else if err == nil || f.publish != nil {
 		// An Atomic create that failed is released too: it has no name,
 		// so the MDS deletes it and frees its objects.
 		f.endLease(context.Background())
-	} else if f.stopLease != nil {
+	} else {
 		// Leave the lease to run out: the MDS then scrubs what this
 		// failed writer may have left half-written.
+		f.stopLeaseRenewals()
+	}
+	return err
+}
+
+// errAborted marks an Abort whose writes reached the OSDs uncommitted.
+var errAborted = errors.New("aborted with uncommitted writes")
+
+// stopLeaseRenewals stops renewing the lease without releasing it.
+func (f *File) stopLeaseRenewals() {
+	if f.stopLease != nil {
 		close(f.stopLease)
 		<-f.leaseDone
 		f.stopLease = nil
 	}
-	return err
 }

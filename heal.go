@@ -121,7 +121,7 @@ func (j *repairJob) noteUnwritable(c int) {
 // markUnwritable records the components scrub could not rewrite as dirty,
 // so a rebuild replaces their objects whole.
 func (j *repairJob) markUnwritable(ctx context.Context) error {
-	req := mdsproto.MarkDirtyReq{Ino: j.t.Inode.Ino, Version: j.lay.Version, Why: "scrub: object unusable as a whole (damaged header)"}
+	req := mdsproto.MarkDirtyReq{Ino: j.t.Inode.Ino, Version: j.lay.Version, Why: "scrub: object lost (missing, short or unusable as a whole)"}
 	for c := range j.unwritable {
 		req.Comps = append(req.Comps, uint32(c))
 	}
@@ -380,7 +380,7 @@ func (j *repairJob) readUnit(ctx context.Context, c int, s int64, buf []byte) er
 	if err != nil {
 		return err
 	}
-	if err := vouch(meta, req.Off, int64(len(buf)), j.recorded(c)); err != nil {
+	if _, err := vouch(meta, req.Off, int64(len(buf)), j.recorded(c)); err != nil {
 		return fmt.Errorf("component %d: %w", c, err)
 	}
 	return nil
@@ -582,9 +582,17 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 		switch {
 		case errs[u] == nil:
 			present++
-		case errors.Is(errs[u], wire.ErrCorrupt), errors.Is(errs[u], wire.ErrLost):
+		case errors.Is(errs[u], wire.ErrLost):
+			// A lost object is not rewritten here unit by unit (readers
+			// would meet its unfilled holes): marked dirty, it is rebuilt
+			// whole while readers decode around it.
+			j.noteUnwritable(units[u])
+			wire.PutBuf(shards[u])
+			shards[u] = nil
+		case errors.Is(errs[u], wire.ErrCorrupt):
 			bad = append(bad, u)
-			fallthrough
+			wire.PutBuf(shards[u])
+			shards[u] = nil
 		default:
 			wire.PutBuf(shards[u])
 			shards[u] = nil

@@ -89,15 +89,22 @@ func (f *File) readUnit(ctx context.Context, comp int, off int64, dst []byte, ma
 	version := f.layout().Version
 	req := osdproto.Req{Off: off, Len: uint32(len(dst))}
 	meta, err := f.unitCall(ctx, osdproto.OpRead, comp, req, nil, dst)
+	objectLen := int64(-1) // unusable as a whole, unless the reply says more
+	if err == nil && f.layout().Version != version && f.isDirty(comp) {
+		// The call refreshed the layout (a repair fenced the old one) and
+		// the component is being rewritten now: its object may have holes
+		// not filled yet, so it is read around, not trusted.
+		return wire.Errorf(wire.ErrUnavail, "%s: component %d is being rebuilt", f.path, comp)
+	}
 	if err == nil {
-		if err = vouch(meta, off, int64(len(dst)), f.extentOf(comp)); err != nil {
+		if objectLen, err = vouch(meta, off, int64(len(dst)), f.extentOf(comp)); err != nil {
 			err = fmt.Errorf("%s: component %d: %w", f.path, comp, err)
 		}
 	}
 	switch {
 	case !mark:
 	case errors.Is(err, wire.ErrLost): // the object as a whole: a healer rewrites the component
-		f.markLost(ctx, version, err, comp)
+		f.markLost(ctx, version, err, comp, objectLen)
 	case errors.Is(err, wire.ErrCorrupt): // a block failed its checksum: a scrub rewrites the bad units
 		f.requestScrub()
 	}
@@ -129,19 +136,21 @@ func (f *File) extentOf(comp int) int64 {
 // (so holes read like data); whether zeros are a hole or lost data is
 // decided by the MDS's record of the extent, never guessed: an object
 // shorter than the extent where the read reaches has lost data.
-func vouch(meta []byte, off, n, extent int64) error {
+//
+// It returns the object's length as the OSD reported it (-1 if unknown).
+func vouch(meta []byte, off, n, extent int64) (int64, error) {
 	info, err := osdproto.DecodeObjectInfo(meta)
 	if err != nil {
-		return wire.Errorf(wire.ErrLost, "read reply without the object's length: %v", err)
+		return -1, wire.Errorf(wire.ErrLost, "read reply without the object's length: %v", err)
 	}
 	need := min(extent, off+n)
 	switch {
 	case need <= off || info.Len >= need:
-		return nil
+		return info.Len, nil
 	case info.Version == 0 && info.Len == 0:
-		return wire.Errorf(wire.ErrLost, "missing on its OSD, %d bytes were written", extent)
+		return 0, wire.Errorf(wire.ErrLost, "missing on its OSD, %d bytes were written", extent)
 	default:
-		return wire.Errorf(wire.ErrLost, "object ends at byte %d, %d bytes were written", info.Len, extent)
+		return info.Len, wire.Errorf(wire.ErrLost, "object ends at byte %d, %d bytes were written", info.Len, extent)
 	}
 }
 

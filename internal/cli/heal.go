@@ -48,7 +48,7 @@ func (e *env) scrubCmd() *cobra.Command {
 				bar := e.countProgress(n, "scrub")
 				st, err := waitStatus(ctx, c, func(st braid.Status) bool {
 					_ = bar.Set64(min(n, st.Repair.ScrubTaken-before.Repair.ScrubTaken))
-					return st.Repair.ScrubQueued == 0 && st.Repair.Active == 0
+					return st.Repair.ScrubQueued == 0 && st.Repair.Active == 0 && st.Repair.ScrubTaken-before.Repair.ScrubTaken >= n
 				})
 				_ = bar.Finish()
 				if err != nil {

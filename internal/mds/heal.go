@@ -121,6 +121,10 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 			stale = true
 			return nil
 		}
+		if req.Lost && !stillLost(rec, req.Comps, req.ObjectLen) {
+			stale = true
+			return nil
+		}
 		if rec.Repair.active(s.cfg.Now()) {
 			for _, c := range req.Comps {
 				if slices.Contains(rec.Repair.Comps, c) {
@@ -134,6 +138,21 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 		s.cfg.Log.Info("components marked dirty", "ino", req.Ino, "comps", req.Comps, "why", req.Why)
 	}
 	return in, err
+}
+
+// stillLost reports whether an object of objectLen bytes (-1: unusable)
+// is short of what rec records its group's objects hold.
+func stillLost(rec *inodeRec, comps []uint32, objectLen int64) bool {
+	if objectLen < 0 {
+		return true
+	}
+	w := len(rec.Layout.OSDs) / max(1, rec.Layout.Groups)
+	for _, c := range comps {
+		if g := int(c) / max(1, w); g < len(rec.Extents) && objectLen < rec.Extents[g] {
+			return true
+		}
+	}
+	return false
 }
 
 func addDirty(rec *inodeRec, comps []uint32) error {
@@ -551,6 +570,7 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	delete(s.heal.active, req.Ino)
 	why := s.heal.why[req.Ino]
 	delete(s.heal.why, req.Ino)
+	delete(s.heal.noSpace, req.Ino) // noted again below if this attempt failed for space
 	s.heal.mu.Unlock()
 	failed := req.Err
 	_, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {

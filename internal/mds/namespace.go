@@ -68,6 +68,9 @@ type inodeRec struct {
 	Base uint64 `json:"base,omitempty"`
 	// Repair is set while a healer repairs the file; writers wait.
 	Repair *repairLock `json:"repair,omitempty"`
+	// Unnamed is set on a file created Unlinked until a commit publishes
+	// it: a retried publish of a file since replaced must not bring it back.
+	Unnamed bool `json:"unnamed,omitempty"`
 	// Xattrs are the inode's extended attributes (bounded by maxXattrBytes).
 	Xattrs map[string][]byte `json:"xattrs,omitempty"`
 }

@@ -202,7 +202,7 @@ func (s *Server) createUnlinked(tx kv.Txn, rec *inodeRec, handle uint64) error {
 	if _, err := s.leases.renew(rec.Ino, handle, true, s.cfg.Now(), s.cfg.WriterLease, false); err != nil {
 		return err
 	}
-	rec.Nlink = 0
+	rec.Nlink, rec.Unnamed = 0, true
 	if err := putInode(tx, rec); err != nil {
 		return err
 	}
@@ -213,6 +213,11 @@ func (s *Server) createUnlinked(tx kv.Txn, rec *inodeRec, handle uint64) error {
 // replacing what the name held unless p.Exclusive. A retried publish
 // that finds the name already on rec succeeds.
 func (s *Server) publish(tx kv.Txn, rec *inodeRec, p *mdsproto.Publish) error {
+	if !rec.Unnamed {
+		// Published already (a retried commit whose reply was lost): what
+		// happened to the name since is later history, not undone here.
+		return nil
+	}
 	dir, name, err := resolveParent(tx, p.Dir, p.Path)
 	if err != nil {
 		return err
@@ -223,9 +228,6 @@ func (s *Server) publish(tx kv.Txn, rec *inodeRec, p *mdsproto.Publish) error {
 	}
 	if taken && old == rec.Ino {
 		return nil
-	}
-	if rec.Nlink != 0 {
-		return wire.Errorf(wire.ErrInvalid, "inode %d already has a name", rec.Ino)
 	}
 	if taken {
 		if p.Exclusive {
@@ -245,7 +247,7 @@ func (s *Server) publish(tx kv.Txn, rec *inodeRec, p *mdsproto.Publish) error {
 	if err := tx.Delete(orphanKey(rec.Ino)); err != nil {
 		return err
 	}
-	rec.Nlink, rec.Parent, rec.Name = 1, dir.Ino, name
+	rec.Nlink, rec.Parent, rec.Name, rec.Unnamed = 1, dir.Ino, name, false
 	dir.MtimeNs, dir.CtimeNs = rec.CtimeNs, rec.CtimeNs
 	if err := putInode(tx, dir); err != nil {
 		return err

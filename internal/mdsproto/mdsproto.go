@@ -352,6 +352,12 @@ type MarkDirtyReq struct {
 	// a layout since replaced says nothing about the new one.
 	Version uint64 `json:"version,omitempty"`
 	Why     string `json:"why,omitempty"` // logged by the MDS: what the component missed or how it was lost
+	// Lost marks come from a reader that found an object shorter than the
+	// extent it knew: ObjectLen is what the OSD held (-1: unusable as a
+	// whole). The MDS marks only components still short of the extent it
+	// records now (a truncation since the reader opened cut them rightly).
+	Lost      bool  `json:"lost,omitempty"`
+	ObjectLen int64 `json:"object_len,omitempty"`
 }
 
 // Repair task kinds.

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -211,9 +212,12 @@ func (d *Disk) Crash(rng *rand.Rand) {
 	defer d.mu.Unlock()
 	d.used = 0
 	seen := map[*inode]bool{}
-	for _, dr := range d.dirs {
+	// In path order, so one seed tears the same writes every run.
+	for _, dp := range slices.Sorted(maps.Keys(d.dirs)) {
+		dr := d.dirs[dp]
 		dr.entries = make(map[string]*inode, len(dr.durable))
-		for name, in := range dr.durable {
+		for _, name := range slices.Sorted(maps.Keys(dr.durable)) {
+			in := dr.durable[name]
 			dr.entries[name] = in
 			if !seen[in] {
 				seen[in] = true
@@ -240,8 +244,11 @@ func tornImage(in *inode, rng *rand.Rand) []byte {
 			continue
 		}
 		data := w.data
-		if i == keep-1 && len(data) > sectorBytes {
-			data = data[:rng.IntN(len(data)/sectorBytes+1)*sectorBytes] // torn
+		if i == keep-1 {
+			// Torn at a sector boundary of the disk: a whole number of
+			// the write's sectors reached it.
+			cut := (w.off/sectorBytes + int64(rng.IntN(len(data)/sectorBytes+2))) * sectorBytes
+			data = data[:min(int64(len(data)), max(0, cut-w.off))]
 		}
 		img = resize(img, max(int64(len(img)), w.off+int64(len(data))))
 		copy(img[w.off:], data)
