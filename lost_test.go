@@ -107,10 +107,7 @@ func TestLostComponentIsReconstructed(t *testing.T) {
 	if err != nil || st.Health != mdsproto.HealthDegraded {
 		t.Fatalf("status with lost components: %s (%v), problems %q", st.Health, err, st.Problems)
 	}
-	hctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- cl.Heal(hctx, braid.HealOptions{Name: "test", Poll: 20 * time.Millisecond}) }()
-	defer func() { stop(); <-done }()
+	startHealer(t, cl)
 	waitHealthy(t, cl, 30*time.Second)
 	for _, l := range losses {
 		p := "/ec"
@@ -125,6 +122,15 @@ func TestLostComponentIsReconstructed(t *testing.T) {
 		mustEqual(t, p+": rebuilt object", got, want)
 	}
 	checkConsistent(t, cl, "after healing")
+}
+
+// startHealer runs a healer from the test's client until the test ends
+// (clusters started with Healers: -1 repair nothing by themselves).
+func startHealer(t *testing.T, cl *braid.Client) {
+	hctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cl.Heal(hctx, braid.HealOptions{Name: "test", Poll: 20 * time.Millisecond}) }()
+	t.Cleanup(func() { stop(); <-done })
 }
 
 func mustIno(t *testing.T, cl *braid.Client, p string) uint64 {
@@ -272,10 +278,7 @@ func TestCheckAndScrubWalkARealTree(t *testing.T) {
 	if err := cl.Remove(ctx, "/t/sub/gone"); err != nil {
 		t.Fatal(err)
 	}
-	hctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- cl.Heal(hctx, braid.HealOptions{Name: "test", Poll: 20 * time.Millisecond}) }()
-	defer func() { stop(); <-done }()
+	startHealer(t, cl)
 	var st braid.Status
 	testcluster.Eventually(t, 30*time.Second, func() bool {
 		st, err = cl.Status(ctx)

@@ -266,31 +266,36 @@ func resize(b []byte, n int64) []byte {
 // LoseFile makes the file at p vanish, durably: a lost file, an fsck, a
 // restored backup that predates it.
 func (d *Disk) LoseFile(p string) bool {
-	p = clean(p)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	dr := d.dirs[path.Dir(p)]
-	if dr == nil || dr.entries[path.Base(p)] == nil {
+	dr, name, in := d.lookupLocked(p)
+	if in == nil {
 		return false
 	}
-	d.used -= int64(len(dr.entries[path.Base(p)].data))
-	delete(dr.entries, path.Base(p))
-	delete(dr.durable, path.Base(p))
+	d.used -= int64(len(in.data))
+	delete(dr.entries, name)
+	delete(dr.durable, name)
 	return true
+}
+
+// lookupLocked finds the file at p: its directory, name and inode (nil
+// if there is none).
+func (d *Disk) lookupLocked(p string) (*dir, string, *inode) {
+	p = clean(p)
+	dr := d.dirs[path.Dir(p)]
+	if dr == nil {
+		return nil, "", nil
+	}
+	return dr, path.Base(p), dr.entries[path.Base(p)]
 }
 
 // FlipBit flips bit bit of the byte at off in the file at p, durably
 // (decay on the medium). It reports whether the byte exists.
 func (d *Disk) FlipBit(p string, off int64, bit uint) bool {
-	p = clean(p)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	dr := d.dirs[path.Dir(p)]
-	if dr == nil || dr.entries[path.Base(p)] == nil {
-		return false
-	}
-	in := dr.entries[path.Base(p)]
-	if off < 0 || off >= int64(len(in.data)) {
+	_, _, in := d.lookupLocked(p)
+	if in == nil || off < 0 || off >= int64(len(in.data)) {
 		return false
 	}
 	in.data[off] ^= 1 << (bit % 8)
