@@ -55,4 +55,3 @@ func claimReason(rec *inodeRec, plan filePlan, bm *balanceMove, kind string, vie
 	}
 	return claimWhy{text: strings.Join(parts, "; ")}
 }
-
