@@ -449,6 +449,17 @@ func (j *repairJob) rebuildStripe(ctx context.Context, s int64, units []int, U i
 	}
 	shards, err := j.readSources(ctx, s, units, decode, U)
 	defer putShards(shards)
+	if valid := j.validBytes(units[0]/j.lay.Spec.Width(), s); err != nil && valid < int64(U) {
+		// Columns past the file's end (bytes of a writer that never
+		// committed, never checked by scrub) may be what failed: the
+		// file's own bytes are rebuilt without them.
+		putShards(shards)
+		shards = nil
+		if valid <= 0 {
+			return nil
+		}
+		return j.rebuildStripe(ctx, s, units, int(valid))
+	}
 	if err != nil {
 		return err
 	}
@@ -461,6 +472,15 @@ func (j *repairJob) rebuildStripe(ctx context.Context, s int64, units []int, U i
 		}
 	}
 	return nil
+}
+
+// validBytes is how many bytes of each unit of group stripe s hold the
+// file's committed data (at most a unit; 0 or less past the end).
+func (j *repairJob) validBytes(grp int, s int64) int64 {
+	spec := j.lay.Spec
+	visit := int64(spec.Visit)
+	fs := (s/visit)*visit*int64(j.lay.Groups) + int64(grp)*visit + s%visit
+	return min(j.t.Inode.Size-fs*spec.StripeBytes(), spec.UnitBytes)
 }
 
 // readSources reads K source units of the stripe (data units first), more
@@ -553,9 +573,7 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 	spec := j.lay.Spec
 	w := spec.Width()
 	grp := units[0] / w
-	visit := int64(spec.Visit)
-	fs := (s/visit)*visit*int64(j.lay.Groups) + int64(grp)*visit + s%visit
-	valid := j.t.Inode.Size - fs*spec.StripeBytes()
+	valid := j.validBytes(grp, s)
 	if valid <= 0 {
 		return nil
 	}
@@ -619,7 +637,7 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 		return fmt.Errorf("%w: decode stripe %d: %v", wire.ErrUnavail, s, err)
 	}
 	for _, u := range bad {
-		if err := j.writeUnit(ctx, units[u], s, shards[u]); errors.Is(err, wire.ErrLost) {
+		if err := j.writeUnit(ctx, units[u], s, wholeBlocks(shards[u], spec.UnitBytes)); errors.Is(err, wire.ErrLost) {
 			j.noteUnwritable(units[u]) // its object is unusable as a whole: rebuilt instead
 			continue
 		} else if err != nil {
@@ -634,6 +652,23 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 		j.mu.Unlock()
 	}
 	return nil
+}
+
+// osdBlockBytes is the OSDs' checksum block (internal/osd/doc.go).
+const osdBlockBytes = 4096
+
+// wholeBlocks pads a unit's rewrite with zeros to a whole checksum block
+// (at most the unit): a write of part of a block merges it with the
+// block's old bytes, which fails when that block is the corrupt one being
+// repaired. Past the file's end the stripe holds zeros anyway.
+func wholeBlocks(b []byte, unit int64) []byte {
+	n := min(unit, (int64(len(b))+osdBlockBytes-1)/osdBlockBytes*osdBlockBytes)
+	if n == int64(len(b)) {
+		return b
+	}
+	out := make([]byte, n)
+	copy(out, b)
+	return out
 }
 
 // findInconsistent returns the units of a fully read stripe to rewrite

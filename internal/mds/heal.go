@@ -346,14 +346,18 @@ func needsRepair(rec *inodeRec, views map[uint32]osdView, now time.Time) bool {
 func (s *Server) nextScrub(now time.Time) (uint64, bool) {
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()
+	// A file being repaired or backing off after a failure goes to the
+	// back of the queue: it is scrubbed once it can be, not dropped.
+	var later []uint64
+	defer func() { s.heal.scrubQ = append(s.heal.scrubQ, later...) }()
 	for len(s.heal.scrubQ) > 0 {
 		ino := s.heal.scrubQ[0]
 		s.heal.scrubQ = s.heal.scrubQ[1:]
-		delete(s.heal.scrubIn, ino)
 		if s.heal.claimable(ino, now) {
+			delete(s.heal.scrubIn, ino)
 			return ino, true // counted as taken once claimed or passed over
 		}
-		s.heal.stats.ScrubTaken++
+		later = append(later, ino)
 	}
 	return 0, false
 }

@@ -78,7 +78,7 @@ func (c *Client) Call(ctx context.Context, op uint16, meta, data, respData []byt
 	c.mu.Unlock()
 
 	if err := c.send(Header{Kind: KindRequest, Op: op, ID: id}, meta, data); err != nil {
-		c.fail(err)
+		c.fail(transportErr(err))
 		<-cl.ready
 		return nil, 0, cl.err
 	}
@@ -107,6 +107,19 @@ func (c *Client) send(h Header, meta, data []byte) error {
 	return err
 }
 
+// transportErr marks a failure of the connection itself (whatever the
+// transport calls it: EOF, a reset, a closed pipe) as ErrClosed, so
+// callers retry on a new connection; a malformed frame stays ErrFrame.
+func transportErr(err error) error {
+	switch {
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrFrame):
+		return err
+	case errors.Is(err, io.EOF):
+		return ErrClosed
+	}
+	return fmt.Errorf("%w: %w", ErrClosed, err)
+}
+
 // fail ends the connection once and completes every pending call with err.
 func (c *Client) fail(err error) {
 	c.mu.Lock()
@@ -130,10 +143,7 @@ func (c *Client) readLoop() {
 	var hb [headerBytes]byte
 	for {
 		if err := c.readOne(br, hb[:]); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = ErrClosed
-			}
-			c.fail(err)
+			c.fail(transportErr(err))
 			return
 		}
 	}
