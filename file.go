@@ -410,15 +410,29 @@ func (f *File) unitCall(ctx context.Context, op uint16, comp int, req osdproto.R
 func (f *File) callOSD(ctx context.Context, addr string, op uint16, req osdproto.Req, data, resp []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.c.opts.IOTimeout)
 	defer cancel()
-	conn, err := f.c.conns.Get(ctx, addr)
-	if err != nil {
-		return nil, err
+	var meta []byte
+	var n int
+	for attempt := 0; ; attempt++ {
+		conn, err := f.c.conns.Get(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		meta, n, err = conn.Call(ctx, op, req.Encode(op), data, resp)
+		// A pooled connection the OSD closed (it restarted, or the
+		// network cut it) is no verdict on the OSD: one retry on a new
+		// connection (every OSD request may be sent twice).
+		if attempt == 0 && errors.Is(err, wire.ErrClosed) && ctx.Err() == nil {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
-	meta, n, err := conn.Call(ctx, op, req.Encode(op), data, resp)
-	if err == nil && n != len(resp) {
+	if n != len(resp) {
 		return nil, wire.Errorf(wire.ErrInternal, "short read: %d of %d bytes", n, len(resp))
 	}
-	return meta, err
+	return meta, nil
 }
 
 func (f *File) setErr(err error) {

@@ -452,9 +452,8 @@ func (j *repairJob) rebuildStripe(ctx context.Context, s int64, units []int, U i
 	if valid := j.validBytes(units[0]/j.lay.Spec.Width(), s); err != nil && valid < int64(U) {
 		// Columns past the file's end (bytes of a writer that never
 		// committed, never checked by scrub) may be what failed: the
-		// file's own bytes are rebuilt without them.
-		putShards(shards)
-		shards = nil
+		// file's own bytes are rebuilt without them. (The deferred
+		// putShards returns this attempt's buffers: once, not here too.)
 		if valid <= 0 {
 			return nil
 		}
