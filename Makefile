@@ -33,12 +33,12 @@ unit:
 
 # Every decoder of bytes from the network or disk, fuzzed briefly.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME) ./internal/wire
-	$(GO) test -run '^$$' -fuzz '^FuzzDec$$'       -fuzztime $(FUZZTIME) ./internal/wire
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$'    -fuzztime $(FUZZTIME) ./internal/capability
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$'    -fuzztime $(FUZZTIME) ./internal/osdproto
-	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$'   -fuzztime $(FUZZTIME) ./internal/osd
-	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$'   -fuzztime $(FUZZTIME) ./internal/mds
+	GO=$(GO) scripts/fuzz-one.sh FuzzReadFrame ./internal/wire $(FUZZTIME)
+	GO=$(GO) scripts/fuzz-one.sh FuzzDec ./internal/wire $(FUZZTIME)
+	GO=$(GO) scripts/fuzz-one.sh FuzzDecode ./internal/capability $(FUZZTIME)
+	GO=$(GO) scripts/fuzz-one.sh FuzzDecode ./internal/osdproto $(FUZZTIME)
+	GO=$(GO) scripts/fuzz-one.sh FuzzHandler ./internal/osd $(FUZZTIME)
+	GO=$(GO) scripts/fuzz-one.sh FuzzHandler ./internal/mds $(FUZZTIME)
 
 # The seeded whole-cluster simulation (sim_test.go) and the OSD store's
 # crash test: a failure prints its seed and BRAID_SEED=N replays it.
