@@ -111,11 +111,13 @@ func TestRebuildAfterOSDOut(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 8, OSDOutAfter: 3 * time.Second})
 	cl := c.Dial()
 	files := writeHealFiles(t, cl, 1)
-	victim := c.OSDs[3].ID()
-	if componentsOn(t, cl, files, victim) == 0 {
-		t.Fatal("test setup: victim OSD holds no components")
+	ec, err := cl.Stat(ctx, "/ec")
+	if err != nil {
+		t.Fatal(err)
 	}
-	c.StopOSD(3)
+	victim := ec.Layout.Components[0].OSD // placement is random: take one that holds something
+	vi := osdIndex(c, victim)
+	c.StopOSD(vi)
 	testcluster.Eventually(t, 10*time.Second, func() bool {
 		st, err := cl.Status(ctx)
 		return err == nil && st.Health == mdsproto.HealthDegraded
@@ -132,8 +134,14 @@ func TestRebuildAfterOSDOut(t *testing.T) {
 	checkAll(t, cl, files, "after rebuild")
 	checkConsistent(t, cl, "after rebuild")
 	// Full redundancy again: two more failures are survivable.
-	c.StopOSD(0)
-	c.StopOSD(5)
+	var others []int
+	for i := range c.OSDs {
+		if i != vi && len(others) < 2 {
+			others = append(others, i)
+		}
+	}
+	c.StopOSD(others[0])
+	c.StopOSD(others[1])
 	checkAll(t, cl, files, "after rebuild and two more failures")
 }
 
