@@ -288,7 +288,7 @@ func (s *sim) scrubAll() {
 		if time.Now().After(deadline) {
 			s.fatalf("scrub of %d files not done in 2 simulated minutes: %+v", n, st.Repair)
 		}
-		time.Sleep(100 * time.Millisecond)
+		simTick()
 	}
 }
 
@@ -356,9 +356,13 @@ func (s *sim) waitHealthy() {
 		if time.Now().After(deadline) {
 			s.fatalf("not healthy 2 simulated minutes after a fault: %s %q %+v", st.Health, st.Problems, st.Repair)
 		}
-		time.Sleep(100 * time.Millisecond) // simulated time: the cluster runs meanwhile
+		simTick()
 	}
 }
+
+// simTick lets 100 ms of simulated time pass between two polls (inside the
+// bubble the cluster runs meanwhile and the clock jumps when all wait).
+func simTick() { <-time.After(100 * time.Millisecond) }
 
 func (s *sim) finalChecks() {
 	s.scrubAll()
@@ -385,6 +389,6 @@ func (s *sim) finalChecks() {
 		if time.Now().After(deadline) {
 			s.fatalf("%d objects left a simulated minute after every file was removed", left)
 		}
-		time.Sleep(100 * time.Millisecond)
+		simTick()
 	}
 }
