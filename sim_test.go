@@ -174,13 +174,7 @@ func (s *sim) overwrite() {
 	old := s.model[p]
 	off := s.rng.IntN(len(old) + 1)
 	data := randBytes(s.rng, 1+s.rng.IntN(200<<10))
-	f, err := s.cl.OpenFile(ctx, p, true)
-	if err == nil {
-		_, err = f.WriteAt(data, int64(off))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
+	err := s.withWriter(p, func(f *braid.File) error { _, err := f.WriteAt(data, int64(off)); return err })
 	s.logf("overwrite %s at %d, %d bytes: %v", p, off, len(data), err)
 	if err != nil {
 		s.fatalf("overwrite %s: %v", p, err)
@@ -190,6 +184,19 @@ func (s *sim) overwrite() {
 	s.model[p] = next
 }
 
+// withWriter opens p for writing, runs fn and closes it: the first error.
+func (s *sim) withWriter(p string, fn func(*braid.File) error) error {
+	f, err := s.cl.OpenFile(ctx, p, true)
+	if err != nil {
+		return err
+	}
+	err = fn(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 func (s *sim) truncate() {
 	p, ok := s.pickFile()
 	if !ok {
@@ -197,13 +204,7 @@ func (s *sim) truncate() {
 	}
 	old := s.model[p]
 	n := s.rng.IntN(len(old) + 100<<10)
-	f, err := s.cl.OpenFile(ctx, p, true)
-	if err == nil {
-		err = f.Truncate(int64(n))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
+	err := s.withWriter(p, func(f *braid.File) error { return f.Truncate(int64(n)) })
 	s.logf("truncate %s to %d: %v", p, n, err)
 	if err != nil {
 		s.fatalf("truncate %s: %v", p, err)
