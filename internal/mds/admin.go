@@ -236,7 +236,7 @@ func (s *Server) repairProgress(h healthScan, now time.Time) mdsproto.RepairProg
 	defer s.heal.mu.Unlock()
 	p := s.heal.stats
 	p.FilesLeft, p.BytesLeft, p.Unrepairable = h.filesLeft, h.bytesLeft, h.unrepairable
-	p.Active = len(s.heal.active)
+	p.Active = s.heal.activeCount(now)
 	p.RateBytesPerS = s.heal.rate(now)
 	if p.RateBytesPerS > 0 {
 		p.ETASeconds = float64(p.BytesLeft) / p.RateBytesPerS

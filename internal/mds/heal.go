@@ -60,8 +60,7 @@ type healState struct {
 	steadyMap, cycleMap string
 	cycleClean          bool                 // the current full scan has found no work
 	pending             []uint64             // found by a scan, not yet claimed
-	active              map[uint64]time.Time // files claimed, by claim time
-	why                 map[uint64]claimWhy  // why each active file was claimed
+	active              map[uint64]claim     // files claimed by a healer
 	noSpace             map[uint64]bool      // files whose last repair failed for lack of space
 	recent              []string             // the last maxRecentRepairs repairs and why
 	backoff             map[uint64]time.Time // files not to claim before then
@@ -79,13 +78,16 @@ type doneMark struct {
 }
 
 func newHealState() *healState {
-	return &healState{active: map[uint64]time.Time{}, why: map[uint64]claimWhy{}, noSpace: map[uint64]bool{}, backoff: map[uint64]time.Time{}, scrubIn: map[uint64]bool{},
+	return &healState{active: map[uint64]claim{}, noSpace: map[uint64]bool{}, backoff: map[uint64]time.Time{}, scrubIn: map[uint64]bool{},
 		bal: balanceState{est: map[uint32]int64{}}}
 }
 
 func (h *healState) claimable(ino uint64, now time.Time) bool {
-	if _, busy := h.active[ino]; busy {
-		return false
+	if cl, busy := h.active[ino]; busy {
+		if now.Sub(cl.at) < repairLease {
+			return false
+		}
+		delete(h.active, ino) // its healer died: the repair lock has expired too
 	}
 	if t, ok := h.backoff[ino]; ok {
 		if now.Before(t) {
@@ -94,6 +96,27 @@ func (h *healState) claimable(ino uint64, now time.Time) bool {
 		delete(h.backoff, ino)
 	}
 	return true
+}
+
+// claim is a file handed to a healer: when, at which layout version (a
+// late report of an older claim must not end a newer one) and why.
+type claim struct {
+	at      time.Time
+	version uint64
+	why     claimWhy
+}
+
+// activeCount is the number of claims whose healer may still report.
+func (h *healState) activeCount(now time.Time) int {
+	n := 0
+	for ino, cl := range h.active {
+		if now.Sub(cl.at) < repairLease {
+			n++
+		} else {
+			delete(h.active, ino)
+		}
+	}
+	return n
 }
 
 // rate is the repair write rate over the last rateWindow.
@@ -471,8 +494,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		task.RateBytesPerS = s.cfg.ScrubRateBytes
 	}
 	s.heal.mu.Lock()
-	s.heal.active[ino] = now
-	s.heal.why[ino] = why
+	s.heal.active[ino] = claim{at: now, version: task.Inode.Layout.Version, why: why}
 	s.heal.mu.Unlock()
 	if task.Kind != mdsproto.RepairScrub {
 		s.cfg.Log.Info("repair claimed", "ino", ino, "why", why.text)
@@ -526,10 +548,7 @@ func (s *Server) addGC(tx kv.Txn, ino, ver uint64, comps, osds []uint32, bytes i
 func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (struct{}, error) {
 	now := s.cfg.Now()
 	s.heal.mu.Lock()
-	delete(s.heal.active, req.Ino)
-	why := s.heal.why[req.Ino]
-	delete(s.heal.why, req.Ino)
-	delete(s.heal.noSpace, req.Ino) // noted again below if this attempt failed for space
+	why := s.heal.active[req.Ino].why
 	s.heal.mu.Unlock()
 	failed := req.Err
 	_, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
@@ -561,15 +580,23 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 		}
 		return nil
 	})
+	if wire.CodeOf(err) != wire.ErrNotFound {
+		s.queueLabel(req.Ino) // new objects need their labels
+	}
+	// The claim ends in the same critical section as its counters move,
+	// so a status never sees it neither active nor counted.
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	if s.heal.active[req.Ino].version == req.Version {
+		delete(s.heal.active, req.Ino)
+	}
+	delete(s.heal.noSpace, req.Ino) // noted again below if this attempt failed for space
 	if wire.CodeOf(err) == wire.ErrNotFound {
 		return struct{}{}, nil // removed meanwhile
 	}
-	s.queueLabel(req.Ino) // new objects need their labels
 	if err != nil {
 		return struct{}{}, err
 	}
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
 	s.heal.done = append(s.heal.done, doneMark{at: now, bytes: req.Bytes})
 	s.heal.stats.BytesDone += req.Bytes
 	if failed != "" {
