@@ -58,13 +58,17 @@ type Options struct {
 	// MaxInflightBytes bounds the stripe buffers one open file holds for
 	// write-behind and read-ahead.
 	MaxInflightBytes int64
+	// MaxUnsyncedBytes bounds the written stripes one open file keeps
+	// until its OSDs have synced them, to send again if an OSD restarts
+	// meanwhile (unsynced.go); past it the file syncs its OSDs.
+	MaxUnsyncedBytes int64
 	// RepairWait bounds how long a writer waits for a repair of its file
 	// (rebuild, drain, scrub) to finish before failing.
 	RepairWait time.Duration
 }
 
 // DefaultOptions suit a client on a small machine.
-var DefaultOptions = Options{IOTimeout: 30 * time.Second, MaxInflightBytes: 96 << 20, RepairWait: 10 * time.Minute}
+var DefaultOptions = Options{IOTimeout: 30 * time.Second, MaxInflightBytes: 96 << 20, MaxUnsyncedBytes: 64 << 20, RepairWait: 10 * time.Minute}
 
 // Client talks to one braid cluster. It is safe for concurrent use.
 type Client struct {

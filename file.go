@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	mrand "math/rand/v2"
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,10 +83,19 @@ type File struct {
 	err       error        // first write failure; sticky
 	dirty     map[int]bool // components that missed writes
 	reporting map[int]int  // components whose dirty mark is on its way to the MDS
-	touched   map[int]bool // components written since the last sync
-	wrote     []int64      // per group, how far writes since the last commit reached (nil: none)
-	cut       bool         // objects were cut to wrote (a truncation) since the last commit
-	scrubOnce sync.Once    // a reader met a corrupt block: the file is queued for a scrub once
+	// own are the components this handle marked since its last commit.
+	// A repair meanwhile rebuilds only what the MDS knows was written,
+	// not this handle's writes since, so these marks outlive a new layout
+	// until a commit has carried them (with the extents they concern).
+	own       map[int]bool
+	unsynced  unsyncedWrites // unit writes not yet synced on their OSDs (unsynced.go)
+	wrote     []int64        // per group, how far writes since the last commit reached (nil: none)
+	cut       bool           // objects were cut to wrote (a truncation) since the last commit
+	scrubOnce sync.Once      // a reader met a corrupt block: the file is queued for a scrub once
+
+	// replayWanted: a read met an OSD that restarted since it took
+	// unsynced writes of this handle; they are sent again before a retry.
+	replayWanted atomic.Bool
 }
 
 // Create makes (or replaces) the file at p and opens it for writing.
@@ -126,7 +137,7 @@ func (c *Client) OpenFile(ctx context.Context, p string, write bool) (*File, err
 func newHandle() uint64 { return mrand.Uint64() | 1 }
 
 func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenResp) (*File, error) {
-	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, touched: map[int]bool{},
+	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, own: map[int]bool{}, unsynced: newUnsynced(),
 		size: r.Inode.Size, committed: r.Inode.Size, handle: handle, attr: r.Inode,
 		pending: newPendingStripes()}
 	if err := f.apply(r); err != nil {
@@ -191,7 +202,9 @@ func (f *File) endLease(ctx context.Context) {
 		_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) // a writer's lease running out would get the file scrubbed
 		return
 	}
-	go func() { _ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) }() // a reader's lost release only lets the lease run out
+	// A reader's lost release only lets the lease run out; it is sent
+	// behind the caller, for no longer than the client lives.
+	go func() { _ = f.c.mds(f.c.life, mdsproto.OpRenew, req, nil) }()
 }
 
 // apply installs an MDS open response (first open or refresh).
@@ -224,6 +237,9 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 		f.dirty[int(d)] = true
 	}
 	for c := range f.reporting {
+		f.dirty[c] = true
+	}
+	for c := range f.own {
 		f.dirty[c] = true
 	}
 	f.amu.Unlock()
@@ -273,6 +289,7 @@ func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all [
 		}
 		comps = append(comps, c)
 		f.dirty[c] = true
+		f.own[c] = true
 		f.reporting[c]++
 	}
 	f.amu.Unlock()
@@ -477,29 +494,7 @@ func (f *File) syncLocked(ctx context.Context) error {
 	if !f.modified && !f.publishing() {
 		return nil // nothing written since the last commit: nothing to make durable
 	}
-	lay := f.layout()
-	f.amu.Lock()
-	byOSD := map[uint32][]uint32{}
-	for comp := range f.touched {
-		byOSD[lay.OSDs[comp]] = append(byOSD[lay.OSDs[comp]], uint32(comp))
-	}
-	f.touched = map[int]bool{}
-	f.amu.Unlock()
-	var wg sync.WaitGroup
-	for _, comps := range byOSD {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := f.unitCall(ctx, osdproto.OpSync, int(comps[0]), osdproto.Req{Comps: comps}, nil, nil); err != nil {
-				var cs []int
-				for _, c := range comps {
-					cs = append(cs, int(c))
-				}
-				_ = f.markDirty(ctx, fmt.Errorf("sync failed: %w", err), cs...)
-			}
-		}()
-	}
-	wg.Wait()
+	f.flushOSDs(ctx)
 	if err := f.checkRedundancy(); err != nil {
 		return err
 	}
@@ -540,6 +535,7 @@ func (f *File) commitLocked(ctx context.Context) error {
 		dirty = append(dirty, uint32(c))
 	}
 	slices.Sort(dirty)
+	sent := maps.Clone(f.own)
 	req := mdsproto.CommitReq{Ino: ino, Size: f.size, MtimeNs: time.Now().UnixNano(), Dirty: dirty,
 		LayoutVersion: version, Extents: slices.Clone(f.wrote), Cut: f.cut}
 	f.amu.Unlock()
@@ -554,6 +550,9 @@ func (f *File) commitLocked(ctx context.Context) error {
 		f.attr = in
 		f.amu.Lock()
 		f.wrote, f.cut = nil, false
+		for c := range sent {
+			delete(f.own, c)
+		}
 		f.amu.Unlock()
 		f.lmu.Lock()
 		f.ext = in.Extents

@@ -105,8 +105,38 @@ type repairJob struct {
 	repaired atomic.Int64
 
 	mu         sync.Mutex
-	rewritten  map[int]bool // components scrub rewrote units of
-	unwritable map[int]bool // components whose object scrub could not write: marked dirty
+	rewritten  map[int]bool      // components scrub rewrote units of
+	unwritable map[int]bool      // components whose object scrub could not write: marked dirty
+	boots      map[uint32]uint64 // OSD → boot that took this job's writes
+	restarted  error             // an OSD took writes under two boots
+}
+
+// noteBoot records which process of OSD id took a write; writes taken by
+// two processes may have lost the first one's to a power cut.
+func (j *repairJob) noteBoot(id uint32, boot uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.boots == nil {
+		j.boots = map[uint32]uint64{}
+	}
+	if prev, ok := j.boots[id]; ok && prev != boot && j.restarted == nil {
+		j.restarted = fmt.Errorf("OSD %d: %w", id, errOSDRestarted)
+	}
+	j.boots[id] = boot
+}
+
+// checkBoot fails if the OSD whose sync answered from boot is not the
+// process that took this job's writes.
+func (j *repairJob) checkBoot(id uint32, boot uint64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.restarted != nil {
+		return j.restarted
+	}
+	if prev, ok := j.boots[id]; ok && prev != boot {
+		return fmt.Errorf("OSD %d: %w", id, errOSDRestarted)
+	}
+	return nil
 }
 
 func (j *repairJob) noteUnwritable(c int) {
@@ -399,9 +429,16 @@ func (j *repairJob) writeUnit(ctx context.Context, c int, s int64, data []byte) 
 		return err
 	}
 	req := osdproto.Req{Comp: uint32(c), Off: s * j.lay.Spec.UnitBytes}
-	if _, err := j.call(ctx, j.osdOf(c, false), osdproto.OpWrite, req, data, nil); err != nil {
+	id := j.osdOf(c, false)
+	meta, err := j.call(ctx, id, osdproto.OpWrite, req, data, nil)
+	var boot uint64
+	if err == nil {
+		boot, err = osdproto.DecodeBoot(meta)
+	}
+	if err != nil {
 		return fmt.Errorf("write component %d stripe %d: %w", c, s, err)
 	}
+	j.noteBoot(id, boot)
 	j.written.Add(int64(len(data)))
 	return nil
 }
@@ -557,7 +594,15 @@ func (j *repairJob) finish(ctx context.Context, extents []int64) error {
 	}
 	j.mu.Unlock()
 	for id, comps := range byOSD {
-		if _, err := j.call(ctx, id, osdproto.OpSync, osdproto.Req{Comps: comps}, nil, nil); err != nil {
+		meta, err := j.call(ctx, id, osdproto.OpSync, osdproto.Req{Comps: comps}, nil, nil)
+		var boot uint64
+		if err == nil {
+			boot, err = osdproto.DecodeBoot(meta)
+		}
+		if err == nil {
+			err = j.checkBoot(id, boot)
+		}
+		if err != nil {
 			return fmt.Errorf("sync OSD %d: %w", id, err)
 		}
 	}

@@ -45,6 +45,14 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if !handled {
 		err = f.readRange(context.Background(), p[:n], off)
 	}
+	if err != nil && f.write && f.replayWanted.Load() {
+		// An OSD restarted since it took unsynced writes of this
+		// handle: they are sent again, then the range read again.
+		f.mu.Lock()
+		f.flushOSDs(context.Background())
+		f.mu.Unlock()
+		err = f.readRange(context.Background(), p[:n], off)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -95,6 +103,15 @@ func (f *File) readUnit(ctx context.Context, comp int, off int64, dst []byte, ma
 		// the component is being rewritten now: its object may have holes
 		// not filled yet, so it is read around, not trusted.
 		return wire.Errorf(wire.ErrUnavail, "%s: component %d is being rebuilt", f.path, comp)
+	}
+	if err == nil && f.write {
+		if info, derr := osdproto.DecodeObjectInfo(meta); derr == nil && f.staleBoot(comp, info.Boot) {
+			// Its OSD may have lost this handle's unsynced writes (so
+			// the object may look lost): read around it, and send them
+			// again before a retry.
+			f.replayWanted.Store(true)
+			return wire.Errorf(wire.ErrUnavail, "%s: component %d: %v", f.path, comp, errOSDRestarted)
+		}
 	}
 	if err == nil {
 		if objectLen, err = vouch(meta, off, int64(len(dst)), f.extentOf(comp)); err != nil {

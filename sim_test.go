@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,7 +60,24 @@ func simSeeds(t *testing.T, def int) []uint64 {
 //	    rewrites are now padded to whole blocks. Also found with it: a
 //	    scrub queued while its file backed off after a failed repair was
 //	    dropped; now it waits its turn.
-var simRegressions = []uint64{24, 47}
+//	3:  objects an OSD deleted came back after its power cut (the
+//	    removal was not made durable) and leaked for good; deletes now
+//	    sync their directory.
+//	68: an OSD that lost power between a held file's writes and its
+//	    Sync answered the Sync as if nothing happened: the file read back
+//	    older bytes. OSD replies now name the OSD's boot, and a writer
+//	    sends what it had not synced again (unsynced.go).
+//	140: those writes were sent again after newer ones that overlap
+//	    them; now every write from the first lost one on is.
+//	171: a repair while a writer held the file cleared the writer's
+//	    dirty mark, and rebuilt only what the MDS knew was written: the
+//	    writer's missed writes were never rebuilt. Marks now last until
+//	    a commit carries them.
+//
+// Which interleaving of goroutines a seed meets is not replayed, so an
+// old seed guards its bug only most of the time; each was run until it
+// failed before its fix, and passes 600 seeds after.
+var simRegressions = []uint64{3, 24, 47, 68, 140, 171}
 
 func TestSimulation(t *testing.T) {
 	seeds := simSeeds(t, 8)
@@ -98,8 +116,17 @@ type sim struct {
 	cl    *braid.Client
 	nw    *simnet.Net
 	disk  *simdisk.Disk
-	model map[string][]byte
+	model map[string][]byte // acknowledged contents of every closed file
+	held  map[string]*heldFile
 	trace strings.Builder
+}
+
+// heldFile is a file kept open for writing across steps (and capability
+// lifetimes, and faults): acked is what its last Sync acknowledged, now
+// what its handle has written since.
+type heldFile struct {
+	f          *braid.File
+	acked, now []byte
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -115,9 +142,10 @@ func (s *sim) fatalf(format string, args ...any) {
 func runSim(t *testing.T, seed uint64, steps int) string {
 	nw, disk := simnet.New(), simdisk.New(0)
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Network: nw, OSDFS: disk, CapTTL: 3 * time.Second})
-	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), c: c, cl: c.Dial(), nw: nw, disk: disk, model: map[string][]byte{}}
+	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), c: c, cl: c.Dial(), nw: nw, disk: disk,
+		model: map[string][]byte{}, held: map[string]*heldFile{}}
 	for i := 0; i < steps; i++ {
-		switch r := s.rng.IntN(10); {
+		switch r := s.rng.IntN(12); {
 		case r < 3:
 			s.put()
 		case r < 5:
@@ -126,6 +154,8 @@ func runSim(t *testing.T, seed uint64, steps int) string {
 			s.truncate()
 		case r < 7:
 			s.renameOrRemove()
+		case r < 9:
+			s.heldStep()
 		default:
 			s.fault()
 		}
@@ -239,12 +269,108 @@ func (s *sim) renameOrRemove() {
 	s.model[to] = data
 }
 
+// heldPaths are the names of the files kept open across steps; the other
+// operations never touch them.
+var heldPaths = []string{"/h0", "/h1"}
+
+// heldStep opens one of the held files, writes through it, syncs it or
+// closes it. A closed held file joins the model of acknowledged files.
+func (s *sim) heldStep() {
+	p := heldPaths[s.rng.IntN(len(heldPaths))]
+	h := s.held[p]
+	if h == nil {
+		if old, ok := s.model[p]; ok {
+			f, err := s.cl.OpenFile(ctx, p, true)
+			s.logf("hold %s again: %v", p, err)
+			if err != nil {
+				s.fatalf("open %s: %v", p, err)
+			}
+			s.held[p] = &heldFile{f: f, acked: old, now: slices.Clone(old)}
+			delete(s.model, p)
+			return
+		}
+		spec := simLayouts[s.rng.IntN(len(simLayouts))]
+		f, err := s.cl.Create(ctx, p, braid.CreateOptions{Layout: spec, SizeHint: -1})
+		s.logf("hold %s %q: %v", p, spec, err)
+		if err != nil {
+			s.fatalf("create %s: %v", p, err)
+		}
+		s.held[p] = &heldFile{f: f}
+		return
+	}
+	switch s.rng.IntN(4) {
+	case 0, 1:
+		off := s.rng.IntN(len(h.now) + 64<<10)
+		data := randBytes(s.rng, 1+s.rng.IntN(150<<10))
+		_, err := h.f.WriteAt(data, int64(off))
+		s.logf("held write %s at %d, %d bytes: %v", p, off, len(data), err)
+		if err != nil {
+			s.fatalf("held write %s: %v", p, err)
+		}
+		h.now = append(h.now, make([]byte, max(0, off+len(data)-len(h.now)))...)
+		copy(h.now[off:], data)
+	case 2:
+		err := h.f.Sync()
+		s.logf("held sync %s: %v", p, err)
+		if err != nil {
+			s.fatalf("held sync %s: %v", p, err)
+		}
+		h.acked = slices.Clone(h.now)
+		s.verifyHeld(p, "after its sync")
+	case 3:
+		err := h.f.Close()
+		s.logf("held close %s: %v", p, err)
+		if err != nil {
+			s.fatalf("held close %s: %v", p, err)
+		}
+		delete(s.held, p)
+		s.model[p] = h.now
+	}
+}
+
+// verifyHeld reads an open file through a second handle: once synced,
+// what was written through the held handle is acknowledged.
+func (s *sim) verifyHeld(p, what string) {
+	got, err := get(s.t, s.cl, p)
+	if err != nil {
+		s.fatalf("%s: read %s: %v", what, p, err)
+	}
+	if !bytes.Equal(got, s.held[p].acked) {
+		s.fatalf("%s: %s reads %d bytes differing from the %d acknowledged (%s)", what, p, len(got), len(s.held[p].acked), s.describe(p, got, s.held[p].acked))
+	}
+}
+
+// isHeld reports whether the object file obj belongs to a held file.
+func (s *sim) isHeld(obj string) bool {
+	for _, h := range s.held {
+		if strings.HasPrefix(path.Base(obj), fmt.Sprintf("%016x.", h.f.Ino())) {
+			return true
+		}
+	}
+	return false
+}
+
+// closeHeld closes every held file (at the end of a run).
+func (s *sim) closeHeld() {
+	for _, p := range heldPaths {
+		if h := s.held[p]; h != nil {
+			err := h.f.Close()
+			s.logf("held close %s: %v", p, err)
+			if err != nil {
+				s.fatalf("held close %s: %v", p, err)
+			}
+			delete(s.held, p)
+			s.model[p] = h.now
+		}
+	}
+}
+
 // fault injects one fault, lets the cluster live with it for a moment of
 // simulated time (with a read of every file), then undoes it and waits
 // until the cluster is healthy again.
 func (s *sim) fault() {
 	i := s.rng.IntN(len(s.c.OSDs))
-	switch s.rng.IntN(5) {
+	switch s.rng.IntN(6) {
 	case 0:
 		addr := s.c.OSDs[i].Addr()
 		s.nw.Isolate(addr)
@@ -263,6 +389,14 @@ func (s *sim) fault() {
 	case 4:
 		s.logf("fault: OSD %d restarted", i)
 		s.c.RestartOSD(i)
+	case 5:
+		// A power cut: the OSD dies at once (no more writes, nothing
+		// synced on the way out) and its disk keeps only what was
+		// fsynced, plus some torn unsynced writes.
+		s.logf("fault: OSD %d lost power", i)
+		s.c.StopOSD(i)
+		s.disk.CrashUnder(s.c.OSDDir(i), s.rng)
+		s.c.StartOSD(i)
 	}
 	s.verifyAll("under a fault")
 	s.scrubAll() // latent damage (an unread parity unit) is found before the next fault
@@ -307,8 +441,18 @@ func (s *sim) loseObject(i int) bool {
 	return true
 }
 
+// flipBit flips a bit of an object of a closed file. Decay of what an
+// open writer has not committed yet cannot be scrubbed (the MDS does not
+// know those bytes yet), so two flips landing in one stripe of it before
+// its commit would exceed what the layout tolerates: the simulation keeps
+// its one-fault-at-a-time promise by sparing held files.
 func (s *sim) flipBit(i int) bool {
-	objs := s.objectsOf(i)
+	var objs []string
+	for _, o := range s.objectsOf(i) {
+		if !s.isHeld(o) {
+			objs = append(objs, o)
+		}
+	}
 	if len(objs) == 0 {
 		return false
 	}
@@ -340,9 +484,28 @@ func (s *sim) verifyAll(what string) {
 			s.fatalf("%s: read %s: %v", what, p, err)
 		}
 		if !bytes.Equal(got, s.model[p]) {
-			s.fatalf("%s: %s reads %d bytes differing from the %d acknowledged", what, p, len(got), len(s.model[p]))
+			s.fatalf("%s: %s reads %d bytes differing from the %d acknowledged (%s)", what, p, len(got), len(s.model[p]), s.describe(p, got, s.model[p]))
 		}
 	}
+}
+
+// describe says where got differs from want, and p's layout.
+func (s *sim) describe(p string, got, want []byte) string {
+	var runs []string
+	for i := 0; i < min(len(got), len(want)) && len(runs) < 8; {
+		if got[i] == want[i] {
+			i++
+			continue
+		}
+		j := i
+		for j < min(len(got), len(want)) && got[j] != want[j] {
+			j++
+		}
+		runs = append(runs, fmt.Sprintf("%d-%d", i, j))
+		i = j
+	}
+	lay, err := s.cl.GetLayout(ctx, p)
+	return fmt.Sprintf("differs at %v; layout %+v %v", runs, lay, err)
 }
 
 func (s *sim) waitHealthy() {
@@ -366,6 +529,7 @@ func (s *sim) waitHealthy() {
 func simTick() { <-time.After(100 * time.Millisecond) }
 
 func (s *sim) finalChecks() {
+	s.closeHeld()
 	s.scrubAll()
 	s.waitHealthy()
 	s.verifyAll("at the end")

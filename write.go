@@ -102,6 +102,9 @@ func (f *File) submitLocked() {
 		return
 	}
 	f.wb = nil
+	if f.unsyncedBytes() >= f.maxUnsyncedBytes() {
+		f.flushOSDs(context.Background())
+	}
 	spec := f.layout().Spec
 	S := spec.StripeBytes()
 	start := wb.fs * S
@@ -122,6 +125,17 @@ func (f *File) submitLocked() {
 // fillStripe reads the parts of the stripe's first valid bytes that the
 // writer did not supply.
 func (f *File) fillStripe(wb *stripeBuf, start, valid int64) error {
+	err := f.fillStripeOnce(wb, start, valid)
+	if err != nil && f.replayWanted.Load() {
+		// An OSD restarted since it took writes of this handle: they
+		// are sent again, then the stripe read again.
+		f.flushOSDs(context.Background())
+		err = f.fillStripeOnce(wb, start, valid)
+	}
+	return err
+}
+
+func (f *File) fillStripeOnce(wb *stripeBuf, start, valid int64) error {
 	ctx := context.Background()
 	if wb.lo > 0 {
 		if err := f.readRange(ctx, wb.buf[:wb.lo], start); err != nil {
@@ -148,6 +162,7 @@ type stripeOp struct {
 	left    int
 	failed  []error
 	nospace error
+	kept    bool // an OSD took a unit: the buffer is kept until the sync
 }
 
 // maxStripeSends bounds how often one stripe is sent again because the
@@ -214,25 +229,28 @@ func (op *stripeOp) send() {
 	for u, data := range op.shards {
 		loc := lay.UnitOf(op.wb.fs, u)
 		go func() {
-			_, err := f.unitCall(context.Background(), osdproto.OpWrite, loc.Component, osdproto.Req{Off: loc.ObjectOff}, data, nil)
-			op.done(loc.Component, loc.ObjectOff+int64(len(data)), err)
+			meta, err := f.unitCall(context.Background(), osdproto.OpWrite, loc.Component, osdproto.Req{Off: loc.ObjectOff}, data, nil)
+			var boot uint64
+			if err == nil {
+				boot, err = osdproto.DecodeBoot(meta)
+			}
+			op.done(loc.Component, loc.ObjectOff, data, boot, err)
 		}()
 	}
 }
 
 // done records one unit write's outcome: a failed unit marks its
 // component dirty, a written one extends what the next commit records.
-func (op *stripeOp) done(comp int, end int64, err error) {
+func (op *stripeOp) done(comp int, off int64, data []byte, boot uint64, err error) {
 	f := op.f
 	if err != nil {
 		_ = f.markDirty(context.Background(), fmt.Errorf("unit write failed: %w", err), comp)
 	} else {
-		f.noteWritten(comp, end)
-		f.amu.Lock()
-		f.touched[comp] = true
-		f.amu.Unlock()
+		f.noteWritten(comp, off+int64(len(data)))
+		f.keepWrite(comp, off, data, boot)
 	}
 	op.mu.Lock()
+	op.kept = op.kept || err == nil
 	if err != nil {
 		op.failed = append(op.failed, err)
 		if errors.Is(err, wire.ErrNoSpace) && op.nospace == nil {
@@ -263,7 +281,11 @@ func (op *stripeOp) done(comp int, end int64, err error) {
 }
 
 func (op *stripeOp) finish() {
-	op.f.releaseStripe(op.wb)
+	if op.kept {
+		op.f.keepStripe(op.wb) // its units are kept writes until the sync
+	} else {
+		op.f.releaseStripe(op.wb)
+	}
 	op.f.pending.end(op.wb.fs)
 }
 

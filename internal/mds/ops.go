@@ -340,12 +340,12 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		if err := commitExtents(rec, l, req); err != nil {
 			return err
 		}
-		// Dirty marks name components of the version they were made
-		// under; after a repair moved components they may mean others.
-		if req.LayoutVersion == rec.Layout.Version {
-			if err := addDirty(rec, req.Dirty); err != nil {
-				return err
-			}
+		// Dirty marks hold across layout versions: a component keeps its
+		// index when a repair moves or rebuilds it, and a repair since the
+		// writer's mark rebuilt only what the MDS knew was written, not
+		// the writes this commit records.
+		if err := addDirty(rec, req.Dirty); err != nil {
+			return err
 		}
 		rec.Size = req.Size
 		if req.MtimeNs != 0 {

@@ -3,6 +3,7 @@ package osd
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,7 @@ type Server struct {
 	wsrv  *wire.Server
 	ln    net.Listener
 	sb    superblock
+	boot  uint64 // this process's incarnation (osdproto: Write and Sync replies)
 	id    atomic.Uint32
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
@@ -97,13 +99,26 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Server{cfg: cfg, store: store, ln: ln, sb: sb, stop: cancel}
+	s := &Server{cfg: cfg, store: store, ln: ln, sb: sb, stop: cancel, boot: newBoot()}
 	s.id.Store(sb.OSDID)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.DefaultLimits)
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
 	go func() { defer s.wg.Done(); s.heartbeatLoop(ctx) }()
 	return s, nil
+}
+
+// newBoot draws a random, nonzero boot id: a restarted OSD must never
+// answer with the boot of an earlier process, whose unsynced writes a
+// power cut may have dropped.
+func newBoot() uint64 {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		if boot := binary.LittleEndian.Uint64(b[:]); boot != 0 {
+			return boot
+		}
+	}
 }
 
 func loadSuperblock(dir string) (superblock, error) {
@@ -181,7 +196,10 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	key := ObjKey{Ino: req.Ino, Comp: req.Comp}
 	switch r.Op {
 	case osdproto.OpWrite:
-		return wire.Response{}, s.store.Write(key, ver, req.Off, r.Data, req.Flags&osdproto.FlagSync != 0)
+		if err := s.store.Write(key, ver, req.Off, r.Data, req.Flags&osdproto.FlagSync != 0); err != nil {
+			return wire.Response{}, err
+		}
+		return wire.Response{Meta: osdproto.EncodeBoot(s.boot)}, nil
 	case osdproto.OpRead:
 		if req.Len > wire.MaxDataBytes {
 			return wire.Response{}, wire.Errorf(wire.ErrBadRequest, "read of %d bytes exceeds %d", req.Len, wire.MaxDataBytes)
@@ -192,10 +210,13 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 			wire.PutBuf(buf)
 			return wire.Response{}, err
 		}
-		info := osdproto.ObjectInfo{Len: size, Version: v}
+		info := osdproto.ObjectInfo{Len: size, Version: v, Boot: s.boot}
 		return wire.Response{Meta: info.Encode(), Data: buf, Release: func() { wire.PutBuf(buf) }}, nil
 	case osdproto.OpSync:
-		return wire.Response{}, eachComp(req, ver, s.store.Sync)
+		if err := eachComp(req, ver, s.store.Sync); err != nil {
+			return wire.Response{}, err
+		}
+		return wire.Response{Meta: osdproto.EncodeBoot(s.boot)}, nil
 	case osdproto.OpTruncate:
 		return wire.Response{}, s.store.Truncate(key, ver, req.Off)
 	case osdproto.OpDelete:
@@ -218,7 +239,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		if err != nil {
 			return wire.Response{}, err
 		}
-		return wire.Response{Meta: osdproto.ObjectInfo{Len: size, Version: v}.Encode()}, nil
+		return wire.Response{Meta: osdproto.ObjectInfo{Len: size, Version: v, Boot: s.boot}.Encode()}, nil
 	}
 	return wire.Response{}, wire.Errorf(wire.ErrUnknownOp, "osd op %d", r.Op)
 }

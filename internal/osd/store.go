@@ -591,14 +591,23 @@ func (s *Store) Delete(k ObjKey, version uint64) error {
 	return err
 }
 
+// removeFiles removes k's files durably: a deletion the MDS was told of
+// must not be undone by a power cut (the object would come back, held
+// by no file, for good).
 func (s *Store) removeFiles(k ObjKey) error {
 	s.dropStagesOf(k)
+	removed := false
 	for _, ext := range []string{"dat", "sum"} {
-		if err := s.fs.Remove(s.path(k, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err := s.fs.Remove(s.path(k, ext))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return s.ioError(err)
 		}
+		removed = removed || err == nil
 	}
-	return nil
+	if !removed {
+		return nil
+	}
+	return s.syncDir(filepath.Dir(s.path(k, "dat")))
 }
 
 // errDeleted is returned to requests that raced with a delete.

@@ -3,20 +3,27 @@
 // internal/wire frames. Every request names a file (ino) and component(s)
 // and carries the capability the MDS issued for that file.
 //
-// Meta layouts, version 1 (wire.Enc encoding: little-endian integers,
+// Meta layouts, version 2 (boots added to Write, Sync, Read and Stat replies; wire.Enc encoding: little-endian integers,
 // u16-length-prefixed byte strings; cap is capability.Encode, 57 bytes):
 //
-//	Write    cap, ino u64, comp u32, off i64, flags u8 (1 = sync)      data = bytes
-//	Read     cap, ino u64, comp u32, off i64, len u32                  resp data = bytes, resp meta = objLen i64
-//	Sync     cap, ino u64, n u32, comp u32 × n
+//	Write    cap, ino u64, comp u32, off i64, flags u8 (1 = sync)      data = bytes, resp meta = boot u64
+//	Read     cap, ino u64, comp u32, off i64, len u32                  resp data = bytes, resp meta = objLen i64, version u64, boot u64
+//	Sync     cap, ino u64, n u32, comp u32 × n                         resp meta = boot u64
 //	Truncate cap, ino u64, comp u32, size i64
 //	Delete   cap, ino u64, n u32, comp u32 × n
-//	Stat     cap, ino u64, comp u32                                    resp meta = objLen i64, version u64
+//	Stat     cap, ino u64, comp u32                                    resp meta = objLen i64, version u64, boot u64
 //	Stage    cap, ino u64, comp u32, off i64, txid u64                 data = bytes (kept aside, durable)
 //	Apply    cap, ino u64, comp u32, txid u64                          staged bytes written into the object
 //	Abort    cap, ino u64, comp u32, txid u64                          staged bytes dropped
 //	Label    cap, ino u64, n u32, comp u32 × n                         data = label (JSON ObjectLabel) for each
 //	Scan     cap (ino 0), ino u64 = 0, cursor bytes, limit u32         resp meta = next cursor, data = JSON []ScanEntry
+//
+// boot names the OSD process's incarnation (random per start, kept across
+// a clean shutdown that synced everything). A write without the sync flag
+// is durable only once a Sync answers from the same boot: a Sync that
+// answers from another boot means the OSD restarted in between and may
+// have lost the writes (a power cut), so the writer must treat them as
+// missed.
 //
 // Sync under a newer layout version than the object's records that version
 // (a repair fences old writers this way).
@@ -170,19 +177,42 @@ func Decode(op uint16, meta []byte) (Req, error) {
 type ObjectInfo struct {
 	Len     int64
 	Version uint64
+	Boot    uint64 // the answering OSD process (see boot above)
 }
 
 func (o ObjectInfo) Encode() []byte {
 	var e wire.Enc
 	e.I64(o.Len)
 	e.U64(o.Version)
+	e.U64(o.Boot)
 	return e.B
 }
 
 func DecodeObjectInfo(b []byte) (ObjectInfo, error) {
 	d := wire.NewDec(b)
-	o := ObjectInfo{Len: d.I64(), Version: d.U64()}
+	o := ObjectInfo{Len: d.I64(), Version: d.U64(), Boot: d.U64()}
 	return o, d.Err()
+}
+
+// EncodeBoot is the meta of Write and Sync responses.
+func EncodeBoot(boot uint64) []byte {
+	e := &wire.Enc{B: make([]byte, 0, 8)}
+	e.U64(boot)
+	return e.B
+}
+
+// DecodeBoot reads the meta of a Write or Sync response. A reply that
+// names no boot cannot vouch for durability and is an error.
+func DecodeBoot(b []byte) (uint64, error) {
+	d := wire.NewDec(b)
+	boot := d.U64()
+	if err := d.Err(); err != nil {
+		return 0, err
+	}
+	if boot == 0 {
+		return 0, wire.Errorf(wire.ErrBadRequest, "reply names no OSD boot")
+	}
+	return boot, nil
 }
 
 // ScanEntry is one object in a Scan response.

@@ -207,23 +207,41 @@ func (d *Disk) Statfs(string) (int64, int64, error) {
 // directory fsync, every byte not made durable by a file fsync, except a
 // random prefix of each file's unsynced writes, the last of them torn at
 // a sector boundary (rng decides; nil keeps none).
-func (d *Disk) Crash(rng *rand.Rand) {
+func (d *Disk) Crash(rng *rand.Rand) { d.CrashUnder("/", rng) }
+
+// CrashUnder is Crash for the directory tree at root only: one machine's
+// power cut where several share the disk twin. Its owner must have
+// stopped using the tree first (a dead machine does nothing more).
+func (d *Disk) CrashUnder(root string, rng *rand.Rand) {
+	root = clean(root)
+	under := strings.TrimSuffix(root, "/") + "/"
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.used = 0
-	seen := map[*inode]bool{}
+	crashed := map[*inode]bool{}
 	// In path order, so one seed tears the same writes every run.
 	for _, dp := range slices.Sorted(maps.Keys(d.dirs)) {
+		if dp != root && !strings.HasPrefix(dp, under) {
+			continue
+		}
 		dr := d.dirs[dp]
 		dr.entries = make(map[string]*inode, len(dr.durable))
 		for _, name := range slices.Sorted(maps.Keys(dr.durable)) {
 			in := dr.durable[name]
 			dr.entries[name] = in
-			if !seen[in] {
-				seen[in] = true
+			if !crashed[in] {
+				crashed[in] = true
 				in.data = tornImage(in, rng)
 				in.synced = slices.Clone(in.data)
 				in.unsynced = nil
+			}
+		}
+	}
+	d.used = 0
+	counted := map[*inode]bool{}
+	for _, dr := range d.dirs {
+		for _, in := range dr.entries {
+			if !counted[in] {
+				counted[in] = true
 				d.used += int64(len(in.data))
 			}
 		}

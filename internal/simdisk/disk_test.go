@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path"
 	"syscall"
 	"testing"
 
@@ -158,5 +159,33 @@ func TestCrashReplaysFromItsSeed(t *testing.T) {
 	}
 	if image() != image() {
 		t.Fatal("the same seed crashed the disk into two different images")
+	}
+}
+
+// A power cut of one machine's tree leaves the others' unsynced writes.
+func TestCrashUnderLeavesOtherTrees(t *testing.T) {
+	d := New(0)
+	for _, p := range []string{"/m1/objects", "/m2"} {
+		if err := d.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"/m1/objects/o", "/m2/o"} {
+		f := mustOpen(t, d, p, os.O_RDWR|os.O_CREATE)
+		f.WriteAt([]byte("synced"), 0)
+		f.Sync()
+		dir := mustOpen(t, d, path.Dir(p), os.O_RDONLY)
+		dir.Sync()
+		f.WriteAt([]byte("SYNCED and more"), 0)
+	}
+	d.CrashUnder("/m1", nil)
+	if b, err := contents(t, d, "/m1/objects/o"); err != nil || string(b) != "synced" {
+		t.Fatalf("crashed tree: %q %v", b, err)
+	}
+	if b, err := contents(t, d, "/m2/o"); err != nil || string(b) != "SYNCED and more" {
+		t.Fatalf("other tree: %q %v", b, err)
+	}
+	if _, free, _ := d.Statfs("/"); free != 1<<50-int64(len("synced")+len("SYNCED and more")) {
+		t.Fatalf("free after the crash: %d", free)
 	}
 }

@@ -135,6 +135,13 @@ func (c *Cluster) RestartOSD(i int) {
 	c.OSDs[i] = c.startOSD(i)
 }
 
+// StartOSD starts OSD i, stopped by StopOSD, again on its old address
+// and data.
+func (c *Cluster) StartOSD(i int) {
+	c.t.Helper()
+	c.OSDs[i] = c.startOSD(i)
+}
+
 // AddOSD starts one more OSD and waits until it has registered; it
 // returns its index.
 func (c *Cluster) AddOSD() int {

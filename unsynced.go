@@ -1,0 +1,215 @@
+package braid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// A unit write is durable only once its OSD has synced it. Until then a
+// power cut of the OSD may drop it, and the OSD that comes back answers
+// as if nothing happened. So a writing handle keeps every unit write its
+// OSDs took but have not synced, with the OSD process (boot) that took
+// it, as NFSv3 clients keep unstable writes with the server's write
+// verifier: a sync, or a read, that answers from another boot means the
+// OSD restarted, and the kept writes are sent again before the sync
+// counts. Nothing acknowledged is lost to an OSD restart, and no
+// component is marked dirty for one.
+//
+// Memory is bounded by Options.MaxUnsyncedBytes per handle: past it the
+// handle syncs its OSDs (not the MDS) and drops what it kept.
+
+// maxReplays bounds how often one sync sends kept writes again to an OSD
+// that keeps restarting; past it the components are marked dirty.
+const maxReplays = 3
+
+// errOSDRestarted: an OSD answering is not the process that took writes
+// it had not made durable; a power cut in between may have dropped them.
+var errOSDRestarted = errors.New("the OSD restarted after taking writes it had not made durable")
+
+// unitWrite is one unit write an OSD took but has not synced.
+type unitWrite struct {
+	comp int
+	off  int64
+	data []byte // into a kept stripe buffer
+	boot uint64 // the OSD process that took it
+}
+
+// unsyncedWrites is what a handle keeps between syncs (guarded by amu).
+type unsyncedWrites struct {
+	writes []*unitWrite  // oldest first: sent again in this order
+	bytes  int64         // of the kept stripe buffers
+	bufs   []*stripeBuf  // kept stripe buffers, back to the pool at the sync
+	comps  map[int]bool  // components written since the last sync
+	boots  map[int]int64 // component → boot of its writes, -1 if several
+}
+
+func newUnsynced() unsyncedWrites {
+	return unsyncedWrites{comps: map[int]bool{}, boots: map[int]int64{}}
+}
+
+// keepWrite records a unit write comp's OSD took from process boot.
+func (f *File) keepWrite(comp int, off int64, data []byte, boot uint64) {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	u := &f.unsynced
+	u.writes = append(u.writes, &unitWrite{comp: comp, off: off, data: data, boot: boot})
+	u.comps[comp] = true
+	if b, ok := u.boots[comp]; !ok {
+		u.boots[comp] = int64(boot)
+	} else if b != int64(boot) {
+		u.boots[comp] = -1
+	}
+}
+
+// keepStripe keeps a sent stripe's buffer until the sync (its units are
+// kept writes). Its in-flight reservation is returned now: the buffer
+// counts against MaxUnsyncedBytes instead.
+func (f *File) keepStripe(wb *stripeBuf) {
+	f.inflight.Release(int64(len(wb.buf)))
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	f.unsynced.bufs = append(f.unsynced.bufs, wb)
+	f.unsynced.bytes += int64(len(wb.buf))
+}
+
+// maxUnsyncedBytes is Options.MaxUnsyncedBytes, or its default if unset.
+func (f *File) maxUnsyncedBytes() int64 {
+	if n := f.c.opts.MaxUnsyncedBytes; n > 0 {
+		return n
+	}
+	return DefaultOptions.MaxUnsyncedBytes
+}
+
+func (f *File) unsyncedBytes() int64 {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	return f.unsynced.bytes
+}
+
+// staleBoot reports whether comp took writes since the last sync from an
+// OSD process other than boot, the one answering now.
+func (f *File) staleBoot(comp int, boot uint64) bool {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	b, ok := f.unsynced.boots[comp]
+	return ok && b != int64(boot)
+}
+
+// flushOSDs makes every unit write since the last sync durable on its
+// OSD, sending kept writes again to OSDs that restarted meanwhile. A
+// component that cannot be made durable is marked dirty. The caller
+// holds mu (no write can start meanwhile).
+func (f *File) flushOSDs(ctx context.Context) {
+	f.pending.wait()
+	f.replayWanted.Store(false)
+	lay := f.layout()
+	f.amu.Lock()
+	u := f.unsynced
+	f.unsynced = newUnsynced()
+	f.amu.Unlock()
+	defer func() {
+		for _, wb := range u.bufs {
+			wire.PutBuf(wb.buf)
+		}
+	}()
+	byOSD := map[uint32][]uint32{}
+	for comp := range u.comps {
+		if comp < len(lay.OSDs) {
+			byOSD[lay.OSDs[comp]] = append(byOSD[lay.OSDs[comp]], uint32(comp))
+		}
+	}
+	var wg sync.WaitGroup
+	for _, comps := range byOSD {
+		slices.Sort(comps)
+		var writes []*unitWrite
+		for _, w := range u.writes {
+			if slices.Contains(comps, uint32(w.comp)) {
+				writes = append(writes, w)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.syncOSD(ctx, comps, writes)
+		}()
+	}
+	wg.Wait()
+}
+
+// syncOSD syncs comps on their OSD. If the OSD answers from another
+// process than the one that took some of writes, those are sent again and
+// the sync repeated.
+func (f *File) syncOSD(ctx context.Context, comps []uint32, writes []*unitWrite) {
+	for attempt := 0; ; attempt++ {
+		meta, err := f.unitCall(ctx, osdproto.OpSync, int(comps[0]), osdproto.Req{Comps: comps}, nil, nil)
+		var boot uint64
+		if err == nil {
+			boot, err = osdproto.DecodeBoot(meta)
+		}
+		if err != nil {
+			_ = f.markDirty(ctx, fmt.Errorf("sync failed: %w", err), ints(comps)...)
+			return
+		}
+		stale := staleWrites(writes, boot, f.isDirty)
+		if len(stale) == 0 {
+			return
+		}
+		if attempt == maxReplays {
+			var lost []int
+			for _, w := range stale {
+				if !slices.Contains(lost, w.comp) {
+					lost = append(lost, w.comp)
+				}
+			}
+			_ = f.markDirty(ctx, fmt.Errorf("sync: %w (sent again %d times)", errOSDRestarted, attempt), lost...)
+			return
+		}
+		for _, w := range stale {
+			if f.isDirty(w.comp) {
+				continue // a component marked meanwhile is rebuilt whole
+			}
+			meta, err := f.unitCall(ctx, osdproto.OpWrite, w.comp, osdproto.Req{Off: w.off}, w.data, nil)
+			var b uint64
+			if err == nil {
+				b, err = osdproto.DecodeBoot(meta)
+			}
+			if err != nil {
+				_ = f.markDirty(ctx, fmt.Errorf("sending an unsynced write again: %w", err), w.comp)
+				continue
+			}
+			w.boot = b
+		}
+	}
+}
+
+// staleWrites are the writes to send again to an OSD now answering from
+// boot: for each component not dirty, its first write that boot did not
+// take and every later one (a later write the new boot took may overlap
+// an earlier lost one, and must land after it again).
+func staleWrites(writes []*unitWrite, boot uint64, dirty func(int) bool) []*unitWrite {
+	from := map[int]bool{}
+	var out []*unitWrite
+	for _, w := range writes {
+		if !from[w.comp] && w.boot != boot && !dirty(w.comp) {
+			from[w.comp] = true
+		}
+		if from[w.comp] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func ints(xs []uint32) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(x)
+	}
+	return out
+}
