@@ -370,7 +370,7 @@ func (s *sim) closeHeld() {
 // until the cluster is healthy again.
 func (s *sim) fault() {
 	i := s.rng.IntN(len(s.c.OSDs))
-	switch s.rng.IntN(6) {
+	switch s.rng.IntN(7) {
 	case 0:
 		addr := s.c.OSDs[i].Addr()
 		s.nw.Isolate(addr)
@@ -389,6 +389,17 @@ func (s *sim) fault() {
 	case 4:
 		s.logf("fault: OSD %d restarted", i)
 		s.c.RestartOSD(i)
+	case 6:
+		// A slow link: every message to and from the OSD waits, well
+		// below the clients' I/O timeout, while every file is read and
+		// the held files are written and synced.
+		addr := s.c.OSDs[i].Addr()
+		d := time.Duration(50+s.rng.IntN(1000)) * time.Millisecond
+		s.nw.Delay(addr, d)
+		s.logf("fault: OSD %d slow (%v per message)", i, d)
+		s.verifyAll("OSD slow")
+		s.heldStep()
+		s.nw.Delay(addr, 0)
 	case 5:
 		// A power cut: the OSD dies at once (no more writes, nothing
 		// synced on the way out) and its disk keeps only what was

@@ -3,8 +3,10 @@
 // runs in one process, also inside a testing/synctest bubble, where real
 // sockets cannot), and which can isolate a server (its connections are cut
 // and new dials refused, as a partition or a crashed host would) and cut
-// every connection (a flaky switch). Delays and per-message drops come
-// with the whole-cluster simulation.
+// every connection (a flaky switch), and delay every message to and from
+// a server (a congested or distant link; under synctest the delay passes
+// on simulated time). Per-message drops are not modelled: on a stream
+// they are a cut connection.
 package simnet
 
 import (
@@ -14,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // acceptBacklog bounds the connections waiting to be accepted per
@@ -26,12 +29,13 @@ type Net struct {
 	listeners map[string]*listener
 	isolated  map[string]bool
 	conns     map[net.Conn]string // every open connection end → the server address it reaches
+	delays    map[string]time.Duration
 	nextPort  int
 }
 
 // New returns an empty network.
 func New() *Net {
-	return &Net{listeners: map[string]*listener{}, isolated: map[string]bool{}, conns: map[net.Conn]string{}, nextPort: 1}
+	return &Net{listeners: map[string]*listener{}, isolated: map[string]bool{}, conns: map[net.Conn]string{}, delays: map[string]time.Duration{}, nextPort: 1}
 }
 
 // Listen listens at addr ("host:port"); port 0 picks a free one.
@@ -71,8 +75,8 @@ func (n *Net) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	n.conns[client], n.conns[server] = addr, addr
 	n.mu.Unlock()
 	select {
-	case l.accept <- &conn{Conn: server, n: n}:
-		return &conn{Conn: client, n: n}, nil
+	case l.accept <- &conn{Conn: server, n: n, addr: addr}:
+		return &conn{Conn: client, n: n, addr: addr}, nil
 	case <-l.done:
 	case <-ctx.Done():
 	}
@@ -100,6 +104,24 @@ func (n *Net) Isolate(addr string) {
 	for _, c := range cut {
 		_ = c.Close()
 	}
+}
+
+// Delay makes every write on a connection to or from the server at addr
+// wait d first (0 ends it).
+func (n *Net) Delay(addr string, d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if d <= 0 {
+		delete(n.delays, addr)
+		return
+	}
+	n.delays[addr] = d
+}
+
+func (n *Net) delayOf(addr string) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.delays[addr]
 }
 
 // Heal ends the isolation of addr.
@@ -148,11 +170,86 @@ func (n *Net) forget(cs ...net.Conn) {
 type conn struct {
 	net.Conn
 	n    *Net
+	addr string // the server's
 	once sync.Once
+
+	// Delayed writes go through a queue and a pump goroutine, as bytes
+	// through a socket's send buffer: the writer does not wait (it may
+	// hold locks others wait on, which a sleeping writer would stall in a
+	// way synctest cannot advance past). Once a write was queued, every
+	// later one is, so bytes stay in order.
+	qmu    sync.Mutex
+	q      chan delayed
+	done   chan struct{}
+	qerr   error
+	queued bool
+}
+
+type delayed struct {
+	at time.Time
+	b  []byte
+}
+
+// maxQueuedWrites bounds the writes waiting in one connection's queue.
+const maxQueuedWrites = 256
+
+func (c *conn) Write(p []byte) (int, error) {
+	d := c.n.delayOf(c.addr)
+	c.qmu.Lock()
+	if d <= 0 && !c.queued {
+		c.qmu.Unlock()
+		return c.Conn.Write(p)
+	}
+	if !c.queued {
+		c.queued, c.q, c.done = true, make(chan delayed, maxQueuedWrites), make(chan struct{})
+		go c.pump()
+	}
+	err := c.qerr
+	c.qmu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case c.q <- delayed{at: time.Now().Add(d), b: append([]byte(nil), p...)}:
+		return len(p), nil
+	case <-c.done:
+		return 0, net.ErrClosed
+	}
+}
+
+// pump delivers queued writes once their delay has passed.
+func (c *conn) pump() {
+	for {
+		select {
+		case w := <-c.q:
+			if wait := time.Until(w.at); wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-c.done:
+					return
+				}
+			}
+			if _, err := c.Conn.Write(w.b); err != nil {
+				c.qmu.Lock()
+				c.qerr = err
+				c.qmu.Unlock()
+				return
+			}
+		case <-c.done:
+			return
+		}
+	}
 }
 
 func (c *conn) Close() error {
-	c.once.Do(func() { c.n.forget(c.Conn) })
+	c.once.Do(func() {
+		c.n.forget(c.Conn)
+		c.qmu.Lock()
+		if c.done != nil {
+			close(c.done)
+		}
+		c.qmu.Unlock()
+	})
 	return c.Conn.Close()
 }
 
