@@ -406,7 +406,10 @@ func (s *sim) fault() {
 		// fsynced, plus some torn unsynced writes.
 		s.logf("fault: OSD %d lost power", i)
 		s.c.StopOSD(i)
-		s.disk.CrashUnder(s.c.OSDDir(i), s.rng)
+		// Its own source: how many draws a crash takes depends on what
+		// was unsynced at that instant, which must not change the steps
+		// that follow.
+		s.disk.CrashUnder(s.c.OSDDir(i), rand.New(rand.NewPCG(s.rng.Uint64(), 1)))
 		s.c.StartOSD(i)
 	}
 	s.verifyAll("under a fault")
