@@ -318,14 +318,20 @@ func (s *sim) heldStep() {
 		h.acked = slices.Clone(h.now)
 		s.verifyHeld(p, "after its sync")
 	case 3:
-		err := h.f.Close()
-		s.logf("held close %s: %v", p, err)
-		if err != nil {
-			s.fatalf("held close %s: %v", p, err)
-		}
-		delete(s.held, p)
-		s.model[p] = h.now
+		s.closeHeldFile(p)
 	}
+}
+
+// closeHeldFile closes held file p; what it wrote joins the model.
+func (s *sim) closeHeldFile(p string) {
+	h := s.held[p]
+	err := h.f.Close()
+	s.logf("held close %s: %v", p, err)
+	if err != nil {
+		s.fatalf("held close %s: %v", p, err)
+	}
+	delete(s.held, p)
+	s.model[p] = h.now
 }
 
 // verifyHeld reads an open file through a second handle: once synced,
@@ -353,14 +359,8 @@ func (s *sim) isHeld(obj string) bool {
 // closeHeld closes every held file (at the end of a run).
 func (s *sim) closeHeld() {
 	for _, p := range heldPaths {
-		if h := s.held[p]; h != nil {
-			err := h.f.Close()
-			s.logf("held close %s: %v", p, err)
-			if err != nil {
-				s.fatalf("held close %s: %v", p, err)
-			}
-			delete(s.held, p)
-			s.model[p] = h.now
+		if s.held[p] != nil {
+			s.closeHeldFile(p)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package mds_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -44,19 +43,7 @@ func TestDeadHealersClaimExpires(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		call := func(op uint16, req, resp any) {
-			t.Helper()
-			body, _ := json.Marshal(req)
-			meta, _, err := conn.Call(ctx, op, body, nil, nil)
-			if err != nil {
-				t.Fatalf("op %d: %v", op, err)
-			}
-			if resp != nil {
-				if err := json.Unmarshal(meta, resp); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		call := rawCaller(t, conn)
 		call(mdsproto.OpMarkDirty, mdsproto.MarkDirtyReq{Ino: fi.Ino, Comps: []uint32{1}}, nil)
 		var task mdsproto.RepairTask
 		call(mdsproto.OpRepairClaim, mdsproto.RepairClaimReq{Worker: "doomed"}, &task)

@@ -15,6 +15,24 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
+// rawCaller calls the MDS over conn as any peer could, failing t on an
+// error, and decodes the reply into resp (if not nil).
+func rawCaller(t *testing.T, conn *wire.Client) func(op uint16, req, resp any) {
+	return func(op uint16, req, resp any) {
+		t.Helper()
+		body, _ := json.Marshal(req)
+		meta, _, err := conn.Call(context.Background(), op, body, nil, nil)
+		if err != nil {
+			t.Fatalf("op %d: %v", op, err)
+		}
+		if resp != nil {
+			if err := json.Unmarshal(meta, resp); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // Once a full scan finds nothing to repair, claims read only the heal
 // index. Work must still be found: a file reported dirty afterwards (it is
 // in the index), and every file of an OSD that goes out (not in the index:
@@ -40,19 +58,7 @@ func TestRepairClaimsFindWorkAfterSteadyState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	call := func(op uint16, req, resp any) {
-		t.Helper()
-		body, _ := json.Marshal(req)
-		meta, _, err := conn.Call(ctx, op, body, nil, nil)
-		if err != nil {
-			t.Fatalf("op %d: %v", op, err)
-		}
-		if resp != nil {
-			if err := json.Unmarshal(meta, resp); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	call := rawCaller(t, conn)
 	claim := func() mdsproto.RepairTask {
 		var task mdsproto.RepairTask
 		call(mdsproto.OpRepairClaim, mdsproto.RepairClaimReq{Worker: "test"}, &task)
