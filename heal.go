@@ -410,7 +410,11 @@ func (j *repairJob) readUnit(ctx context.Context, c int, s int64, buf []byte) er
 	if err != nil {
 		return err
 	}
-	if _, err := vouch(meta, req.Off, int64(len(buf)), j.recorded(c)); err != nil {
+	info, err := readReply(meta)
+	if err == nil {
+		err = vouch(info, req.Off, int64(len(buf)), j.recorded(c))
+	}
+	if err != nil {
 		return fmt.Errorf("component %d: %w", c, err)
 	}
 	return nil
@@ -430,11 +434,7 @@ func (j *repairJob) writeUnit(ctx context.Context, c int, s int64, data []byte) 
 	}
 	req := osdproto.Req{Comp: uint32(c), Off: s * j.lay.Spec.UnitBytes}
 	id := j.osdOf(c, false)
-	meta, err := j.call(ctx, id, osdproto.OpWrite, req, data, nil)
-	var boot uint64
-	if err == nil {
-		boot, err = osdproto.DecodeBoot(meta)
-	}
+	boot, err := bootOf(j.call(ctx, id, osdproto.OpWrite, req, data, nil))
 	if err != nil {
 		return fmt.Errorf("write component %d stripe %d: %w", c, s, err)
 	}
@@ -594,11 +594,7 @@ func (j *repairJob) finish(ctx context.Context, extents []int64) error {
 	}
 	j.mu.Unlock()
 	for id, comps := range byOSD {
-		meta, err := j.call(ctx, id, osdproto.OpSync, osdproto.Req{Comps: comps}, nil, nil)
-		var boot uint64
-		if err == nil {
-			boot, err = osdproto.DecodeBoot(meta)
-		}
+		boot, err := bootOf(j.call(ctx, id, osdproto.OpSync, osdproto.Req{Comps: comps}, nil, nil))
 		if err == nil {
 			err = j.checkBoot(id, boot)
 		}

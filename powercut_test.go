@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/simdisk"
@@ -93,7 +92,6 @@ func powerCutDuringWrites(t *testing.T, victim, point int) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_ = time.Second
 }
 
 func firstDiff(a, b []byte) int {

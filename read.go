@@ -104,19 +104,8 @@ func (f *File) readUnit(ctx context.Context, comp int, off int64, dst []byte, ma
 		// not filled yet, so it is read around, not trusted.
 		return wire.Errorf(wire.ErrUnavail, "%s: component %d is being rebuilt", f.path, comp)
 	}
-	if err == nil && f.write {
-		if info, derr := osdproto.DecodeObjectInfo(meta); derr == nil && f.staleBoot(comp, info.Boot) {
-			// Its OSD may have lost this handle's unsynced writes (so
-			// the object may look lost): read around it, and send them
-			// again before a retry.
-			f.replayWanted.Store(true)
-			return wire.Errorf(wire.ErrUnavail, "%s: component %d: %v", f.path, comp, errOSDRestarted)
-		}
-	}
 	if err == nil {
-		if objectLen, err = vouch(meta, off, int64(len(dst)), f.extentOf(comp)); err != nil {
-			err = fmt.Errorf("%s: component %d: %w", f.path, comp, err)
-		}
+		objectLen, err = f.vouchFor(comp, meta, off, int64(len(dst)))
 	}
 	switch {
 	case !mark:
@@ -147,27 +136,52 @@ func (f *File) extentOf(comp int) int64 {
 	return 0
 }
 
+// vouchFor checks an OSD's reply to this handle's read of object bytes
+// [off, off+n) of comp (vouch) and returns the object's length (-1 if the
+// reply does not say).
+func (f *File) vouchFor(comp int, meta []byte, off, n int64) (int64, error) {
+	info, err := readReply(meta)
+	if err != nil {
+		return -1, fmt.Errorf("%s: component %d: %w", f.path, comp, err)
+	}
+	if f.write && f.staleBoot(comp, info.Boot) {
+		// Its OSD may have lost this handle's unsynced writes (so the
+		// object may look lost): read around it, and send them again
+		// before a retry.
+		f.replayWanted.Store(true)
+		return -1, wire.Errorf(wire.ErrUnavail, "%s: component %d: %v", f.path, comp, errOSDRestarted)
+	}
+	if err := vouch(info, off, n, f.extentOf(comp)); err != nil {
+		return info.Len, fmt.Errorf("%s: component %d: %w", f.path, comp, err)
+	}
+	return info.Len, nil
+}
+
+// readReply decodes the meta of an OSD's read reply: one that does not
+// say how long the object is cannot be vouched for.
+func readReply(meta []byte) (osdproto.ObjectInfo, error) {
+	info, err := osdproto.DecodeObjectInfo(meta)
+	if err != nil {
+		return info, wire.Errorf(wire.ErrLost, "read reply without the object's length: %v", err)
+	}
+	return info, nil
+}
+
 // vouch checks an OSD's reply to a read of object bytes [off, off+n) of
 // a component whose group's objects hold written data up to extent. An
 // OSD reads a missing object, and bytes past an object's end, as zeros
 // (so holes read like data); whether zeros are a hole or lost data is
 // decided by the MDS's record of the extent, never guessed: an object
 // shorter than the extent where the read reaches has lost data.
-//
-// It returns the object's length as the OSD reported it (-1 if unknown).
-func vouch(meta []byte, off, n, extent int64) (int64, error) {
-	info, err := osdproto.DecodeObjectInfo(meta)
-	if err != nil {
-		return -1, wire.Errorf(wire.ErrLost, "read reply without the object's length: %v", err)
-	}
+func vouch(info osdproto.ObjectInfo, off, n, extent int64) error {
 	need := min(extent, off+n)
 	switch {
 	case need <= off || info.Len >= need:
-		return info.Len, nil
+		return nil
 	case info.Version == 0 && info.Len == 0:
-		return 0, wire.Errorf(wire.ErrLost, "missing on its OSD, %d bytes were written", extent)
+		return wire.Errorf(wire.ErrLost, "missing on its OSD, %d bytes were written", extent)
 	default:
-		return info.Len, wire.Errorf(wire.ErrLost, "object ends at byte %d, %d bytes were written", info.Len, extent)
+		return wire.Errorf(wire.ErrLost, "object ends at byte %d, %d bytes were written", info.Len, extent)
 	}
 }
 

@@ -45,12 +45,11 @@ type unsyncedWrites struct {
 	writes []*unitWrite  // oldest first: sent again in this order
 	bytes  int64         // of the kept stripe buffers
 	bufs   []*stripeBuf  // kept stripe buffers, back to the pool at the sync
-	comps  map[int]bool  // components written since the last sync
-	boots  map[int]int64 // component → boot of its writes, -1 if several
+	boots  map[int]int64 // component written since the last sync → boot of its writes, -1 if several
 }
 
 func newUnsynced() unsyncedWrites {
-	return unsyncedWrites{comps: map[int]bool{}, boots: map[int]int64{}}
+	return unsyncedWrites{boots: map[int]int64{}}
 }
 
 // keepWrite records a unit write comp's OSD took from process boot.
@@ -59,7 +58,6 @@ func (f *File) keepWrite(comp int, off int64, data []byte, boot uint64) {
 	defer f.amu.Unlock()
 	u := &f.unsynced
 	u.writes = append(u.writes, &unitWrite{comp: comp, off: off, data: data, boot: boot})
-	u.comps[comp] = true
 	if b, ok := u.boots[comp]; !ok {
 		u.boots[comp] = int64(boot)
 	} else if b != int64(boot) {
@@ -118,25 +116,34 @@ func (f *File) flushOSDs(ctx context.Context) {
 			wire.PutBuf(wb.buf)
 		}
 	}()
-	byOSD := map[uint32][]uint32{}
-	for comp := range u.comps {
+	type osdWrites struct {
+		comps  []uint32
+		writes []*unitWrite // in their original order
+	}
+	byOSD := map[uint32]*osdWrites{}
+	for comp := range u.boots {
 		if comp < len(lay.OSDs) {
-			byOSD[lay.OSDs[comp]] = append(byOSD[lay.OSDs[comp]], uint32(comp))
+			g := byOSD[lay.OSDs[comp]]
+			if g == nil {
+				g = &osdWrites{}
+				byOSD[lay.OSDs[comp]] = g
+			}
+			g.comps = append(g.comps, uint32(comp))
+		}
+	}
+	for _, w := range u.writes {
+		if w.comp < len(lay.OSDs) {
+			g := byOSD[lay.OSDs[w.comp]]
+			g.writes = append(g.writes, w)
 		}
 	}
 	var wg sync.WaitGroup
-	for _, comps := range byOSD {
-		slices.Sort(comps)
-		var writes []*unitWrite
-		for _, w := range u.writes {
-			if slices.Contains(comps, uint32(w.comp)) {
-				writes = append(writes, w)
-			}
-		}
+	for _, g := range byOSD {
+		slices.Sort(g.comps)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f.syncOSD(ctx, comps, writes)
+			f.syncOSD(ctx, g.comps, g.writes)
 		}()
 	}
 	wg.Wait()
@@ -147,11 +154,7 @@ func (f *File) flushOSDs(ctx context.Context) {
 // the sync repeated.
 func (f *File) syncOSD(ctx context.Context, comps []uint32, writes []*unitWrite) {
 	for attempt := 0; ; attempt++ {
-		meta, err := f.unitCall(ctx, osdproto.OpSync, int(comps[0]), osdproto.Req{Comps: comps}, nil, nil)
-		var boot uint64
-		if err == nil {
-			boot, err = osdproto.DecodeBoot(meta)
-		}
+		boot, err := bootOf(f.unitCall(ctx, osdproto.OpSync, int(comps[0]), osdproto.Req{Comps: comps}, nil, nil))
 		if err != nil {
 			_ = f.markDirty(ctx, fmt.Errorf("sync failed: %w", err), ints(comps)...)
 			return
@@ -174,11 +177,7 @@ func (f *File) syncOSD(ctx context.Context, comps []uint32, writes []*unitWrite)
 			if f.isDirty(w.comp) {
 				continue // a component marked meanwhile is rebuilt whole
 			}
-			meta, err := f.unitCall(ctx, osdproto.OpWrite, w.comp, osdproto.Req{Off: w.off}, w.data, nil)
-			var b uint64
-			if err == nil {
-				b, err = osdproto.DecodeBoot(meta)
-			}
+			b, err := bootOf(f.unitCall(ctx, osdproto.OpWrite, w.comp, osdproto.Req{Off: w.off}, w.data, nil))
 			if err != nil {
 				_ = f.markDirty(ctx, fmt.Errorf("sending an unsynced write again: %w", err), w.comp)
 				continue
@@ -204,6 +203,14 @@ func staleWrites(writes []*unitWrite, boot uint64, dirty func(int) bool) []*unit
 		}
 	}
 	return out
+}
+
+// bootOf is the boot a Write or Sync reply names, or the call's error.
+func bootOf(meta []byte, err error) (uint64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return osdproto.DecodeBoot(meta)
 }
 
 func ints(xs []uint32) []int {

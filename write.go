@@ -229,11 +229,7 @@ func (op *stripeOp) send() {
 	for u, data := range op.shards {
 		loc := lay.UnitOf(op.wb.fs, u)
 		go func() {
-			meta, err := f.unitCall(context.Background(), osdproto.OpWrite, loc.Component, osdproto.Req{Off: loc.ObjectOff}, data, nil)
-			var boot uint64
-			if err == nil {
-				boot, err = osdproto.DecodeBoot(meta)
-			}
+			boot, err := bootOf(f.unitCall(context.Background(), osdproto.OpWrite, loc.Component, osdproto.Req{Off: loc.ObjectOff}, data, nil))
 			op.done(loc.Component, loc.ObjectOff, data, boot, err)
 		}()
 	}

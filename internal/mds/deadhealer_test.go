@@ -25,16 +25,7 @@ func TestDeadHealersClaimExpires(t *testing.T) {
 		nw := simnet.New()
 		c := testcluster.Start(t, testcluster.Options{OSDs: 4, Healers: -1, Network: nw, OSDFS: simdisk.New(0)})
 		cl := c.Dial()
-		f, err := cl.Create(ctx, "/f", braid.CreateOptions{Layout: "mirror:2"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt([]byte("data"), 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		writeSmall(t, cl, "/f")
 		fi, err := cl.Stat(ctx, "/f")
 		if err != nil {
 			t.Fatal(err)

@@ -15,6 +15,21 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
+// writeSmall creates p as a mirror:2 file holding "data".
+func writeSmall(t *testing.T, cl *braid.Client, p string) {
+	t.Helper()
+	f, err := cl.Create(context.Background(), p, braid.CreateOptions{Layout: "mirror:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // rawCaller calls the MDS over conn as any peer could, failing t on an
 // error, and decodes the reply into resp (if not nil).
 func rawCaller(t *testing.T, conn *wire.Client) func(op uint16, req, resp any) {
@@ -42,16 +57,7 @@ func TestRepairClaimsFindWorkAfterSteadyState(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 4, Healers: -1, OSDOutAfter: 3 * time.Second})
 	cl := c.Dial()
 	for i := 0; i < 6; i++ {
-		f, err := cl.Create(ctx, fmt.Sprintf("/f%d", i), braid.CreateOptions{Layout: "mirror:2"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt([]byte("data"), 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		writeSmall(t, cl, fmt.Sprintf("/f%d", i))
 	}
 	conn, err := wire.Dial(ctx, c.MDS.Addr())
 	if err != nil {

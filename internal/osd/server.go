@@ -220,7 +220,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	case osdproto.OpTruncate:
 		return wire.Response{}, s.store.Truncate(key, ver, req.Off)
 	case osdproto.OpDelete:
-		return wire.Response{}, eachComp(req, ver, s.store.Delete)
+		return wire.Response{}, s.store.DeleteComps(req.Ino, req.Comps, ver)
 	case osdproto.OpStage:
 		if req.Off+int64(len(r.Data)) > osdproto.MaxObjectBytes {
 			return wire.Response{}, wire.Errorf(wire.ErrBadRequest, "stage past the object size limit")

@@ -554,27 +554,57 @@ func (s *Store) Truncate(k ObjKey, version uint64, size int64) error {
 }
 
 // Delete removes object k if it was written under layout version
-// `version` or earlier; an object a newer layout has written belongs to
-// that layout and stays. A missing object is not an error. The files are
-// removed while the object is locked and still cached, so a concurrent
-// request either finishes first or finds it deleted; none can reopen the
-// files half-way.
+// `version` or earlier (DeleteComps).
 func (s *Store) Delete(k ObjKey, version uint64) error {
+	return s.DeleteComps(k.Ino, []uint32{k.Comp}, version)
+}
+
+// DeleteComps removes the objects of components comps of file ino that
+// were written under layout version `version` or earlier; an object a
+// newer layout has written belongs to that layout and stays. A missing
+// object is not an error. The removals are durable on return (one fsync
+// of the file's object directory): a deletion the MDS was told of must
+// not be undone by a power cut, or the object would come back held by no
+// file, for good. It stops at the first failure.
+func (s *Store) DeleteComps(ino uint64, comps []uint32, version uint64) error {
+	removed := false
+	var err error
+	for _, c := range comps {
+		var r bool
+		if r, err = s.deleteObject(ObjKey{Ino: ino, Comp: c}, version); err != nil {
+			break
+		}
+		removed = removed || r
+	}
+	if removed {
+		if serr := s.syncDir(filepath.Dir(s.path(ObjKey{Ino: ino}, "dat"))); err == nil {
+			err = serr
+		}
+	}
+	return err
+}
+
+// deleteObject removes object k's files (not yet durably) and reports
+// whether there were any. They are removed while the object is locked
+// and still cached, so a concurrent request either finishes first or
+// finds it deleted; none can reopen the files half-way.
+func (s *Store) deleteObject(k ObjKey, version uint64) (bool, error) {
 	o, err := s.acquire(k, false, 0)
 	if err != nil && !errors.Is(err, wire.ErrLost) {
-		return s.ioError(err)
+		return false, s.ioError(err)
 	}
 	if o == nil {
 		return s.removeFiles(k) // absent, or its header unreadable: nothing to keep
 	}
 	o.mu.Lock()
 	err = nil
+	removed := false
 	switch {
 	case o.deleted:
 	case o.version > version:
 		err = wire.Errorf(wire.ErrStale, "object %x.%d belongs to layout version %d", k.Ino, k.Comp, o.version)
 	default:
-		if err = s.removeFiles(k); err == nil {
+		if removed, err = s.removeFiles(k); err == nil {
 			o.deleted = true
 			s.usedBytes.Add(-o.size)
 			_ = o.data.Close()
@@ -588,26 +618,22 @@ func (s *Store) Delete(k ObjKey, version uint64) error {
 		delete(s.open, k)
 	}
 	s.mu.Unlock()
-	return err
+	return removed, err
 }
 
-// removeFiles removes k's files durably: a deletion the MDS was told of
-// must not be undone by a power cut (the object would come back, held
-// by no file, for good).
-func (s *Store) removeFiles(k ObjKey) error {
+// removeFiles removes k's files and stages, reporting whether any of
+// its files existed; the caller makes the removal durable.
+func (s *Store) removeFiles(k ObjKey) (bool, error) {
 	s.dropStagesOf(k)
 	removed := false
 	for _, ext := range []string{"dat", "sum"} {
 		err := s.fs.Remove(s.path(k, ext))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return s.ioError(err)
+			return removed, s.ioError(err)
 		}
 		removed = removed || err == nil
 	}
-	if !removed {
-		return nil
-	}
-	return s.syncDir(filepath.Dir(s.path(k, "dat")))
+	return removed, nil
 }
 
 // errDeleted is returned to requests that raced with a delete.

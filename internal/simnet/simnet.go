@@ -178,11 +178,10 @@ type conn struct {
 	// hold locks others wait on, which a sleeping writer would stall in a
 	// way synctest cannot advance past). Once a write was queued, every
 	// later one is, so bytes stay in order.
-	qmu    sync.Mutex
-	q      chan delayed
-	done   chan struct{}
-	qerr   error
-	queued bool
+	qmu  sync.Mutex
+	q    chan delayed // nil until the first delayed write
+	done chan struct{}
+	qerr error
 }
 
 type delayed struct {
@@ -196,12 +195,12 @@ const maxQueuedWrites = 256
 func (c *conn) Write(p []byte) (int, error) {
 	d := c.n.delayOf(c.addr)
 	c.qmu.Lock()
-	if d <= 0 && !c.queued {
+	if d <= 0 && c.q == nil {
 		c.qmu.Unlock()
 		return c.Conn.Write(p)
 	}
-	if !c.queued {
-		c.queued, c.q, c.done = true, make(chan delayed, maxQueuedWrites), make(chan struct{})
+	if c.q == nil {
+		c.q, c.done = make(chan delayed, maxQueuedWrites), make(chan struct{})
 		go c.pump()
 	}
 	err := c.qerr
