@@ -434,11 +434,11 @@ func (j *repairJob) writeUnit(ctx context.Context, c int, s int64, data []byte) 
 	}
 	req := osdproto.Req{Comp: uint32(c), Off: s * j.lay.Spec.UnitBytes}
 	id := j.osdOf(c, false)
-	boot, err := bootOf(j.call(ctx, id, osdproto.OpWrite, req, data, nil))
+	wr, err := writeReplyOf(j.call(ctx, id, osdproto.OpWrite, req, data, nil))
 	if err != nil {
 		return fmt.Errorf("write component %d stripe %d: %w", c, s, err)
 	}
-	j.noteBoot(id, boot)
+	j.noteBoot(id, wr.Boot) // a rebuild creates its targets: Created is expected
 	j.written.Add(int64(len(data)))
 	return nil
 }

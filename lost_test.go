@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,11 +128,15 @@ func TestLostComponentIsReconstructed(t *testing.T) {
 
 // startHealer runs a healer from the test's client until the test ends
 // (clusters started with Healers: -1 repair nothing by themselves).
-func startHealer(t *testing.T, cl *braid.Client) {
-	hctx, stop := context.WithCancel(ctx)
+// startHealer runs a healer until the test ends or the returned stop.
+func startHealer(t *testing.T, cl *braid.Client) (stop func()) {
+	hctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- cl.Heal(hctx, braid.HealOptions{Name: "test", Poll: 20 * time.Millisecond}) }()
-	t.Cleanup(func() { stop(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 func mustIno(t *testing.T, cl *braid.Client, p string) uint64 {
@@ -347,4 +353,58 @@ func TestStaleReaderAfterTruncationMarksNothing(t *testing.T) {
 		t.Fatalf("a stale reader marked components %v dirty after a truncation", d)
 	}
 	mustRead(t, cl, "/f", "after the truncation", data[:1<<20])
+}
+
+// A write that lands on a lost object recreates it from its own offset
+// on: below it the new object holds holes, and it is as long as the MDS
+// records, so no read could tell (the simulation found a file reading
+// zeros so). The OSD says when a write created the object; a writer that
+// finds an object it expected to exist created anew marks the component
+// dirty, so it is rebuilt, never read.
+func TestWriteOverALostObjectIsNotTrusted(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	cl := c.Dial()
+	rng := rand.New(rand.NewPCG(21, 22))
+	data := randBytes(rng, 6<<20)
+	put(t, cl, "/f", "ec:4+2,unit=1MiB", data)
+	fi, comp, id := unitHolding(t, cl, "/f", 0)
+	loseObject(t, c, fi.Ino, comp, id)
+	f, err := cl.OpenFile(ctx, "/f", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripe1 := randBytes(rng, 4<<20) // every component, from object offset 1 MiB
+	if _, err := f.WriteAt(stripe1, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Concat(data[:4<<20], stripe1)
+	if d := dirtyOf(t, cl, "/f"); !slices.Contains(d, uint32(comp)) {
+		t.Fatalf("component %d, recreated by a write over its lost object, is not dirty (dirty: %v)", comp, d)
+	}
+	mustRead(t, cl, "/f", "after a write recreated a lost object", want)
+	stopHealer := startHealer(t, cl)
+	waitHealthy(t, cl, 30*time.Second)
+	mustRead(t, cl, "/f", "after the rebuild", want)
+
+	// A truncation recreates a lost object as well, all holes.
+	fi, comp, id = unitHolding(t, cl, "/f", 0)
+	i := loseObject(t, c, fi.Ino, comp, id)
+	stopHealer()
+	f, err = cl.OpenFile(ctx, "/f", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(5 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := dirtyOf(t, cl, "/f"); !slices.Contains(d, uint32(comp)) {
+		t.Fatalf("component %d, recreated by a truncation of its lost object on OSD %d, is not dirty (dirty: %v)", comp, i, d)
+	}
+	mustRead(t, cl, "/f", "after a truncation recreated a lost object", want[:5<<20])
 }

@@ -50,18 +50,18 @@ func (f *File) snap() fileSnap {
 
 // call sends one request for component comp under the snapshot, without
 // refreshing: a staged write must not drift to another layout half-way.
-func (f *File) snapCall(ctx context.Context, s fileSnap, op uint16, comp int, req osdproto.Req, data []byte) error {
+func (f *File) snapCall(ctx context.Context, s fileSnap, op uint16, comp int, req osdproto.Req, data []byte) ([]byte, error) {
 	id := s.lay.OSDs[comp]
 	ep, ok := s.eps[id]
 	if !ok || !ep.Up {
-		return wire.Errorf(wire.ErrUnavail, "OSD %d (component %d) is down", id, comp)
+		return nil, wire.Errorf(wire.ErrUnavail, "OSD %d (component %d) is down", id, comp)
 	}
 	req.Cap, req.Ino, req.Comp = s.cap, s.ino, uint32(comp)
-	_, err := f.callOSD(ctx, ep.Addr, op, req, data, nil)
+	meta, err := f.callOSD(ctx, ep.Addr, op, req, data, nil)
 	if err != nil {
-		return fmt.Errorf("OSD %d component %d: %w", id, comp, err)
+		return nil, fmt.Errorf("OSD %d component %d: %w", id, comp, err)
 	}
-	return nil
+	return meta, nil
 }
 
 // sendStaged writes the stripe through the two-phase commit, staging it
@@ -122,7 +122,8 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		return fmt.Errorf("record intent: %w", err)
 	}
 	staged := op.eachUnit(s, comps, func(u, c int) error {
-		return f.snapCall(ctx, s, osdproto.OpStage, c, osdproto.Req{Off: offs[u], Txid: txid}, op.shards[u])
+		_, err := f.snapCall(ctx, s, osdproto.OpStage, c, osdproto.Req{Off: offs[u], Txid: txid}, op.shards[u])
+		return err
 	})
 	var ok, failed []int
 	var errs []error
@@ -138,7 +139,8 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 	}
 	abort := func(cause error) error {
 		op.eachUnit(s, ok, func(_, c int) error {
-			return f.snapCall(ctx, s, osdproto.OpAbort, c, osdproto.Req{Txid: txid}, nil)
+			_, err := f.snapCall(ctx, s, osdproto.OpAbort, c, osdproto.Req{Txid: txid}, nil)
+			return err
 		})
 		_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
 		return cause
@@ -184,9 +186,13 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 // which would mark a component dirty that holds its data.
 func (f *File) applyStage(ctx context.Context, s fileSnap, c int, txid uint64) error {
 	for try := 0; ; try++ {
-		err := f.snapCall(ctx, s, osdproto.OpApply, c, osdproto.Req{Txid: txid}, nil)
+		wr, err := writeReplyOf(f.snapCall(ctx, s, osdproto.OpApply, c, osdproto.Req{Txid: txid}, nil))
 		if errors.Is(err, wire.ErrNotFound) {
 			return nil // the resolver applied it already
+		}
+		if err == nil {
+			f.checkCreated(ctx, c, wr.Created) // the object was lost: the stage alone is not its data
+			return nil
 		}
 		if !errors.Is(err, wire.ErrDenied) || try == maxCapRenewals {
 			return err

@@ -177,12 +177,13 @@ func (f *File) syncOSD(ctx context.Context, comps []uint32, writes []*unitWrite)
 			if f.isDirty(w.comp) {
 				continue // a component marked meanwhile is rebuilt whole
 			}
-			b, err := bootOf(f.unitCall(ctx, osdproto.OpWrite, w.comp, osdproto.Req{Off: w.off}, w.data, nil))
+			wr, err := writeReplyOf(f.unitCall(ctx, osdproto.OpWrite, w.comp, osdproto.Req{Off: w.off}, w.data, nil))
 			if err != nil {
 				_ = f.markDirty(ctx, fmt.Errorf("sending an unsynced write again: %w", err), w.comp)
 				continue
 			}
-			w.boot = b
+			f.checkCreated(ctx, w.comp, wr.Created)
+			w.boot = wr.Boot
 		}
 	}
 }
@@ -205,12 +206,33 @@ func staleWrites(writes []*unitWrite, boot uint64, dirty func(int) bool) []*unit
 	return out
 }
 
-// bootOf is the boot a Write or Sync reply names, or the call's error.
+// bootOf is the boot a Sync reply names, or the call's error.
 func bootOf(meta []byte, err error) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
 	return osdproto.DecodeBoot(meta)
+}
+
+// writeReplyOf is a Write reply, or the call's error.
+func writeReplyOf(meta []byte, err error) (osdproto.WriteReply, error) {
+	if err != nil {
+		return osdproto.WriteReply{}, err
+	}
+	return osdproto.DecodeWriteReply(meta)
+}
+
+// errRecreated: a write found no object where the file's record says one
+// holds written data, and created it anew, with holes below the write.
+var errRecreated = errors.New("its object was gone: a write created it anew")
+
+// checkCreated marks comp dirty if a write that created its object found
+// the object missing although the MDS records written data in it: the
+// lost bytes read as holes, so the component must be rebuilt, not read.
+func (f *File) checkCreated(ctx context.Context, comp int, created bool) {
+	if created && f.extentOf(comp) > 0 {
+		_ = f.markDirty(ctx, fmt.Errorf("unit write: %w", errRecreated), comp)
+	}
 }
 
 func ints(xs []uint32) []int {

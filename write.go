@@ -229,21 +229,22 @@ func (op *stripeOp) send() {
 	for u, data := range op.shards {
 		loc := lay.UnitOf(op.wb.fs, u)
 		go func() {
-			boot, err := bootOf(f.unitCall(context.Background(), osdproto.OpWrite, loc.Component, osdproto.Req{Off: loc.ObjectOff}, data, nil))
-			op.done(loc.Component, loc.ObjectOff, data, boot, err)
+			wr, err := writeReplyOf(f.unitCall(context.Background(), osdproto.OpWrite, loc.Component, osdproto.Req{Off: loc.ObjectOff}, data, nil))
+			op.done(loc.Component, loc.ObjectOff, data, wr, err)
 		}()
 	}
 }
 
 // done records one unit write's outcome: a failed unit marks its
 // component dirty, a written one extends what the next commit records.
-func (op *stripeOp) done(comp int, off int64, data []byte, boot uint64, err error) {
+func (op *stripeOp) done(comp int, off int64, data []byte, wr osdproto.WriteReply, err error) {
 	f := op.f
 	if err != nil {
 		_ = f.markDirty(context.Background(), fmt.Errorf("unit write failed: %w", err), comp)
 	} else {
+		f.checkCreated(context.Background(), comp, wr.Created)
 		f.noteWritten(comp, off+int64(len(data)))
-		f.keepWrite(comp, off, data, boot)
+		f.keepWrite(comp, off, data, wr.Boot)
 	}
 	op.mu.Lock()
 	op.kept = op.kept || err == nil
@@ -390,9 +391,12 @@ func (f *File) shrinkLocked(size int64) error {
 		go func() {
 			defer wg.Done()
 			req := osdproto.Req{Off: lay.ObjectLen(size, c)}
-			if _, err := f.unitCall(context.Background(), osdproto.OpTruncate, c, req, nil, nil); err != nil {
+			wr, err := writeReplyOf(f.unitCall(context.Background(), osdproto.OpTruncate, c, req, nil, nil))
+			if err != nil {
 				_ = f.markDirty(context.Background(), fmt.Errorf("truncate failed: %w", err), c)
+				return
 			}
+			f.checkCreated(context.Background(), c, wr.Created)
 		}()
 	}
 	wg.Wait()

@@ -207,7 +207,7 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 		op = osdproto.OpApply
 	}
 	c := s.cfg.Key.Issue(it.ino, capability.Write, ver, now.Add(time.Minute))
-	var left, leftOSDs, lost []uint32
+	var left, leftOSDs, lost, recreated []uint32
 	for i, comp := range it.rec.Comps {
 		id := it.rec.OSDs[i]
 		v, known := views[id]
@@ -219,16 +219,26 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 		case v.State != mdsproto.StateUp:
 			left, leftOSDs = append(left, comp), append(leftOSDs, id)
 		default:
-			err := s.osdCall(ctx, id, op, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, now)
+			meta, err := s.osdCallData(ctx, id, op, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, nil, now)
 			if err != nil && !errors.Is(err, wire.ErrNotFound) {
 				left, leftOSDs = append(left, comp), append(leftOSDs, id)
+			}
+			if wr, derr := osdproto.DecodeWriteReply(meta); err == nil && op == osdproto.OpApply && derr == nil && wr.Created {
+				recreated = append(recreated, comp)
 			}
 		}
 	}
 	return s.kv.Update(ctx, func(tx kv.Txn) error {
-		if len(lost) > 0 {
+		if len(lost)+len(recreated) > 0 {
 			rec, err := getInode(tx, it.ino)
 			if err == nil && rec.Layout != nil {
+				// An apply that had to create its object found it lost:
+				// below the stage it holds holes, not the file's data.
+				for _, comp := range recreated {
+					if stillLost(rec, []uint32{comp}, 0) {
+						lost = append(lost, comp)
+					}
+				}
 				if err := addDirty(rec, lost); err != nil {
 					return err
 				}
@@ -247,22 +257,24 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 
 // osdCall sends one request to an up OSD.
 func (s *Server) osdCall(ctx context.Context, id uint32, op uint16, req osdproto.Req, now time.Time) error {
-	return s.osdCallData(ctx, id, op, req, nil, now)
+	_, err := s.osdCallData(ctx, id, op, req, nil, now)
+	return err
 }
 
-// osdCallData is osdCall with request data.
-func (s *Server) osdCallData(ctx context.Context, id uint32, op uint16, req osdproto.Req, data []byte, now time.Time) error {
+// osdCallData is osdCall with request data; it returns the reply's meta.
+func (s *Server) osdCallData(ctx context.Context, id uint32, op uint16, req osdproto.Req, data []byte, now time.Time) ([]byte, error) {
 	ep, ok := s.cluster.endpoint(id, now)
 	if !ok || !ep.Up {
-		return wire.Errorf(wire.ErrUnavail, "OSD %d is down", id)
+		return nil, wire.Errorf(wire.ErrUnavail, "OSD %d is down", id)
 	}
 	ctx, cancel := context.WithTimeout(ctx, osdCallTimeout)
 	defer cancel()
 	conn, err := s.osds.Get(ctx, ep.Addr)
-	if err == nil {
-		_, _, err = conn.Call(ctx, op, req.Encode(op), data, nil)
+	if err != nil {
+		return nil, err
 	}
-	return err
+	meta, _, err := conn.Call(ctx, op, req.Encode(op), data, nil)
+	return meta, err
 }
 
 // expireWriters queues the files of writers whose lease ran out (the

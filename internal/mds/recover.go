@@ -144,7 +144,7 @@ func (s *Server) labelFile(ctx context.Context, ino uint64) {
 		byOSD[id] = append(byOSD[id], uint32(comp))
 	}
 	for id, comps := range byOSD {
-		_ = s.osdCallData(ctx, id, osdproto.OpLabel, osdproto.Req{Cap: c, Ino: ino, Comps: comps}, label, now)
+		_, _ = s.osdCallData(ctx, id, osdproto.OpLabel, osdproto.Req{Cap: c, Ino: ino, Comps: comps}, label, now)
 	}
 }
 

@@ -87,7 +87,7 @@ func TestCrashNeverReadsUnwrittenBytes(t *testing.T) {
 			for i := range p {
 				p[i] = byte(1 + rng.IntN(255))
 			}
-			if err := s.Write(k, 1, int64(off), p, false); err != nil {
+			if _, err := s.Write(k, 1, int64(off), p, false); err != nil {
 				t.Fatalf("seed %d: write: %v", seed, err)
 			}
 			current[o] = grow(current[o], off+len(p))
@@ -162,7 +162,7 @@ func TestDeleteSurvivesACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	for c := uint32(0); c < 3; c++ {
-		if err := s.Write(osd.ObjKey{Ino: 7, Comp: c}, 1, 0, []byte("data"), true); err != nil {
+		if _, err := s.Write(osd.ObjKey{Ino: 7, Comp: c}, 1, 0, []byte("data"), true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,5 +179,41 @@ func TestDeleteSurvivesACrash(t *testing.T) {
 		if n, v, err := s.Stat(osd.ObjKey{Ino: 7, Comp: c}); err != nil || n != 0 || v != 0 {
 			t.Fatalf("component %d after a crash: %d bytes, version %d, %v", c, n, v, err)
 		}
+	}
+}
+
+// Write, Truncate and Apply say whether they created the object: only the first
+// operation on a missing object does, also after a restart.
+func TestWriteReportsCreation(t *testing.T) {
+	disk := simdisk.New(0)
+	fatal := func(err error) { t.Fatalf("fatal: %v", err) }
+	s, err := osd.OpenStore(disk, "/osd", fatal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := osd.ObjKey{Ino: 9}
+	for i, want := range []bool{true, false} {
+		if created, err := s.Write(k, 1, 4096, []byte("data"), true); err != nil || created != want {
+			t.Fatalf("write %d: created %v (%v), want %v", i, created, err, want)
+		}
+	}
+	s.Close()
+	if s, err = osd.OpenStore(disk, "/osd", fatal); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if created, err := s.Truncate(k, 1, 10); err != nil || created {
+		t.Fatalf("truncate of an existing object: created %v (%v)", created, err)
+	}
+	if created, err := s.Truncate(osd.ObjKey{Ino: 10}, 1, 10); err != nil || !created {
+		t.Fatalf("truncate of a missing object: created %v (%v)", created, err)
+	}
+	// A stage applied to a missing object (lost after it was staged).
+	lost := osd.ObjKey{Ino: 11}
+	if err := s.Stage(lost, 1, 3, 8192, []byte("staged")); err != nil {
+		t.Fatal(err)
+	}
+	if created, err := s.Apply(lost, 1, 3); err != nil || !created {
+		t.Fatalf("apply to a missing object: created %v (%v)", created, err)
 	}
 }

@@ -196,10 +196,11 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	key := ObjKey{Ino: req.Ino, Comp: req.Comp}
 	switch r.Op {
 	case osdproto.OpWrite:
-		if err := s.store.Write(key, ver, req.Off, r.Data, req.Flags&osdproto.FlagSync != 0); err != nil {
+		created, err := s.store.Write(key, ver, req.Off, r.Data, req.Flags&osdproto.FlagSync != 0)
+		if err != nil {
 			return wire.Response{}, err
 		}
-		return wire.Response{Meta: osdproto.EncodeBoot(s.boot)}, nil
+		return wire.Response{Meta: osdproto.WriteReply{Boot: s.boot, Created: created}.Encode()}, nil
 	case osdproto.OpRead:
 		if req.Len > wire.MaxDataBytes {
 			return wire.Response{}, wire.Errorf(wire.ErrBadRequest, "read of %d bytes exceeds %d", req.Len, wire.MaxDataBytes)
@@ -218,7 +219,11 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		}
 		return wire.Response{Meta: osdproto.EncodeBoot(s.boot)}, nil
 	case osdproto.OpTruncate:
-		return wire.Response{}, s.store.Truncate(key, ver, req.Off)
+		created, err := s.store.Truncate(key, ver, req.Off)
+		if err != nil {
+			return wire.Response{}, err
+		}
+		return wire.Response{Meta: osdproto.WriteReply{Boot: s.boot, Created: created}.Encode()}, nil
 	case osdproto.OpDelete:
 		return wire.Response{}, s.store.DeleteComps(req.Ino, req.Comps, ver)
 	case osdproto.OpStage:
@@ -227,7 +232,11 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		}
 		return wire.Response{}, s.store.Stage(key, ver, req.Txid, req.Off, r.Data)
 	case osdproto.OpApply:
-		return wire.Response{}, s.store.Apply(key, ver, req.Txid)
+		created, err := s.store.Apply(key, ver, req.Txid)
+		if err != nil {
+			return wire.Response{}, err
+		}
+		return wire.Response{Meta: osdproto.WriteReply{Boot: s.boot, Created: created}.Encode()}, nil
 	case osdproto.OpAbort:
 		return wire.Response{}, s.store.Abort(key, req.Txid)
 	case osdproto.OpLabel:

@@ -128,25 +128,26 @@ func (s *Store) readStage(k ObjKey, txid uint64) (off int64, data []byte, err er
 // Apply copies staged write txid into object k, makes it durable, then
 // drops the stage file. Applying twice is harmless: the second finds no
 // stage and reports ErrNotFound, which callers treat as done.
-func (s *Store) Apply(k ObjKey, version, txid uint64) error {
+func (s *Store) Apply(k ObjKey, version, txid uint64) (created bool, err error) {
 	off, data, err := s.readStage(k, txid)
 	if err != nil {
-		return err
+		return false, err
 	}
 	o, done, err := s.lockObject(k, version, forUpdate)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer done()
+	created, o.fresh = o.fresh, false
 	if len(data) > 0 {
 		if err := s.writeLocked(o, off, data); err != nil {
-			return err
+			return created, err
 		}
 	}
 	if err := s.syncLocked(o); err != nil {
-		return err
+		return created, err
 	}
-	return s.dropStage(k, txid)
+	return created, s.dropStage(k, txid)
 }
 
 // Abort drops staged write txid; a missing one is not an error.

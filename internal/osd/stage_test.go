@@ -24,7 +24,7 @@ func TestStageApplyAbort(t *testing.T) {
 	s := openTestStore(t, OSFS{}, dir)
 	k := ObjKey{Ino: 3, Comp: 1}
 	old := bytes.Repeat([]byte("o"), 10000)
-	if err := s.Write(k, 1, 0, old, true); err != nil {
+	if _, err := s.Write(k, 1, 0, old, true); err != nil {
 		t.Fatal(err)
 	}
 	patch := bytes.Repeat([]byte("n"), 5000)
@@ -34,14 +34,14 @@ func TestStageApplyAbort(t *testing.T) {
 	if got := readAll(t, s, k, 1, 10000); !bytes.Equal(got, old) {
 		t.Fatal("staging changed the object")
 	}
-	if err := s.Apply(k, 1, 77); err != nil {
-		t.Fatal(err)
+	if created, err := s.Apply(k, 1, 77); err != nil || created {
+		t.Fatalf("apply: created %v, %v", created, err)
 	}
 	want := append(append(append([]byte{}, old[:3000]...), patch...), old[8000:]...)
 	if got := readAll(t, s, k, 1, 10000); !bytes.Equal(got, want) {
 		t.Fatal("apply did not write the staged bytes")
 	}
-	if err := s.Apply(k, 1, 77); !errors.Is(err, wire.ErrNotFound) {
+	if _, err := s.Apply(k, 1, 77); !errors.Is(err, wire.ErrNotFound) {
 		t.Fatalf("second apply: %v, want ErrNotFound", err)
 	}
 	// Abort drops a stage without touching the object.
@@ -51,7 +51,7 @@ func TestStageApplyAbort(t *testing.T) {
 	if err := s.Abort(k, 78); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Apply(k, 1, 78); !errors.Is(err, wire.ErrNotFound) {
+	if _, err := s.Apply(k, 1, 78); !errors.Is(err, wire.ErrNotFound) {
 		t.Fatalf("apply after abort: %v", err)
 	}
 	if got := readAll(t, s, k, 1, 10000); !bytes.Equal(got, want) {
@@ -79,11 +79,11 @@ func TestDamagedStageRefused(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Apply(k, 1, 5); !errors.Is(err, wire.ErrCorrupt) {
+	if _, err := s.Apply(k, 1, 5); !errors.Is(err, wire.ErrCorrupt) {
 		t.Fatalf("apply of a damaged stage: %v, want ErrCorrupt", err)
 	}
 	// Deleting the object removes its stages too.
-	if err := s.Write(k, 1, 0, []byte("x"), true); err != nil {
+	if _, err := s.Write(k, 1, 0, []byte("x"), true); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(k, 1); err != nil {

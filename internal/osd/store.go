@@ -53,6 +53,7 @@ type object struct {
 	lastUse   uint64 // guarded by Store.mu
 	deleted   bool   // guarded by mu
 	dirSynced bool   // its directory entry is durable (guarded by mu)
+	fresh     bool   // created and not yet written to (guarded by mu)
 }
 
 // Store holds an OSD's objects in a directory.
@@ -225,7 +226,7 @@ func (s *Store) createObject(k ObjKey, version uint64) (*object, error) {
 		_ = data.Close()
 		return nil, err
 	}
-	o := &object{key: k, data: data, sum: sum, version: version, format: sumFormat, sumBase: sumHeaderBytes + sumLabelBytes}
+	o := &object{key: k, data: data, sum: sum, version: version, format: sumFormat, sumBase: sumHeaderBytes + sumLabelBytes, fresh: true}
 	if err := o.writeHeader(); err != nil {
 		_ = data.Close()
 		_ = sum.Close()
@@ -330,22 +331,24 @@ func (s *Store) lockObject(k ObjKey, version uint64, mode lockMode) (o *object, 
 	return o, done, nil
 }
 
-// Write stores p at off in object k, then fsyncs it if sync is set.
-func (s *Store) Write(k ObjKey, version uint64, off int64, p []byte, sync bool) error {
+// Write stores p at off in object k, then fsyncs it if sync is set. It
+// reports whether the write created the object.
+func (s *Store) Write(k ObjKey, version uint64, off int64, p []byte, sync bool) (created bool, err error) {
 	o, done, err := s.lockObject(k, version, forUpdate)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer done()
+	created, o.fresh = o.fresh, false
 	if len(p) > 0 {
 		if err := s.writeLocked(o, off, p); err != nil {
-			return err
+			return created, err
 		}
 	}
 	if sync {
-		return s.syncLocked(o)
+		return created, s.syncLocked(o)
 	}
-	return nil
+	return created, nil
 }
 
 func (s *Store) writeLocked(o *object, off int64, p []byte) error {
@@ -518,13 +521,19 @@ func (s *Store) Sync(k ObjKey, version uint64) error {
 	return s.syncLocked(o)
 }
 
-// Truncate sets object k's length, keeping the last block's checksum true.
-func (s *Store) Truncate(k ObjKey, version uint64, size int64) error {
+// Truncate sets object k's length, keeping the last block's checksum
+// true. It reports whether it created the object.
+func (s *Store) Truncate(k ObjKey, version uint64, size int64) (created bool, err error) {
 	o, done, err := s.lockObject(k, version, forUpdate)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer done()
+	created, o.fresh = o.fresh, false
+	return created, s.truncateLocked(o, size)
+}
+
+func (s *Store) truncateLocked(o *object, size int64) error {
 	if size < o.size && size%blockBytes != 0 {
 		// The tail block keeps its bytes below size; the rest become zeros.
 		b := size / blockBytes

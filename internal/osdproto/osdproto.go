@@ -6,14 +6,14 @@
 // Meta layouts, version 2 (boots added to Write, Sync, Read and Stat replies; wire.Enc encoding: little-endian integers,
 // u16-length-prefixed byte strings; cap is capability.Encode, 57 bytes):
 //
-//	Write    cap, ino u64, comp u32, off i64, flags u8 (1 = sync)      data = bytes, resp meta = boot u64
+//	Write    cap, ino u64, comp u32, off i64, flags u8 (1 = sync)      data = bytes, resp meta = boot u64, created u8
 //	Read     cap, ino u64, comp u32, off i64, len u32                  resp data = bytes, resp meta = objLen i64, version u64, boot u64
 //	Sync     cap, ino u64, n u32, comp u32 × n                         resp meta = boot u64
-//	Truncate cap, ino u64, comp u32, size i64
+//	Truncate cap, ino u64, comp u32, size i64                         resp meta = boot u64, created u8
 //	Delete   cap, ino u64, n u32, comp u32 × n
 //	Stat     cap, ino u64, comp u32                                    resp meta = objLen i64, version u64, boot u64
 //	Stage    cap, ino u64, comp u32, off i64, txid u64                 data = bytes (kept aside, durable)
-//	Apply    cap, ino u64, comp u32, txid u64                          staged bytes written into the object
+//	Apply    cap, ino u64, comp u32, txid u64                          staged bytes written into the object; resp meta = boot u64, created u8
 //	Abort    cap, ino u64, comp u32, txid u64                          staged bytes dropped
 //	Label    cap, ino u64, n u32, comp u32 × n                         data = label (JSON ObjectLabel) for each
 //	Scan     cap (ino 0), ino u64 = 0, cursor bytes, limit u32         resp meta = next cursor, data = JSON []ScanEntry
@@ -194,14 +194,50 @@ func DecodeObjectInfo(b []byte) (ObjectInfo, error) {
 	return o, d.Err()
 }
 
-// EncodeBoot is the meta of Write and Sync responses.
+// WriteReply is the meta of a Write, Truncate or Apply response: the answering boot, and
+// whether the write created the object (it did not exist before). A
+// writer that expected the object to hold data learns so that it was
+// lost: the new object holds holes below the write.
+type WriteReply struct {
+	Boot    uint64
+	Created bool
+}
+
+func (w WriteReply) Encode() []byte {
+	e := &wire.Enc{B: make([]byte, 0, 9)}
+	e.U64(w.Boot)
+	var created uint8
+	if w.Created {
+		created = 1
+	}
+	e.U8(created)
+	return e.B
+}
+
+// DecodeWriteReply reads the meta of a Write response; one that names no
+// boot cannot vouch for durability and is an error.
+func DecodeWriteReply(b []byte) (WriteReply, error) {
+	d := wire.NewDec(b)
+	w := WriteReply{Boot: d.U64()}
+	created := d.U8()
+	if err := d.Err(); err != nil {
+		return WriteReply{}, err
+	}
+	if w.Boot == 0 || created > 1 {
+		return WriteReply{}, wire.Errorf(wire.ErrBadRequest, "write reply: boot %d, created %d", w.Boot, created)
+	}
+	w.Created = created == 1
+	return w, nil
+}
+
+// EncodeBoot is the meta of a Sync response.
 func EncodeBoot(boot uint64) []byte {
 	e := &wire.Enc{B: make([]byte, 0, 8)}
 	e.U64(boot)
 	return e.B
 }
 
-// DecodeBoot reads the meta of a Write or Sync response. A reply that
+// DecodeBoot reads the meta of a Sync response. A reply that
 // names no boot cannot vouch for durability and is an error.
 func DecodeBoot(b []byte) (uint64, error) {
 	d := wire.NewDec(b)

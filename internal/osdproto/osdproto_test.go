@@ -70,3 +70,29 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Reply metas round-trip; a reply that names no boot, or is malformed,
+// is refused.
+func TestReplyMetas(t *testing.T) {
+	w := WriteReply{Boot: 7, Created: true}
+	if got, err := DecodeWriteReply(w.Encode()); err != nil || got != w {
+		t.Fatalf("write reply: %+v %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, WriteReply{Boot: 0}.Encode(), append(WriteReply{Boot: 1}.Encode()[:8], 2), append(w.Encode(), 0)} {
+		if _, err := DecodeWriteReply(bad); err == nil {
+			t.Fatalf("write reply %x accepted", bad)
+		}
+	}
+	if boot, err := DecodeBoot(EncodeBoot(9)); err != nil || boot != 9 {
+		t.Fatalf("sync reply: %d %v", boot, err)
+	}
+	for _, bad := range [][]byte{nil, EncodeBoot(0), append(EncodeBoot(9), 1)} {
+		if _, err := DecodeBoot(bad); err == nil {
+			t.Fatalf("sync reply %x accepted", bad)
+		}
+	}
+	info := ObjectInfo{Len: 5, Version: 2, Boot: 3}
+	if got, err := DecodeObjectInfo(info.Encode()); err != nil || got != info {
+		t.Fatalf("object info: %+v %v", got, err)
+	}
+}

@@ -231,7 +231,8 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, what func
 func RawWrite(c *Cluster, ino uint64, comp int, osdID uint32, version uint64, off int64, p []byte) error {
 	for _, s := range c.OSDs {
 		if s != nil && s.ID() == osdID {
-			return s.Store().Write(osd.ObjKey{Ino: ino, Comp: uint32(comp)}, version, off, p, true)
+			_, err := s.Store().Write(osd.ObjKey{Ino: ino, Comp: uint32(comp)}, version, off, p, true)
+			return err
 		}
 	}
 	return fmt.Errorf("no running OSD %d", osdID)
