@@ -77,6 +77,7 @@ func simSeeds(t *testing.T, def int) []uint64 {
 // Which interleaving of goroutines a seed meets is not replayed, so an
 // old seed guards its bug only most of the time; each was run until it
 // failed before its fix, and passes 600 seeds after.
+//
 //	38: an object lost between a staged write's stage and its apply
 //	    was created anew by the apply, holding only the staged unit: the
 //	    file's earlier bytes in it read as holes, and a scrub then
