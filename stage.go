@@ -160,15 +160,25 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 	if err := f.c.mds(ctx, mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil); err != nil {
 		return abort(fmt.Errorf("commit intent: %w", err))
 	}
-	applied := op.eachUnit(s, ok, func(_, c int) error { return f.applyStage(ctx, s, c, txid) })
+	boots := make([]uint64, len(ok))
+	applied := op.eachUnit(s, ok, func(i, c int) (err error) {
+		boots[i], err = f.applyStage(ctx, s, c, txid)
+		return err
+	})
 	var unapplied []int
 	var applyErrs []error
-	for _, r := range applied {
+	for i, r := range applied {
 		if r.err != nil {
 			unapplied, applyErrs = append(unapplied, r.comp), append(applyErrs, r.err)
 			continue
 		}
-		f.noteWritten(r.comp, offs[slices.Index(comps, r.comp)]+int64(len(op.shards[0])))
+		u := slices.Index(comps, r.comp)
+		f.noteWritten(r.comp, offs[u]+int64(len(op.shards[u])))
+		// Applied is durable, but writes under it its OSD took and may
+		// lose to a power cut are sent again at the sync: it is kept
+		// with them, to be sent again after them.
+		f.keepWrite(r.comp, offs[u], op.shards[u], boots[i])
+		op.kept = true
 	}
 	if len(unapplied) > 0 {
 		// Past the commit point: the stages stay, the resolver applies them
@@ -183,26 +193,27 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 // capability refused past the commit point expired meanwhile (the layout
 // cannot have moved: repairs wait for a file's intents), so it is renewed
 // and the apply sent again; it is never taken for a unit that failed,
-// which would mark a component dirty that holds its data.
-func (f *File) applyStage(ctx context.Context, s fileSnap, c int, txid uint64) error {
+// which would mark a component dirty that holds its data. It returns the
+// boot of the OSD that applied it (0 if another did: unknown).
+func (f *File) applyStage(ctx context.Context, s fileSnap, c int, txid uint64) (uint64, error) {
 	for try := 0; ; try++ {
 		wr, err := writeReplyOf(f.snapCall(ctx, s, osdproto.OpApply, c, osdproto.Req{Txid: txid}, nil))
 		if errors.Is(err, wire.ErrNotFound) {
-			return nil // the resolver applied it already
+			return 0, nil // the resolver applied it already
 		}
 		if err == nil {
 			f.checkCreated(ctx, c, wr.Created) // the object was lost: the stage alone is not its data
-			return nil
+			return wr.Boot, nil
 		}
 		if !errors.Is(err, wire.ErrDenied) || try == maxCapRenewals {
-			return err
+			return 0, err
 		}
 		if rerr := f.refresh(ctx, s.cap); rerr != nil {
-			return err
+			return 0, err
 		}
 		ns := f.snap()
 		if ns.lay.Version != s.lay.Version {
-			return err
+			return 0, err
 		}
 		s = ns
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/healer"
+	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/osd"
 	"github.com/braidfs/braid/internal/wire"
@@ -32,12 +33,21 @@ type Cluster struct {
 	log  *slog.Logger
 	addr []string // each OSD's address, reused on restart
 	opts Options
+	eng  kv.Engine // the MDS's, when the test chose it
 }
 
 func (c *Cluster) startMDS(listen string) {
 	c.t.Helper()
 	var err error
-	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Listen: listen, Key: c.Key,
+	c.eng = nil
+	if c.opts.KVConflicts > 0 {
+		b, err := kv.OpenBolt(filepath.Join(c.Dir, "meta.db"))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.eng = kv.WithConflicts(b, c.opts.KVSeed, c.opts.KVConflicts)
+	}
+	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Engine: c.eng, Listen: listen, Key: c.Key,
 		DefaultLayout: c.opts.DefaultLayout, OSDDownAfter: 2 * time.Second, OSDOutAfter: c.opts.OSDOutAfter,
 		GCEvery: 100 * time.Millisecond, DeleteDelay: cmp.Or(c.opts.DeleteDelay, DeleteDelay), Log: c.log,
 		RunHealer: healer.Over(c.opts.Network), Network: c.opts.Network, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
@@ -80,6 +90,19 @@ type Options struct {
 	DeleteDelay time.Duration
 	// Network carries all traffic; nil: TCP on 127.0.0.1.
 	Network wire.Network
+	// KVConflicts, if positive, makes about one metadata transaction
+	// attempt in KVConflicts lose a race (kv.WithConflicts, from KVSeed).
+	KVConflicts int
+	KVSeed      uint64
+}
+
+// KVConflicts is how many transaction conflicts the running MDS's engine
+// injected (Options.KVConflicts).
+func (c *Cluster) KVConflicts() int {
+	if c.eng == nil {
+		return 0
+	}
+	return kv.Conflicts(c.eng)
 }
 
 // Dial returns a client of the cluster, closed when the cluster's test
@@ -147,8 +170,10 @@ func (c *Cluster) StartOSD(i int) {
 func (c *Cluster) AddOSD() int {
 	c.t.Helper()
 	c.addr = append(c.addr, "127.0.0.1:0")
-	c.OSDs = append(c.OSDs, c.startOSD(len(c.addr)-1))
-	c.WaitUp(len(c.OSDs))
+	s := c.startOSD(len(c.addr) - 1)
+	c.OSDs = append(c.OSDs, s)
+	Eventually(c.t, 20*time.Second, func() bool { return s.ID() != 0 },
+		func() string { return "the added OSD has not registered" })
 	return len(c.OSDs) - 1
 }
 
