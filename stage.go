@@ -197,7 +197,7 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 // boot of the OSD that applied it (0 if another did: unknown).
 func (f *File) applyStage(ctx context.Context, s fileSnap, c int, txid uint64) (uint64, error) {
 	for try := 0; ; try++ {
-		wr, err := writeReplyOf(f.snapCall(ctx, s, osdproto.OpApply, c, osdproto.Req{Txid: txid}, nil))
+		wr, err := writeReplyOf(f.snapCall(ctx, s, osdproto.OpApply, c, osdproto.Req{Txid: txid, Flags: f.mustExist(c)}, nil))
 		if errors.Is(err, wire.ErrNotFound) {
 			return 0, nil // the resolver applied it already
 		}

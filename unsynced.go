@@ -177,7 +177,8 @@ func (f *File) syncOSD(ctx context.Context, comps []uint32, writes []*unitWrite)
 			if f.isDirty(w.comp) {
 				continue // a component marked meanwhile is rebuilt whole
 			}
-			wr, err := writeReplyOf(f.unitCall(ctx, osdproto.OpWrite, w.comp, osdproto.Req{Off: w.off}, w.data, nil))
+			req := osdproto.Req{Off: w.off, Flags: f.mustExist(w.comp)}
+			wr, err := writeReplyOf(f.unitCall(ctx, osdproto.OpWrite, w.comp, req, w.data, nil))
 			if err != nil {
 				_ = f.markDirty(ctx, fmt.Errorf("sending an unsynced write again: %w", err), w.comp)
 				continue
@@ -225,6 +226,19 @@ func writeReplyOf(meta []byte, err error) (osdproto.WriteReply, error) {
 // errRecreated: a write found no object where the file's record says one
 // holds written data, and created it anew, with holes below the write.
 var errRecreated = errors.New("its object was gone: a write created it anew")
+
+// mustExist is the flag a Write, Truncate or Apply of comp carries when
+// the file's record says its object holds written data: the OSD then
+// refuses (ErrLost, and the component is marked dirty) rather than create
+// it anew with holes below the write. Unlike the reply's created flag
+// (checkCreated), the refusal survives a lost reply: the request, sent
+// again on a new connection, is refused again.
+func (f *File) mustExist(comp int) uint8 {
+	if f.extentOf(comp) > 0 {
+		return osdproto.FlagMustExist
+	}
+	return 0
+}
 
 // checkCreated marks comp dirty if a write that created its object found
 // the object missing although the MDS records written data in it: the

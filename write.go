@@ -229,7 +229,8 @@ func (op *stripeOp) send() {
 	for u, data := range op.shards {
 		loc := lay.UnitOf(op.wb.fs, u)
 		go func() {
-			wr, err := writeReplyOf(f.unitCall(context.Background(), osdproto.OpWrite, loc.Component, osdproto.Req{Off: loc.ObjectOff}, data, nil))
+			req := osdproto.Req{Off: loc.ObjectOff, Flags: f.mustExist(loc.Component)}
+			wr, err := writeReplyOf(f.unitCall(context.Background(), osdproto.OpWrite, loc.Component, req, data, nil))
 			op.done(loc.Component, loc.ObjectOff, data, wr, err)
 		}()
 	}
@@ -390,7 +391,7 @@ func (f *File) shrinkLocked(size int64) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := osdproto.Req{Off: lay.ObjectLen(size, c)}
+			req := osdproto.Req{Off: lay.ObjectLen(size, c), Flags: f.mustExist(c)}
 			wr, err := writeReplyOf(f.unitCall(context.Background(), osdproto.OpTruncate, c, req, nil, nil))
 			if err != nil {
 				_ = f.markDirty(context.Background(), fmt.Errorf("truncate failed: %w", err), c)

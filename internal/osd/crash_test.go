@@ -3,6 +3,7 @@ package osd_test
 import (
 	"errors"
 	"fmt"
+	"github.com/braidfs/braid/internal/osdproto"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -87,7 +88,7 @@ func TestCrashNeverReadsUnwrittenBytes(t *testing.T) {
 			for i := range p {
 				p[i] = byte(1 + rng.IntN(255))
 			}
-			if _, err := s.Write(k, 1, int64(off), p, false); err != nil {
+			if _, err := s.Write(k, 1, int64(off), p, 0); err != nil {
 				t.Fatalf("seed %d: write: %v", seed, err)
 			}
 			current[o] = grow(current[o], off+len(p))
@@ -162,7 +163,7 @@ func TestDeleteSurvivesACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	for c := uint32(0); c < 3; c++ {
-		if _, err := s.Write(osd.ObjKey{Ino: 7, Comp: c}, 1, 0, []byte("data"), true); err != nil {
+		if _, err := s.Write(osd.ObjKey{Ino: 7, Comp: c}, 1, 0, []byte("data"), osdproto.FlagSync); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -193,7 +194,7 @@ func TestWriteReportsCreation(t *testing.T) {
 	}
 	k := osd.ObjKey{Ino: 9}
 	for i, want := range []bool{true, false} {
-		if created, err := s.Write(k, 1, 4096, []byte("data"), true); err != nil || created != want {
+		if created, err := s.Write(k, 1, 4096, []byte("data"), osdproto.FlagSync); err != nil || created != want {
 			t.Fatalf("write %d: created %v (%v), want %v", i, created, err, want)
 		}
 	}
@@ -202,10 +203,10 @@ func TestWriteReportsCreation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if created, err := s.Truncate(k, 1, 10); err != nil || created {
+	if created, err := s.Truncate(k, 1, 10, 0); err != nil || created {
 		t.Fatalf("truncate of an existing object: created %v (%v)", created, err)
 	}
-	if created, err := s.Truncate(osd.ObjKey{Ino: 10}, 1, 10); err != nil || !created {
+	if created, err := s.Truncate(osd.ObjKey{Ino: 10}, 1, 10, 0); err != nil || !created {
 		t.Fatalf("truncate of a missing object: created %v (%v)", created, err)
 	}
 	// A stage applied to a missing object (lost after it was staged).
@@ -213,7 +214,24 @@ func TestWriteReportsCreation(t *testing.T) {
 	if err := s.Stage(lost, 1, 3, 8192, []byte("staged")); err != nil {
 		t.Fatal(err)
 	}
-	if created, err := s.Apply(lost, 1, 3); err != nil || !created {
+	// The writer that knows the object holds data says so: the OSD then
+	// refuses rather than create it, every time it is asked (a request
+	// whose reply was lost is sent again, and must be refused again).
+	for range 2 {
+		if _, err := s.Apply(lost, 1, 3, osdproto.FlagMustExist); !errors.Is(err, wire.ErrLost) {
+			t.Fatalf("apply that must find its object, to a missing one: %v", err)
+		}
+		if _, err := s.Write(lost, 1, 0, []byte("x"), osdproto.FlagMustExist); !errors.Is(err, wire.ErrLost) {
+			t.Fatalf("write that must find its object, to a missing one: %v", err)
+		}
+		if _, err := s.Truncate(lost, 1, 10, osdproto.FlagMustExist); !errors.Is(err, wire.ErrLost) {
+			t.Fatalf("truncate that must find its object, to a missing one: %v", err)
+		}
+	}
+	if created, err := s.Apply(lost, 1, 3, 0); err != nil || !created {
 		t.Fatalf("apply to a missing object: created %v (%v)", created, err)
+	}
+	if created, err := s.Write(lost, 1, 0, []byte("x"), osdproto.FlagMustExist); err != nil || created {
+		t.Fatalf("write that must find its object, to an existing one: created %v (%v)", created, err)
 	}
 }

@@ -196,7 +196,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	key := ObjKey{Ino: req.Ino, Comp: req.Comp}
 	switch r.Op {
 	case osdproto.OpWrite:
-		created, err := s.store.Write(key, ver, req.Off, r.Data, req.Flags&osdproto.FlagSync != 0)
+		created, err := s.store.Write(key, ver, req.Off, r.Data, req.Flags)
 		if err != nil {
 			return wire.Response{}, err
 		}
@@ -219,7 +219,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		}
 		return wire.Response{Meta: osdproto.EncodeBoot(s.boot)}, nil
 	case osdproto.OpTruncate:
-		created, err := s.store.Truncate(key, ver, req.Off)
+		created, err := s.store.Truncate(key, ver, req.Off, req.Flags)
 		if err != nil {
 			return wire.Response{}, err
 		}
@@ -232,7 +232,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		}
 		return wire.Response{}, s.store.Stage(key, ver, req.Txid, req.Off, r.Data)
 	case osdproto.OpApply:
-		created, err := s.store.Apply(key, ver, req.Txid)
+		created, err := s.store.Apply(key, ver, req.Txid, req.Flags)
 		if err != nil {
 			return wire.Response{}, err
 		}

@@ -127,13 +127,14 @@ func (s *Store) readStage(k ObjKey, txid uint64) (off int64, data []byte, err er
 
 // Apply copies staged write txid into object k, makes it durable, then
 // drops the stage file. Applying twice is harmless: the second finds no
-// stage and reports ErrNotFound, which callers treat as done.
-func (s *Store) Apply(k ObjKey, version, txid uint64) (created bool, err error) {
+// stage and reports ErrNotFound, which callers treat as done. With
+// osdproto.FlagMustExist a missing object is ErrLost (the stage stays).
+func (s *Store) Apply(k ObjKey, version, txid uint64, flags uint8) (created bool, err error) {
 	off, data, err := s.readStage(k, txid)
 	if err != nil {
 		return false, err
 	}
-	o, done, err := s.lockObject(k, version, forUpdate)
+	o, done, err := s.lockObject(k, version, updateMode(flags))
 	if err != nil {
 		return false, err
 	}

@@ -3,6 +3,7 @@ package osd
 import (
 	"bytes"
 	"errors"
+	"github.com/braidfs/braid/internal/osdproto"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,7 +25,7 @@ func TestStageApplyAbort(t *testing.T) {
 	s := openTestStore(t, OSFS{}, dir)
 	k := ObjKey{Ino: 3, Comp: 1}
 	old := bytes.Repeat([]byte("o"), 10000)
-	if _, err := s.Write(k, 1, 0, old, true); err != nil {
+	if _, err := s.Write(k, 1, 0, old, osdproto.FlagSync); err != nil {
 		t.Fatal(err)
 	}
 	patch := bytes.Repeat([]byte("n"), 5000)
@@ -34,14 +35,14 @@ func TestStageApplyAbort(t *testing.T) {
 	if got := readAll(t, s, k, 1, 10000); !bytes.Equal(got, old) {
 		t.Fatal("staging changed the object")
 	}
-	if created, err := s.Apply(k, 1, 77); err != nil || created {
+	if created, err := s.Apply(k, 1, 77, 0); err != nil || created {
 		t.Fatalf("apply: created %v, %v", created, err)
 	}
 	want := append(append(append([]byte{}, old[:3000]...), patch...), old[8000:]...)
 	if got := readAll(t, s, k, 1, 10000); !bytes.Equal(got, want) {
 		t.Fatal("apply did not write the staged bytes")
 	}
-	if _, err := s.Apply(k, 1, 77); !errors.Is(err, wire.ErrNotFound) {
+	if _, err := s.Apply(k, 1, 77, 0); !errors.Is(err, wire.ErrNotFound) {
 		t.Fatalf("second apply: %v, want ErrNotFound", err)
 	}
 	// Abort drops a stage without touching the object.
@@ -51,7 +52,7 @@ func TestStageApplyAbort(t *testing.T) {
 	if err := s.Abort(k, 78); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(k, 1, 78); !errors.Is(err, wire.ErrNotFound) {
+	if _, err := s.Apply(k, 1, 78, 0); !errors.Is(err, wire.ErrNotFound) {
 		t.Fatalf("apply after abort: %v", err)
 	}
 	if got := readAll(t, s, k, 1, 10000); !bytes.Equal(got, want) {
@@ -79,11 +80,11 @@ func TestDamagedStageRefused(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(k, 1, 5); !errors.Is(err, wire.ErrCorrupt) {
+	if _, err := s.Apply(k, 1, 5, 0); !errors.Is(err, wire.ErrCorrupt) {
 		t.Fatalf("apply of a damaged stage: %v, want ErrCorrupt", err)
 	}
 	// Deleting the object removes its stages too.
-	if _, err := s.Write(k, 1, 0, []byte("x"), true); err != nil {
+	if _, err := s.Write(k, 1, 0, []byte("x"), osdproto.FlagSync); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(k, 1); err != nil {

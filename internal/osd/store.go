@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -297,10 +298,20 @@ func (s *Store) ioError(err error) error {
 type lockMode int
 
 const (
-	forRead   lockMode = iota // shared lock; a missing object is not created
-	forSync                   // exclusive; a missing object is not created; newer versions recorded
-	forUpdate                 // exclusive; created if missing; newer versions recorded
+	forRead           lockMode = iota // shared lock; a missing object is not created
+	forSync                           // exclusive; a missing object is not created; newer versions recorded
+	forUpdate                         // exclusive; created if missing; newer versions recorded
+	forUpdateExisting                 // exclusive; missing is ErrLost; newer versions recorded
 )
+
+// updateMode is how a Write, Truncate or Apply with request flags holds
+// its object: one that must exist is never created.
+func updateMode(flags uint8) lockMode {
+	if flags&osdproto.FlagMustExist != 0 {
+		return forUpdateExisting
+	}
+	return forUpdate
+}
 
 // lockObject acquires object k, takes its lock and checks the request's
 // layout version. done releases both. A missing object (not created)
@@ -309,6 +320,9 @@ func (s *Store) lockObject(k ObjKey, version uint64, mode lockMode) (o *object, 
 	o, err = s.acquire(k, mode == forUpdate, version)
 	if err != nil {
 		return nil, nil, s.ioError(err)
+	}
+	if o == nil && mode == forUpdateExisting {
+		return nil, nil, wire.Errorf(wire.ErrLost, "object %016x.%d is missing, and its writer knows it holds data", k.Ino, k.Comp)
 	}
 	if o == nil {
 		return nil, func() {}, nil
@@ -331,10 +345,12 @@ func (s *Store) lockObject(k ObjKey, version uint64, mode lockMode) (o *object, 
 	return o, done, nil
 }
 
-// Write stores p at off in object k, then fsyncs it if sync is set. It
-// reports whether the write created the object.
-func (s *Store) Write(k ObjKey, version uint64, off int64, p []byte, sync bool) (created bool, err error) {
-	o, done, err := s.lockObject(k, version, forUpdate)
+// Write stores p at off in object k, then fsyncs it if flags ask
+// (osdproto.FlagSync); with osdproto.FlagMustExist a missing object is
+// ErrLost, not created. It reports whether the write created the object.
+func (s *Store) Write(k ObjKey, version uint64, off int64, p []byte, flags uint8) (created bool, err error) {
+	sync := flags&osdproto.FlagSync != 0
+	o, done, err := s.lockObject(k, version, updateMode(flags))
 	if err != nil {
 		return false, err
 	}
@@ -522,9 +538,10 @@ func (s *Store) Sync(k ObjKey, version uint64) error {
 }
 
 // Truncate sets object k's length, keeping the last block's checksum
-// true. It reports whether it created the object.
-func (s *Store) Truncate(k ObjKey, version uint64, size int64) (created bool, err error) {
-	o, done, err := s.lockObject(k, version, forUpdate)
+// true (osdproto.FlagMustExist: a missing object is ErrLost). It reports
+// whether it created the object.
+func (s *Store) Truncate(k ObjKey, version uint64, size int64, flags uint8) (created bool, err error) {
+	o, done, err := s.lockObject(k, version, updateMode(flags))
 	if err != nil {
 		return false, err
 	}

@@ -3,6 +3,7 @@ package osd
 import (
 	"bytes"
 	"errors"
+	"github.com/braidfs/braid/internal/osdproto"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -72,7 +73,7 @@ func runModel(t *testing.T, maxOff int64, maxLen int, writeCache bool) *Store {
 		switch rng.IntN(6) {
 		case 0:
 			size := rng.Int64N(maxOff + int64(maxLen)/2)
-			if _, err := s.Truncate(k, 1, size); err != nil {
+			if _, err := s.Truncate(k, 1, size, 0); err != nil {
 				t.Fatalf("seed %d step %d: truncate: %v", seed, step, err)
 			}
 			model = resize(model, size)
@@ -85,7 +86,7 @@ func runModel(t *testing.T, maxOff int64, maxLen int, writeCache bool) *Store {
 			for i := range p {
 				p[i] = byte(rng.Uint32())
 			}
-			if _, err := s.Write(k, 1, off, p, false); err != nil {
+			if _, err := s.Write(k, 1, off, p, 0); err != nil {
 				t.Fatalf("seed %d step %d: write: %v", seed, step, err)
 			}
 			model = resize(model, max(int64(len(model)), off+int64(n)))
@@ -130,7 +131,7 @@ func TestCorruptionDetected(t *testing.T) {
 	s := openTestStore(t, OSFS{}, dir)
 	k := ObjKey{Ino: 1, Comp: 0}
 	data := bytes.Repeat([]byte("braid"), 5000)
-	if _, err := s.Write(k, 1, 0, data, true); err != nil {
+	if _, err := s.Write(k, 1, 0, data, osdproto.FlagSync); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -164,16 +165,16 @@ func TestCorruptionDetected(t *testing.T) {
 func TestStaleVersion(t *testing.T) {
 	s := openTestStore(t, OSFS{}, t.TempDir())
 	k := ObjKey{Ino: 3, Comp: 1}
-	if _, err := s.Write(k, 5, 0, []byte("v5"), false); err != nil {
+	if _, err := s.Write(k, 5, 0, []byte("v5"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Write(k, 4, 0, []byte("v4"), false); !errors.Is(err, wire.ErrStale) {
+	if _, err := s.Write(k, 4, 0, []byte("v4"), 0); !errors.Is(err, wire.ErrStale) {
 		t.Fatalf("write at older version: %v", err)
 	}
 	if _, _, err := s.Read(k, 4, 0, make([]byte, 2)); !errors.Is(err, wire.ErrStale) {
 		t.Fatalf("read at older version: %v", err)
 	}
-	if _, err := s.Write(k, 6, 0, []byte("v6"), false); err != nil {
+	if _, err := s.Write(k, 6, 0, []byte("v6"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, v, _ := s.Stat(k); v != 6 {
@@ -186,10 +187,10 @@ func TestFullDisk(t *testing.T) {
 	lfs := NewLimitFS(OSFS{}, 300_000, 0)
 	s := openTestStore(t, lfs, dir)
 	keep := bytes.Repeat([]byte{7}, 100_000)
-	if _, err := s.Write(ObjKey{Ino: 1}, 1, 0, keep, true); err != nil {
+	if _, err := s.Write(ObjKey{Ino: 1}, 1, 0, keep, osdproto.FlagSync); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Write(ObjKey{Ino: 2}, 1, 0, make([]byte, 400_000), false)
+	_, err := s.Write(ObjKey{Ino: 2}, 1, 0, make([]byte, 400_000), 0)
 	if !errors.Is(err, wire.ErrNoSpace) {
 		t.Fatalf("write past capacity: %v, want ErrNoSpace", err)
 	}
@@ -200,7 +201,7 @@ func TestFullDisk(t *testing.T) {
 	if err := s.Delete(ObjKey{Ino: 1}, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Write(ObjKey{Ino: 2}, 1, 0, make([]byte, 250_000), false); err != nil {
+	if _, err := s.Write(ObjKey{Ino: 2}, 1, 0, make([]byte, 250_000), 0); err != nil {
 		t.Fatalf("write after freeing space: %v", err)
 	}
 }
@@ -229,7 +230,7 @@ func TestParseObjectName(t *testing.T) {
 func TestDeleteRespectsNewerLayout(t *testing.T) {
 	s := openTestStore(t, OSFS{}, t.TempDir())
 	k := ObjKey{Ino: 5, Comp: 0}
-	if _, err := s.Write(k, 2, 0, []byte("new layout data"), false); err != nil {
+	if _, err := s.Write(k, 2, 0, []byte("new layout data"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(k, 1); !errors.Is(err, wire.ErrStale) {
@@ -275,7 +276,7 @@ func TestCapacityCountsLargeWritesOnce(t *testing.T) {
 		s := openTestStore(t, lfs, t.TempDir())
 		s.direct = s.direct && !writeCache
 		for i := 0; i < 4; i++ {
-			if _, err := s.Write(ObjKey{Ino: 1}, 1, int64(i)*int64(len(data)), data, false); err != nil {
+			if _, err := s.Write(ObjKey{Ino: 1}, 1, int64(i)*int64(len(data)), data, 0); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -3,17 +3,19 @@
 // internal/wire frames. Every request names a file (ino) and component(s)
 // and carries the capability the MDS issued for that file.
 //
-// Meta layouts, version 2 (boots added to Write, Sync, Read and Stat replies; wire.Enc encoding: little-endian integers,
-// u16-length-prefixed byte strings; cap is capability.Encode, 57 bytes):
+// Meta layouts, version 3 (version 2 added boots to Write, Sync, Read and
+// Stat replies, version 3 the must-exist flag to Truncate and Apply;
+// wire.Enc encoding: little-endian integers, u16-length-prefixed byte
+// strings; cap is capability.Encode, 57 bytes):
 //
-//	Write    cap, ino u64, comp u32, off i64, flags u8 (1 = sync)      data = bytes, resp meta = boot u64, created u8
+//	Write    cap, ino u64, comp u32, off i64, flags u8 (1 sync, 2 must exist)  data = bytes, resp meta = boot u64, created u8
 //	Read     cap, ino u64, comp u32, off i64, len u32                  resp data = bytes, resp meta = objLen i64, version u64, boot u64
 //	Sync     cap, ino u64, n u32, comp u32 × n                         resp meta = boot u64
-//	Truncate cap, ino u64, comp u32, size i64                         resp meta = boot u64, created u8
+//	Truncate cap, ino u64, comp u32, size i64, flags u8 (2 must exist) resp meta = boot u64, created u8
 //	Delete   cap, ino u64, n u32, comp u32 × n
 //	Stat     cap, ino u64, comp u32                                    resp meta = objLen i64, version u64, boot u64
 //	Stage    cap, ino u64, comp u32, off i64, txid u64                 data = bytes (kept aside, durable)
-//	Apply    cap, ino u64, comp u32, txid u64                          staged bytes written into the object; resp meta = boot u64, created u8
+//	Apply    cap, ino u64, comp u32, txid u64, flags u8 (2 must exist) staged bytes written into the object; resp meta = boot u64, created u8
 //	Abort    cap, ino u64, comp u32, txid u64                          staged bytes dropped
 //	Label    cap, ino u64, n u32, comp u32 × n                         data = label (JSON ObjectLabel) for each
 //	Scan     cap (ino 0), ino u64 = 0, cursor bytes, limit u32         resp meta = next cursor, data = JSON []ScanEntry
@@ -24,6 +26,12 @@
 // answers from another boot means the OSD restarted in between and may
 // have lost the writes (a power cut), so the writer must treat them as
 // missed.
+//
+// Must exist (FlagMustExist): the writer knows the object holds data, so
+// an OSD that does not have it refuses with ErrLost instead of creating
+// it (with holes below the write that would read as zeros). Unlike the
+// reply's created flag, the refusal survives a lost reply: a request
+// sent again is refused again.
 //
 // Sync under a newer layout version than the object's records that version
 // (a repair fences old writers this way).
@@ -59,8 +67,14 @@ const (
 // MaxScan bounds the objects one Scan lists.
 const MaxScan = 2048
 
-// FlagSync asks the OSD to make a write durable before answering.
-const FlagSync = 1
+// Request flags.
+const (
+	// FlagSync asks the OSD to make a write durable before answering.
+	FlagSync = 1
+	// FlagMustExist asks the OSD to refuse (ErrLost) a Write, Truncate
+	// or Apply to an object it does not have, rather than create it.
+	FlagMustExist = 2
+)
 
 // MaxComps bounds the component list of one request.
 const MaxComps = 4096
@@ -108,13 +122,18 @@ func (r *Req) Encode(op uint16) []byte {
 	case OpTruncate:
 		e.U32(r.Comp)
 		e.I64(r.Off)
+		e.U8(r.Flags)
 	case OpStat:
 		e.U32(r.Comp)
 	case OpStage:
 		e.U32(r.Comp)
 		e.I64(r.Off)
 		e.U64(r.Txid)
-	case OpApply, OpAbort:
+	case OpApply:
+		e.U32(r.Comp)
+		e.U64(r.Txid)
+		e.U8(r.Flags)
+	case OpAbort:
 		e.U32(r.Comp)
 		e.U64(r.Txid)
 	case OpScan:
@@ -144,12 +163,14 @@ func Decode(op uint16, meta []byte) (Req, error) {
 			r.Comps = append(r.Comps, d.U32())
 		}
 	case OpTruncate:
-		r.Comp, r.Off = d.U32(), d.I64()
+		r.Comp, r.Off, r.Flags = d.U32(), d.I64(), d.U8()
 	case OpStat:
 		r.Comp = d.U32()
 	case OpStage:
 		r.Comp, r.Off, r.Txid = d.U32(), d.I64(), d.U64()
-	case OpApply, OpAbort:
+	case OpApply:
+		r.Comp, r.Txid, r.Flags = d.U32(), d.U64(), d.U8()
+	case OpAbort:
 		r.Comp, r.Txid = d.U32(), d.U64()
 	case OpScan:
 		r.Cursor, r.Len = d.Bytes(), d.U32()

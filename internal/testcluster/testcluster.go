@@ -20,6 +20,7 @@ import (
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/osd"
+	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -256,7 +257,7 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, what func
 func RawWrite(c *Cluster, ino uint64, comp int, osdID uint32, version uint64, off int64, p []byte) error {
 	for _, s := range c.OSDs {
 		if s != nil && s.ID() == osdID {
-			_, err := s.Store().Write(osd.ObjKey{Ino: ino, Comp: uint32(comp)}, version, off, p, true)
+			_, err := s.Store().Write(osd.ObjKey{Ino: ino, Comp: uint32(comp)}, version, off, p, osdproto.FlagSync)
 			return err
 		}
 	}
