@@ -133,7 +133,11 @@ type sim struct {
 	// rng2 draws the choices added after the regression seeds were
 	// recorded (which client, a sync after a fault, an OSD replaced), so
 	// rng's draws, and with them those seeds' runs, stay as they were.
-	rng2  *rand.Rand
+	rng2 *rand.Rand
+	// rng3 draws the fault kinds added after that (moreFaults), which
+	// run on generators of their own so rng's and rng2's draws stay.
+	rng3  *rand.Rand
+	dfs   diskFaults // what the disk twin fails now
 	c     *testcluster.Cluster
 	cl    *braid.Client   // the first of cls, for the checks
 	cls   []*braid.Client // the workload's clients
@@ -169,11 +173,13 @@ func (s *sim) fatalf(format string, args ...any) {
 // runSim runs steps seeded steps and the final checks; it returns the trace.
 func runSim(t *testing.T, seed uint64, steps int) string {
 	nw, disk := simnet.New(), simdisk.New(0)
+	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), rng2: rand.New(rand.NewPCG(seed, 0x5eed2)),
+		rng3: rand.New(rand.NewPCG(seed, 0x5eed3)), nw: nw, disk: disk,
+		model: map[string][]byte{}, held: map[string]*heldFile{}, live: []int{0, 1, 2, 3, 4, 5}}
+	disk.Fault = s.dfs.fault
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Network: nw, OSDFS: disk, CapTTL: 3 * time.Second,
 		KVConflicts: 8, KVSeed: seed})
-	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), rng2: rand.New(rand.NewPCG(seed, 0x5eed2)),
-		c: c, cls: []*braid.Client{c.Dial(), c.Dial()}, nw: nw, disk: disk,
-		model: map[string][]byte{}, held: map[string]*heldFile{}, live: []int{0, 1, 2, 3, 4, 5}}
+	s.c, s.cls = c, []*braid.Client{c.Dial(), c.Dial()}
 	s.cl = s.cls[0]
 	for i := 0; i < steps; i++ {
 		switch r := s.rng.IntN(12); {
@@ -363,7 +369,17 @@ func (s *sim) syncHeldFile(p string) {
 	if err != nil {
 		s.fatalf("held sync %s: %v", p, err)
 	}
+	faults := h.faults
 	h.acked, h.faults = slices.Clone(h.now), 0
+	if faults >= 2 {
+		// Its stripes may lack more units than the layout tolerates until
+		// the repair the sync's commit allows (see beyondTolerance): a
+		// read may fail cleanly meanwhile, and must succeed once healed.
+		if _, err := get(s.t, s.client(), p); errors.Is(err, braid.ErrUnavailable) {
+			s.logf("held %s unavailable after %d faults until healed: %v", p, faults, err)
+			s.waitHealthy()
+		}
+	}
 	s.verifyHeld(p, "after its sync")
 }
 
@@ -499,6 +515,9 @@ func (s *sim) fault() {
 	s.waitHealthy()
 	if s.rng2.IntN(5) == 0 {
 		s.replaceOSD()
+	}
+	if s.rng3.IntN(2) == 0 {
+		s.moreFaults()
 	}
 }
 

@@ -5,13 +5,17 @@
 // and new dials refused, as a partition or a crashed host would) and cut
 // every connection (a flaky switch), and delay every message to and from
 // a server (a congested or distant link; under synctest the delay passes
-// on simulated time). Per-message drops are not modelled: on a stream
-// they are a cut connection.
+// on simulated time), and lose a server's replies after it acted on the
+// request (the connection is cut as the reply is written), so clients
+// meet requests that ran although they saw an error, and send them again.
+// Per-message drops are otherwise not modelled: on a stream they are a
+// cut connection.
 package simnet
 
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -30,12 +34,20 @@ type Net struct {
 	isolated  map[string]bool
 	conns     map[net.Conn]string // every open connection end → the server address it reaches
 	delays    map[string]time.Duration
+	lose      map[string]*loss
 	nextPort  int
+}
+
+// loss is a server's lost replies: one write in oneIn, drawn from rng.
+type loss struct {
+	oneIn int
+	rng   *rand.Rand
+	lost  int
 }
 
 // New returns an empty network.
 func New() *Net {
-	return &Net{listeners: map[string]*listener{}, isolated: map[string]bool{}, conns: map[net.Conn]string{}, delays: map[string]time.Duration{}, nextPort: 1}
+	return &Net{listeners: map[string]*listener{}, isolated: map[string]bool{}, conns: map[net.Conn]string{}, delays: map[string]time.Duration{}, lose: map[string]*loss{}, nextPort: 1}
 }
 
 // Listen listens at addr ("host:port"); port 0 picks a free one.
@@ -75,7 +87,7 @@ func (n *Net) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	n.conns[client], n.conns[server] = addr, addr
 	n.mu.Unlock()
 	select {
-	case l.accept <- &conn{Conn: server, n: n, addr: addr}:
+	case l.accept <- &conn{Conn: server, n: n, addr: addr, server: true}:
 		return &conn{Conn: client, n: n, addr: addr}, nil
 	case <-l.done:
 	case <-ctx.Done():
@@ -116,6 +128,43 @@ func (n *Net) Delay(addr string, d time.Duration) {
 		return
 	}
 	n.delays[addr] = d
+}
+
+// LoseReplies makes about one write in oneIn by the server at addr cut
+// its connection instead of delivering (0 ends it): the request it
+// answers ran, the client sees a broken connection. Which writes is drawn
+// from seed.
+func (n *Net) LoseReplies(addr string, oneIn int, seed uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if oneIn <= 0 {
+		delete(n.lose, addr)
+		return
+	}
+	n.lose[addr] = &loss{oneIn: oneIn, rng: rand.New(rand.NewPCG(seed, 0x1055))}
+}
+
+// LostReplies is how many replies of the server at addr were lost since
+// LoseReplies.
+func (n *Net) LostReplies(addr string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l := n.lose[addr]; l != nil {
+		return l.lost
+	}
+	return 0
+}
+
+// loseReply draws whether the server at addr loses the reply it writes.
+func (n *Net) loseReply(addr string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l := n.lose[addr]
+	if l == nil || l.rng.IntN(l.oneIn) != 0 {
+		return false
+	}
+	l.lost++
+	return true
 }
 
 func (n *Net) delayOf(addr string) time.Duration {
@@ -169,9 +218,10 @@ func (n *Net) forget(cs ...net.Conn) {
 // conn is one end of a connection; closing it forgets it.
 type conn struct {
 	net.Conn
-	n    *Net
-	addr string // the server's
-	once sync.Once
+	n      *Net
+	addr   string // the server's
+	server bool   // the server's end
+	once   sync.Once
 
 	// Delayed writes go through a queue and a pump goroutine, as bytes
 	// through a socket's send buffer: the writer does not wait (it may
@@ -193,6 +243,10 @@ type delayed struct {
 const maxQueuedWrites = 256
 
 func (c *conn) Write(p []byte) (int, error) {
+	if c.server && c.n.loseReply(c.addr) {
+		_ = c.Close()
+		return 0, net.ErrClosed
+	}
 	d := c.n.delayOf(c.addr)
 	c.qmu.Lock()
 	if d <= 0 && c.q == nil {

@@ -79,3 +79,49 @@ func TestIsolateRefusesDials(t *testing.T) {
 	}
 	c.Close()
 }
+
+// A server losing replies cuts the connection as it writes: the client
+// never sees the reply, although the server read the request.
+func TestLoseRepliesCutsAfterTheRequest(t *testing.T) {
+	n := New()
+	l, err := n.Listen("s:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n.LoseReplies(l.Addr().String(), 1, 7) // every reply
+	served := make(chan string, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			served <- ""
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 4)
+		_, _ = io.ReadFull(c, b)
+		served <- string(b)
+		_, _ = c.Write([]byte("pong"))
+	}()
+	c, err := n.Dial(context.Background(), l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-served; got != "ping" {
+		t.Fatalf("server read %q", got)
+	}
+	if b, err := io.ReadAll(c); len(b) != 0 || err != nil {
+		t.Fatalf("client read %q, %v; want nothing and EOF", b, err)
+	}
+	if got := n.LostReplies(l.Addr().String()); got != 1 {
+		t.Fatalf("%d replies counted lost, want 1", got)
+	}
+	n.LoseReplies(l.Addr().String(), 0, 0)
+	if n.LostReplies(l.Addr().String()) != 0 {
+		t.Fatal("lost replies still counted after LoseReplies(0)")
+	}
+}
