@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"path"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/osd"
 )
 
@@ -75,7 +80,13 @@ func (s *sim) moreFaults() {
 	}
 	i := s.live[s.rng.IntN(len(s.live))]
 	dir := s.c.OSDDir(i)
-	switch s.rng.IntN(5) {
+	switch s.rng.IntN(7) {
+	case 5:
+		s.partitionBeyondTolerance()
+		return
+	case 6:
+		s.loseBeyondTolerance()
+		return
 	case 0:
 		addr := s.c.OSDs[i].Addr()
 		s.nw.LoseReplies(addr, 3+s.rng.IntN(8), s.rng.Uint64())
@@ -155,4 +166,148 @@ func (s *sim) putMayFail(want error) {
 	case existed && !bytes.Equal(got, old):
 		s.fatalf("a failed put over %s changed it: %s", p, s.describe(p, got, old))
 	}
+}
+
+// partitionBeyondTolerance takes OSDs away until some files lose more units per
+// stripe than their layouts tolerate: every read must then return the
+// acknowledged bytes or fail cleanly (ErrUnavailable), and fail only
+// where a group really lost too many; an atomic put may fail but must
+// leave the old file whole; status must say degraded. Then the OSDs come
+// back and everything must read back exactly.
+func (s *sim) partitionBeyondTolerance() {
+	s.closeHeld()
+	n := 2 + s.rng.IntN(2)
+	perm := s.rng.Perm(len(s.live))
+	cut := map[uint32]bool{}
+	var addrs []string
+	for _, at := range perm[:n] {
+		o := s.c.OSDs[s.live[at]]
+		cut[o.ID()] = true
+		addrs = append(addrs, o.Addr())
+		s.nw.Isolate(o.Addr())
+	}
+	s.logf("fault: %d OSDs partitioned %v", n, slices.Sorted(maps.Keys(cut)))
+	for _, p := range slices.Sorted(maps.Keys(s.model)) {
+		fi, err := s.cl.Stat(ctx, p)
+		if err != nil {
+			s.fatalf("stat %s with %d OSDs partitioned: %v", p, n, err)
+		}
+		got, err := get(s.t, s.client(), p)
+		switch {
+		case err == nil && !bytes.Equal(got, s.model[p]):
+			s.fatalf("%d OSDs partitioned: %s reads %d bytes differing from the %d acknowledged (%s)", n, p, len(got), len(s.model[p]), s.describe(p, got, s.model[p]))
+		case err != nil && !errors.Is(err, braid.ErrUnavailable):
+			s.fatalf("%d OSDs partitioned: read %s: %v, want its bytes or ErrUnavailable", n, p, err)
+		case err != nil && !groupBeyond(fi.Layout, cut):
+			s.fatalf("%d OSDs partitioned: read %s: %v, although no group of %+v lost more than it tolerates", n, p, err, fi.Layout)
+		}
+		s.logf("read %s with %d OSDs partitioned: %v", p, n, err != nil)
+	}
+	s.putMayFail(braid.ErrUnavailable)
+	var st braid.Status
+	deadline := time.Now().Add(time.Minute) // simulated
+	for st.Health == "" || st.Health == "ok" || st.UpOSDs() != len(s.live)-n {
+		if time.Now().After(deadline) {
+			s.fatalf("status with %d OSDs partitioned: %s, %d up", n, st.Health, st.UpOSDs())
+		}
+		simTick()
+		st, _ = s.cl.Status(ctx)
+	}
+	for _, a := range addrs {
+		s.nw.Heal(a)
+	}
+	s.logf("fault: partition healed")
+	s.waitHealthy()
+	s.verifyAll("after a partition beyond tolerance")
+}
+
+// groupBeyond reports whether some group of l has more components on the
+// OSDs cut than its layout tolerates.
+func groupBeyond(l *braid.Layout, cut map[uint32]bool) bool {
+	spec, err := layout.Parse(l.Spec)
+	if err != nil {
+		return false
+	}
+	per := map[int]int{}
+	for _, c := range l.Components {
+		if cut[c.OSD] {
+			per[c.Group]++
+		}
+	}
+	for _, k := range per {
+		if k > spec.M {
+			return true
+		}
+	}
+	return false
+}
+
+// loseBeyondTolerance loses the objects of more components of one group
+// of a file than its layout tolerates: reads of the file must fail with
+// an error naming the lost components, never return other bytes; status
+// must say so; the other files are untouched; once the file is removed
+// the cluster is healthy again.
+func (s *sim) loseBeyondTolerance() {
+	s.closeHeld()
+	for _, p := range slices.Sorted(maps.Keys(s.model)) {
+		fi, err := s.cl.Stat(ctx, p)
+		if err != nil {
+			s.fatalf("stat %s: %v", p, err)
+		}
+		spec, err := layout.Parse(fi.Layout.Spec)
+		if err != nil {
+			s.fatalf("%s: layout %q: %v", p, fi.Layout.Spec, err)
+		}
+		lose := s.objectsOfGroup(fi, 0)
+		if len(lose) <= spec.M {
+			continue
+		}
+		comps := slices.Sorted(maps.Keys(lose))[:spec.M+1]
+		for _, c := range comps {
+			s.disk.LoseFile(lose[c].dat)
+			s.disk.LoseFile(strings.TrimSuffix(lose[c].dat, "dat") + "sum")
+			s.c.RestartOSD(lose[c].osd)
+		}
+		s.logf("fault: %s lost components %v (%s tolerates %d)", p, comps, fi.Layout.Spec, spec.M)
+		_, err = get(s.t, s.client(), p)
+		s.logf("read %s: %v", p, err)
+		if err == nil {
+			s.fatalf("%s read with components %v lost (%s)", p, comps, fi.Layout.Spec)
+		}
+		if !errors.Is(err, braid.ErrUnavailable) {
+			s.fatalf("read %s with components %v lost: %v, want ErrUnavailable", p, comps, err)
+		}
+		delete(s.model, p)
+		s.verifyAll("another file lost more than it tolerates")
+		if err := s.cl.Remove(ctx, p); err != nil {
+			s.fatalf("remove %s: %v", p, err)
+		}
+		s.waitHealthy()
+		return
+	}
+	s.logf("fault: no file to lose beyond tolerance")
+}
+
+type placedObject struct {
+	dat string
+	osd int // index in the cluster
+}
+
+// objectsOfGroup finds the object files of the components of group g of
+// file fi on the live OSDs' disks, by component.
+func (s *sim) objectsOfGroup(fi braid.FileInfo, g int) map[int]placedObject {
+	out := map[int]placedObject{}
+	for _, i := range s.live {
+		for _, o := range s.objectsOf(i) {
+			var ino uint64
+			var comp int
+			if _, err := fmt.Sscanf(path.Base(o), "%016x.%d.dat", &ino, &comp); err != nil || ino != fi.Ino {
+				continue
+			}
+			if comp < len(fi.Layout.Components) && fi.Layout.Components[comp].Group == g {
+				out[comp] = placedObject{dat: o, osd: i}
+			}
+		}
+	}
+	return out
 }

@@ -220,7 +220,20 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 			left, leftOSDs = append(left, comp), append(leftOSDs, id)
 		default:
 			meta, err := s.osdCallData(ctx, id, op, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, nil, now)
-			if err != nil && !errors.Is(err, wire.ErrNotFound) {
+			switch {
+			case err == nil || errors.Is(err, wire.ErrNotFound):
+			case unitBroken(err):
+				// The OSD answers but cannot apply this unit (a block it
+				// merges with fails its checksum, its disk fails): retrying
+				// would hold the file's repairs back for good, so the unit
+				// is rebuilt from the rest instead, and its stage dropped.
+				s.cfg.Log.Warn("staged write given up: the unit is rebuilt", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
+				if op == osdproto.OpApply {
+					lost = append(lost, comp)
+					_ = s.osdCall(ctx, id, osdproto.OpAbort, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, now)
+				}
+			default:
+				s.cfg.Log.Warn("staged write not resolved yet", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
 				left, leftOSDs = append(left, comp), append(leftOSDs, id)
 			}
 			if wr, derr := osdproto.DecodeWriteReply(meta); err == nil && op == osdproto.OpApply && derr == nil && wr.Created {
@@ -253,6 +266,14 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 		it.rec.Comps, it.rec.OSDs = left, leftOSDs
 		return putJSON(tx, key, &it.rec)
 	})
+}
+
+// unitBroken reports whether an OSD's answer to an apply or abort says
+// the unit cannot be resolved there however often it is sent (as opposed
+// to an OSD that is unreachable, restarting or busy).
+func unitBroken(err error) bool {
+	return errors.Is(err, wire.ErrCorrupt) || errors.Is(err, wire.ErrLost) || errors.Is(err, wire.ErrInternal) ||
+		errors.Is(err, wire.ErrNoSpace) || errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrInvalid)
 }
 
 // osdCall sends one request to an up OSD.

@@ -127,7 +127,11 @@ func Start(t testing.TB, o Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, Dir: t.TempDir(), Key: key, log: slog.New(failOnError{t: t, Handler: slog.NewTextHandler(io.Discard, nil)})}
+	var logTo io.Writer = io.Discard
+	if os.Getenv("BRAID_TEST_LOG") != "" { // the servers' logs, to debug a test
+		logTo = os.Stderr
+	}
+	c := &Cluster{t: t, Dir: t.TempDir(), Key: key, log: slog.New(failOnError{t: t, Handler: slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug})})}
 	c.opts = o
 	c.startMDS("127.0.0.1:0")
 	t.Cleanup(c.Stop)
