@@ -7,7 +7,9 @@ import (
 	"maps"
 	"math/rand/v2"
 	"path"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,7 +139,8 @@ func (s *sim) writeUnderFault() {
 
 // putMayFail puts a file atomically, over an existing one or not, where
 // the put may fail with want: then the old file must read back whole (or,
-// for a new name, not exist).
+// for a new name, not exist); an old file that is unavailable now is read
+// back after the fault.
 func (s *sim) putMayFail(want error) {
 	p := fmt.Sprintf("/f%d", s.rng.IntN(12))
 	data := randBytes(s.rng, 1+s.rng.IntN(600<<10))
@@ -161,6 +164,9 @@ func (s *sim) putMayFail(want error) {
 	switch {
 	case !existed && !errors.Is(rerr, braid.ErrNotFound):
 		s.fatalf("a failed put of new file %s left it behind: %d bytes, %v", p, len(got), rerr)
+	case existed && errors.Is(rerr, braid.ErrUnavailable):
+		// Beyond what its layout tolerates now (partitionBeyondTolerance):
+		// the model keeps the old bytes, read back once the fault ends.
 	case existed && rerr != nil:
 		s.fatalf("after a failed put over %s: read: %v", p, rerr)
 	case existed && !bytes.Equal(got, old):
@@ -187,10 +193,14 @@ func (s *sim) partitionBeyondTolerance() {
 		s.nw.Isolate(o.Addr())
 	}
 	s.logf("fault: %d OSDs partitioned %v", n, slices.Sorted(maps.Keys(cut)))
+	atRisk := false // some file has a component on an OSD cut off
 	for _, p := range slices.Sorted(maps.Keys(s.model)) {
 		fi, err := s.cl.Stat(ctx, p)
 		if err != nil {
 			s.fatalf("stat %s with %d OSDs partitioned: %v", p, n, err)
+		}
+		for _, c := range fi.Layout.Components {
+			atRisk = atRisk || cut[c.OSD]
 		}
 		got, err := get(s.t, s.client(), p)
 		switch {
@@ -206,9 +216,9 @@ func (s *sim) partitionBeyondTolerance() {
 	s.putMayFail(braid.ErrUnavailable)
 	var st braid.Status
 	deadline := time.Now().Add(time.Minute) // simulated
-	for st.Health == "" || st.Health == "ok" || st.UpOSDs() != len(s.live)-n {
+	for st.UpOSDs() != len(s.live)-n || (atRisk && st.Health == "ok") {
 		if time.Now().After(deadline) {
-			s.fatalf("status with %d OSDs partitioned: %s, %d up", n, st.Health, st.UpOSDs())
+			s.fatalf("status with %d OSDs partitioned (files on them: %v): %s, %d up", n, atRisk, st.Health, st.UpOSDs())
 		}
 		simTick()
 		st, _ = s.cl.Status(ctx)
@@ -277,6 +287,9 @@ func (s *sim) loseBeyondTolerance() {
 		if !errors.Is(err, braid.ErrUnavailable) {
 			s.fatalf("read %s with components %v lost: %v, want ErrUnavailable", p, comps, err)
 		}
+		if unnamed := unnamedComponents(err.Error(), comps); len(unnamed) > 0 {
+			s.fatalf("read %s with components %v lost: the error does not name %v: %v", p, comps, unnamed, err)
+		}
 		delete(s.model, p)
 		s.verifyAll("another file lost more than it tolerates")
 		if err := s.cl.Remove(ctx, p); err != nil {
@@ -287,6 +300,28 @@ func (s *sim) loseBeyondTolerance() {
 	}
 	s.logf("fault: no file to lose beyond tolerance")
 }
+
+// unnamedComponents returns those of comps a read error names neither as
+// a failed "component N:" nor in its "dirty components [...]" list.
+func unnamedComponents(msg string, comps []int) []int {
+	var dirty []int
+	if m := dirtyList.FindStringSubmatch(msg); m != nil {
+		for _, f := range strings.Fields(m[1]) {
+			if n, err := strconv.Atoi(f); err == nil {
+				dirty = append(dirty, n)
+			}
+		}
+	}
+	var out []int
+	for _, c := range comps {
+		if !slices.Contains(dirty, c) && !strings.Contains(msg, fmt.Sprintf("component %d:", c)) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+var dirtyList = regexp.MustCompile(`dirty components \[([0-9 ]*)\]`)
 
 type placedObject struct {
 	dat string

@@ -32,10 +32,17 @@ type Net struct {
 	mu        sync.Mutex
 	listeners map[string]*listener
 	isolated  map[string]bool
-	conns     map[net.Conn]string // every open connection end → the server address it reaches
+	conns     map[net.Conn]link // every open connection end → what it links
 	delays    map[string]time.Duration
 	lose      map[string]*loss
 	nextPort  int
+}
+
+// link is what a connection joins: the server address it reaches, and
+// the host it was dialled from (nil: no host named).
+type link struct {
+	server string
+	from   *Host
 }
 
 // loss is a server's lost replies: one write in oneIn, drawn from rng.
@@ -47,7 +54,7 @@ type loss struct {
 
 // New returns an empty network.
 func New() *Net {
-	return &Net{listeners: map[string]*listener{}, isolated: map[string]bool{}, conns: map[net.Conn]string{}, delays: map[string]time.Duration{}, lose: map[string]*loss{}, nextPort: 1}
+	return &Net{listeners: map[string]*listener{}, isolated: map[string]bool{}, conns: map[net.Conn]link{}, delays: map[string]time.Duration{}, lose: map[string]*loss{}, nextPort: 1}
 }
 
 // Listen listens at addr ("host:port"); port 0 picks a free one.
@@ -76,15 +83,17 @@ func (n *Net) Listen(addr string) (net.Listener, error) {
 }
 
 // Dial connects to the listener at addr.
-func (n *Net) Dial(ctx context.Context, addr string) (net.Conn, error) {
+func (n *Net) Dial(ctx context.Context, addr string) (net.Conn, error) { return n.dialFrom(ctx, nil, addr) }
+
+func (n *Net) dialFrom(ctx context.Context, from *Host, addr string) (net.Conn, error) {
 	n.mu.Lock()
 	l := n.listeners[addr]
-	if l == nil || n.isolated[addr] {
+	if l == nil || n.isolated[addr] || from.isolatedLocked() {
 		n.mu.Unlock()
 		return nil, fmt.Errorf("simnet dial %s: %w", addr, syscall.ECONNREFUSED)
 	}
 	client, server := net.Pipe()
-	n.conns[client], n.conns[server] = addr, addr
+	n.conns[client], n.conns[server] = link{addr, from}, link{addr, from}
 	n.mu.Unlock()
 	select {
 	case l.accept <- &conn{Conn: server, n: n, addr: addr, server: true}:
@@ -101,14 +110,15 @@ func (n *Net) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	return nil, fmt.Errorf("simnet dial %s: %w", addr, syscall.ECONNREFUSED)
 }
 
-// Isolate cuts every connection to the server at addr and refuses new
-// dials until Heal: a partition, or a host that stopped answering.
+// Isolate cuts every connection to the server at addr, and every one
+// dialled from the Host that listens there, and refuses new ones either
+// way until Heal: a partition, or a host that stopped answering.
 func (n *Net) Isolate(addr string) {
 	n.mu.Lock()
 	n.isolated[addr] = true
 	var cut []net.Conn
-	for c, a := range n.conns {
-		if a == addr {
+	for c, l := range n.conns {
+		if l.server == addr || l.from.isolatedLocked() {
 			cut = append(cut, c)
 		}
 	}
@@ -192,6 +202,44 @@ func (n *Net) CutAll() int {
 		_ = c.Close()
 	}
 	return len(cut)
+}
+
+// Host is one host's view of the network: what it dials is cut and
+// refused while an address it listens on is isolated, as a partition
+// cuts a host off both ways. Give each simulated server its own.
+type Host struct {
+	n     *Net
+	addrs []string // listened on; guarded by n.mu
+}
+
+// Host returns a new host on the network.
+func (n *Net) Host() *Host { return &Host{n: n} }
+
+// Listen listens at addr, as Net.Listen, on the host.
+func (h *Host) Listen(addr string) (net.Listener, error) {
+	l, err := h.n.Listen(addr)
+	if err == nil {
+		h.n.mu.Lock()
+		h.addrs = append(h.addrs, l.Addr().String())
+		h.n.mu.Unlock()
+	}
+	return l, err
+}
+
+// Dial connects from the host to the listener at addr.
+func (h *Host) Dial(ctx context.Context, addr string) (net.Conn, error) { return h.n.dialFrom(ctx, h, addr) }
+
+// isolatedLocked reports whether an address of h is isolated (n.mu held).
+func (h *Host) isolatedLocked() bool {
+	if h == nil {
+		return false
+	}
+	for _, a := range h.addrs {
+		if h.n.isolated[a] {
+			return true
+		}
+	}
+	return false
 }
 
 // Addrs lists the addresses listened on whose host starts with prefix.

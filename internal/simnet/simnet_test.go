@@ -125,3 +125,54 @@ func TestLoseRepliesCutsAfterTheRequest(t *testing.T) {
 		t.Fatal("lost replies still counted after LoseReplies(0)")
 	}
 }
+
+// Isolating a host's address cuts it off both ways: what it dialled out
+// is cut, and it cannot dial out until healed.
+func TestIsolateCutsAHostBothWays(t *testing.T) {
+	n := New()
+	mds, err := n.Listen("mds:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mds.Close()
+	go func() {
+		for {
+			c, err := mds.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	h := n.Host()
+	own, err := h.Listen("osd:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	out, err := h.Dial(context.Background(), mds.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := n.Dial(context.Background(), mds.Addr().String()) // from no host
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	n.Isolate(own.Addr().String())
+	if _, err := out.Write([]byte("x")); err == nil {
+		t.Fatal("a connection the isolated host dialled still carries writes")
+	}
+	if _, err := h.Dial(context.Background(), mds.Addr().String()); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial out of an isolated host: %v", err)
+	}
+	if _, err := other.Write([]byte("x")); err != nil {
+		t.Fatalf("another host's connection was cut: %v", err)
+	}
+	n.Heal(own.Addr().String())
+	c, err := h.Dial(context.Background(), mds.Addr().String())
+	if err != nil {
+		t.Fatalf("dial out after heal: %v", err)
+	}
+	c.Close()
+}

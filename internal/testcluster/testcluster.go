@@ -21,6 +21,7 @@ import (
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/osd"
 	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/simnet"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -145,8 +146,12 @@ func Start(t testing.TB, o Options) *Cluster {
 
 func (c *Cluster) startOSD(i int) *osd.Server {
 	c.t.Helper()
+	nw := c.opts.Network
+	if h, ok := nw.(interface{ Host() *simnet.Host }); ok {
+		nw = h.Host() // its own host: a partition cuts it off both ways
+	}
 	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
-		Listen: c.addr[i], Network: c.opts.Network, MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
+		Listen: c.addr[i], Network: nw, MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
 		HeartbeatEvery: 100 * time.Millisecond, Log: c.log, FS: c.opts.OSDFS,
 		OnFatal: func(err error) { c.t.Errorf("osd %d fatal: %v", i, err) }})
 	if err != nil {
