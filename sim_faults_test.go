@@ -72,7 +72,8 @@ func (e *osErr) Unwrap() error { return e.err }
 // full disk may refuse a put, which must then leave the old file whole)
 // and a held file is written; then it ends and the cluster must heal.
 // Its draws come from generators derived from rng3, so the older seeds'
-// rng and rng2 draws stay as they were.
+// rng and rng2 draw as before (though what they pick from, the files and
+// OSDs, has changed where a fault of these wrote files).
 func (s *sim) moreFaults() {
 	saved, saved2 := s.rng, s.rng2
 	s.rng, s.rng2 = rand.New(rand.NewPCG(s.rng3.Uint64(), 1)), rand.New(rand.NewPCG(s.rng3.Uint64(), 2))
@@ -182,6 +183,7 @@ func (s *sim) putMayFail(want error) {
 // back and everything must read back exactly.
 func (s *sim) partitionBeyondTolerance() {
 	s.closeHeld()
+	s.waitHealthy() // what the held files' commits let the MDS rebuild
 	n := 2 + s.rng.IntN(2)
 	perm := s.rng.Perm(len(s.live))
 	cut := map[uint32]bool{}
@@ -232,7 +234,7 @@ func (s *sim) partitionBeyondTolerance() {
 }
 
 // groupBeyond reports whether some group of l has more components on the
-// OSDs cut than its layout tolerates.
+// OSDs cut, or dirty, than its layout tolerates.
 func groupBeyond(l *braid.Layout, cut map[uint32]bool) bool {
 	spec, err := layout.Parse(l.Spec)
 	if err != nil {
@@ -240,7 +242,7 @@ func groupBeyond(l *braid.Layout, cut map[uint32]bool) bool {
 	}
 	per := map[int]int{}
 	for _, c := range l.Components {
-		if cut[c.OSD] {
+		if cut[c.OSD] || c.Dirty {
 			per[c.Group]++
 		}
 	}
