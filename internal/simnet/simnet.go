@@ -83,7 +83,9 @@ func (n *Net) Listen(addr string) (net.Listener, error) {
 }
 
 // Dial connects to the listener at addr.
-func (n *Net) Dial(ctx context.Context, addr string) (net.Conn, error) { return n.dialFrom(ctx, nil, addr) }
+func (n *Net) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	return n.dialFrom(ctx, nil, addr)
+}
 
 func (n *Net) dialFrom(ctx context.Context, from *Host, addr string) (net.Conn, error) {
 	n.mu.Lock()
@@ -227,7 +229,9 @@ func (h *Host) Listen(addr string) (net.Listener, error) {
 }
 
 // Dial connects from the host to the listener at addr.
-func (h *Host) Dial(ctx context.Context, addr string) (net.Conn, error) { return h.n.dialFrom(ctx, h, addr) }
+func (h *Host) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	return h.n.dialFrom(ctx, h, addr)
+}
 
 // isolatedLocked reports whether an address of h is isolated (n.mu held).
 func (h *Host) isolatedLocked() bool {
