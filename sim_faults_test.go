@@ -97,7 +97,7 @@ func (s *sim) moreFaults() {
 		s.writeUnderFault()
 		n := s.nw.LostReplies(addr)
 		s.nw.LoseReplies(addr, 0, 0)
-		s.logf("fault: OSD %d lost %d replies", i, n)
+		s.infof("fault: OSD %d lost %d replies", i, n)
 	case 1:
 		s.logf("fault: MDS restarted")
 		s.c.RestartMDS()
@@ -106,18 +106,18 @@ func (s *sim) moreFaults() {
 		s.dfs.set(dir, osd.FaultRead, syscall.EIO, 1+s.rng.IntN(3), s.rng.Uint64())
 		s.logf("fault: OSD %d's disk fails reads (EIO)", i)
 		s.writeUnderFault()
-		s.logf("fault: OSD %d's disk failed %d reads", i, s.dfs.clear())
+		s.infof("fault: OSD %d's disk failed %d reads", i, s.dfs.clear())
 	case 3:
 		s.dfs.set(dir, osd.FaultWrite, syscall.EIO, 1+s.rng.IntN(3), s.rng.Uint64())
 		s.logf("fault: OSD %d's disk fails writes (EIO)", i)
 		s.writeUnderFault()
-		s.logf("fault: OSD %d's disk failed %d writes", i, s.dfs.clear())
+		s.infof("fault: OSD %d's disk failed %d writes", i, s.dfs.clear())
 	case 4:
 		s.dfs.set(dir, osd.FaultWrite, syscall.ENOSPC, 1, s.rng.Uint64())
 		s.logf("fault: OSD %d's disk full", i)
 		s.verifyAll("OSD full")
 		s.putMayFail(braid.ErrNoSpace)
-		s.logf("fault: OSD %d's disk refused %d writes", i, s.dfs.clear())
+		s.infof("fault: OSD %d's disk refused %d writes", i, s.dfs.clear())
 	}
 	s.verifyAll("after a fault")
 	for _, p := range heldPaths {
@@ -152,7 +152,8 @@ func (s *sim) putMayFail(want error) {
 			err = cerr
 		}
 	}
-	s.logf("put %s %d (may fail): %v", p, len(data), err)
+	s.logf("put %s %d (may fail): failed %v", p, len(data), err != nil)
+	s.infof("put %s: %v", p, err)
 	if err == nil {
 		s.model[p] = data
 		return
@@ -213,7 +214,7 @@ func (s *sim) partitionBeyondTolerance() {
 		case err != nil && !groupBeyond(fi.Layout, cut):
 			s.fatalf("%d OSDs partitioned: read %s: %v, although no group of %+v lost more than it tolerates", n, p, err, fi.Layout)
 		}
-		s.logf("read %s with %d OSDs partitioned: %v", p, n, err != nil)
+		s.infof("read %s with %d OSDs partitioned: %v", p, n, err)
 	}
 	s.putMayFail(braid.ErrUnavailable)
 	var st braid.Status
@@ -282,7 +283,7 @@ func (s *sim) loseBeyondTolerance() {
 		}
 		s.logf("fault: %s lost components %v (%s tolerates %d)", p, comps, fi.Layout.Spec, spec.M)
 		_, err = get(s.t, s.client(), p)
-		s.logf("read %s: %v", p, err)
+		s.infof("read %s: %v", p, err)
 		if err == nil {
 			s.fatalf("%s read with components %v lost (%s)", p, comps, fi.Layout.Spec)
 		}

@@ -165,6 +165,15 @@ func (s *sim) logf(format string, args ...any) {
 	}
 }
 
+// infof prints what may differ between two runs of a seed (counts and
+// errors that depend on goroutine interleavings) when tracing, and leaves
+// it out of the trace whose hash is compared.
+func (s *sim) infof(format string, args ...any) {
+	if os.Getenv("BRAID_SIM_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "SIM "+format+"\n", args...)
+	}
+}
+
 func (s *sim) fatalf(format string, args ...any) {
 	s.t.Helper()
 	s.t.Fatalf("seed %d (replay with BRAID_SEED=%d): %s\ntrace:\n%s", s.seed, s.seed, fmt.Sprintf(format, args...), s.trace.String())
@@ -376,7 +385,7 @@ func (s *sim) syncHeldFile(p string) {
 		// the repair the sync's commit allows (see beyondTolerance): a
 		// read may fail cleanly meanwhile, and must succeed once healed.
 		if _, err := get(s.t, s.client(), p); errors.Is(err, braid.ErrUnavailable) {
-			s.logf("held %s unavailable after %d faults until healed: %v", p, faults, err)
+			s.infof("held %s unavailable after %d faults until healed: %v", p, faults, err)
 			s.waitHealthy()
 		}
 	}
