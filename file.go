@@ -87,7 +87,14 @@ type File struct {
 	// A repair meanwhile rebuilds only what the MDS knows was written,
 	// not this handle's writes since, so these marks outlive a new layout
 	// until a commit has carried them (with the extents they concern).
-	own       map[int]bool
+	own map[int]bool
+	// missed are components this handle marked dirty only because its own
+	// unit writes to them failed, since its OSDs were last flushed; it
+	// keeps those writes, flushOSDs sends them again, and a component
+	// whose writes all land is caught up: the next commit asks the MDS to
+	// clear its mark (unsynced.go).
+	missed    map[int]bool
+	caughtUp  map[int]bool
 	unsynced  unsyncedWrites // unit writes not yet synced on their OSDs (unsynced.go)
 	wrote     []int64        // per group, how far writes since the last commit reached (nil: none)
 	cut       bool           // objects were cut to wrote (a truncation) since the last commit
@@ -137,7 +144,8 @@ func (c *Client) OpenFile(ctx context.Context, p string, write bool) (*File, err
 func newHandle() uint64 { return mrand.Uint64() | 1 }
 
 func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenResp) (*File, error) {
-	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, own: map[int]bool{}, unsynced: newUnsynced(),
+	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, own: map[int]bool{},
+		missed: map[int]bool{}, caughtUp: map[int]bool{}, unsynced: newUnsynced(),
 		size: r.Inode.Size, committed: r.Inode.Size, handle: handle, attr: r.Inode,
 		pending: newPendingStripes()}
 	if err := f.apply(r); err != nil {
@@ -234,7 +242,9 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 		f.dirty = map[int]bool{}
 	}
 	for _, d := range r.Inode.Dirty {
-		f.dirty[int(d)] = true
+		if !f.caughtUp[int(d)] { // the MDS hears at the commit
+			f.dirty[int(d)] = true
+		}
 	}
 	for c := range f.reporting {
 		f.dirty[c] = true
@@ -257,6 +267,29 @@ func (f *File) markDirty(ctx context.Context, why error, all ...int) error {
 	return err
 }
 
+// markMissed is markDirty for a unit write to comp that failed: if comp
+// was clean, the write is kept (with the stripe it belongs to) and sent
+// again when the OSDs are next flushed, and the mark is this handle's to
+// clear once it lands.
+// It reports whether the write was kept.
+func (f *File) markMissed(ctx context.Context, why error, comp int, off int64, data []byte) bool {
+	f.amu.Lock()
+	kept := !f.dirty[comp] || f.missed[comp]
+	if kept {
+		f.missed[comp] = true
+		f.keepWriteLocked(comp, off, data, 0) // 0: no OSD process took it
+	}
+	f.amu.Unlock()
+	req := mdsproto.MarkDirtyReq{Why: errText(why)}
+	if kept {
+		req.Handle = f.handle
+	}
+	if _, err := f.reportDirty(ctx, req, []int{comp}); err != nil {
+		f.setErr(err)
+	}
+	return kept
+}
+
 // markLost records that a reader found component comp's object lost
 // (objectLen bytes long; -1: unusable) under layout version: the MDS takes
 // the mark only if the file is still at that version and still records
@@ -269,6 +302,18 @@ func (f *File) markLost(ctx context.Context, version uint64, why error, comp int
 		delete(f.dirty, comp) // refused: a newer layout, or the record no longer asks for those bytes
 		f.amu.Unlock()
 	}
+}
+
+// sortedComps lists the components set in m, sorted.
+func sortedComps(m map[int]bool) []uint32 {
+	var out []uint32
+	for c, ok := range m {
+		if ok {
+			out = append(out, uint32(c))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func errText(err error) string {
@@ -284,6 +329,10 @@ func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all [
 	var comps []int
 	f.amu.Lock()
 	for _, c := range all {
+		if req.Handle == 0 {
+			delete(f.missed, c) // dirty for another reason: not this handle's to clear
+			delete(f.caughtUp, c)
+		}
 		if f.dirty[c] && f.reporting[c] == 0 {
 			continue // the MDS knows already (or an in-flight stripe op will fail Sync)
 		}
@@ -537,7 +586,8 @@ func (f *File) commitLocked(ctx context.Context) error {
 	slices.Sort(dirty)
 	sent := maps.Clone(f.own)
 	req := mdsproto.CommitReq{Ino: ino, Size: f.size, MtimeNs: time.Now().UnixNano(), Dirty: dirty,
-		LayoutVersion: version, Extents: slices.Clone(f.wrote), Cut: f.cut}
+		LayoutVersion: version, Extents: slices.Clone(f.wrote), Cut: f.cut, Handle: f.handle,
+		Missed: sortedComps(f.missed), CaughtUp: sortedComps(f.caughtUp)}
 	f.amu.Unlock()
 	if f.closed {
 		req.Publish = f.publish // the last commit names an Atomic create
@@ -552,6 +602,12 @@ func (f *File) commitLocked(ctx context.Context) error {
 		f.wrote, f.cut = nil, false
 		for c := range sent {
 			delete(f.own, c)
+		}
+		for _, c := range req.CaughtUp {
+			delete(f.caughtUp, int(c))
+			if slices.Contains(in.Dirty, c) { // marked by someone else too: rebuilt
+				f.dirty[int(c)] = true
+			}
 		}
 		f.amu.Unlock()
 		f.lmu.Lock()

@@ -56,6 +56,10 @@ func newUnsynced() unsyncedWrites {
 func (f *File) keepWrite(comp int, off int64, data []byte, boot uint64) {
 	f.amu.Lock()
 	defer f.amu.Unlock()
+	f.keepWriteLocked(comp, off, data, boot)
+}
+
+func (f *File) keepWriteLocked(comp int, off int64, data []byte, boot uint64) {
 	u := &f.unsynced
 	u.writes = append(u.writes, &unitWrite{comp: comp, off: off, data: data, boot: boot})
 	if b, ok := u.boots[comp]; !ok {
@@ -147,6 +151,35 @@ func (f *File) flushOSDs(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	// Missed writes not sent again by now are dropped with the rest: those
+	// components stay dirty, for a repair to rebuild.
+	f.amu.Lock()
+	clear(f.missed)
+	f.amu.Unlock()
+}
+
+// resendable reports whether comp's kept writes are sent again: it is not
+// dirty, or dirty only for this handle's own failed writes (missed).
+func (f *File) resendable(comp int) bool {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	return !f.dirty[comp] || f.missed[comp]
+}
+
+// catchUp records that comps' writes since the last flush are all durable
+// on their OSD: those dirty only for this handle's missed writes are
+// current again, and the next commit asks the MDS to clear their marks.
+func (f *File) catchUp(comps []uint32) {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	for _, c := range comps {
+		if f.missed[int(c)] {
+			delete(f.missed, int(c))
+			delete(f.dirty, int(c))
+			delete(f.own, int(c))
+			f.caughtUp[int(c)] = true
+		}
+	}
 }
 
 // syncOSD syncs comps on their OSD. If the OSD answers from another
@@ -159,8 +192,9 @@ func (f *File) syncOSD(ctx context.Context, comps []uint32, writes []*unitWrite)
 			_ = f.markDirty(ctx, fmt.Errorf("sync failed: %w", err), ints(comps)...)
 			return
 		}
-		stale := staleWrites(writes, boot, f.isDirty)
+		stale := staleWrites(writes, boot, f.resendable)
 		if len(stale) == 0 {
+			f.catchUp(comps)
 			return
 		}
 		if attempt == maxReplays {
@@ -174,7 +208,7 @@ func (f *File) syncOSD(ctx context.Context, comps []uint32, writes []*unitWrite)
 			return
 		}
 		for _, w := range stale {
-			if f.isDirty(w.comp) {
+			if !f.resendable(w.comp) {
 				continue // a component marked meanwhile is rebuilt whole
 			}
 			req := osdproto.Req{Off: w.off, Flags: f.mustExist(w.comp)}
@@ -190,14 +224,15 @@ func (f *File) syncOSD(ctx context.Context, comps []uint32, writes []*unitWrite)
 }
 
 // staleWrites are the writes to send again to an OSD now answering from
-// boot: for each component not dirty, its first write that boot did not
-// take and every later one (a later write the new boot took may overlap
-// an earlier lost one, and must land after it again).
-func staleWrites(writes []*unitWrite, boot uint64, dirty func(int) bool) []*unitWrite {
+// boot: for each component resendable, its first write that boot did not
+// take (or that failed: boot 0) and every later one (a later write the
+// new boot took may overlap an earlier lost one, and must land after it
+// again).
+func staleWrites(writes []*unitWrite, boot uint64, resendable func(int) bool) []*unitWrite {
 	from := map[int]bool{}
 	var out []*unitWrite
 	for _, w := range writes {
-		if !from[w.comp] && w.boot != boot && !dirty(w.comp) {
+		if !from[w.comp] && w.boot != boot && resendable(w.comp) {
 			from[w.comp] = true
 		}
 		if from[w.comp] {

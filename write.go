@@ -240,15 +240,18 @@ func (op *stripeOp) send() {
 // component dirty, a written one extends what the next commit records.
 func (op *stripeOp) done(comp int, off int64, data []byte, wr osdproto.WriteReply, err error) {
 	f := op.f
+	kept := err == nil
 	if err != nil {
-		_ = f.markDirty(context.Background(), fmt.Errorf("unit write failed: %w", err), comp)
+		// Kept to be sent again at the next flush of the OSDs: once it
+		// lands the component has caught up, and needs no rebuild.
+		kept = f.markMissed(context.Background(), fmt.Errorf("unit write failed: %w", err), comp, off, data)
 	} else {
 		f.checkCreated(context.Background(), comp, wr.Created)
 		f.noteWritten(comp, off+int64(len(data)))
 		f.keepWrite(comp, off, data, wr.Boot)
 	}
 	op.mu.Lock()
-	op.kept = op.kept || err == nil
+	op.kept = op.kept || kept
 	if err != nil {
 		op.failed = append(op.failed, err)
 		if errors.Is(err, wire.ErrNoSpace) && op.nospace == nil {

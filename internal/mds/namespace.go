@@ -73,6 +73,11 @@ type inodeRec struct {
 	Unnamed bool `json:"unnamed,omitempty"`
 	// Xattrs are the inode's extended attributes (bounded by maxXattrBytes).
 	Xattrs map[string][]byte `json:"xattrs,omitempty"`
+	// DirtyBy names, for a dirty component only one writer handle marked
+	// (for its own failed unit writes), that handle: its commit may clear
+	// the mark once it sent those writes again (CommitReq.CaughtUp).
+	// Entries for components no longer dirty mean nothing.
+	DirtyBy map[uint32]uint64 `json:"dirty_by,omitempty"`
 }
 
 func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }

@@ -3,6 +3,7 @@ package mds
 import (
 	"context"
 	"encoding/binary"
+	"slices"
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/kv"
@@ -323,7 +324,9 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "negative size")
 	}
 	defer s.queueLabel(req.Ino)
-	return s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
+	var caughtUp []uint32
+	in, err := s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
+		caughtUp = nil // the transaction may run again
 		if rec.Type != mdsproto.TypeFile {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
@@ -344,9 +347,21 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		// index when a repair moves or rebuilds it, and a repair since the
 		// writer's mark rebuilt only what the MDS knew was written, not
 		// the writes this commit records.
-		if err := addDirty(rec, req.Dirty); err != nil {
+		var others []uint32
+		for _, c := range req.Dirty {
+			if !slices.Contains(req.Missed, c) || req.Handle == 0 {
+				others = append(others, c)
+			}
+		}
+		if err := addDirty(rec, others); err != nil {
 			return err
 		}
+		if req.Handle != 0 {
+			if err := addWriterDirty(rec, req.Missed, req.Handle); err != nil {
+				return err
+			}
+		}
+		caughtUp = clearCaughtUp(rec, req.CaughtUp, req.Handle, s.cfg.Now())
 		rec.Size = req.Size
 		if req.MtimeNs != 0 {
 			rec.MtimeNs = req.MtimeNs
@@ -357,6 +372,10 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		}
 		return nil
 	})
+	if err == nil && len(caughtUp) > 0 {
+		s.cfg.Log.Info("components caught up by their writer", "ino", req.Ino, "comps", caughtUp)
+	}
+	return in, err
 }
 
 // commitExtents records how far each group's objects now hold written

@@ -212,6 +212,14 @@ type CommitReq struct {
 	Cut     bool    `json:"cut,omitempty"`
 	// Publish names a file created Unlinked, in the commit's transaction.
 	Publish *Publish `json:"publish,omitempty"`
+	// CaughtUp are components Handle marked dirty for unit writes that
+	// failed, and has since sent again and synced: their marks are
+	// cleared unless someone else marked them too, or a repair runs.
+	CaughtUp []uint32 `json:"caught_up,omitempty"`
+	// Missed are those of Dirty that Handle marked for its own failed
+	// unit writes and still keeps to send again: they stay its to clear.
+	Missed []uint32 `json:"missed,omitempty"`
+	Handle uint64   `json:"handle,omitempty"`
 }
 
 type ReaddirReq struct {
@@ -358,6 +366,11 @@ type MarkDirtyReq struct {
 	// records now (a truncation since the reader opened cut them rightly).
 	Lost      bool  `json:"lost,omitempty"`
 	ObjectLen int64 `json:"object_len,omitempty"`
+	// Handle, when set, says the marks are a writer handle's unit writes
+	// that failed, kept to be sent again at its sync: a component no one
+	// else marked records the handle, whose commit may then clear the
+	// mark (CommitReq.CaughtUp).
+	Handle uint64 `json:"handle,omitempty"`
 }
 
 // Repair task kinds.
