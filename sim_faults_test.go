@@ -78,9 +78,6 @@ func (s *sim) moreFaults() {
 	saved, saved2 := s.rng, s.rng2
 	s.rng, s.rng2 = rand.New(rand.NewPCG(s.rng3.Uint64(), 1)), rand.New(rand.NewPCG(s.rng3.Uint64(), 2))
 	defer func() { s.rng, s.rng2 = saved, saved2 }()
-	for _, h := range s.held {
-		h.faults++
-	}
 	i := s.live[s.rng.IntN(len(s.live))]
 	dir := s.c.OSDDir(i)
 	switch s.rng.IntN(7) {
@@ -310,7 +307,7 @@ func (s *sim) loseBeyondTolerance() {
 }
 
 // unnamedComponents returns those of comps a read error names neither as
-// a failed "component N:" nor in its "dirty components [...]" list.
+// "component N" nor in its "dirty components [...]" list.
 func unnamedComponents(msg string, comps []int) []int {
 	var dirty []int
 	if m := dirtyList.FindStringSubmatch(msg); m != nil {
@@ -322,7 +319,7 @@ func unnamedComponents(msg string, comps []int) []int {
 	}
 	var out []int
 	for _, c := range comps {
-		if !slices.Contains(dirty, c) && !strings.Contains(msg, fmt.Sprintf("component %d:", c)) {
+		if !slices.Contains(dirty, c) && !regexp.MustCompile(fmt.Sprintf(`\bcomponent %d\b`, c)).MatchString(msg) {
 			out = append(out, c)
 		}
 	}

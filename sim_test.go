@@ -29,9 +29,14 @@ import (
 // open for writing across steps, while faults come and go: an OSD
 // partitioned away, slowed, restarted or losing power, an object lost
 // from a disk, a bit flipped on a disk, every connection cut, metadata
-// transactions losing races; and OSDs are added, drained and removed. One
+// transactions losing races, an OSD losing replies after acting on the
+// requests, the MDS restarted, a disk failing reads or writes or full
+// (sim_faults_test.go); and OSDs are added, drained and removed. One
 // fault at a time and each healed before the next, so every fault stays
 // within what every layout tolerates: every operation must then succeed.
+// Two kinds go beyond it on purpose, and must meet clean errors: several
+// OSDs partitioned off, and more components of a file lost than it
+// tolerates.
 // A model holds what was acknowledged; at the end every file reads back
 // exactly, every stripe agrees, and once every file is removed and
 // deletion has run no object is left.
@@ -88,8 +93,11 @@ func simSeeds(t *testing.T, def int) []uint64 {
 //	    recomputed parity from them. Write, Truncate and Apply now say
 //	    when they create an object, and a writer (or the resolver) that
 //	    expected it to hold data marks the component dirty.
-//	332: a held file's unsynced writes met two faults; the clean error
-//	    beyond what the layout tolerates is accepted (beyondTolerance).
+//	332: a held file's unsynced writes met two faults, each failing a
+//	    unit write to another component: both whole components were
+//	    marked dirty, beyond what ec:2+1 tolerates, and the file became
+//	    unreadable for good (once accepted as a clean error). Writers now
+//	    send failed writes again at their sync and clear the marks.
 //	19: found once held files were synced right after faults: an OSD
 //	    lost power after a staged write over a held file's unsynced
 //	    writes; the writer sent those again at its sync, and they landed
@@ -155,7 +163,6 @@ type sim struct {
 type heldFile struct {
 	f          *braid.File
 	acked, now []byte
-	faults     int // faults since its last sync
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -372,23 +379,10 @@ func (s *sim) syncHeldFile(p string) {
 	h := s.held[p]
 	err := h.f.Sync()
 	s.logf("held sync %s: %v", p, err)
-	if s.beyondTolerance(p, err) {
-		return
-	}
 	if err != nil {
 		s.fatalf("held sync %s: %v", p, err)
 	}
-	faults := h.faults
-	h.acked, h.faults = slices.Clone(h.now), 0
-	if faults >= 2 {
-		// Its stripes may lack more units than the layout tolerates until
-		// the repair the sync's commit allows (see beyondTolerance): a
-		// read may fail cleanly meanwhile, and must succeed once healed.
-		if _, err := get(s.t, s.client(), p); errors.Is(err, braid.ErrUnavailable) {
-			s.infof("held %s unavailable after %d faults until healed: %v", p, faults, err)
-			s.waitHealthy()
-		}
-	}
+	h.acked = slices.Clone(h.now)
 	s.verifyHeld(p, "after its sync")
 }
 
@@ -397,36 +391,11 @@ func (s *sim) closeHeldFile(p string) {
 	h := s.held[p]
 	err := h.f.Close()
 	s.logf("held close %s: %v", p, err)
-	if s.beyondTolerance(p, err) {
-		return
-	}
 	if err != nil {
 		s.fatalf("held close %s: %v", p, err)
 	}
 	delete(s.held, p)
 	s.model[p] = h.now
-}
-
-// beyondTolerance accepts a clean "unavailable" from a held file whose
-// unsynced writes met two faults or more: a unit write a fault failed is
-// marked missed at once, and nothing can rebuild what the MDS does not
-// know was written until a commit, so two such faults may cost one
-// stripe more units than its layout tolerates (sending failed writes
-// again from the kept stripes, as after an OSD restart, would avoid it).
-// The file's bytes are then uncertain: it leaves the model and is
-// removed.
-func (s *sim) beyondTolerance(p string, err error) bool {
-	h := s.held[p]
-	if err == nil || h.faults < 2 || !errors.Is(err, braid.ErrUnavailable) {
-		return false
-	}
-	s.logf("held %s beyond what its layout tolerates after %d faults: removed", p, h.faults)
-	_ = h.f.Abort()
-	delete(s.held, p)
-	if err := s.cl.Remove(ctx, p); err != nil && !errors.Is(err, braid.ErrNotFound) {
-		s.fatalf("remove %s: %v", p, err)
-	}
-	return true
 }
 
 // verifyHeld reads an open file through a second handle: once synced,
@@ -464,9 +433,6 @@ func (s *sim) closeHeld() {
 // simulated time (with a read of every file), then undoes it and waits
 // until the cluster is healthy again.
 func (s *sim) fault() {
-	for _, h := range s.held {
-		h.faults++
-	}
 	i := s.live[s.rng.IntN(len(s.live))]
 	switch s.rng.IntN(7) {
 	case 0:
