@@ -188,10 +188,13 @@ func (s *Server) resolvePass(ctx context.Context) error {
 // resolveIntent finishes one expired intent as far as the OSDs allow.
 func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uint32]osdView, now time.Time) error {
 	var ver uint64
+	var extents []int64 // per group, how far objects hold written data
+	width := 1
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		rec, err := getInode(r, it.ino)
 		if err == nil && rec.Layout != nil {
-			ver = rec.Layout.Version
+			ver, extents = rec.Layout.Version, rec.Extents
+			width = max(1, len(rec.Layout.OSDs)/max(1, rec.Layout.Groups))
 		}
 		return nil
 	})
@@ -219,7 +222,14 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 		case v.State != mdsproto.StateUp:
 			left, leftOSDs = append(left, comp), append(leftOSDs, id)
 		default:
-			meta, err := s.osdCallData(ctx, id, op, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, nil, now)
+			req := osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}
+			if g := int(comp) / width; op == osdproto.OpApply && g < len(extents) && extents[g] > 0 {
+				// The object holds data: if it is gone, the apply must not
+				// create it with holes (the created flag alone would not
+				// survive a lost reply and the resend).
+				req.Flags = osdproto.FlagMustExist
+			}
+			meta, err := s.osdCallData(ctx, id, op, req, nil, now)
 			switch {
 			case err == nil || errors.Is(err, wire.ErrNotFound):
 			case unitBroken(err):
