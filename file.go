@@ -410,6 +410,10 @@ func (f *File) renewCapIfDue(ctx context.Context) {
 // capability after an OSD refused the one it carried.
 const maxCapRenewals = 3
 
+// maxConnRetries bounds how often one OSD request is sent again on a new
+// connection after its connection broke.
+const maxConnRetries = 2
+
 // Name is the path the file was opened with.
 func (f *File) Name() string { return f.path }
 
@@ -484,10 +488,12 @@ func (f *File) callOSD(ctx context.Context, addr string, op uint16, req osdproto
 			return nil, err
 		}
 		meta, n, err = conn.Call(ctx, op, req.Encode(op), data, resp)
-		// A pooled connection the OSD closed (it restarted, or the
-		// network cut it) is no verdict on the OSD: one retry on a new
-		// connection (every OSD request may be sent twice).
-		if attempt == 0 && errors.Is(err, wire.ErrClosed) && ctx.Err() == nil {
+		// A connection the OSD closed (it restarted, or the network cut
+		// it) is no verdict on the OSD: a few retries, each on a new
+		// connection that fences the ones before (wire/fence.go), so
+		// a copy of the request still in the network never lands after
+		// the retry (every OSD request may be sent twice).
+		if attempt < maxConnRetries && errors.Is(err, wire.ErrClosed) && ctx.Err() == nil {
 			continue
 		}
 		if err != nil {

@@ -126,6 +126,68 @@ func (s *sim) moreFaults() {
 	s.waitHealthy()
 }
 
+// duplicates makes the network hold some requests to OSDs back while
+// their clients give up on the connection and send them again, and
+// deliver the held copies late (up to a few simulated seconds, after the
+// requests sent since): to one OSD or to all. Under it a file is
+// overwritten, every file read, files written, put and truncated and a
+// held file written and synced; then, before the copies land, the same
+// range of the first file is overwritten again, and a file written under
+// the fault is removed. Every file must then read back as acknowledged,
+// the cluster heal, and (at the end) no object be left behind. Requests
+// to the MDS are not held: exactly-once metadata requests are issue 13's.
+func (s *sim) duplicates() {
+	saved, saved2 := s.rng, s.rng2
+	s.rng, s.rng2 = rand.New(rand.NewPCG(s.rng4.Uint64(), 1)), rand.New(rand.NewPCG(s.rng4.Uint64(), 2))
+	defer func() { s.rng, s.rng2 = saved, saved2 }()
+	// One OSD's requests held often, or every OSD's rarely: a stripe
+	// whose writes to two OSDs all broke would be beyond what ec:2+1
+	// tolerates, which is not this fault's point.
+	var addrs []string
+	oneIn := 3 + s.rng.IntN(10)
+	if s.rng.IntN(2) == 0 {
+		addrs = append(addrs, s.c.OSDs[s.live[s.rng.IntN(len(s.live))]].Addr())
+	} else {
+		for _, i := range s.live {
+			addrs = append(addrs, s.c.OSDs[i].Addr())
+		}
+		oneIn *= 3
+	}
+	late := time.Duration(1+s.rng.IntN(5000)) * time.Millisecond
+	for _, a := range addrs {
+		s.nw.Duplicate(a, oneIn, late, s.rng.Uint64())
+	}
+	s.logf("fault: requests to %d OSDs held back and sent late (one in %d, %v late)", len(addrs), oneIn, late)
+	p, ok := s.pickFile()
+	off, n := 0, 1+s.rng.IntN(200<<10)
+	if ok {
+		off = s.rng.IntN(len(s.model[p]) + 1)
+		s.overwriteAt(p, off, n)
+	}
+	s.writeUnderFault()
+	s.truncate()
+	for _, p := range heldPaths {
+		if s.held[p] != nil {
+			s.syncHeldFile(p)
+		}
+	}
+	held := 0
+	for _, a := range addrs {
+		held += s.nw.Duplicated(a)
+		s.nw.Duplicate(a, 0, 0, 0)
+	}
+	s.infof("fault: %d requests held back", held)
+	if _, still := s.model[p]; ok && still {
+		s.overwriteAt(p, off, n) // the held copies land after this
+	}
+	s.renameOrRemove()
+	<-time.After(late + 2*time.Second) // every held copy has landed
+	s.verifyAll("after late copies of requests")
+	s.scrubAll()
+	s.waitHealthy()
+	s.verifyAll("after late copies of requests and a scrub")
+}
+
 // writeUnderFault reads every file, writes one, puts one and writes a
 // held file: within what the layouts tolerate, all succeed.
 func (s *sim) writeUnderFault() {

@@ -19,6 +19,7 @@ import (
 	"github.com/braidfs/braid/internal/simdisk"
 	"github.com/braidfs/braid/internal/simnet"
 	"github.com/braidfs/braid/internal/testcluster"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // The whole cluster in one test process, on the simulation's twins
@@ -144,7 +145,10 @@ type sim struct {
 	rng2 *rand.Rand
 	// rng3 draws the fault kinds added after that (moreFaults), which
 	// run on generators of their own so rng's and rng2's draws stay.
-	rng3  *rand.Rand
+	rng3 *rand.Rand
+	// rng4 draws the duplicated requests (duplicates), added after
+	// rng3's kinds.
+	rng4  *rand.Rand
 	dfs   diskFaults // what the disk twin fails now
 	c     *testcluster.Cluster
 	cl    *braid.Client   // the first of cls, for the checks
@@ -189,8 +193,9 @@ func (s *sim) fatalf(format string, args ...any) {
 // runSim runs steps seeded steps and the final checks; it returns the trace.
 func runSim(t *testing.T, seed uint64, steps int) string {
 	nw, disk := simnet.New(), simdisk.New(0)
+	nw.SplitRequests(wire.FrameLen)
 	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), rng2: rand.New(rand.NewPCG(seed, 0x5eed2)),
-		rng3: rand.New(rand.NewPCG(seed, 0x5eed3)), nw: nw, disk: disk,
+		rng3: rand.New(rand.NewPCG(seed, 0x5eed3)), rng4: rand.New(rand.NewPCG(seed, 0x5eed4)), nw: nw, disk: disk,
 		model: map[string][]byte{}, held: map[string]*heldFile{}, live: []int{0, 1, 2, 3, 4, 5}}
 	disk.Fault = s.dfs.fault
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Network: nw, OSDFS: disk, CapTTL: 3 * time.Second,
@@ -258,9 +263,14 @@ func (s *sim) overwrite() {
 	if !ok {
 		return
 	}
+	off := s.rng.IntN(len(s.model[p]) + 1)
+	s.overwriteAt(p, off, 1+s.rng.IntN(200<<10))
+}
+
+// overwriteAt writes n random bytes into p at off.
+func (s *sim) overwriteAt(p string, off, n int) {
 	old := s.model[p]
-	off := s.rng.IntN(len(old) + 1)
-	data := randBytes(s.rng, 1+s.rng.IntN(200<<10))
+	data := randBytes(s.rng, n)
 	err := s.withWriter(p, func(f *braid.File) error { _, err := f.WriteAt(data, int64(off)); return err })
 	s.logf("overwrite %s at %d, %d bytes: %v", p, off, len(data), err)
 	if err != nil {
@@ -493,6 +503,9 @@ func (s *sim) fault() {
 	}
 	if s.rng3.IntN(2) == 0 {
 		s.moreFaults()
+	}
+	if s.rng4.IntN(2) == 0 {
+		s.duplicates()
 	}
 }
 

@@ -7,14 +7,17 @@
 // a server (a congested or distant link; under synctest the delay passes
 // on simulated time), and lose a server's replies after it acted on the
 // request (the connection is cut as the reply is written), so clients
-// meet requests that ran although they saw an error, and send them again.
-// Per-message drops are otherwise not modelled: on a stream they are a
-// cut connection.
+// meet requests that ran although they saw an error, and send them again,
+// and hold a request back in the network while its client gives up on
+// the connection and sends it again, then deliver it late (duplicated,
+// and reordered after what the client sent since). Per-message drops are
+// otherwise not modelled: on a stream they are a cut connection.
 package simnet
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -35,6 +38,9 @@ type Net struct {
 	conns     map[net.Conn]link // every open connection end → what it links
 	delays    map[string]time.Duration
 	lose      map[string]*loss
+	dups      map[string]*dup
+	ghosts    int // held requests waiting to be delivered
+	frame     func([]byte) int
 	nextPort  int
 }
 
@@ -54,7 +60,7 @@ type loss struct {
 
 // New returns an empty network.
 func New() *Net {
-	return &Net{listeners: map[string]*listener{}, isolated: map[string]bool{}, conns: map[net.Conn]link{}, delays: map[string]time.Duration{}, lose: map[string]*loss{}, nextPort: 1}
+	return &Net{listeners: map[string]*listener{}, isolated: map[string]bool{}, conns: map[net.Conn]link{}, delays: map[string]time.Duration{}, lose: map[string]*loss{}, dups: map[string]*dup{}, nextPort: 1}
 }
 
 // Listen listens at addr ("host:port"); port 0 picks a free one.
@@ -99,7 +105,7 @@ func (n *Net) dialFrom(ctx context.Context, from *Host, addr string) (net.Conn, 
 	n.mu.Unlock()
 	select {
 	case l.accept <- &conn{Conn: server, n: n, addr: addr, server: true}:
-		return &conn{Conn: client, n: n, addr: addr}, nil
+		return &conn{Conn: client, n: n, addr: addr, lis: l}, nil
 	case <-l.done:
 	case <-ctx.Done():
 	}
@@ -275,6 +281,14 @@ type conn struct {
 	server bool   // the server's end
 	once   sync.Once
 
+	// With Net.SplitRequests, what a client writes is passed on in
+	// whole requests: pending holds the start of one not yet whole,
+	// first the connection's first request (a protocol's hello).
+	pending []byte
+	first   []byte
+	plain   bool // not split (a late copy's own connection, or lost track)
+	lis     *listener
+
 	// Delayed writes go through a queue and a pump goroutine, as bytes
 	// through a socket's send buffer: the writer does not wait (it may
 	// hold locks others wait on, which a sleeping writer would stall in a
@@ -299,6 +313,14 @@ func (c *conn) Write(p []byte) (int, error) {
 		_ = c.Close()
 		return 0, net.ErrClosed
 	}
+	if !c.server && !c.plain && c.n.splits() {
+		return c.writeRequests(p)
+	}
+	return c.send(p)
+}
+
+// send passes p on, through the delay queue if the link is slow.
+func (c *conn) send(p []byte) (int, error) {
 	d := c.n.delayOf(c.addr)
 	c.qmu.Lock()
 	if d <= 0 && c.q == nil {
@@ -399,3 +421,149 @@ type addr string
 
 func (a addr) Network() string { return "simnet" }
 func (a addr) String() string  { return string(a) }
+
+
+// maxHeld bounds the requests held back on one network.
+const maxHeld = 64
+
+// SplitRequests makes clients' connections pass on what they write in
+// whole requests, which frame tells apart: the length of the request a
+// byte stream starts with, 0 while too few bytes to tell, -1 if it is not
+// a request (the connection is then passed through as it is). Duplicate
+// needs it. Set it before the first dial.
+func (n *Net) SplitRequests(frame func([]byte) int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.frame = frame
+}
+
+func (n *Net) splits() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.frame != nil
+}
+
+// dup is a server's held-back requests: one in oneIn, drawn from rng.
+type dup struct {
+	oneIn int
+	late  time.Duration
+	rng   *rand.Rand
+	held  int
+}
+
+// Duplicate holds about one request in oneIn that a client sends to the
+// server at addr back in the network and cuts the client's connection, so
+// the client sends it again on a new one; late after it was sent, the
+// held copy reaches the server anyway, on a connection of its own that
+// starts with the first request of the connection it was sent on (the
+// state a server keeps per connection, such as a hello, comes with it),
+// and nobody reads its reply. That is a copy delayed in a queue or a
+// socket buffer past the client's patience: duplicated, and after the
+// requests sent since. A copy is lost if the server restarted (listens
+// anew) meanwhile, as a TCP connection does not outlive its server
+// process, or if it cannot be reached. 0 ends it (copies held still
+// arrive). Which requests is drawn from seed. Needs SplitRequests.
+func (n *Net) Duplicate(addr string, oneIn int, late time.Duration, seed uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if oneIn <= 0 {
+		delete(n.dups, addr)
+		return
+	}
+	n.dups[addr] = &dup{oneIn: oneIn, late: late, rng: rand.New(rand.NewPCG(seed, 0xd0b1e))}
+}
+
+// Duplicated is how many requests to the server at addr were held back
+// since Duplicate.
+func (n *Net) Duplicated(addr string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if d := n.dups[addr]; d != nil {
+		return d.held
+	}
+	return 0
+}
+
+// hold draws whether to hold back a request to addr, and when to deliver
+// it if so.
+func (n *Net) hold(addr string) (late time.Duration, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d := n.dups[addr]
+	if d == nil || d.rng.IntN(d.oneIn) != 0 || n.ghosts >= maxHeld {
+		return 0, false
+	}
+	d.held++
+	n.ghosts++
+	return d.late, true
+}
+
+// writeRequests passes on the whole requests in what the client wrote so
+// far, holding back those Duplicate picks.
+func (c *conn) writeRequests(p []byte) (int, error) {
+	c.pending = append(c.pending, p...)
+	for {
+		size := c.n.frame(c.pending)
+		if size < 0 || len(c.pending) > maxPendingBytes {
+			c.plain = true // not requests: pass the rest through
+			b := c.pending
+			c.pending = nil
+			if _, err := c.send(b); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+		if size == 0 || len(c.pending) < size {
+			return len(p), nil
+		}
+		req := c.pending[:size:size]
+		c.pending = append([]byte(nil), c.pending[size:]...)
+		if c.first == nil {
+			c.first = req
+		} else if late, ok := c.n.hold(c.addr); ok {
+			go c.n.deliverLate(c.lis, c.first, req, late)
+			_ = c.Close()
+			return 0, net.ErrClosed
+		}
+		if _, err := c.send(req); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// maxPendingBytes bounds what one connection buffers of a request: past
+// it the connection is passed through unsplit.
+const maxPendingBytes = 32 << 20
+
+// deliverLate sends the held request req to l's server once late has
+// passed, on a connection of its own that starts with first, and reads
+// the replies only to let the server finish writing them.
+func (n *Net) deliverLate(l *listener, first, req []byte, late time.Duration) {
+	defer func() {
+		n.mu.Lock()
+		n.ghosts--
+		n.mu.Unlock()
+	}()
+	<-time.After(late)
+	n.mu.Lock()
+	same := n.listeners[l.addr] == l
+	n.mu.Unlock()
+	if !same {
+		return // the server restarted: its connections died with it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := n.Dial(ctx, l.addr)
+	if err != nil {
+		return
+	}
+	c := nc.(*conn)
+	c.plain = true
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	go func() { _, _ = io.Copy(io.Discard, c) }()
+	if _, err := c.Write(append(append([]byte(nil), first...), req...)); err != nil {
+		return
+	}
+	<-time.After(time.Second) // let it run; its reply is dropped
+}

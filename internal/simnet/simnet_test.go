@@ -176,3 +176,123 @@ func TestIsolateCutsAHostBothWays(t *testing.T) {
 	}
 	c.Close()
 }
+
+// lenFrame frames a stream of messages that each start with their
+// length, one byte.
+func lenFrame(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	return int(b[0])
+}
+
+// A held request cuts its connection at once, and reaches the server
+// late, on a connection of its own after its connection's first request,
+// and only while the server that was sent it still listens.
+func TestDuplicateDeliversAHeldRequestLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := New()
+		n.SplitRequests(lenFrame)
+		l, err := n.Listen("s:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		type got struct {
+			at  time.Time
+			msg string
+		}
+		conns := make(chan chan got, 16)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					close(conns)
+					return
+				}
+				msgs := make(chan got, 16)
+				conns <- msgs
+				go func() {
+					defer close(msgs)
+					defer c.Close()
+					for {
+						var size [1]byte
+						if _, err := io.ReadFull(c, size[:]); err != nil {
+							return
+						}
+						body := make([]byte, int(size[0])-1)
+						if _, err := io.ReadFull(c, body); err != nil {
+							return
+						}
+						msgs <- got{time.Now(), string(body)}
+					}
+				}()
+			}
+		}()
+		start := time.Now()
+		n.Duplicate(addr, 1, 3*time.Second, 1) // every request after the first
+		c, err := n.Dial(context.Background(), addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("\x06hello")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("\x06w")); err != nil { // a request in two writes
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("rite")); err == nil {
+			t.Fatal("the write of a held request did not fail")
+		}
+		if n.Duplicated(addr) != 1 {
+			t.Fatalf("%d requests held, want 1", n.Duplicated(addr))
+		}
+		n.Duplicate(addr, 0, 0, 0)
+		first := <-conns
+		var msgs []string
+		for m := range first {
+			msgs = append(msgs, m.msg)
+		}
+		if len(msgs) != 1 || msgs[0] != "hello" {
+			t.Fatalf("the cut connection delivered %q, want only the hello", msgs)
+		}
+		late := <-conns
+		var lateMsgs []string
+		for m := range late {
+			if d := m.at.Sub(start); d < 3*time.Second {
+				t.Errorf("%q arrived %v after it was sent, want 3s", m.msg, d)
+			}
+			lateMsgs = append(lateMsgs, m.msg)
+		}
+		if len(lateMsgs) != 2 || lateMsgs[0] != "hello" || lateMsgs[1] != "write" {
+			t.Fatalf("late connection delivered %q, want hello then write", lateMsgs)
+		}
+
+		// A copy held for a server that restarts meanwhile is lost.
+		n.Duplicate(addr, 1, 3*time.Second, 2)
+		c, err = n.Dial(context.Background(), addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte("\x06hello\x06write"))
+		n.Duplicate(addr, 0, 0, 0)
+		for range <-conns {
+		}
+		l.Close()
+		for range conns {
+		}
+		l2, err := n.Listen(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l2.Close()
+		go func() {
+			if c, err := l2.Accept(); err == nil {
+				t.Errorf("a copy held for the old server reached the new one")
+				c.Close()
+			}
+		}()
+		<-time.After(5 * time.Second)
+		synctest.Wait()
+	})
+}

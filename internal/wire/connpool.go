@@ -6,50 +6,80 @@ import (
 )
 
 // Pool keeps one pipelined connection per address and re-dials one that
-// has failed. Safe for concurrent use.
+// has failed. Its connections are fenced (fence.go): one peer id for the
+// pool, and each dial to an address one generation newer than the last,
+// so a server never runs a request from a connection the pool replaced.
+// Safe for concurrent use.
 type Pool struct {
 	nw    Network
+	id    uint64
 	mu    sync.Mutex
-	conns map[string]*Client
+	conns map[string]*poolConn
+}
+
+// poolConn is the pool's connection to one address.
+type poolConn struct {
+	dialing chan struct{} // one dial at a time, so generations only grow
+	gen     uint64        // of the last dial; guarded by dialing
+	c       *Client       // guarded by Pool.mu
 }
 
 // NewPool returns an empty pool dialling over TCP.
 func NewPool() *Pool { return NewPoolOn(nil) }
 
 // NewPoolOn returns an empty pool dialling over nw (nil: TCP).
-func NewPoolOn(nw Network) *Pool { return &Pool{nw: OrTCP(nw), conns: map[string]*Client{}} }
+func NewPoolOn(nw Network) *Pool {
+	return &Pool{nw: OrTCP(nw), id: NewPeerID(), conns: map[string]*poolConn{}}
+}
 
 // Get returns a healthy connection to addr, dialling if needed.
 func (p *Pool) Get(ctx context.Context, addr string) (*Client, error) {
 	p.mu.Lock()
-	c := p.conns[addr]
+	pc := p.conns[addr]
+	if pc == nil {
+		pc = &poolConn{dialing: make(chan struct{}, 1)}
+		p.conns[addr] = pc
+	}
+	c := pc.c
 	p.mu.Unlock()
 	if c != nil && c.Err() == nil {
 		return c, nil
 	}
-	nc, err := DialOn(ctx, p.nw, addr)
+	select {
+	case pc.dialing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-pc.dialing }()
+	p.mu.Lock()
+	c = pc.c
+	p.mu.Unlock()
+	if c != nil && c.Err() == nil {
+		return c, nil // another caller re-dialled meanwhile
+	}
+	pc.gen++
+	nc, err := dialFenced(ctx, p.nw, addr, p.id, pc.gen)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if cur := p.conns[addr]; cur != nil && cur != c && cur.Err() == nil {
-		nc.Close() // another caller re-dialled first
-		return cur, nil
-	}
+	pc.c = nc
+	p.mu.Unlock()
 	if c != nil {
 		c.Close()
 	}
-	p.conns[addr] = nc
 	return nc, nil
 }
 
-// Close closes every connection.
+// Close closes every connection. The generations stay: a Get after it
+// dials newer ones.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for a, c := range p.conns {
-		c.Close()
-		delete(p.conns, a)
+	for _, pc := range p.conns {
+		if pc.c != nil {
+			pc.c.Close()
+			pc.c = nil
+		}
 	}
 }

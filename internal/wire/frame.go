@@ -141,3 +141,17 @@ func AppendFrame(dst []byte, h Header, meta, data []byte) []byte {
 	dst = append(dst, meta...)
 	return append(dst, data...)
 }
+
+// FrameLen is the length of the whole frame that b starts with: 0 while b
+// is shorter than a header, -1 if its header is malformed. The simulation's
+// network uses it to tell requests apart in a byte stream.
+func FrameLen(b []byte) int {
+	if len(b) < headerBytes {
+		return 0
+	}
+	h, err := parseHeader(b)
+	if err != nil {
+		return -1
+	}
+	return headerBytes + int(h.MetaLen) + int(h.DataLen)
+}

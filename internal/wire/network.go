@@ -39,11 +39,22 @@ func OrTCP(nw Network) Network {
 	return nw
 }
 
-// DialOn connects to addr over nw.
+// DialOn connects to addr over nw, as a peer of its own.
 func DialOn(ctx context.Context, nw Network, addr string) (*Client, error) {
+	return dialFenced(ctx, nw, addr, NewPeerID(), 1)
+}
+
+// dialFenced connects to addr over nw and says hello as generation gen
+// of peer id (fence.go).
+func dialFenced(ctx context.Context, nw Network, addr string, id, gen uint64) (*Client, error) {
 	conn, err := OrTCP(nw).Dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	return NewClient(conn), nil
+	c := NewClient(conn)
+	if err := c.send(Header{Kind: KindRequest, Op: OpHello}, encodeHello(id, gen), nil); err != nil {
+		c.fail(transportErr(err))
+		return nil, fmt.Errorf("dial %s: hello: %w", addr, c.Err())
+	}
+	return c, nil
 }

@@ -50,6 +50,7 @@ type Server struct {
 	log      *slog.Logger
 	limits   Limits
 	inflight *semaphore.Weighted
+	fences   *fences
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -63,7 +64,7 @@ type Server struct {
 // NewServer returns a server that dispatches to h.
 func NewServer(h Handler, log *slog.Logger, limits Limits) *Server {
 	return &Server{handler: h, log: log, limits: limits,
-		inflight: semaphore.NewWeighted(limits.MaxInflightBytes), conns: map[net.Conn]struct{}{}}
+		inflight: semaphore.NewWeighted(limits.MaxInflightBytes), fences: newFences(), conns: map[net.Conn]struct{}{}}
 }
 
 // Serve accepts on ln until it is closed.
@@ -124,6 +125,9 @@ type serverConn struct {
 	hbuf [headerBytes]byte
 	sem  chan struct{}
 	wg   sync.WaitGroup
+
+	peer *peer  // nil: anonymous (no hello), never fenced
+	gen  uint64 // the connection's generation, from its hello
 }
 
 func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
@@ -134,6 +138,7 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 	}
 	_ = conn.Close()
 	sc.wg.Wait()
+	s.fences.detach(sc)
 	s.mu.Lock()
 	delete(s.conns, conn)
 	s.mu.Unlock()
@@ -142,7 +147,7 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 func (sc *serverConn) readLoop(ctx context.Context) error {
 	br := bufio.NewReaderSize(sc.conn, 64<<10)
 	var hb [headerBytes]byte
-	for {
+	for first := true; ; first = false {
 		if _, err := io.ReadFull(br, hb[:]); err != nil {
 			return err
 		}
@@ -160,6 +165,12 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		}
 		if err := checkHeaderCRC(hb[:], meta); err != nil {
 			return err
+		}
+		if h.Op == OpHello {
+			if err := sc.hello(first, h, meta); err != nil {
+				return err
+			}
+			continue
 		}
 		// Bound what this peer holds before reading its data. Requests
 		// without data never wait, so control traffic cannot be starved.
@@ -184,6 +195,20 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 	}
 }
 
+// hello attaches the connection to its peer (fence.go): only as its
+// first frame, without data.
+func (sc *serverConn) hello(first bool, h Header, meta []byte) error {
+	if !first || h.DataLen > 0 {
+		return fmt.Errorf("%w: hello must come first, without data", ErrFrame)
+	}
+	id, gen, err := decodeHello(meta)
+	if err != nil {
+		return err
+	}
+	_ = sc.conn.SetReadDeadline(time.Time{})
+	return sc.s.fences.hello(sc, id, gen)
+}
+
 func (sc *serverConn) releaseData(data []byte) {
 	if len(data) > 0 {
 		sc.s.inflight.Release(int64(len(data)))
@@ -194,7 +219,15 @@ func (sc *serverConn) releaseData(data []byte) {
 func (sc *serverConn) handle(ctx context.Context, h Header, req *Request) {
 	defer sc.wg.Done()
 	defer func() { <-sc.sem }()
+	if !sc.s.fences.begin(sc) {
+		// A newer connection of the peer fenced this one: the request
+		// is a late copy, or its sender has moved on. It never runs.
+		sc.releaseData(req.Data)
+		_ = sc.conn.Close()
+		return
+	}
 	resp, err := sc.call(ctx, req)
+	sc.s.fences.end(sc)
 	sc.releaseData(req.Data)
 	out := Header{Kind: KindResponse, Op: h.Op, ID: h.ID}
 	if err != nil {

@@ -1,0 +1,184 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/braidfs/braid/internal/simnet"
+)
+
+// recorder is a handler that records the meta of every request it ran.
+type recorder struct {
+	mu  sync.Mutex
+	ran []string
+}
+
+func (r *recorder) handle(_ context.Context, req *Request) (Response, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ran = append(r.ran, string(req.Meta))
+	return Response{}, nil
+}
+
+func (r *recorder) log() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ran)
+}
+
+// A request held in the network while its client gave up on the
+// connection and sent it again, then delivered late, after a newer
+// request: it must not run (it would undo the newer one).
+func TestLateCopyFromAReplacedConnectionNeverRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := simnet.New()
+		nw.SplitRequests(FrameLen)
+		ln, err := nw.Listen("osd:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		s := NewServer(rec.handle, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultLimits)
+		go s.Serve(context.Background(), ln)
+		defer s.Close()
+		addr := ln.Addr().String()
+		pool := NewPoolOn(nw)
+		defer pool.Close()
+		call := func(meta string) error {
+			c, err := pool.Get(context.Background(), addr)
+			if err != nil {
+				return err
+			}
+			_, _, err = c.Call(context.Background(), 1, []byte(meta), nil, nil)
+			return err
+		}
+		nw.Duplicate(addr, 1, 3*time.Second, 1)
+		if err := call("v1"); !errors.Is(err, ErrClosed) {
+			t.Fatalf("held request: %v, want ErrClosed", err)
+		}
+		nw.Duplicate(addr, 0, 0, 0)
+		for _, m := range []string{"v1", "v2"} { // sent again, then overwritten
+			if err := call(m); err != nil {
+				t.Fatalf("%s: %v", m, err)
+			}
+		}
+		<-time.After(5 * time.Second)
+		synctest.Wait()
+		if nw.Duplicated(addr) != 0 {
+			t.Fatal("Duplicated counts after Duplicate(0)")
+		}
+		if got := rec.log(); !slices.Equal(got, []string{"v1", "v2"}) {
+			t.Fatalf("server ran %q, want [v1 v2]: the late copy of v1 ran", got)
+		}
+	})
+}
+
+// A newer connection of a peer waits for the requests of its older one
+// that are running, and closes it: what is read from it afterwards never
+// runs. A hello of an older generation is refused.
+func TestNewerConnectionFencesOlder(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var ran []string
+	addr := startServer(t, func(_ context.Context, r *Request) (Response, error) {
+		if string(r.Meta) == "slow" {
+			started <- struct{}{}
+			<-release
+		}
+		mu.Lock()
+		ran = append(ran, string(r.Meta))
+		mu.Unlock()
+		return Response{}, nil
+	})
+	ctx := context.Background()
+	id := NewPeerID()
+	old, err := dialFenced(ctx, TCP{}, addr, id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	slowDone := make(chan error, 1)
+	go func() { _, _, err := old.Call(ctx, 1, []byte("slow"), nil, nil); slowDone <- err }()
+	<-started
+	newer, err := dialFenced(ctx, TCP{}, addr, id, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.Close()
+	fastDone := make(chan error, 1)
+	go func() { _, _, err := newer.Call(ctx, 1, []byte("after"), nil, nil); fastDone <- err }()
+	select {
+	case err := <-fastDone:
+		t.Fatalf("the newer connection's request ran (%v) while the older one's was running", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-fastDone; err != nil {
+		t.Fatalf("newer connection: %v", err)
+	}
+	<-slowDone // its reply may or may not make it: the connection is closed
+	if _, _, err := old.Call(ctx, 1, []byte("stale"), nil, nil); err == nil {
+		t.Fatal("a request on the fenced connection was answered")
+	}
+	older, err := dialFenced(ctx, TCP{}, addr, id, 1)
+	if err == nil {
+		_, _, err = older.Call(ctx, 1, []byte("older"), nil, nil)
+		older.Close()
+	}
+	if err == nil {
+		t.Fatal("a connection of an older generation was served")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(ran, []string{"slow", "after"}) {
+		t.Fatalf("server ran %q, want [slow after]", ran)
+	}
+}
+
+// Malformed hellos close their connection; the server goes on serving.
+func TestMalformedHellos(t *testing.T) {
+	addr := startServer(t, echo)
+	hello := func(meta, data []byte) []byte {
+		return AppendFrame(nil, Header{Kind: KindRequest, Op: OpHello}, meta, data)
+	}
+	req := AppendFrame(nil, Header{Kind: KindRequest, Op: 1, ID: 1}, []byte("x"), nil)
+	for name, stream := range map[string][]byte{
+		"short":       hello([]byte{1, 2, 3}, nil),
+		"zero peer":   hello(encodeHello(0, 1), nil),
+		"zero gen":    hello(encodeHello(1, 0), nil),
+		"with data":   hello(encodeHello(1, 1), []byte("data")),
+		"not first":   append(slices.Clone(req), hello(encodeHello(2, 1), nil)...),
+		"hello twice": append(hello(encodeHello(3, 1), nil), hello(encodeHello(3, 2), nil)...),
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := conn.Write(stream); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, err = io.ReadAll(conn)
+		conn.Close()
+		if err != nil {
+			t.Fatalf("%s: the server kept the connection: %v", name, err)
+		}
+	}
+	c, err := Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, err := c.Call(context.Background(), 1, []byte("ok"), nil, nil); err != nil {
+		t.Fatalf("server stopped serving: %v", err)
+	}
+}
