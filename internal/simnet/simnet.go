@@ -422,7 +422,6 @@ type addr string
 func (a addr) Network() string { return "simnet" }
 func (a addr) String() string  { return string(a) }
 
-
 // maxHeld bounds the requests held back on one network.
 const maxHeld = 64
 
