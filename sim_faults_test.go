@@ -135,7 +135,11 @@ func (s *sim) moreFaults() {
 // range of the first file is overwritten again, and a file written under
 // the fault is removed. Every file must then read back as acknowledged,
 // the cluster heal, and (at the end) no object be left behind. Requests
-// to the MDS are not held: exactly-once metadata requests are issue 13's.
+// to the MDS are not held: the cut that holds one loses the replies of
+// the others in flight on its connection, and metadata requests sent
+// again are not yet answered as the first time was (issue 13's
+// exactly-once requests; a committed intent committed again answers "not
+// found", issue 12's).
 func (s *sim) duplicates() {
 	saved, saved2 := s.rng, s.rng2
 	s.rng, s.rng2 = rand.New(rand.NewPCG(s.rng4.Uint64(), 1)), rand.New(rand.NewPCG(s.rng4.Uint64(), 2))

@@ -41,6 +41,7 @@ type Net struct {
 	dups      map[string]*dup
 	ghosts    int // held requests waiting to be delivered
 	frame     func([]byte) int
+	closed    chan struct{} // closed by Close: held copies are dropped
 	nextPort  int
 }
 
@@ -60,7 +61,7 @@ type loss struct {
 
 // New returns an empty network.
 func New() *Net {
-	return &Net{listeners: map[string]*listener{}, isolated: map[string]bool{}, conns: map[net.Conn]link{}, delays: map[string]time.Duration{}, lose: map[string]*loss{}, dups: map[string]*dup{}, nextPort: 1}
+	return &Net{listeners: map[string]*listener{}, isolated: map[string]bool{}, conns: map[net.Conn]link{}, delays: map[string]time.Duration{}, lose: map[string]*loss{}, dups: map[string]*dup{}, closed: make(chan struct{}), nextPort: 1}
 }
 
 // Listen listens at addr ("host:port"); port 0 picks a free one.
@@ -543,7 +544,11 @@ func (n *Net) deliverLate(l *listener, first, req []byte, late time.Duration) {
 		n.ghosts--
 		n.mu.Unlock()
 	}()
-	<-time.After(late)
+	select {
+	case <-time.After(late):
+	case <-n.closed:
+		return
+	}
 	n.mu.Lock()
 	same := n.listeners[l.addr] == l
 	n.mu.Unlock()
@@ -564,5 +569,20 @@ func (n *Net) deliverLate(l *listener, first, req []byte, late time.Duration) {
 	if _, err := c.Write(append(append([]byte(nil), first...), req...)); err != nil {
 		return
 	}
-	<-time.After(time.Second) // let it run; its reply is dropped
+	select { // let it run; its reply is dropped
+	case <-time.After(time.Second):
+	case <-n.closed:
+	}
+}
+
+// Close drops the requests held back (Duplicate) and not yet delivered,
+// so no goroutine of the network outlives it.
+func (n *Net) Close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	select {
+	case <-n.closed:
+	default:
+		close(n.closed)
+	}
 }
