@@ -31,8 +31,10 @@ import (
 // partitioned away, slowed, restarted or losing power, an object lost
 // from a disk, a bit flipped on a disk, every connection cut, metadata
 // transactions losing races, an OSD losing replies after acting on the
-// requests, the MDS restarted, a disk failing reads or writes or full
-// (sim_faults_test.go); and OSDs are added, drained and removed. One
+// requests, the MDS restarted, a disk failing reads or writes or full,
+// requests to OSDs held back in the network while their clients send them
+// again, then delivered late (sim_faults_test.go); and OSDs are added,
+// drained and removed. One
 // fault at a time and each healed before the next, so every fault stays
 // within what every layout tolerates: every operation must then succeed.
 // Two kinds go beyond it on purpose, and must meet clean errors: several

@@ -21,7 +21,15 @@
 //	...    ...  data     bulk payload
 //
 // A receiver that finds a bad magic, version, kind, length or checksum
-// closes the connection: a byte stream cannot be resynchronised. Meta and
+// closes the connection: a byte stream cannot be resynchronised.
+//
+// Hello: a client's first frame on a connection is a request with op
+// OpHello (0xFFFF), id 0, no data, and meta = peer id u64, generation u64
+// (both non-zero). It gets no response. A connection whose first frame is
+// anything else is anonymous; a hello anywhere but first, or malformed,
+// closes the connection. A hello of a newer generation than the peer's
+// newest closes the peer's older connections and waits for their running
+// requests; nothing read from them runs afterwards (fence.go says why). Meta and
 // data are separately bounded so a hostile peer cannot make a receiver
 // allocate more than MaxMetaBytes+MaxDataBytes per frame.
 package wire

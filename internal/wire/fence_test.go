@@ -182,3 +182,47 @@ func TestMalformedHellos(t *testing.T) {
 		t.Fatalf("server stopped serving: %v", err)
 	}
 }
+
+// BenchmarkSmallCalls: small calls from 16 goroutines over one loopback
+// connection, fenced (a Pool's, with a hello) and anonymous (raw frames
+// with no hello, never fenced): what fencing costs per request.
+func BenchmarkSmallCalls(b *testing.B) {
+	for _, fenced := range []bool{true, false} {
+		name := "anonymous"
+		if fenced {
+			name = "fenced"
+		}
+		b.Run(name, func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := NewServer(echo, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultLimits)
+			go s.Serve(context.Background(), ln)
+			defer s.Close()
+			var c *Client
+			if fenced {
+				c, err = NewPool().Get(context.Background(), ln.Addr().String())
+			} else {
+				var conn net.Conn
+				if conn, err = net.Dial("tcp", ln.Addr().String()); err == nil {
+					c = NewClient(conn)
+				}
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.SetParallelism(8) // 16 goroutines on 2 cores
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, _, err := c.Call(context.Background(), 1, []byte("m"), nil, nil); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
