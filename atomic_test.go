@@ -130,6 +130,37 @@ func TestStatusShowsSpaceOfRemovedFiles(t *testing.T) {
 	}
 }
 
+// The space a failed Atomic create's objects hold is shown while they
+// await deletion (`braid status`'s "removed files" line), although none
+// of it was ever committed: the writer says, as it lets the file go, how
+// far its writes reached (they were counted as 0 B).
+func TestFailedAtomicCreateShowsItsSpace(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, CapacityBytes: 4 << 20, DeleteDelay: time.Hour})
+	cl := c.Dial()
+	put(t, cl, "/f", "ec:4+2,unit=64KiB", make([]byte, 1<<20))
+	f, err := cl.Create(ctx, "/f", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1, Atomic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := f.ReadFrom(io.LimitReader(zeroReader{}, 64<<20))
+	if cerr := f.Close(); werr == nil && cerr == nil {
+		t.Fatal("writing 64 MiB into 24 MiB of OSDs succeeded")
+	}
+	var st braid.Status
+	testcluster.Eventually(t, 20*time.Second, func() bool {
+		st, err = cl.Status(ctx)
+		return err == nil && st.PendingDelete.Objects > 0
+	}, func() string { return fmt.Sprintf("the failed create never awaited deletion: %+v", st.PendingDelete) })
+	var used int64
+	for _, o := range st.OSDs {
+		used += o.UsedBytes
+	}
+	held := used - 6*256<<10 // what /f does not hold
+	if st.PendingDelete.Bytes < held/2 || st.PendingDelete.Bytes > used {
+		t.Fatalf("a failed create's objects await deletion with %d bytes; the OSDs hold %d bytes besides /f's", st.PendingDelete.Bytes, held)
+	}
+}
+
 // A repair that cannot find space says so in status instead of retrying
 // silently.
 func TestRepairWithoutSpaceShowsInStatus(t *testing.T) {

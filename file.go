@@ -198,14 +198,14 @@ func (f *File) startLease(ctx context.Context, lease time.Duration) {
 }
 
 // endLease stops renewing and releases the lease.
-func (f *File) endLease(ctx context.Context) {
+func (f *File) endLease(ctx context.Context, uncommitted []int64) {
 	if f.stopLease == nil {
 		return
 	}
 	close(f.stopLease)
 	<-f.leaseDone
 	f.stopLease = nil
-	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Release: true, Read: !f.write}
+	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Release: true, Read: !f.write, Uncommitted: uncommitted}
 	if f.write {
 		_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) // a writer's lease running out would get the file scrubbed
 		return
@@ -625,6 +625,13 @@ func (f *File) commitLocked(ctx context.Context) error {
 
 // noteWritten records that component comp's object now holds written
 // data up to end (object bytes), for the extents the next commit records.
+// wroteSoFar is, per group, how far this handle's writes reached.
+func (f *File) wroteSoFar() []int64 {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	return slices.Clone(f.wrote)
+}
+
 func (f *File) noteWritten(comp int, end int64) {
 	lay := f.layout()
 	f.amu.Lock()
@@ -688,8 +695,13 @@ func (f *File) close(abort bool) error {
 		f.stopLeaseRenewals()
 	} else if err == nil || f.publish != nil {
 		// An Atomic create that failed is released too: it has no name,
-		// so the MDS deletes it and frees its objects.
-		f.endLease(context.Background())
+		// so the MDS deletes it and frees its objects, counting the
+		// space its uncommitted writes hold meanwhile.
+		var uncommitted []int64
+		if f.publish != nil && (abort || err != nil) {
+			uncommitted = f.wroteSoFar()
+		}
+		f.endLease(context.Background(), uncommitted)
 	} else {
 		// Leave the lease to run out: the MDS then scrubs what this
 		// failed writer may have left half-written.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -126,7 +127,41 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	if req.Handle == 0 {
 		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrInvalid, "no handle")
 	}
+	if req.Release && len(req.Uncommitted) > 0 {
+		if err := s.noteUncommitted(ctx, req.Ino, req.Uncommitted); err != nil {
+			return mdsproto.RenewResp{}, err
+		}
+	}
 	return s.leases.renew(req.Ino, req.Handle, !req.Read, s.cfg.Now(), s.cfg.WriterLease, req.Release)
+}
+
+// noteUncommitted raises the extents of an unnamed file (an Atomic create
+// its writer gave up on) to how far the writer's uncommitted writes
+// reached, so the deletion queue counts the space its objects hold. A
+// named file's extents only ever come from commits: readers vouch for
+// data against them.
+func (s *Server) noteUncommitted(ctx context.Context, ino uint64, ext []int64) error {
+	return s.kv.Update(ctx, func(tx kv.Txn) error {
+		rec, err := getInode(tx, ino)
+		if err != nil || rec.Nlink != 0 || rec.Layout == nil {
+			return nil // gone already, or named: nothing to count
+		}
+		if len(ext) != rec.Layout.Groups {
+			return wire.Errorf(wire.ErrInvalid, "%d uncommitted extents for %d groups", len(ext), rec.Layout.Groups)
+		}
+		next := slices.Clone(rec.Extents)
+		if len(next) != len(ext) {
+			next = make([]int64, len(ext))
+		}
+		for g, e := range ext {
+			if e < 0 || e > layout.MaxObjectBytes {
+				return wire.Errorf(wire.ErrInvalid, "uncommitted extent %d", e)
+			}
+			next[g] = max(next[g], e)
+		}
+		rec.Extents = next
+		return putInode(tx, rec)
+	})
 }
 
 // resolveLoop rolls intents of crashed clients forward or back and queues

@@ -427,6 +427,10 @@ type RenewReq struct {
 	Handle  uint64 `json:"handle"`
 	Release bool   `json:"release,omitempty"`
 	Read    bool   `json:"read,omitempty"` // a reader's lease (a writer's lease running out gets the file scrubbed)
+	// Uncommitted, with Release, by the writer of an Atomic create that
+	// never got its name: per parity group, how far its writes reached
+	// in the objects, so the space they hold is counted until deleted.
+	Uncommitted []int64 `json:"uncommitted,omitempty"`
 }
 
 type RenewResp struct {
