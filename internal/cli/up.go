@@ -31,6 +31,7 @@ type upOptions struct {
 	capacity      string
 	osdDownAfter  time.Duration
 	osdOutAfter   time.Duration
+	capTTL        time.Duration
 	repairRate    string
 	scrubRate     string
 	mount         string
@@ -60,6 +61,7 @@ func (e *env) upCmd() *cobra.Command {
 	f.StringVar(&o.capacity, "capacity", "", "bytes each OSD may store, e.g. 10GiB")
 	f.DurationVar(&o.osdDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
 	f.DurationVar(&o.osdOutAfter, "osd-out-after", 10*time.Minute, "silence after which a down OSD is out and its data is rebuilt on others")
+	f.DurationVar(&o.capTTL, "cap-ttl", 10*time.Minute, "lifetime of the capabilities the MDS issues (open handles renew theirs before it ends)")
 	f.StringVar(&o.repairRate, "repair-rate", "256MiB", "bytes per second each healer may write when rebuilding")
 	f.StringVar(&o.scrubRate, "scrub-rate", "64MiB", "bytes per second each healer may read when scrubbing")
 	f.StringVar(&o.mount, "mount", "", "also mount the cluster at this path (FUSE), unmounted on Ctrl-C")
@@ -98,7 +100,7 @@ func (e *env) up(o upOptions) error {
 	defer func() { stopChildren(children) }()
 
 	mdsArgs := []string{"mds", "--dir", filepath.Join(dir, "mds"), "--listen", "127.0.0.1:0", "--key-file", keyFile,
-		"--osd-down-after", o.osdDownAfter.String(), "--osd-out-after", o.osdOutAfter.String(),
+		"--osd-down-after", o.osdDownAfter.String(), "--osd-out-after", o.osdOutAfter.String(), "--cap-ttl", o.capTTL.String(),
 		"--repair-rate", o.repairRate, "--scrub-rate", o.scrubRate, "--log-level", e.logLevel}
 	n := max(o.osds, existingOSDs(dir)) // OSDs added by braid osd add come back too
 	if o.defaultLayout == "" {

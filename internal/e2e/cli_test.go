@@ -208,8 +208,9 @@ func TestBraidUpWorkflow(t *testing.T) {
 	e.fails("no cluster", "ls", "/")
 
 	// Started again, the same data is there (the killed OSD is back too),
-	// also when the OSDs now keep writes in the page cache.
-	startUp(t, e, dir, "--write-cache")
+	// also when the OSDs now keep writes in the page cache; capabilities
+	// now last 3 s, so what follows outlives several.
+	startUp(t, e, dir, "--write-cache", "--cap-ttl", "3s")
 	e.must("get", "/x/f", out)
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
 		t.Fatal("data differs after braid up restart")
