@@ -114,7 +114,12 @@ func simSeeds(t *testing.T, def int) []uint64 {
 //	5:  the same, a held first write to an object landed after its file
 //	    was removed and deleted: the object was created again and
 //	    leaked.
-var simRegressions = []uint64{3, 19, 24, 38, 47, 68, 140, 171, 332, 15, 5}
+//	946: every connection was cut while a held file's staged write
+//	    committed its intent: the commit sent again found the intent
+//	    committed and answered "not found", and the writer gave up a
+//	    write the MDS had committed. A commit sent again now answers
+//	    "committed".
+var simRegressions = []uint64{3, 19, 24, 38, 47, 68, 140, 171, 332, 15, 5, 946}
 
 func TestSimulation(t *testing.T) {
 	seeds := simSeeds(t, 8)

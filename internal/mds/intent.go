@@ -99,6 +99,9 @@ func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (stru
 		if err != nil {
 			return err
 		}
+		if ok && in.State == intentCommitted {
+			return nil // sent again after its reply was lost: the first copy committed it
+		}
 		if !ok || in.State != intentPrepared {
 			return wire.Errorf(wire.ErrNotFound, "no prepared intent %x on inode %d (expired and rolled back?)", req.Txid, req.Ino)
 		}

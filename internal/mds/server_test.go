@@ -176,3 +176,28 @@ func TestCommitBounds(t *testing.T) {
 		t.Fatalf("status after commits: %d logical bytes (%v)", st.LogicalBytes, err)
 	}
 }
+
+// An intent commit sent again (its connection broke after the first copy
+// ran: the reply was lost) answers "committed", not "not found": the
+// client would otherwise abort a write the MDS has committed.
+func TestIntentCommitSentAgainAnswersCommitted(t *testing.T) {
+	ctx := context.Background()
+	_, conn, open := rawCreate(t, "ec:2+1")
+	call := func(op uint16, req any) error {
+		b, _ := json.Marshal(req)
+		_, _, err := conn.Call(ctx, op, b, nil, nil)
+		return err
+	}
+	ireq := mdsproto.IntentReq{Ino: open.Inode.Ino, Txid: 77, Version: open.Inode.Layout.Version, Comps: []uint32{0, 1, 2}}
+	if err := call(mdsproto.OpIntentBegin, ireq); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := call(mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: ireq.Ino, Txid: ireq.Txid}); err != nil {
+			t.Fatalf("commit %d: %v", i+1, err)
+		}
+	}
+	if err := call(mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: ireq.Ino, Txid: 78}); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("commit of an intent never begun: %v, want ErrNotFound", err)
+	}
+}
