@@ -137,9 +137,8 @@ func (s *sim) moreFaults() {
 // the cluster heal, and (at the end) no object be left behind. Requests
 // to the MDS are not held: the cut that holds one loses the replies of
 // the others in flight on its connection, and metadata requests sent
-// again are not yet answered as the first time was (issue 13's
-// exactly-once requests; a committed intent committed again answers "not
-// found", issue 12's).
+// again are not yet answered as the first time was (a create answers
+// "exists": issue 13's exactly-once requests).
 func (s *sim) duplicates() {
 	saved, saved2 := s.rng, s.rng2
 	s.rng, s.rng2 = rand.New(rand.NewPCG(s.rng4.Uint64(), 1)), rand.New(rand.NewPCG(s.rng4.Uint64(), 2))
