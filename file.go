@@ -492,7 +492,7 @@ func (f *File) callOSD(ctx context.Context, addr string, op uint16, req osdproto
 		// it) is no verdict on the OSD: a few retries, each on a new
 		// connection that fences the ones before (wire/fence.go), so
 		// a copy of the request still in the network never lands after
-		// the retry (every OSD request may be sent twice).
+		// the retry (every OSD request may run more than once).
 		if attempt < maxConnRetries && errors.Is(err, wire.ErrClosed) && ctx.Err() == nil {
 			continue
 		}

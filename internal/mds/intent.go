@@ -130,24 +130,29 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	if req.Handle == 0 {
 		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrInvalid, "no handle")
 	}
-	if req.Release && len(req.Uncommitted) > 0 {
-		if err := s.noteUncommitted(ctx, req.Ino, req.Uncommitted); err != nil {
-			return mdsproto.RenewResp{}, err
-		}
+	now := s.cfg.Now()
+	var noteErr error
+	if req.Release && len(req.Uncommitted) > 0 && s.leases.writes(req.Ino, req.Handle, now) {
+		noteErr = s.noteUncommitted(ctx, req.Ino, req.Uncommitted)
 	}
-	return s.leases.renew(req.Ino, req.Handle, !req.Read, s.cfg.Now(), s.cfg.WriterLease, req.Release)
+	resp, err := s.leases.renew(req.Ino, req.Handle, !req.Read, now, s.cfg.WriterLease, req.Release)
+	if err == nil {
+		err = noteErr // the lease is released all the same
+	}
+	return resp, err
 }
 
-// noteUncommitted raises the extents of an unnamed file (an Atomic create
-// its writer gave up on) to how far the writer's uncommitted writes
-// reached, so the deletion queue counts the space its objects hold. A
-// named file's extents only ever come from commits: readers vouch for
-// data against them.
+// noteUncommitted raises the extents of a file that never had a name (an
+// Atomic create its writer, holding the lease, gave up on) to how far the
+// writer's uncommitted writes reached, so the deletion queue counts the
+// space its objects hold. Any other file's extents only ever come from
+// commits: readers vouch for data against them (an unlinked file may
+// still be read through open handles).
 func (s *Server) noteUncommitted(ctx context.Context, ino uint64, ext []int64) error {
 	return s.kv.Update(ctx, func(tx kv.Txn) error {
 		rec, err := getInode(tx, ino)
-		if err != nil || rec.Nlink != 0 || rec.Layout == nil {
-			return nil // gone already, or named: nothing to count
+		if err != nil || !rec.Unnamed || rec.Layout == nil {
+			return nil // gone already, or named (perhaps unlinked, still read): not counted
 		}
 		if len(ext) != rec.Layout.Groups {
 			return wire.Errorf(wire.ErrInvalid, "%d uncommitted extents for %d groups", len(ext), rec.Layout.Groups)

@@ -70,6 +70,14 @@ func (l *leaseTable) renew(ino, handle uint64, writer bool, now time.Time, ttl t
 	return mdsproto.RenewResp{LeaseNs: int64(ttl)}, nil
 }
 
+// writes reports whether handle holds a writer's lease on ino.
+func (l *leaseTable) writes(ino, handle uint64, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls, ok := l.m[ino][handle]
+	return ok && ls.writer && now.Before(ls.until)
+}
+
 func (l *leaseTable) held(ino uint64, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

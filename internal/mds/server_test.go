@@ -201,3 +201,57 @@ func TestIntentCommitSentAgainAnswersCommitted(t *testing.T) {
 		t.Fatalf("commit of an intent never begun: %v, want ErrNotFound", err)
 	}
 }
+
+// A release's uncommitted extents count only for a file that never had a
+// name, released by the handle holding its writer's lease: the extents
+// of a named file, even one unlinked while open (readers still vouch for
+// its data against them), are never raised by them.
+func TestReleaseCannotRaiseANamedFilesExtents(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	conn, err := wire.Dial(ctx, c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	call := func(op uint16, req, resp any) error {
+		b, _ := json.Marshal(req)
+		meta, _, err := conn.Call(ctx, op, b, nil, nil)
+		if err == nil && resp != nil {
+			err = json.Unmarshal(meta, resp)
+		}
+		return err
+	}
+	var open mdsproto.OpenResp
+	if err := call(mdsproto.OpCreate, mdsproto.CreateReq{Path: "/f", Layout: "ec:2+1", SizeHint: -1, Handle: 1}, &open); err != nil {
+		t.Fatal(err)
+	}
+	ino := open.Inode.Ino
+	if err := call(mdsproto.OpRenew, mdsproto.RenewReq{Ino: ino, Handle: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, remove := range []bool{false, true} {
+		if remove {
+			if err := call(mdsproto.OpRemove, mdsproto.PathReq{Path: "/f"}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, handle := range []uint64{3, 2} { // holding no lease; a writer's
+			if err := call(mdsproto.OpRenew, mdsproto.RenewReq{Ino: ino, Handle: handle, Release: true, Uncommitted: []int64{1 << 40}}, nil); err != nil {
+				t.Fatalf("release by handle %d: %v", handle, err)
+			}
+		}
+		var in mdsproto.Inode
+		if err := call(mdsproto.OpCommit, mdsproto.CommitReq{Ino: ino, Size: 0, LayoutVersion: open.Inode.Layout.Version, Handle: 1}, &in); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range in.Extents {
+			if e != 0 {
+				t.Fatalf("releases raised /f's extents to %v (removed while open: %v)", in.Extents, remove)
+			}
+		}
+		if err := call(mdsproto.OpRenew, mdsproto.RenewReq{Ino: ino, Handle: 2}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -96,8 +96,13 @@ func (n *Net) Dial(ctx context.Context, addr string) (net.Conn, error) {
 
 func (n *Net) dialFrom(ctx context.Context, from *Host, addr string) (net.Conn, error) {
 	n.mu.Lock()
-	l := n.listeners[addr]
-	if l == nil || n.isolated[addr] || from.isolatedLocked() {
+	return n.connectLocked(ctx, from, n.listeners[addr], addr)
+}
+
+// connectLocked connects to listener l (nil: none) at addr; n.mu is held
+// on entry and released.
+func (n *Net) connectLocked(ctx context.Context, from *Host, l *listener, addr string) (net.Conn, error) {
+	if l == nil || n.listeners[addr] != l || n.isolated[addr] || from.isolatedLocked() {
 		n.mu.Unlock()
 		return nil, fmt.Errorf("simnet dial %s: %w", addr, syscall.ECONNREFUSED)
 	}
@@ -549,15 +554,12 @@ func (n *Net) deliverLate(l *listener, first, req []byte, late time.Duration) {
 	case <-n.closed:
 		return
 	}
-	n.mu.Lock()
-	same := n.listeners[l.addr] == l
-	n.mu.Unlock()
-	if !same {
-		return // the server restarted: its connections died with it
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	nc, err := n.Dial(ctx, l.addr)
+	n.mu.Lock()
+	// Only to the listener it was sent to: a restarted server listens
+	// anew, and its connections died with it.
+	nc, err := n.connectLocked(ctx, nil, l, l.addr)
 	if err != nil {
 		return
 	}

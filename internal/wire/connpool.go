@@ -3,24 +3,26 @@ package wire
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // Pool keeps one pipelined connection per address and re-dials one that
 // has failed. Its connections are fenced (fence.go): one peer id for the
-// pool, and each dial to an address one generation newer than the last,
-// so a server never runs a request from a connection the pool replaced.
-// Safe for concurrent use.
+// pool, and each dial one generation newer than every dial before (one
+// counter for the pool, so a server reached under two addresses sees
+// them in order too), so a server never runs a request from a connection
+// the pool replaced. Safe for concurrent use.
 type Pool struct {
 	nw    Network
 	id    uint64
+	gen   atomic.Uint64
 	mu    sync.Mutex
 	conns map[string]*poolConn
 }
 
 // poolConn is the pool's connection to one address.
 type poolConn struct {
-	dialing chan struct{} // one dial at a time, so generations only grow
-	gen     uint64        // of the last dial; guarded by dialing
+	dialing chan struct{} // one dial at a time: a newer never loses to an older
 	c       *Client       // guarded by Pool.mu
 }
 
@@ -57,8 +59,7 @@ func (p *Pool) Get(ctx context.Context, addr string) (*Client, error) {
 	if c != nil && c.Err() == nil {
 		return c, nil // another caller re-dialled meanwhile
 	}
-	pc.gen++
-	nc, err := dialFenced(ctx, p.nw, addr, p.id, pc.gen)
+	nc, err := dialFenced(ctx, p.nw, addr, p.id, p.gen.Add(1))
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,10 @@
 // anything else is anonymous; a hello anywhere but first, or malformed,
 // closes the connection. A hello of a newer generation than the peer's
 // newest closes the peer's older connections and waits for their running
-// requests; nothing read from them runs afterwards (fence.go says why). Meta and
+// requests; nothing read from them runs afterwards (fence.go says why).
+// Servers from before the hello answer it as an unknown op, which a client
+// takes for a response to no request and closes the connection: clients
+// and servers are upgraded together (the version field stays 1). Meta and
 // data are separately bounded so a hostile peer cannot make a receiver
 // allocate more than MaxMetaBytes+MaxDataBytes per frame.
 package wire

@@ -27,12 +27,19 @@ import (
 // still run concurrently, and ordering overlapping ones is the client's
 // business.
 //
-// The server remembers a peer while it has connections, and the last
-// maxPeers of those without: on TCP no late copy can arrive once the
-// server closed the connection it came on, so forgetting a peer whose
-// connections are all gone loses nothing. A connection that starts
-// without a hello (an old client, a test speaking raw frames) is
-// anonymous and never fenced.
+// So once a client's next connection to a server is open, nothing it sent
+// that server before can land behind what it sends next. A copy on the
+// client's newest connection, after which it sent that server nothing
+// more (it gave up after its retries), can still run late: fencing orders
+// one client's requests to one server, no more.
+//
+// The server remembers a peer while it has connections, and at least the
+// last maxPeers/2 of those without: on TCP no late copy can arrive once
+// the server closed the connection it came on, so forgetting a peer whose
+// connections are all gone loses nothing (but for a connection the kernel
+// accepted and Serve has not taken yet, while over maxPeers/2 other peers
+// came and went). A connection that starts without a hello (an old client,
+// a test speaking raw frames) is anonymous and never fenced.
 
 // OpHello is the first request of a fenced connection: meta = peer id u64,
 // generation u64. The server answers nothing: the client pipelines its
@@ -70,14 +77,16 @@ type peer struct {
 	id      uint64
 	gen     uint64 // the newest generation seen; older ones are fenced
 	running int    // requests of gen running now
+	older   int    // requests of older generations still running
 	conns   map[*serverConn]struct{}
 	idleSeq uint64 // when it lost its last connection (fences.seq)
 }
 
-// fences holds a server's peers. One mutex: a request takes it twice.
+// fences holds a server's peers. One mutex for the server: a request
+// takes it twice.
 type fences struct {
 	mu    sync.Mutex
-	drain *sync.Cond // signalled when a peer's running drops to 0
+	drain *sync.Cond // signalled when a peer's older requests are done
 	peers map[uint64]*peer
 	seq   uint64
 	idle  int // peers without connections
@@ -94,48 +103,65 @@ func newFences() *fences {
 // requests have finished; an older one is refused.
 func (f *fences) hello(sc *serverConn, id, gen uint64) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	p := f.peers[id]
 	if p == nil {
 		f.forgetIdle()
-		p = &peer{id: id, conns: map[*serverConn]struct{}{}}
+		p = &peer{id: id}
 		f.peers[id] = p
-	} else if len(p.conns) == 0 {
-		f.idle--
+		f.idle++ // counted idle until attached below
 	}
 	if gen < p.gen {
-		f.detachLocked(p, nil)
+		f.mu.Unlock()
 		return fmt.Errorf("%w: connection generation %d of peer %x is older than its newest, %d", ErrFrame, gen, id, p.gen)
 	}
-	p.conns[sc] = struct{}{}
-	sc.peer, sc.gen = p, gen
-	if gen == p.gen {
-		return nil
-	}
-	p.gen = gen
-	for c := range p.conns {
-		if c.gen < gen {
-			_ = c.conn.Close()
+	f.attachLocked(p, sc, gen)
+	var fenced []*serverConn
+	if gen > p.gen {
+		p.gen = gen
+		p.older += p.running
+		p.running = 0
+		for c := range p.conns {
+			if c.gen < gen {
+				fenced = append(fenced, c)
+			}
 		}
 	}
-	for p.running > 0 {
+	f.mu.Unlock()
+	for _, c := range fenced { // outside the lock: a Close may block
+		_ = c.conn.Close()
+	}
+	f.mu.Lock() // every connection of the newest generation waits, a second one too
+	defer f.mu.Unlock()
+	for p.older > 0 && p.gen == gen {
 		f.drain.Wait()
 	}
 	return nil
 }
 
+func (f *fences) attachLocked(p *peer, sc *serverConn, gen uint64) {
+	if len(p.conns) == 0 {
+		f.idle--
+		p.conns = map[*serverConn]struct{}{}
+	}
+	p.conns[sc] = struct{}{}
+	sc.peer, sc.gen = p, gen
+}
+
 // begin reports whether a request read on sc may run: not if a newer
-// connection of its peer fenced sc. Each true begin needs an end.
+// connection of its peer fenced sc. (Requests of older generations have
+// finished: every connection of the newest waited for them in its hello,
+// a second one too.) Each true begin needs an end.
 func (f *fences) begin(sc *serverConn) bool {
 	if sc.peer == nil {
 		return true
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if sc.gen != sc.peer.gen {
+	p := sc.peer
+	if sc.gen != p.gen {
 		return false
 	}
-	sc.peer.running++
+	p.running++
 	return true
 }
 
@@ -145,8 +171,13 @@ func (f *fences) end(sc *serverConn) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	sc.peer.running--
-	if sc.peer.running == 0 {
+	p := sc.peer
+	if sc.gen == p.gen {
+		p.running--
+		return
+	}
+	p.older--
+	if p.older == 0 {
 		f.drain.Broadcast()
 	}
 }
@@ -158,27 +189,23 @@ func (f *fences) detach(sc *serverConn) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.detachLocked(sc.peer, sc)
-}
-
-func (f *fences) detachLocked(p *peer, sc *serverConn) {
-	if sc != nil {
-		delete(p.conns, sc)
-	}
+	p := sc.peer
+	delete(p.conns, sc)
 	if len(p.conns) == 0 {
+		p.conns = nil
 		f.seq++
 		p.idleSeq = f.seq
 		f.idle++
 	}
 }
 
-// forgetIdle drops the peers without connections that have been idle
-// longest once there are maxPeers of them (f.mu held).
+// forgetIdle drops the older half of the peers without connections once
+// there are maxPeers of them (f.mu held).
 func (f *fences) forgetIdle() {
 	if f.idle < maxPeers {
 		return
 	}
-	cutoff := f.seq - maxPeers/2 // forget the older half at once
+	cutoff := f.seq - maxPeers/2
 	for id, p := range f.peers {
 		if len(p.conns) == 0 && p.idleSeq <= cutoff {
 			delete(f.peers, id)
