@@ -408,3 +408,67 @@ func TestWriteOverALostObjectIsNotTrusted(t *testing.T) {
 	}
 	mustRead(t, cl, "/f", "after a truncation recreated a lost object", want[:5<<20])
 }
+
+// A writer that keeps overwriting part of a stripe whose component object
+// was lost does not hold the component's repair back for good: each
+// staged write's apply to the lost object fails (it must exist), and the
+// writer finishes the write itself, the unit marked dirty, instead of
+// leaving its intent to expire. (Repairs wait for a file's intents; a
+// writer leaving one behind more often than they expire starved the
+// repair: the SIGKILL fault test once stayed degraded for two minutes.)
+func TestWriterDoesNotStarveTheRepairOfALostComponent(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	cl := c.Dial()
+	data := randBytes(rand.New(rand.NewPCG(31, 32)), 1<<20)
+	put(t, cl, "/f", "ec:4+2,unit=64KiB", data)
+	fi, comp, id := unitHolding(t, cl, "/f", 0)
+	loseObject(t, c, fi.Ino, comp, id)
+	f, err := cl.OpenFile(ctx, "/f", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, done := make(chan struct{}), make(chan error, 1)
+	var mu sync.Mutex
+	go func() {
+		rng := rand.New(rand.NewPCG(33, 34))
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			b := randBytes(rng, 10<<10)
+			off := rng.IntN(64 << 10)
+			mu.Lock()
+			if _, err := f.WriteAt(b, int64(off)); err != nil {
+				mu.Unlock()
+				done <- err
+				return
+			}
+			copy(data[off:], b)
+			err := f.Sync()
+			mu.Unlock()
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	var st braid.Status
+	testcluster.Eventually(t, 10*time.Second, func() bool { // the writer found the loss
+		st, err = cl.Status(ctx)
+		return err == nil && st.Health != mdsproto.HealthOK
+	}, func() string { return fmt.Sprintf("never degraded: %+v", st) })
+	startHealer(t, cl)
+	waitHealthy(t, cl, 20*time.Second)
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(t, cl, "/f", "after the repair under a writer", data)
+	checkConsistent(t, cl, "after the repair under a writer")
+}

@@ -181,12 +181,39 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		op.kept = true
 	}
 	if len(unapplied) > 0 {
-		// Past the commit point: the stages stay, the resolver applies them
-		// once the OSD answers; until then readers decode these units.
-		return f.markDirty(ctx, fmt.Errorf("staged write not applied: %w", errors.Join(applyErrs...)), unapplied...)
+		// Past the commit point: readers decode these units until they
+		// are rebuilt or applied.
+		if err := f.markDirty(ctx, fmt.Errorf("staged write not applied: %w", errors.Join(applyErrs...)), unapplied...); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(applyErrs, func(err error) bool { return !unitBroken(err) }) {
+			// Every OSD answered that it cannot apply its unit (its object
+			// is lost, its disk fails): no retry would, so the units are
+			// left to their rebuild and the write finished here, as the
+			// MDS's resolver would once the intent expired. Leaving it to
+			// expire held the file's repair back for as long as the
+			// writer kept writing (repairs wait for a file's intents).
+			op.eachUnit(s, unapplied, func(_, c int) error {
+				_, err := f.snapCall(ctx, s, osdproto.OpAbort, c, osdproto.Req{Txid: txid}, nil)
+				return err
+			})
+			_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
+		}
+		// Otherwise the stages stay: the resolver applies them once their
+		// OSDs answer.
+		return nil
 	}
 	_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
 	return nil
+}
+
+// unitBroken reports whether an OSD's answer to an apply says the unit
+// cannot be applied there however often it is sent (as opposed to an OSD
+// that is unreachable, restarting or busy); the MDS's resolver decides
+// the same (internal/mds/intent.go).
+func unitBroken(err error) bool {
+	return errors.Is(err, wire.ErrCorrupt) || errors.Is(err, wire.ErrLost) || errors.Is(err, wire.ErrInternal) ||
+		errors.Is(err, wire.ErrNoSpace) || errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrInvalid)
 }
 
 // applyStage applies component c's stage of a committed intent. A
