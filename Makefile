@@ -43,7 +43,7 @@ fuzz:
 # The seeded whole-cluster simulation (sim_test.go) and the OSD store's
 # crash test: a failure prints its seed and BRAID_SEED=N replays it.
 # `unit` runs 8 cluster seeds under the race detector; simci 200 without
-# it (about a minute here); sim as many as SEEDS.
+# it (about 2.5 minutes here); sim as many as SEEDS.
 simci:
 	BRAID_SIM_SEEDS=200 $(GO) test -count=1 -timeout 20m -run '^TestSimulation$$' .
 
