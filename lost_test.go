@@ -63,6 +63,23 @@ func loseObject(t *testing.T, c *testcluster.Cluster, ino uint64, comp int, id u
 	return i
 }
 
+// openOverALostObject puts data at /f as spec on a cluster that repairs
+// nothing by itself, loses the object holding its first data unit, and
+// opens /f for writing; comp is the lost component.
+func openOverALostObject(t *testing.T, spec string, data []byte) (c *testcluster.Cluster, cl *braid.Client, f *braid.File, comp int) {
+	t.Helper()
+	c = testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	cl = c.Dial()
+	put(t, cl, "/f", spec, data)
+	fi, comp, id := unitHolding(t, cl, "/f", 0)
+	loseObject(t, c, fi.Ino, comp, id)
+	f, err := cl.OpenFile(ctx, "/f", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cl, f, comp
+}
+
 func dirtyOf(t *testing.T, cl *braid.Client, p string) []uint32 {
 	t.Helper()
 	fi, err := cl.Stat(ctx, p)
@@ -362,17 +379,9 @@ func TestStaleReaderAfterTruncationMarksNothing(t *testing.T) {
 // finds an object it expected to exist created anew marks the component
 // dirty, so it is rebuilt, never read.
 func TestWriteOverALostObjectIsNotTrusted(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
-	cl := c.Dial()
 	rng := rand.New(rand.NewPCG(21, 22))
 	data := randBytes(rng, 6<<20)
-	put(t, cl, "/f", "ec:4+2,unit=1MiB", data)
-	fi, comp, id := unitHolding(t, cl, "/f", 0)
-	loseObject(t, c, fi.Ino, comp, id)
-	f, err := cl.OpenFile(ctx, "/f", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl, f, comp := openOverALostObject(t, "ec:4+2,unit=1MiB", data)
 	stripe1 := randBytes(rng, 4<<20) // every component, from object offset 1 MiB
 	if _, err := f.WriteAt(stripe1, 4<<20); err != nil {
 		t.Fatal(err)
@@ -390,10 +399,10 @@ func TestWriteOverALostObjectIsNotTrusted(t *testing.T) {
 	mustRead(t, cl, "/f", "after the rebuild", want)
 
 	// A truncation recreates a lost object as well, all holes.
-	fi, comp, id = unitHolding(t, cl, "/f", 0)
+	fi, comp, id := unitHolding(t, cl, "/f", 0)
 	i := loseObject(t, c, fi.Ino, comp, id)
 	stopHealer()
-	f, err = cl.OpenFile(ctx, "/f", true)
+	f, err := cl.OpenFile(ctx, "/f", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,16 +426,8 @@ func TestWriteOverALostObjectIsNotTrusted(t *testing.T) {
 // writer leaving one behind more often than they expire starved the
 // repair: the SIGKILL fault test once stayed degraded for two minutes.)
 func TestWriterDoesNotStarveTheRepairOfALostComponent(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
-	cl := c.Dial()
 	data := randBytes(rand.New(rand.NewPCG(31, 32)), 1<<20)
-	put(t, cl, "/f", "ec:4+2,unit=64KiB", data)
-	fi, comp, id := unitHolding(t, cl, "/f", 0)
-	loseObject(t, c, fi.Ino, comp, id)
-	f, err := cl.OpenFile(ctx, "/f", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cl, f, _ := openOverALostObject(t, "ec:4+2,unit=64KiB", data)
 	stop, done := make(chan struct{}), make(chan error, 1)
 	var mu sync.Mutex
 	go func() {
@@ -457,6 +458,7 @@ func TestWriterDoesNotStarveTheRepairOfALostComponent(t *testing.T) {
 	}()
 	var st braid.Status
 	testcluster.Eventually(t, 10*time.Second, func() bool { // the writer found the loss
+		var err error
 		st, err = cl.Status(ctx)
 		return err == nil && st.Health != mdsproto.HealthOK
 	}, func() string { return fmt.Sprintf("never degraded: %+v", st) })

@@ -15,18 +15,34 @@ import (
 	"github.com/braidfs/braid/internal/simnet"
 )
 
-// recorder is a handler that records the meta of every request it ran.
+// recorder is a handler that records the meta of every request it ran;
+// a request with meta "slow" says it started and waits for free.
 type recorder struct {
-	mu  sync.Mutex
-	ran []string
+	mu      sync.Mutex
+	ran     []string
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func newRecorder() *recorder {
+	return &recorder{started: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
 func (r *recorder) handle(_ context.Context, req *Request) (Response, error) {
+	if string(req.Meta) == "slow" {
+		r.started <- struct{}{}
+		<-r.release
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ran = append(r.ran, string(req.Meta))
 	return Response{}, nil
 }
+
+// free lets slow requests finish (idempotent: tests call it before
+// stopping their server, which waits for its handlers).
+func (r *recorder) free() { r.once.Do(func() { close(r.release) }) }
 
 func (r *recorder) log() []string {
 	r.mu.Lock()
@@ -45,7 +61,7 @@ func TestLateCopyFromAReplacedConnectionNeverRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := &recorder{}
+		rec := newRecorder()
 		s := NewServer(rec.handle, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultLimits)
 		go s.Serve(context.Background(), ln)
 		defer s.Close()
@@ -82,23 +98,9 @@ func TestLateCopyFromAReplacedConnectionNeverRuns(t *testing.T) {
 // that are running, and closes it: what is read from it afterwards never
 // runs. A hello of an older generation is refused.
 func TestNewerConnectionFencesOlder(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan struct{}, 1)
-	var mu sync.Mutex
-	var ran []string
-	addr := startServer(t, func(_ context.Context, r *Request) (Response, error) {
-		if string(r.Meta) == "slow" {
-			started <- struct{}{}
-			<-release
-		}
-		mu.Lock()
-		ran = append(ran, string(r.Meta))
-		mu.Unlock()
-		return Response{}, nil
-	})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free() // before the server's Close, which waits for the handlers
+	rec := newRecorder()
+	addr := startServer(t, rec.handle)
+	defer rec.free() // before the server's Close, which waits for the handlers
 	ctx := context.Background()
 	id := NewPeerID()
 	old, err := dialFenced(ctx, TCP{}, addr, id, 1)
@@ -108,7 +110,7 @@ func TestNewerConnectionFencesOlder(t *testing.T) {
 	defer old.Close()
 	slowDone := make(chan error, 1)
 	go func() { _, _, err := old.Call(ctx, 1, []byte("slow"), nil, nil); slowDone <- err }()
-	<-started
+	<-rec.started
 	newer, err := dialFenced(ctx, TCP{}, addr, id, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +123,7 @@ func TestNewerConnectionFencesOlder(t *testing.T) {
 		t.Fatalf("the newer connection's request ran (%v) while the older one's was running", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	free()
+	rec.free()
 	if err := <-fastDone; err != nil {
 		t.Fatalf("newer connection: %v", err)
 	}
@@ -137,9 +139,7 @@ func TestNewerConnectionFencesOlder(t *testing.T) {
 	if err == nil {
 		t.Fatal("a connection of an older generation was served")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(ran, []string{"slow", "after"}) {
+	if ran := rec.log(); !slices.Equal(ran, []string{"slow", "after"}) {
 		t.Fatalf("server ran %q, want [slow after]", ran)
 	}
 }
@@ -154,25 +154,11 @@ func TestFencedConnectionRunsNothingMore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := make(chan struct{})
-	started := make(chan struct{}, 1)
-	var mu sync.Mutex
-	var ran []string
-	s := NewServer(func(_ context.Context, r *Request) (Response, error) {
-		if string(r.Meta) == "slow" {
-			started <- struct{}{}
-			<-release
-		}
-		mu.Lock()
-		ran = append(ran, string(r.Meta))
-		mu.Unlock()
-		return Response{}, nil
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)), Limits{MaxInflightPerConn: 1, MaxInflightBytes: 1 << 20})
+	rec := newRecorder()
+	s := NewServer(rec.handle, slog.New(slog.NewTextHandler(io.Discard, nil)), Limits{MaxInflightPerConn: 1, MaxInflightBytes: 1 << 20})
 	go s.Serve(context.Background(), ln)
 	defer s.Close()
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free() // before Close, which waits for the handlers
+	defer rec.free() // before Close, which waits for the handlers
 	addr := ln.Addr().String()
 	id := NewPeerID()
 	raw, err := net.Dial("tcp", addr)
@@ -187,7 +173,7 @@ func TestFencedConnectionRunsNothingMore(t *testing.T) {
 	if _, err := raw.Write(stream); err != nil {
 		t.Fatal(err)
 	}
-	<-started
+	<-rec.started
 	ctx := context.Background()
 	newer := make(chan error, 2)
 	for _, meta := range []string{"newer", "same generation"} {
@@ -205,15 +191,13 @@ func TestFencedConnectionRunsNothingMore(t *testing.T) {
 		t.Fatalf("a newer connection's request ran (%v) while an older one's was running", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	free()
+	rec.free()
 	for range 2 {
 		if err := <-newer; err != nil {
 			t.Fatalf("newer connection: %v", err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(ran) != 3 || ran[0] != "slow" || slices.Contains(ran, "queued") {
+	if ran := rec.log(); len(ran) != 3 || ran[0] != "slow" || slices.Contains(ran, "queued") {
 		t.Fatalf("server ran %q, want slow, then the two newer requests, never the queued one", ran)
 	}
 }
