@@ -1,0 +1,75 @@
+package fusefs
+
+import (
+	"context"
+	"math"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
+)
+
+var _ = (fs.NodeAllocater)((*node)(nil))
+
+// zeroChunkBytes bounds the zeros written by one call while punching a
+// hole or zeroing a range.
+const zeroChunkBytes = 1 << 20
+
+// Allocate serves fallocate(2). braid reserves no space ahead (objects
+// are written on demand, and holes read as zeros), so plain allocation
+// only grows the file, unless FALLOC_FL_KEEP_SIZE, and a later write can
+// still meet a full OSD. Punching a hole and zeroing a range write zeros
+// over the part inside the file (they take space: braid does not
+// deallocate parts of objects yet); zeroing past the end grows the file
+// as allocation does. The kernel refuses the other modes (collapse,
+// insert) for FUSE before they arrive; anything else unknown is refused
+// here.
+func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
+	ctx = uninterrupted(ctx)
+	const known = unix.FALLOC_FL_KEEP_SIZE | unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_ZERO_RANGE
+	punch, zero := mode&unix.FALLOC_FL_PUNCH_HOLE != 0, mode&unix.FALLOC_FL_ZERO_RANGE != 0
+	keep := mode&unix.FALLOC_FL_KEEP_SIZE != 0
+	switch {
+	case mode&^known != 0:
+		return syscall.EOPNOTSUPP
+	case punch && (zero || !keep):
+		return syscall.EOPNOTSUPP // as the kernel answers these itself
+	}
+	h, ok := f.(*handle)
+	if !ok || !h.write {
+		return syscall.EBADF
+	}
+	if size == 0 || off > math.MaxInt64 || size > math.MaxInt64-off {
+		return syscall.EINVAL
+	}
+	start, end := int64(off), int64(off+size)
+	if punch || zero {
+		if e := h.zero(start, min(end, h.f.Size())); e != 0 {
+			return e
+		}
+		// Other descriptors see the zeros now, as on a local file
+		// system, not only after this one is flushed.
+		if e := errno(h.f.Sync()); e != 0 {
+			return e
+		}
+	}
+	if !keep && end > h.f.Size() {
+		return n.truncate(ctx, f, end) // holes past the old end read as zeros
+	}
+	return 0
+}
+
+// zero writes zeros over [start, end) of the handle's file.
+func (h *handle) zero(start, end int64) syscall.Errno {
+	if start >= end {
+		return 0
+	}
+	buf := make([]byte, min(end-start, zeroChunkBytes))
+	for off := start; off < end; off += int64(len(buf)) {
+		n := min(int64(len(buf)), end-off)
+		if _, err := h.f.WriteAt(buf[:n], off); err != nil {
+			return errno(err)
+		}
+	}
+	return 0
+}
