@@ -105,6 +105,13 @@ func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (stru
 		if !ok || in.State != intentPrepared {
 			return wire.Errorf(wire.ErrNotFound, "no prepared intent %x on inode %d (expired and rolled back?)", req.Txid, req.Ino)
 		}
+		if s.cfg.Now().UnixNano() >= in.ExpiresNs {
+			// The resolver takes expired intents and rolls prepared ones
+			// back, aborting their stages before it removes the record:
+			// committed now, the writer would take the aborted stages for
+			// applied ones.
+			return wire.Errorf(wire.ErrNotFound, "intent %x on inode %d expired before its commit", req.Txid, req.Ino)
+		}
 		in.State = intentCommitted
 		return putJSON(tx, intentKey(req.Ino, req.Txid), &in)
 	})

@@ -1,0 +1,60 @@
+package braid_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/simdisk"
+	"github.com/braidfs/braid/internal/simnet"
+	"github.com/braidfs/braid/internal/testcluster"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// An intent that expired can no longer be committed: the MDS's resolver
+// takes it from then on and rolls a prepared one back, aborting its
+// stages on the OSDs before it removes the record. A commit that slipped
+// in meanwhile was accepted, and its writer then took the OSDs' "no such
+// stage" for "the resolver applied it": a write acknowledged and never
+// made. Here the OSDs answer slowly, so the resolver is still aborting
+// when the late commit comes (simulated time: the cluster's intents live
+// 2 s).
+func TestExpiredIntentCannotBeCommitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := simnet.New()
+		c := testcluster.Start(t, testcluster.Options{OSDs: 3, Network: nw, OSDFS: simdisk.New(0)})
+		put(t, c.Dial(), "/f", "ec:2+1", make([]byte, 100<<10))
+		fi, err := c.Dial().Stat(ctx, "/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := wire.DialOn(ctx, nw, c.MDS.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		call := func(op uint16, req any) error {
+			b, _ := json.Marshal(req)
+			_, _, err := raw.Call(ctx, op, b, nil, nil)
+			return err
+		}
+		in := mdsproto.IntentReq{Ino: fi.Ino, Txid: 99, Version: fi.Layout.Version, Comps: []uint32{0, 1, 2}}
+		if err := call(mdsproto.OpIntentBegin, in); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range c.OSDs {
+			nw.Delay(o.Addr(), time.Second)
+		}
+		time.Sleep(2500 * time.Millisecond) // expired; the resolver is aborting its stages
+		err = call(mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: in.Ino, Txid: in.Txid})
+		if !errors.Is(err, wire.ErrNotFound) {
+			t.Fatalf("commit of an expired intent: %v, want refused (ErrNotFound)", err)
+		}
+		for _, o := range c.OSDs {
+			nw.Delay(o.Addr(), 0)
+		}
+	})
+}
