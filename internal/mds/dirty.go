@@ -1,0 +1,142 @@
+package mds
+
+// Dirty marks: components that missed writes or were found lost, who
+// made each mark, and when a writer may clear its own.
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// markDirty records components that missed a write.
+func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsproto.Inode, error) {
+	stale := false
+	in, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
+		if rec.Layout == nil {
+			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
+		}
+		if req.Version != 0 && req.Version != rec.Layout.Version {
+			stale = true
+			return nil
+		}
+		if req.Lost && !stillLost(rec, req.Comps, req.ObjectLen) {
+			stale = true
+			return nil
+		}
+		if rec.Repair.active(s.cfg.Now()) {
+			for _, c := range req.Comps {
+				if slices.Contains(rec.Repair.Comps, c) {
+					rec.Repair.Tainted = true
+				}
+			}
+		}
+		if req.Handle != 0 && !req.Lost {
+			return addWriterDirty(rec, req.Comps, req.Handle)
+		}
+		return addDirty(rec, req.Comps)
+	})
+	if err == nil && !stale {
+		s.cfg.Log.Info("components marked dirty", "ino", req.Ino, "comps", req.Comps, "why", req.Why, "writer", req.Handle != 0)
+	}
+	return in, err
+}
+
+// stillLost reports whether an object of objectLen bytes (-1: unusable)
+// is short of what rec records its group's objects hold.
+func stillLost(rec *inodeRec, comps []uint32, objectLen int64) bool {
+	if objectLen < 0 {
+		return true
+	}
+	w := len(rec.Layout.OSDs) / max(1, rec.Layout.Groups)
+	for _, c := range comps {
+		if g := int(c) / max(1, w); g < len(rec.Extents) && objectLen < rec.Extents[g] {
+			return true
+		}
+	}
+	return false
+}
+
+func addDirty(rec *inodeRec, comps []uint32) error {
+	for _, c := range comps {
+		delete(rec.DirtyBy, c) // marked by someone else: no writer may clear it
+	}
+	return addMarks(rec, comps)
+}
+
+// addWriterDirty is addDirty for marks writer handle made for its own unit
+// writes that failed: a component dirty for no other reason records the
+// handle, whose commit may clear the mark once it sent them again.
+func addWriterDirty(rec *inodeRec, comps []uint32, handle uint64) error {
+	pruneDirtyBy(rec)
+	var owned []uint32
+	for _, c := range comps {
+		if by, ok := rec.DirtyBy[c]; !slices.Contains(rec.Dirty, c) || (ok && by == handle) {
+			owned = append(owned, c)
+		}
+	}
+	if err := addDirty(rec, comps); err != nil {
+		return err
+	}
+	for _, c := range owned {
+		if rec.DirtyBy == nil {
+			rec.DirtyBy = map[uint32]uint64{}
+		}
+		rec.DirtyBy[c] = handle
+	}
+	return nil
+}
+
+// clearCaughtUp clears the marks of comps that handle alone made and has
+// since caught up (sent its failed writes again, synced), unless a repair
+// of them runs (it clears them when done). It returns those it cleared.
+func clearCaughtUp(rec *inodeRec, comps []uint32, handle uint64, now time.Time) []uint32 {
+	var cleared []uint32
+	for _, c := range comps {
+		by, ok := rec.DirtyBy[c]
+		if !ok || by != handle || handle == 0 || !slices.Contains(rec.Dirty, c) ||
+			(rec.Repair.active(now) && slices.Contains(rec.Repair.Comps, c)) {
+			continue
+		}
+		rec.Dirty = slices.DeleteFunc(rec.Dirty, func(d uint32) bool { return d == c })
+		delete(rec.DirtyBy, c)
+		cleared = append(cleared, c)
+	}
+	if len(rec.Dirty) == 0 {
+		rec.Dirty = nil
+	}
+	pruneDirtyBy(rec)
+	return cleared
+}
+
+// pruneDirtyBy drops the entries of components no longer dirty.
+func pruneDirtyBy(rec *inodeRec) {
+	for c := range rec.DirtyBy {
+		if !slices.Contains(rec.Dirty, c) {
+			delete(rec.DirtyBy, c)
+		}
+	}
+	if len(rec.DirtyBy) == 0 {
+		rec.DirtyBy = nil
+	}
+}
+
+func addMarks(rec *inodeRec, comps []uint32) error {
+	if len(comps) > len(rec.Layout.OSDs) {
+		return wire.Errorf(wire.ErrInvalid, "%d dirty components for a layout of %d", len(comps), len(rec.Layout.OSDs))
+	}
+	for _, c := range comps {
+		if int(c) >= len(rec.Layout.OSDs) {
+			return wire.Errorf(wire.ErrInvalid, "component %d out of range", c)
+		}
+		if !slices.Contains(rec.Dirty, c) {
+			rec.Dirty = append(rec.Dirty, c)
+		}
+	}
+	slices.Sort(rec.Dirty)
+	return nil
+}

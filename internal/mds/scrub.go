@@ -1,0 +1,115 @@
+package mds
+
+// On-demand and periodic scrubs: which files to verify, and the queue
+// healers take them from.
+
+import (
+	"context"
+	"encoding/binary"
+	"time"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// scrub queues the files at or below path for an on-demand scrub.
+func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.ScrubResp, error) {
+	var inos []uint64
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		var root *inodeRec
+		var err error
+		if req.Ino != 0 {
+			root, err = getInode(r, req.Ino)
+		} else {
+			root, err = resolve(r, 0, req.Path)
+		}
+		if err != nil {
+			return err
+		}
+		inos = inos[:0]
+		return collectFiles(r, root, &inos, maxScrubQueue)
+	})
+	if err != nil {
+		return mdsproto.ScrubResp{}, err
+	}
+	n := s.queueScrub(inos)
+	if n < int64(len(inos)) {
+		return mdsproto.ScrubResp{Files: n}, wire.Errorf(wire.ErrBusy, "scrub queue holds %d files; try again later", maxScrubQueue)
+	}
+	return mdsproto.ScrubResp{Files: n}, nil
+}
+
+// queueScrub adds files to the scrub queue and returns how many it took.
+func (s *Server) queueScrub(inos []uint64) int64 {
+	s.heal.mu.Lock()
+	defer s.heal.mu.Unlock()
+	n := int64(0)
+	for _, ino := range inos {
+		if len(s.heal.scrubQ) >= maxScrubQueue {
+			break
+		}
+		if !s.heal.scrubIn[ino] {
+			s.heal.scrubIn[ino] = true
+			s.heal.scrubQ = append(s.heal.scrubQ, ino)
+		}
+		n++
+	}
+	return n
+}
+
+// collectFiles appends the files in the tree at rec (breadth first), up to
+// limit of them.
+func collectFiles(r kv.Reader, rec *inodeRec, out *[]uint64, limit int) error {
+	if rec.Type == mdsproto.TypeFile {
+		*out = append(*out, rec.Ino)
+		return nil
+	}
+	dirs := []uint64{rec.Ino}
+	for len(dirs) > 0 && len(*out) < limit {
+		dir := dirs[0]
+		dirs = dirs[1:]
+		var children []uint64
+		err := r.Scan(direntPrefix(dir), kv.PrefixEnd(direntPrefix(dir)), func(k, v []byte) bool {
+			if len(v) == 8 {
+				children = append(children, binary.BigEndian.Uint64(v))
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		for _, ino := range children {
+			child, err := getInode(r, ino)
+			if err != nil {
+				continue
+			}
+			switch {
+			case child.Type == mdsproto.TypeDir:
+				dirs = append(dirs, ino)
+			case child.Type == mdsproto.TypeFile && len(*out) < limit: // symlinks hold no data
+				*out = append(*out, ino)
+			}
+		}
+	}
+	return nil
+}
+
+// scrubLoop queues every file for a scrub every ScrubEvery.
+func (s *Server) scrubLoop(ctx context.Context) {
+	if s.cfg.ScrubEvery <= 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.ScrubEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.scrub(ctx, mdsproto.ScrubReq{Path: "/"}); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("background scrub", "err", err)
+		}
+	}
+}
