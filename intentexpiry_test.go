@@ -3,11 +3,15 @@ package braid_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/osd"
 	"github.com/braidfs/braid/internal/simdisk"
 	"github.com/braidfs/braid/internal/simnet"
 	"github.com/braidfs/braid/internal/testcluster"
@@ -19,13 +23,20 @@ import (
 // stages on the OSDs before it removes the record. A commit that slipped
 // in meanwhile was accepted, and its writer then took the OSDs' "no such
 // stage" for "the resolver applied it": a write acknowledged and never
-// made. Here the OSDs answer slowly, so the resolver is still aborting
-// when the late commit comes (simulated time: the cluster's intents live
-// 2 s).
+// made. Here the OSDs answer slowly, so the resolver is still waiting
+// for their answers to its aborts when the late commit comes (simulated
+// time: the cluster's intents live 2 s).
 func TestExpiredIntentCannotBeCommitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := simnet.New()
-		c := testcluster.Start(t, testcluster.Options{OSDs: 3, Network: nw, OSDFS: simdisk.New(0)})
+		nw, disk := simnet.New(), simdisk.New(0)
+		var aborts atomic.Int32 // the resolver's aborts of txid 99 an OSD ran
+		disk.Fault = func(op osd.FaultOp, p string) error {
+			if op == osd.FaultRemove && strings.HasSuffix(p, fmt.Sprintf(".%016x.stg", 99)) {
+				aborts.Add(1)
+			}
+			return nil
+		}
+		c := testcluster.Start(t, testcluster.Options{OSDs: 3, Network: nw, OSDFS: disk})
 		put(t, c.Dial(), "/f", "ec:2+1", make([]byte, 100<<10))
 		fi, err := c.Dial().Stat(ctx, "/f")
 		if err != nil {
@@ -48,7 +59,9 @@ func TestExpiredIntentCannotBeCommitted(t *testing.T) {
 		for _, o := range c.OSDs {
 			nw.Delay(o.Addr(), time.Second)
 		}
-		time.Sleep(2500 * time.Millisecond) // expired; the resolver is aborting its stages
+		testcluster.Eventually(t, 10*time.Second, func() bool { return aborts.Load() > 0 },
+			func() string { return "the expired intent was never rolled back" })
+		// An OSD ran the abort; its answer is still a second away.
 		err = call(mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: in.Ino, Txid: in.Txid})
 		if !errors.Is(err, wire.ErrNotFound) {
 			t.Fatalf("commit of an expired intent: %v, want refused (ErrNotFound)", err)
