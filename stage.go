@@ -186,7 +186,7 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		if err := f.markDirty(ctx, fmt.Errorf("staged write not applied: %w", errors.Join(applyErrs...)), unapplied...); err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(applyErrs, func(err error) bool { return !unitBroken(err) }) {
+		if !slices.ContainsFunc(applyErrs, func(err error) bool { return !osdproto.UnitBroken(err) }) {
 			// Every OSD answered that it cannot apply its unit (its object
 			// is lost, its disk fails): no retry would, so the units are
 			// left to their rebuild and the write finished here, as the
@@ -205,15 +205,6 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 	}
 	_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
 	return nil
-}
-
-// unitBroken reports whether an OSD's answer to an apply says the unit
-// cannot be applied there however often it is sent (as opposed to an OSD
-// that is unreachable, restarting or busy); the MDS's resolver decides
-// the same (internal/mds/intent.go).
-func unitBroken(err error) bool {
-	return errors.Is(err, wire.ErrCorrupt) || errors.Is(err, wire.ErrLost) || errors.Is(err, wire.ErrInternal) ||
-		errors.Is(err, wire.ErrNoSpace) || errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrInvalid)
 }
 
 // applyStage applies component c's stage of a committed intent. A

@@ -282,7 +282,7 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 			meta, err := s.osdCallData(ctx, id, op, req, nil, now)
 			switch {
 			case err == nil || errors.Is(err, wire.ErrNotFound):
-			case unitBroken(err):
+			case osdproto.UnitBroken(err):
 				// The OSD answers but cannot apply this unit (a block it
 				// merges with fails its checksum, its disk fails): retrying
 				// would hold the file's repairs back for good, so the unit
@@ -326,14 +326,6 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 		it.rec.Comps, it.rec.OSDs = left, leftOSDs
 		return putJSON(tx, key, &it.rec)
 	})
-}
-
-// unitBroken reports whether an OSD's answer to an apply or abort says
-// the unit cannot be resolved there however often it is sent (as opposed
-// to an OSD that is unreachable, restarting or busy).
-func unitBroken(err error) bool {
-	return errors.Is(err, wire.ErrCorrupt) || errors.Is(err, wire.ErrLost) || errors.Is(err, wire.ErrInternal) ||
-		errors.Is(err, wire.ErrNoSpace) || errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrInvalid)
 }
 
 // osdCall sends one request to an up OSD.

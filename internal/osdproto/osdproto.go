@@ -42,6 +42,7 @@ package osdproto
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/braidfs/braid/internal/capability"
@@ -75,6 +76,16 @@ const (
 	// or Apply to an object it does not have, rather than create it.
 	FlagMustExist = 2
 )
+
+// UnitBroken reports whether an OSD's answer to an Apply (or Abort) says
+// the unit cannot be applied there however often it is sent: a block it
+// merges with fails its checksum, its disk fails or is full, the object
+// is lost. An OSD that is unreachable, restarting or busy is not broken.
+// Writers and the MDS's resolver both give such a unit up to a rebuild.
+func UnitBroken(err error) bool {
+	return errors.Is(err, wire.ErrCorrupt) || errors.Is(err, wire.ErrLost) || errors.Is(err, wire.ErrInternal) ||
+		errors.Is(err, wire.ErrNoSpace) || errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrInvalid)
+}
 
 // MaxComps bounds the component list of one request.
 const MaxComps = 4096
