@@ -625,13 +625,6 @@ func (f *File) commitLocked(ctx context.Context) error {
 
 // noteWritten records that component comp's object now holds written
 // data up to end (object bytes), for the extents the next commit records.
-// wroteSoFar is, per group, how far this handle's writes reached.
-func (f *File) wroteSoFar() []int64 {
-	f.amu.Lock()
-	defer f.amu.Unlock()
-	return slices.Clone(f.wrote)
-}
-
 func (f *File) noteWritten(comp int, end int64) {
 	lay := f.layout()
 	f.amu.Lock()
@@ -642,6 +635,13 @@ func (f *File) noteWritten(comp int, end int64) {
 	if g := comp / lay.Spec.Width(); g < len(f.wrote) {
 		f.wrote[g] = max(f.wrote[g], end)
 	}
+}
+
+// wroteSoFar is, per group, how far this handle's writes reached.
+func (f *File) wroteSoFar() []int64 {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	return slices.Clone(f.wrote)
 }
 
 // publishing reports whether the next commit names an Atomic create: the
