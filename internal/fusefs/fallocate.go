@@ -54,7 +54,7 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, 
 		}
 	}
 	if !keep && end > h.f.Size() {
-		return n.truncate(ctx, f, end) // holes past the old end read as zeros
+		return n.truncate(ctx, end) // holes past the old end read as zeros
 	}
 	return 0
 }

@@ -17,7 +17,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -111,33 +110,13 @@ type node struct {
 	m   *mount
 	ino uint64
 
-	mu      sync.Mutex
-	writers map[*handle]bool // open for writing: a truncate must reach their view of the size
-}
-
-func (n *node) addWriter(h *handle) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.writers == nil {
-		n.writers = map[*handle]bool{}
-	}
-	n.writers[h] = true
-}
-
-func (n *node) dropWriter(h *handle) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.writers, h)
-}
-
-func (n *node) openWriters() []*handle {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make([]*handle, 0, len(n.writers))
-	for h := range n.writers {
-		out = append(out, h)
-	}
-	return out
+	// The mount's one writing view of the file (writer.go): every handle
+	// open for writing shares it, so they see one size and one set of
+	// stripe buffers instead of overwriting each other's stripes.
+	openMu     sync.Mutex // serialises opening and closing writer
+	mu         sync.Mutex // guards writer and writerRefs
+	writer     *braid.File
+	writerRefs int
 }
 
 var (
@@ -265,8 +244,8 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	if err != nil {
 		return errno(err)
 	}
-	if h, ok := f.(*handle); ok && h.write {
-		a.Size = max(a.Size, h.f.Size()) // bytes written but not yet committed
+	if w := n.sharedWriter(); w != nil {
+		a.Size = max(a.Size, w.Size()) // bytes written but not yet committed
 	}
 	fillAttr(a, &out.Attr)
 	out.SetTimeout(n.m.opts.AttrTimeout)
@@ -276,7 +255,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	if size, ok := in.GetSize(); ok {
-		if e := n.truncate(ctx, f, int64(size)); e != 0 {
+		if e := n.truncate(ctx, int64(size)); e != 0 {
 			return e
 		}
 	}
@@ -308,28 +287,15 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	return n.Getattr(ctx, f, out)
 }
 
-// truncate changes the file's size through every handle this mount has
-// open for writing (each keeps its own view of the size), or through one
-// opened for the purpose.
-func (n *node) truncate(ctx context.Context, f fs.FileHandle, size int64) syscall.Errno {
-	hs := n.openWriters()
-	if h, ok := f.(*handle); ok && h.write && !slices.Contains(hs, h) {
-		hs = append(hs, h)
-	}
-	if len(hs) > 0 {
-		for _, h := range hs {
-			if err := h.f.Truncate(size); err != nil {
-				return errno(err)
-			}
-		}
-		return 0
-	}
-	file, err := n.m.cl.OpenIno(ctx, n.ino, true)
+// truncate changes the file's size through the mount's writer, opened
+// for the purpose if no handle has it open.
+func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
+	w, err := n.openWriter(ctx)
 	if err != nil {
 		return errno(err)
 	}
-	err = file.Truncate(size)
-	if cerr := file.Close(); err == nil {
+	err = w.Truncate(size)
+	if cerr := n.releaseWriter(); err == nil {
 		err = cerr
 	}
 	return errno(err)
@@ -338,7 +304,13 @@ func (n *node) truncate(ctx context.Context, f fs.FileHandle, size int64) syscal
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	ctx = uninterrupted(ctx)
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
-	f, err := n.m.cl.OpenIno(ctx, n.ino, write)
+	var f *braid.File
+	var err error
+	if write {
+		f, err = n.openWriter(ctx)
+	} else {
+		f, err = n.m.cl.OpenIno(ctx, n.ino, false)
+	}
 	if err != nil {
 		return nil, 0, errno(err)
 	}
@@ -358,11 +330,7 @@ func (m *mount) openFlags(write bool) uint32 {
 }
 
 func (n *node) newHandle(f *braid.File, write bool) *handle {
-	h := &handle{f: f, write: write, n: n}
-	if write {
-		n.addWriter(h)
-	}
-	return h
+	return &handle{f: f, write: write, n: n}
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -386,7 +354,8 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, 0, errno(err)
 	}
 	child := n.child(ctx, f.Attr(), out)
-	return child, child.Operations().(*node).newHandle(f, true), n.m.openFlags(true), 0
+	cn := child.Operations().(*node)
+	return child, cn.newHandle(cn.adoptWriter(f), true), n.m.openFlags(true), 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -649,7 +618,11 @@ var (
 )
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := h.f.ReadAt(dest, off)
+	f := h.f
+	if w := h.n.sharedWriter(); w != nil && !h.write {
+		f = w // read the writes of this mount's other descriptors, as a local file system does
+	}
+	n, err := f.ReadAt(dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, errno(err)
 	}
@@ -686,7 +659,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.write {
-		h.n.dropWriter(h)
+		return errno(h.n.releaseWriter())
 	}
 	return errno(h.f.Close())
 }

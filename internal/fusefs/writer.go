@@ -1,0 +1,83 @@
+package fusefs
+
+import (
+	"context"
+
+	"github.com/braidfs/braid"
+)
+
+// One writer per inode per mount. Every descriptor this mount opens for
+// writing on a file shares one braid.File: one size, one stripe being
+// filled, one queue of stripe writes. Separate Files would each
+// read-modify-write the stripes they touch from their own view and
+// write back the other's bytes as they were (or as zeros past their own
+// view of the size), and commit their own size over the other's: two
+// processes writing interleaved blocks lost a third of them. Writers on
+// other mounts are coordinated by the MDS instead.
+
+// openWriter returns the mount's writer for n, opening it if no handle
+// holds it, and counts one more holder.
+func (n *node) openWriter(ctx context.Context) (*braid.File, error) {
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	if w := n.holdWriter(); w != nil {
+		return w, nil
+	}
+	f, err := n.m.cl.OpenIno(ctx, n.ino, true)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	n.writer, n.writerRefs = f, 1
+	n.mu.Unlock()
+	return f, nil
+}
+
+// adoptWriter makes f, just created, the mount's writer for n, unless
+// one is open already (then f, which holds nothing yet, is closed).
+func (n *node) adoptWriter(f *braid.File) *braid.File {
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	if w := n.holdWriter(); w != nil {
+		_ = f.Close()
+		return w
+	}
+	n.mu.Lock()
+	n.writer, n.writerRefs = f, 1
+	n.mu.Unlock()
+	return f
+}
+
+func (n *node) holdWriter() *braid.File {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.writer != nil {
+		n.writerRefs++
+	}
+	return n.writer
+}
+
+// releaseWriter drops one holder; the last closes the writer (syncing
+// it). A new open waits for that close, so it sees the size it commits.
+func (n *node) releaseWriter() error {
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	n.mu.Lock()
+	n.writerRefs--
+	w, last := n.writer, n.writerRefs == 0
+	if last {
+		n.writer = nil
+	}
+	n.mu.Unlock()
+	if !last {
+		return nil
+	}
+	return w.Close()
+}
+
+// sharedWriter is the mount's writer for n, or nil if none is open.
+func (n *node) sharedWriter() *braid.File {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.writer
+}
