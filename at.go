@@ -2,6 +2,7 @@ package braid
 
 import (
 	"context"
+	"time"
 
 	"github.com/braidfs/braid/internal/mdsproto"
 )
@@ -67,23 +68,23 @@ func (c *Client) MkdirAt(ctx context.Context, dir uint64, name string, mode, uid
 // opens it for writing.
 func (c *Client) CreateAt(ctx context.Context, dir uint64, name string, o CreateOptions) (*File, error) {
 	var r mdsproto.OpenResp
-	h := newHandle()
+	h, sent := newHandle(), time.Now()
 	err := c.mds(ctx, mdsproto.OpCreate, mdsproto.CreateReq{Dir: dir, Path: name, Mode: o.Mode, Layout: o.Layout,
-		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid, Handle: h}, &r)
+		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid, Handle: h, Session: c.locks.id}, &r)
 	if err != nil {
 		return nil, err
 	}
-	return c.newFile(name, true, h, r)
+	return c.newFile(name, true, h, r, sent)
 }
 
 // OpenIno opens file ino, for writing too if write is set.
 func (c *Client) OpenIno(ctx context.Context, ino uint64, write bool) (*File, error) {
 	var r mdsproto.OpenResp
-	h := newHandle()
-	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: write, Handle: h}, &r); err != nil {
+	h, sent := newHandle(), time.Now()
+	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: write, Handle: h, Session: c.writerSession(write)}, &r); err != nil {
 		return nil, err
 	}
-	return c.newFile("", write, h, r)
+	return c.newFile("", write, h, r, sent)
 }
 
 // RemoveAt removes name from dir: a directory (empty) only if dirOnly,

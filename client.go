@@ -82,6 +82,8 @@ type Client struct {
 
 	encMu    sync.Mutex
 	encoders map[[2]int]reedsolomon.Encoder
+
+	locks *lockSession // extent locks of the handles writing (lock.go)
 }
 
 // Dial connects to the MDS at addr.
@@ -93,6 +95,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(opts.Network), encoders: map[[2]int]reedsolomon.Encoder{}}
 	c.life, c.endLife = context.WithCancel(context.Background())
+	c.locks = newLockSession(c)
 	if _, err := c.conns.Get(ctx, addr); err != nil {
 		return nil, fmt.Errorf("braid: connect to MDS: %w", err)
 	}

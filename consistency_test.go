@@ -152,7 +152,11 @@ func TestCrashedWriterBytesNeverReappear(t *testing.T) {
 	const spec = "ec:4+2,unit=16KiB"
 	base := randBytes(rand.New(rand.NewPCG(41, 42)), 100_000)
 	put(t, cl, "/cw", spec, base)
-	crashed, err := cl.OpenFile(ctx, "/cw", true)
+	// The crashed writer has a client of its own: a live handle would
+	// hand its writes over (with the size they reach) when another
+	// writer asks for their stripes; a dead one hands over nothing.
+	dead := c.Dial()
+	crashed, err := dead.OpenFile(ctx, "/cw", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +167,7 @@ func TestCrashedWriterBytesNeverReappear(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The writer dies here: no Close, no commit; the size stays 100_000.
+	dead.Close()
 	g, err := cl.OpenFile(ctx, "/cw", true)
 	if err != nil {
 		t.Fatal(err)

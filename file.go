@@ -61,6 +61,7 @@ type File struct {
 	mu        sync.Mutex // guards the handle state below; held across writes
 	size      int64
 	committed int64      // size as of open or the last commit: bytes below it are acknowledged
+	sizeGen   uint64     // the size generation size is of (mdsproto.Inode.SizeGen)
 	wb        *stripeBuf // stripe being filled by sequential writes
 	modified  bool
 	closed    bool
@@ -100,6 +101,8 @@ type File struct {
 	cut       bool           // objects were cut to wrote (a truncation) since the last commit
 	scrubOnce sync.Once      // a reader met a corrupt block: the file is queued for a scrub once
 
+	locks fileLocks // extent locks this handle holds (lock.go)
+
 	// replayWanted: a read met an OSD that restarted since it took
 	// unsynced writes of this handle; they are sent again before a retry.
 	replayWanted atomic.Bool
@@ -113,13 +116,13 @@ func (c *Client) Create(ctx context.Context, p string, o CreateOptions) (*File, 
 		}
 	}
 	var r mdsproto.OpenResp
-	h := newHandle()
+	h, sent := newHandle(), time.Now()
 	err := c.mds(ctx, mdsproto.OpCreate, mdsproto.CreateReq{Path: p, Mode: o.Mode, Layout: o.Layout,
-		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid, Handle: h, Unlinked: o.Atomic}, &r)
+		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid, Handle: h, Session: c.locks.id, Unlinked: o.Atomic}, &r)
 	if err != nil {
 		return nil, err
 	}
-	f, err := c.newFile(p, true, h, r)
+	f, err := c.newFile(p, true, h, r, sent)
 	if err == nil && o.Atomic {
 		f.publish = &mdsproto.Publish{Path: p, Exclusive: o.Exclusive}
 		f.modified = true // Close commits (and names the file) even if nothing was written
@@ -133,23 +136,37 @@ func (c *Client) Open(ctx context.Context, p string) (*File, error) { return c.O
 // OpenFile opens the existing file at p, for writing too if write is set.
 func (c *Client) OpenFile(ctx context.Context, p string, write bool) (*File, error) {
 	var r mdsproto.OpenResp
-	h := newHandle()
-	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Path: p, Write: write, Handle: h}, &r); err != nil {
+	h, sent := newHandle(), time.Now()
+	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Path: p, Write: write, Handle: h, Session: c.writerSession(write)}, &r); err != nil {
 		return nil, err
 	}
-	return c.newFile(p, write, h, r)
+	return c.newFile(p, write, h, r, sent)
 }
 
 // newHandle names an open handle for its lease at the MDS.
 func newHandle() uint64 { return mrand.Uint64() | 1 }
 
-func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenResp) (*File, error) {
+// writerSession is the lock session an open names: a writer's asks for
+// the whole file's extent lock with the open.
+func (c *Client) writerSession(write bool) uint64 {
+	if write {
+		return c.locks.id
+	}
+	return 0
+}
+
+// newFile makes the handle for an open or create sent at sent.
+func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenResp, sent time.Time) (*File, error) {
 	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, own: map[int]bool{},
 		missed: map[int]bool{}, caughtUp: map[int]bool{}, unsynced: newUnsynced(),
-		size: r.Inode.Size, committed: r.Inode.Size, handle: handle, attr: r.Inode,
+		size: r.Inode.Size, committed: r.Inode.Size, sizeGen: r.Inode.SizeGen, handle: handle, attr: r.Inode,
 		pending: newPendingStripes()}
+	f.initLocks()
 	if err := f.apply(r); err != nil {
 		return nil, err
+	}
+	if write && r.Lock != nil {
+		f.takeGrant(r.Lock, sent)
 	}
 	enc, err := c.newEncoder(f.lay.Spec)
 	if err != nil {
@@ -200,6 +217,9 @@ func (f *File) startLease(ctx context.Context, lease time.Duration) {
 // endLease stops renewing and releases the lease.
 func (f *File) endLease(ctx context.Context, uncommitted []int64) {
 	if f.stopLease == nil {
+		if f.write {
+			f.releaseLocks(ctx) // an MDS that gives no leases: nothing else drops them
+		}
 		return
 	}
 	close(f.stopLease)
@@ -207,6 +227,7 @@ func (f *File) endLease(ctx context.Context, uncommitted []int64) {
 	f.stopLease = nil
 	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Release: true, Read: !f.write, Uncommitted: uncommitted}
 	if f.write {
+		f.c.locks.leave(f) // the release drops its extent locks at the MDS
 		_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) // a writer's lease running out would get the file scrubbed
 		return
 	}
@@ -592,7 +613,7 @@ func (f *File) commitLocked(ctx context.Context) error {
 	slices.Sort(dirty)
 	sent := maps.Clone(f.own)
 	req := mdsproto.CommitReq{Ino: ino, Size: f.size, MtimeNs: time.Now().UnixNano(), Dirty: dirty,
-		LayoutVersion: version, Extents: slices.Clone(f.wrote), Cut: f.cut, Handle: f.handle,
+		LayoutVersion: version, Extents: slices.Clone(f.wrote), Cut: f.cut, SizeGen: f.sizeGen, Handle: f.handle,
 		Missed: sortedComps(f.missed), CaughtUp: sortedComps(f.caughtUp)}
 	f.amu.Unlock()
 	if f.closed {
@@ -602,6 +623,12 @@ func (f *File) commitLocked(ctx context.Context) error {
 	err := f.c.mds(ctx, mdsproto.OpCommit, req, &in)
 	if err == nil {
 		f.modified = false
+		switch {
+		case in.SizeGen > f.sizeGen: // this commit truncated, or another handle did since this one looked
+			f.size, f.sizeGen = in.Size, in.SizeGen
+		case in.SizeGen == f.sizeGen:
+			f.size = max(f.size, in.Size) // other writers' commits
+		}
 		f.committed = f.size
 		f.attr = in
 		f.amu.Lock()
@@ -713,8 +740,13 @@ func (f *File) close(abort bool) error {
 // errAborted marks an Abort whose writes reached the OSDs uncommitted.
 var errAborted = errors.New("aborted with uncommitted writes")
 
-// stopLeaseRenewals stops renewing the lease without releasing it.
+// stopLeaseRenewals stops renewing the lease without releasing it. The
+// extent locks go back all the same: a lease left to run out must not
+// keep other writers waiting.
 func (f *File) stopLeaseRenewals() {
+	if f.write {
+		f.releaseLocks(context.Background())
+	}
 	if f.stopLease != nil {
 		close(f.stopLease)
 		<-f.leaseDone

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -58,9 +59,16 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%w: negative offset", wire.ErrInvalid)
 	}
-	if lay := f.layout(); off > lay.MaxSize()-int64(len(p)) {
+	lay := f.layout()
+	if off > lay.MaxSize()-int64(len(p)) {
 		return 0, wire.Errorf(wire.ErrTooBig, "%s: write past the %d bytes layout %s holds", f.path, lay.MaxSize(), lay.Spec)
 	}
+	lo, hi := stripesOf(off, int64(len(p)), lay.Spec.StripeBytes())
+	unlock, err := f.lockStripes(context.Background(), lo, hi)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -321,6 +329,12 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 // as the file's data at the start of stripe wb.fs: sent now if full,
 // buffered (like a WriteAt) otherwise.
 func (f *File) adoptStripe(wb *stripeBuf, n int64) error {
+	unlock, err := f.lockStripes(context.Background(), wb.fs, wb.fs+1)
+	if err != nil {
+		f.releaseStripe(wb)
+		return err
+	}
+	defer unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.stickyErr(); err != nil || f.closed {
@@ -351,9 +365,17 @@ func (f *File) Truncate(size int64) error {
 	if size < 0 {
 		return fmt.Errorf("%w: negative size", wire.ErrInvalid)
 	}
-	if lay := f.layout(); size > lay.MaxSize() {
+	lay := f.layout()
+	if size > lay.MaxSize() {
 		return wire.Errorf(wire.ErrTooBig, "%s: size %d past the %d bytes layout %s holds", f.path, size, lay.MaxSize(), lay.Spec)
 	}
+	// Every stripe from the lower of the old and new end on is rewritten
+	// or cut: no other writer may be in one meanwhile.
+	unlock, err := f.lockStripes(context.Background(), min(size, f.Size())/lay.Spec.StripeBytes(), mdsproto.MaxStripe)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.submitLocked()

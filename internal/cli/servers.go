@@ -81,6 +81,7 @@ func addHealFlags(f *pflag.FlagSet, cfg *mds.Config, repairRate, scrubRate *stri
 	f.IntVar(&cfg.Healers, "healers", 4, "files the MDS repairs at once (negative: none; run braid heal elsewhere)")
 	f.DurationVar(&cfg.IntentTTL, "intent-ttl", 2*time.Minute, "how long a staged partial-stripe write may stay open before recovery finishes it")
 	f.DurationVar(&cfg.WriterLease, "writer-lease", 30*time.Second, "lease of a writer on its file; one that runs out gets the file scrubbed")
+	f.DurationVar(&cfg.LockLease, "lock-lease", 4*time.Second, "how long a client's extent locks last without renewal (and how long a restarted MDS grants none)")
 	f.DurationVar(&cfg.CapTTL, "cap-ttl", 10*time.Minute, "lifetime of the capabilities the MDS issues (open handles renew theirs before it ends)")
 }
 

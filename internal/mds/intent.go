@@ -142,6 +142,9 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	if req.Release && len(req.Uncommitted) > 0 && s.leases.writes(req.Ino, req.Handle, now) {
 		noteErr = s.noteUncommitted(ctx, req.Ino, req.Uncommitted)
 	}
+	if req.Release && !req.Read {
+		s.extents.dropHandle(req.Ino, req.Handle) // a closed writer's extent locks go with its lease
+	}
 	resp, err := s.leases.renew(req.Ino, req.Handle, !req.Read, now, s.cfg.WriterLease, req.Release)
 	if err == nil {
 		err = noteErr // the lease is released all the same
@@ -198,6 +201,9 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		}
 		if err := s.reapOrphans(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("orphan reaping", "err", err)
+		}
+		if err := s.clearLocksHeld(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("extent lock mark", "err", err)
 		}
 	}
 }

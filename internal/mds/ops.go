@@ -193,7 +193,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 	if !req.Unlinked {
 		s.queueLabel(rec.Ino)
 	}
-	return s.openResp(rec, true, req.Handle), nil
+	return s.openResp(ctx, rec, true, req.Handle, req.Session), nil
 }
 
 // createUnlinked stores a new file as an orphan held by the handle's
@@ -257,7 +257,7 @@ func (s *Server) publish(tx kv.Txn, rec *inodeRec, p *mdsproto.Publish) error {
 }
 
 // openResp issues the capability and, for a handle, its lease.
-func (s *Server) openResp(rec *inodeRec, write bool, handle uint64) mdsproto.OpenResp {
+func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle, session uint64) mdsproto.OpenResp {
 	rights := capability.Read
 	if write {
 		rights |= capability.Write
@@ -270,6 +270,9 @@ func (s *Server) openResp(rec *inodeRec, write bool, handle uint64) mdsproto.Ope
 		// not counted as open; the open itself goes ahead.
 		r, _ := s.leases.renew(rec.Ino, handle, write, now, s.cfg.WriterLease, false)
 		out.LeaseNs = r.LeaseNs
+		if write {
+			out.Lock = s.openLock(ctx, rec.Ino, session, handle)
+		}
 	}
 	return out
 }
@@ -294,7 +297,7 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 	if req.Write && rec.Repair.active(s.cfg.Now()) {
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", rec.Ino)
 	}
-	return s.openResp(rec, req.Write, req.Handle), nil
+	return s.openResp(ctx, rec, req.Write, req.Handle, req.Session), nil
 }
 
 // updateInode applies fn to inode ino in one transaction (fn may change
@@ -340,6 +343,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		if req.Size > l.MaxSize() {
 			return wire.Errorf(wire.ErrTooBig, "size %d past the %d bytes layout %s holds", req.Size, l.MaxSize(), l.Spec)
 		}
+		commitSize(rec, req)
 		if err := commitExtents(rec, l, req); err != nil {
 			return err
 		}
@@ -362,7 +366,6 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 			}
 		}
 		caughtUp = clearCaughtUp(rec, req.CaughtUp, req.Handle, s.cfg.Now())
-		rec.Size = req.Size
 		if req.MtimeNs != 0 {
 			rec.MtimeNs = req.MtimeNs
 		}
@@ -375,7 +378,26 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 	if err == nil && len(caughtUp) > 0 {
 		s.cfg.Log.Info("components caught up by their writer", "ino", req.Ino, "comps", caughtUp)
 	}
+	if err == nil && req.Cut {
+		s.extents.truncated(req.Ino, in.SizeGen)
+	}
 	return in, err
+}
+
+// commitSize applies a commit's size. Several handles may write one file
+// (extlock.go), each with its own view of the size: a commit raises the
+// size to what its writer saw, never lowers it, and counts only if that
+// view is of the file's size generation (a writer that had not seen a
+// truncation by another would otherwise bring the cut size back). A
+// truncation (Cut) sets the size and starts a new generation.
+func commitSize(rec *inodeRec, req mdsproto.CommitReq) {
+	switch {
+	case req.Cut:
+		rec.Size = req.Size
+		rec.SizeGen++
+	case req.SizeGen == rec.SizeGen:
+		rec.Size = max(rec.Size, req.Size)
+	}
 }
 
 // commitExtents records how far each group's objects now hold written
@@ -396,7 +418,7 @@ func commitExtents(rec *inodeRec, l layout.Layout, req mdsproto.CommitReq) error
 		if e < 0 || e > layout.MaxObjectBytes {
 			return wire.Errorf(wire.ErrInvalid, "extent %d of group %d", e, g)
 		}
-		rec.Extents[g] = min(max(rec.Extents[g], e), l.ObjectLen(req.Size, g*w))
+		rec.Extents[g] = min(max(rec.Extents[g], e), l.ObjectLen(rec.Size, g*w))
 	}
 	return nil
 }

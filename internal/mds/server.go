@@ -16,6 +16,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
@@ -56,6 +57,9 @@ type Config struct {
 	IntentTTL    time.Duration
 	WriterLease  time.Duration
 	ResolveEvery time.Duration
+	// LockLease is how long a client session's extent locks last without
+	// a LockWait (extlock.go), and how long a restarted MDS grants none.
+	LockLease time.Duration
 	// Healers are the repair workers this MDS runs in-process; negative
 	// runs none (repair then waits for an external healer).
 	Healers int
@@ -81,6 +85,10 @@ type Server struct {
 	heal   *healState
 	labels labelQueue
 	leases leaseTable
+
+	extents     *extentTable
+	locksMarked atomic.Bool // keyLocksHeld is stored
+	lockMarkMu  sync.Mutex
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -110,6 +118,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(cfg.Network), heal: newHealState(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	if err := s.bootstrap(ctx); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	if err := s.startLocks(ctx); err != nil {
 		eng.Close()
 		return nil, err
 	}
@@ -160,6 +172,9 @@ func fillDefaults(cfg *Config) error {
 	}
 	if cfg.WriterLease == 0 {
 		cfg.WriterLease = 30 * time.Second
+	}
+	if cfg.LockLease == 0 {
+		cfg.LockLease = defaultLockLease
 	}
 	if cfg.ResolveEvery == 0 {
 		cfg.ResolveEvery = time.Second
@@ -333,6 +348,12 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.s3UserRemove)
 	case mdsproto.OpS3SigningKey:
 		return call(ctx, r.Meta, s.s3SigningKey)
+	case mdsproto.OpExtentLock:
+		return call(ctx, r.Meta, s.extentLock)
+	case mdsproto.OpExtentRelease:
+		return call(ctx, r.Meta, s.extentRelease)
+	case mdsproto.OpLockWait:
+		return call(ctx, r.Meta, s.lockWait)
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }

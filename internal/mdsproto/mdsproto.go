@@ -47,6 +47,9 @@ const (
 	OpS3UserList
 	OpS3UserRemove
 	OpS3SigningKey
+	OpExtentLock
+	OpExtentRelease
+	OpLockWait
 )
 
 // File types.
@@ -99,6 +102,10 @@ type Inode struct {
 	// missing, has lost data: it is never read as zeros. Absent for files
 	// written before extents were recorded (nothing is vouched by length).
 	Extents []int64 `json:"extents,omitempty"`
+	// SizeGen counts the file's truncations. A writer's view of the size
+	// is of one generation: a commit from an older one (a writer that had
+	// not seen a truncation by another) does not raise the size.
+	SizeGen uint64 `json:"size_gen,omitempty"`
 }
 
 // OSD states in the cluster map.
@@ -165,6 +172,9 @@ type CreateReq struct {
 	SizeHint  int64  `json:"size_hint"`        // -1 unknown; below 64 KiB the file is mirrored
 	Exclusive bool   `json:"exclusive"`
 	Handle    uint64 `json:"handle,omitempty"` // take a lease for this handle
+	// Session, with Handle, asks for the extent lock on the whole file
+	// (granted in OpenResp.Lock); recalls go to this client session.
+	Session uint64 `json:"session,omitempty"`
 	// Unlinked creates the file without a name (like O_TMPFILE), held
 	// only by the handle's lease, which it needs: Path only says where
 	// the layout is inherited from. A commit with Publish names it; if
@@ -186,6 +196,9 @@ type OpenReq struct {
 	Ino    uint64 `json:"ino,omitempty"` // refetch by ino when set
 	Write  bool   `json:"write"`
 	Handle uint64 `json:"handle,omitempty"` // take (or renew) a lease for this handle
+	// Session, with Write and Handle, asks for the extent lock on the
+	// whole file, granted (in OpenResp.Lock) if no other handle holds one.
+	Session uint64 `json:"session,omitempty"`
 }
 
 // OpenResp hands the client everything it needs to do I/O without the MDS.
@@ -194,6 +207,62 @@ type OpenResp struct {
 	Cap       []byte              `json:"cap"`
 	Endpoints map[uint32]Endpoint `json:"endpoints"`
 	LeaseNs   int64               `json:"lease_ns,omitempty"` // the handle's lease lasts this long
+	Lock      *ExtentGrant        `json:"lock,omitempty"`     // the extent lock asked for, if granted
+}
+
+// ExtentReq asks for (OpExtentLock) or gives back (OpExtentRelease) a
+// write lock on stripes [Lo, Hi) of a file, for one open handle of one
+// client session. Writers hold a stripe's lock from before they read it
+// for a read-modify-write until its units are durable on the OSDs, so
+// concurrent writers of one stripe never write back each other's bytes
+// (internal/mds/extlock.go).
+type ExtentReq struct {
+	Ino     uint64 `json:"ino"`
+	Handle  uint64 `json:"handle"`
+	Session uint64 `json:"session"`
+	Lo      int64  `json:"lo"`
+	Hi      int64  `json:"hi"` // MaxStripe: to the end of any file
+	// With a release: the writer's view of the file's size (of
+	// generation SizeGen), handed to the next holder.
+	End     int64  `json:"end,omitempty"`
+	SizeGen uint64 `json:"size_gen,omitempty"`
+}
+
+// MaxStripe stands for "every stripe from Lo on" in an ExtentReq.
+const MaxStripe int64 = 1 << 62
+
+// ExtentGrant is a granted extent lock, with the file's size as the MDS
+// knows it (committed, or handed over by holders since) and its
+// generation; LeaseNs says how long the session's locks last without a
+// LockWait.
+type ExtentGrant struct {
+	Lo      int64  `json:"lo"`
+	Hi      int64  `json:"hi"`
+	End     int64  `json:"end"`
+	SizeGen uint64 `json:"size_gen,omitempty"`
+	LeaseNs int64  `json:"lease_ns"`
+}
+
+// LockWaitReq is a client session's standing request for recalls: it
+// renews every lock the session holds and is answered when one of them
+// is wanted by another writer, or after WaitNs with nothing.
+type LockWaitReq struct {
+	Session uint64 `json:"session"`
+	WaitNs  int64  `json:"wait_ns"`
+}
+
+type LockWaitResp struct {
+	Recalls []Recall `json:"recalls,omitempty"`
+	LeaseNs int64    `json:"lease_ns"` // the session's locks last this long from the request
+}
+
+// Recall asks the holder of a lock to give back stripes [Lo, Hi) of it
+// once its writes there are durable.
+type Recall struct {
+	Ino    uint64 `json:"ino"`
+	Handle uint64 `json:"handle"`
+	Lo     int64  `json:"lo"`
+	Hi     int64  `json:"hi"`
 }
 
 type CommitReq struct {
@@ -210,6 +279,10 @@ type CommitReq struct {
 	// (a truncation), so they replace the inode's extents instead.
 	Extents []int64 `json:"extents,omitempty"`
 	Cut     bool    `json:"cut,omitempty"`
+	// SizeGen is the generation of Size (Inode.SizeGen): a commit without
+	// Cut raises the size to Size if it is of the file's generation and
+	// leaves it otherwise; a commit with Cut sets it and starts a new one.
+	SizeGen uint64 `json:"size_gen,omitempty"`
 	// Publish names a file created Unlinked, in the commit's transaction.
 	Publish *Publish `json:"publish,omitempty"`
 	// CaughtUp are components Handle marked dirty for unit writes that

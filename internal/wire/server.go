@@ -118,6 +118,17 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
+type connDoneKey struct{}
+
+// ConnDone is closed once the connection a request came on has closed
+// (nil outside a handler). A handler that waits long (a long poll) ends
+// with it: the connection's peer has gone, or fenced it (fence.go) and
+// waits for its requests to finish.
+func ConnDone(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(connDoneKey{}).(chan struct{})
+	return ch
+}
+
 type serverConn struct {
 	s    *Server
 	conn net.Conn
@@ -132,11 +143,13 @@ type serverConn struct {
 
 func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 	sc := &serverConn{s: s, conn: conn, sem: make(chan struct{}, s.limits.MaxInflightPerConn)}
-	err := sc.readLoop(ctx)
+	done := make(chan struct{})
+	err := sc.readLoop(context.WithValue(ctx, connDoneKey{}, done))
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		s.log.Warn("closing connection", "peer", conn.RemoteAddr().String(), "err", err)
 	}
 	_ = conn.Close()
+	close(done)
 	sc.wg.Wait()
 	s.fences.detach(sc)
 	s.mu.Lock()

@@ -1,0 +1,360 @@
+package mds
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Extent locks: concurrent writers of one file, coordinated per stripe
+// range (Lustre's extent locks; Panasas and Sigma serialise parity
+// updates per stripe). A writer holds the write lock on a stripe from
+// before it reads the stripe for a read-modify-write until the stripe's
+// units are durable on their OSDs; two writers of one stripe would
+// otherwise each write back the other's bytes as they read them, and
+// parity would match the wrong data.
+//
+// Locks are cached by the client (a sole writer takes the whole file at
+// open and never asks again) and recalled when another handle wants an
+// overlapping range: the MDS queues a recall for the holder's session,
+// which its standing LockWait request carries back; the holder makes its
+// writes in the range durable, hands over its view of the file's size,
+// and releases exactly the range asked for. Writers of different stripes
+// never wait for each other.
+//
+// Locks live in MDS memory and are leases: a session's LockWait renews
+// them all, and a session silent for the lease loses them (its client
+// stops trusting them at the same lease counted from when it sent the
+// request, so the two agree without comparing clocks). After a restart
+// the MDS grants nothing for one lease if locks may have been held (a
+// mark in the store says so): old holders have stopped by then.
+//
+// extentTable decides; the handlers in extlock_ops.go do the waiting.
+
+// Bounds on what the lock table holds.
+const (
+	maxExtentLocks    = 1 << 20 // granted ranges over all files
+	maxLockSessions   = 1 << 16 // client sessions holding locks or waiting
+	maxQueuedRecalls  = 1 << 12 // per session
+	defaultLockLease  = 4 * time.Second
+	lockWaitMaxNs     = int64(30 * time.Second)
+	lockAcquireWindow = time.Second // an OpExtentLock waits this long for holders before ErrBusy
+)
+
+// span is a range of stripes [lo, hi).
+type span struct{ lo, hi int64 }
+
+func (a span) overlaps(b span) bool { return a.lo < b.hi && b.lo < a.hi }
+
+// extentLock is one granted range.
+type extentLock struct {
+	session, handle uint64
+	span
+}
+
+// fileLocks is the lock state of one file.
+type fileLocks struct {
+	locks []extentLock
+	// end is the largest size holders handed over at release, of size
+	// generation endGen; the next grant passes it on, so a writer never
+	// fills a stripe from a size view that misses another's writes.
+	end    int64
+	endGen uint64
+}
+
+type lockSession struct {
+	seen    time.Time // the last LockWait (or grant) from the session
+	recalls []mdsproto.Recall
+	wake    chan struct{} // closed when a recall is queued for a waiting LockWait
+}
+
+// extentTable holds every file's extent locks.
+type extentTable struct {
+	mu       sync.Mutex
+	lease    time.Duration
+	graceEnd time.Time // no grants before (locks of a previous process may still be used)
+	files    map[uint64]*fileLocks
+	sessions map[uint64]*lockSession
+	n        int           // locks over all files
+	released chan struct{} // closed (and replaced) whenever a lock goes: acquirers try again
+	idleAt   time.Time     // when the table last became empty
+}
+
+func newExtentTable(lease time.Duration, now time.Time) *extentTable {
+	return &extentTable{lease: lease, files: map[uint64]*fileLocks{}, sessions: map[uint64]*lockSession{},
+		released: make(chan struct{}), idleAt: now}
+}
+
+// grace holds every grant back until now+lease.
+func (t *extentTable) grace(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.graceEnd = now.Add(t.lease)
+}
+
+// acquireResult is acquire's decision.
+type acquireResult struct {
+	granted bool
+	grant   span
+	end     int64 // size handed over by earlier holders (of endGen)
+	endGen  uint64
+	wait    <-chan struct{} // not granted: closed when a lock is released
+	until   time.Time       // not granted: or try again then (the grace after a start)
+	full    bool            // not granted: the table is full
+}
+
+// acquire grants handle of session the write lock on want, if no other
+// handle holds part of it; otherwise, with recall, it queues recalls to
+// the holders, and says what to wait on. whole widens an uncontended
+// grant to the whole file.
+func (t *extentTable) acquire(now time.Time, ino, session, handle uint64, want span, whole, recall bool) acquireResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now.Before(t.graceEnd) {
+		return acquireResult{wait: t.released, until: t.graceEnd}
+	}
+	t.expireLocked(now)
+	s := t.sessionLocked(session, now)
+	if s == nil {
+		return acquireResult{full: true, wait: t.released}
+	}
+	fl := t.files[ino]
+	if fl == nil {
+		fl = &fileLocks{}
+		t.files[ino] = fl
+	}
+	conflict := false
+	others := false
+	for _, l := range fl.locks {
+		if l.handle == handle {
+			continue
+		}
+		others = true
+		if l.overlaps(want) {
+			conflict = true
+			if !recall {
+				continue
+			}
+			t.recallLocked(l.session, mdsproto.Recall{Ino: ino, Handle: l.handle,
+				Lo: max(l.lo, want.lo), Hi: min(l.hi, want.hi)})
+		}
+	}
+	if conflict {
+		return acquireResult{wait: t.released}
+	}
+	if whole && !others {
+		want = span{0, mdsproto.MaxStripe}
+	}
+	if t.n >= maxExtentLocks {
+		return acquireResult{full: true, wait: t.released}
+	}
+	t.addLocked(fl, extentLock{session: session, handle: handle, span: want})
+	return acquireResult{granted: true, grant: want, end: fl.end, endGen: fl.endGen}
+}
+
+// addLocked records l, merged with the handle's ranges it touches.
+func (t *extentTable) addLocked(fl *fileLocks, l extentLock) {
+	kept := fl.locks[:0]
+	for _, o := range fl.locks {
+		if o.handle == l.handle && o.lo <= l.hi && l.lo <= o.hi {
+			l.lo, l.hi = min(l.lo, o.lo), max(l.hi, o.hi)
+			t.n--
+			continue
+		}
+		kept = append(kept, o)
+	}
+	fl.locks = append(kept, l)
+	t.n++
+}
+
+// recallLocked queues r for session, once.
+func (t *extentTable) recallLocked(session uint64, r mdsproto.Recall) {
+	s := t.sessions[session]
+	if s == nil || slices.Contains(s.recalls, r) {
+		return
+	}
+	if len(s.recalls) >= maxQueuedRecalls {
+		// The session is not taking its recalls: it will lose its locks
+		// to the lease; the acquirer waits for that.
+		return
+	}
+	s.recalls = append(s.recalls, r)
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
+}
+
+func (t *extentTable) sessionLocked(id uint64, now time.Time) *lockSession {
+	s := t.sessions[id]
+	if s == nil {
+		if len(t.sessions) >= maxLockSessions {
+			return nil
+		}
+		s = &lockSession{}
+		t.sessions[id] = s
+	}
+	s.seen = now
+	return s
+}
+
+// release gives back stripes r of handle's locks, with the holder's view
+// of the size (end, of generation gen).
+func (t *extentTable) release(ino, handle uint64, r span, end int64, gen uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fl := t.files[ino]
+	if fl == nil {
+		return
+	}
+	switch {
+	case gen > fl.endGen:
+		fl.end, fl.endGen = end, gen
+	case gen == fl.endGen:
+		fl.end = max(fl.end, end)
+	}
+	var out []extentLock
+	for _, l := range fl.locks {
+		if l.handle != handle || !l.overlaps(r) {
+			out = append(out, l)
+			continue
+		}
+		t.n--
+		if l.lo < r.lo {
+			out = append(out, extentLock{l.session, l.handle, span{l.lo, r.lo}})
+			t.n++
+		}
+		if r.hi < l.hi {
+			out = append(out, extentLock{l.session, l.handle, span{r.hi, l.hi}})
+			t.n++
+		}
+	}
+	fl.locks = out
+	t.releasedLocked(ino, fl)
+}
+
+// dropHandle releases every lock of handle on ino (its file closed, or
+// its writer's lease ran out).
+func (t *extentTable) dropHandle(ino, handle uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fl := t.files[ino]
+	if fl == nil {
+		return
+	}
+	fl.locks = slices.DeleteFunc(fl.locks, func(l extentLock) bool {
+		if l.handle == handle {
+			t.n--
+			return true
+		}
+		return false
+	})
+	t.releasedLocked(ino, fl)
+}
+
+// truncated starts size generation gen for ino: what holders handed over
+// before no longer counts.
+func (t *extentTable) truncated(ino uint64, gen uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if fl := t.files[ino]; fl != nil && gen > fl.endGen {
+		fl.end, fl.endGen = 0, gen
+	}
+}
+
+func (t *extentTable) releasedLocked(ino uint64, fl *fileLocks) {
+	if len(fl.locks) == 0 {
+		delete(t.files, ino) // what holders handed over was theirs to commit
+	}
+	close(t.released)
+	t.released = make(chan struct{})
+}
+
+// expireLocked drops the locks of sessions silent for a lease, and
+// sessions that hold nothing and have been silent as long.
+func (t *extentTable) expireLocked(now time.Time) {
+	var dead []uint64
+	for id, s := range t.sessions {
+		if now.Sub(s.seen) > t.lease {
+			dead = append(dead, id)
+		}
+	}
+	if len(dead) == 0 {
+		return
+	}
+	for ino, fl := range t.files {
+		before := len(fl.locks)
+		fl.locks = slices.DeleteFunc(fl.locks, func(l extentLock) bool { return slices.Contains(dead, l.session) })
+		if len(fl.locks) != before {
+			t.n -= before - len(fl.locks)
+			t.releasedLocked(ino, fl)
+		}
+	}
+	for _, id := range dead {
+		if s := t.sessions[id]; s.wake == nil { // a LockWait in progress keeps its session
+			delete(t.sessions, id)
+		}
+	}
+}
+
+// wait renews session's locks and returns its queued recalls, or, if
+// there are none, a channel closed when one is queued.
+func (t *extentTable) wait(now time.Time, session uint64) ([]mdsproto.Recall, <-chan struct{}, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expireLocked(now)
+	s := t.sessionLocked(session, now)
+	if s == nil {
+		return nil, nil, wire.Errorf(wire.ErrBusy, "%d lock sessions", len(t.sessions))
+	}
+	if len(s.recalls) > 0 {
+		r := s.recalls
+		s.recalls = nil
+		return r, nil, nil
+	}
+	if s.wake == nil {
+		s.wake = make(chan struct{})
+	}
+	return nil, s.wake, nil
+}
+
+// waited ends a LockWait that returned nothing: the session counts as
+// seen now.
+func (t *extentTable) waited(now time.Time, session uint64) []mdsproto.Recall {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.sessions[session]
+	if s == nil {
+		return nil
+	}
+	s.seen = now
+	s.wake = nil
+	r := s.recalls
+	s.recalls = nil
+	return r
+}
+
+// empty reports whether no lock is held, and since when.
+func (t *extentTable) empty(now time.Time) (bool, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expireLocked(now)
+	if t.n > 0 {
+		t.idleAt = now
+		return false, now
+	}
+	return true, t.idleAt
+}
+
+// held lists the locks on ino, for tests and status.
+func (t *extentTable) held(ino uint64) []extentLock {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if fl := t.files[ino]; fl != nil {
+		return slices.Clone(fl.locks)
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package mds
+
+import (
+	"context"
+	"time"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// keyLocksHeld marks that extent locks may be held: a process that finds
+// it at start grants none for a lease, until every holder of a lock the
+// previous process granted has stopped trusting it. It is set before the
+// first grant after the table was empty and cleared once the table has
+// been empty for a lease, so a quiet cluster starts without the wait.
+var keyLocksHeld = []byte("s/locks_held")
+
+// startLocks sets up the extent lock table, in grace if locks may be
+// held from before.
+func (s *Server) startLocks(ctx context.Context) error {
+	s.extents = newExtentTable(s.cfg.LockLease, s.cfg.Now())
+	return s.kv.View(ctx, func(r kv.Reader) error {
+		v, err := r.Get(keyLocksHeld)
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			s.locksMarked.Store(true)
+			s.extents.grace(s.cfg.Now())
+		}
+		return nil
+	})
+}
+
+// markLocksHeld stores the mark before a grant, if it is not there.
+func (s *Server) markLocksHeld(ctx context.Context) error {
+	if s.locksMarked.Load() {
+		return nil
+	}
+	s.lockMarkMu.Lock()
+	defer s.lockMarkMu.Unlock()
+	if s.locksMarked.Load() {
+		return nil
+	}
+	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyLocksHeld, []byte{1}) }); err != nil {
+		return err
+	}
+	s.locksMarked.Store(true)
+	return nil
+}
+
+// clearLocksHeld removes the mark once no lock has been held for a lease.
+func (s *Server) clearLocksHeld(ctx context.Context) error {
+	if !s.locksMarked.Load() {
+		return nil
+	}
+	s.lockMarkMu.Lock()
+	defer s.lockMarkMu.Unlock()
+	now := s.cfg.Now()
+	if empty, since := s.extents.empty(now); !empty || now.Sub(since) < s.cfg.LockLease {
+		return nil
+	}
+	// A grant between the check and the delete waits on lockMarkMu in
+	// markLocksHeld, so it finds the mark gone and stores it again.
+	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(keyLocksHeld) }); err != nil {
+		return err
+	}
+	s.locksMarked.Store(false)
+	return nil
+}
+
+func validExtent(req mdsproto.ExtentReq) error {
+	switch {
+	case req.Handle == 0 || req.Session == 0:
+		return wire.Errorf(wire.ErrInvalid, "extent lock without a handle and session")
+	case req.Lo < 0 || req.Hi <= req.Lo || req.Hi > mdsproto.MaxStripe:
+		return wire.Errorf(wire.ErrInvalid, "extent lock on stripes [%d, %d)", req.Lo, req.Hi)
+	case req.End < 0:
+		return wire.Errorf(wire.ErrInvalid, "negative size")
+	}
+	return nil
+}
+
+// extentLock grants the write lock on a stripe range, recalling it from
+// the handles that hold parts of it and waiting (lockAcquireWindow at
+// most: then ErrBusy, and the client asks again) until they gave it back.
+func (s *Server) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdsproto.ExtentGrant, error) {
+	if err := validExtent(req); err != nil {
+		return mdsproto.ExtentGrant{}, err
+	}
+	deadline := time.NewTimer(lockAcquireWindow)
+	defer deadline.Stop()
+	for {
+		g, granted, r, err := s.tryExtentLock(ctx, req, true)
+		if err != nil || granted {
+			return g, err
+		}
+		var retry <-chan time.Time
+		if !r.until.IsZero() {
+			t := time.NewTimer(r.until.Sub(s.cfg.Now()))
+			defer t.Stop()
+			retry = t.C
+		}
+		select {
+		case <-r.wait:
+		case <-retry:
+		case <-deadline.C:
+			if r.full {
+				return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrBusy, "the MDS holds as many extent locks as it may")
+			}
+			return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrBusy, "inode %d stripes [%d, %d): held by another writer", req.Ino, req.Lo, req.Hi)
+		case <-ctx.Done():
+			return mdsproto.ExtentGrant{}, ctx.Err()
+		}
+	}
+}
+
+// tryExtentLock asks the table once, and fills in the grant from the
+// inode (its size as the MDS knows it).
+func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, recall bool) (mdsproto.ExtentGrant, bool, acquireResult, error) {
+	var rec *inodeRec
+	if err := s.kv.View(ctx, func(r kv.Reader) error {
+		var err error
+		rec, err = getInode(r, req.Ino)
+		return err
+	}); err != nil {
+		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
+	}
+	if rec.Type != mdsproto.TypeFile {
+		return mdsproto.ExtentGrant{}, false, acquireResult{}, wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
+	}
+	if err := s.markLocksHeld(ctx); err != nil {
+		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
+	}
+	r := s.extents.acquire(s.cfg.Now(), req.Ino, req.Session, req.Handle, span{req.Lo, req.Hi}, true, recall)
+	if !r.granted {
+		return mdsproto.ExtentGrant{}, false, r, nil
+	}
+	g := mdsproto.ExtentGrant{Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen, LeaseNs: int64(s.cfg.LockLease)}
+	if r.endGen == rec.SizeGen {
+		g.End = max(g.End, r.end)
+	}
+	return g, true, r, nil
+}
+
+// openLock is the whole-file lock an open for writing asks for: granted
+// if no other handle holds a lock on the file, never waited for.
+func (s *Server) openLock(ctx context.Context, ino, session, handle uint64) *mdsproto.ExtentGrant {
+	if session == 0 || handle == 0 {
+		return nil
+	}
+	req := mdsproto.ExtentReq{Ino: ino, Session: session, Handle: handle, Lo: 0, Hi: mdsproto.MaxStripe}
+	g, granted, _, err := s.tryExtentLock(ctx, req, false)
+	if err != nil || !granted {
+		return nil // the writer asks per stripe range when it writes
+	}
+	return &g
+}
+
+// extentRelease gives back a range the holder was asked for (or no
+// longer needs), with its view of the size.
+func (s *Server) extentRelease(ctx context.Context, req mdsproto.ExtentReq) (struct{}, error) {
+	if err := validExtent(req); err != nil {
+		return struct{}{}, err
+	}
+	s.extents.release(req.Ino, req.Handle, span{req.Lo, req.Hi}, req.End, req.SizeGen)
+	return struct{}{}, nil
+}
+
+// lockWait is a session's standing request for recalls (it renews the
+// session's locks): answered at once with queued recalls, else when one
+// is queued, else after the wait asked for (at most half a lease).
+func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdsproto.LockWaitResp, error) {
+	if req.Session == 0 {
+		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrInvalid, "no session")
+	}
+	resp := mdsproto.LockWaitResp{LeaseNs: int64(s.cfg.LockLease)}
+	recalls, wake, err := s.extents.wait(s.cfg.Now(), req.Session)
+	if err != nil || len(recalls) > 0 {
+		resp.Recalls = recalls
+		return resp, err
+	}
+	wait := time.Duration(min(max(req.WaitNs, 0), lockWaitMaxNs, int64(s.cfg.LockLease/2)))
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-wake:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-wire.ConnDone(ctx): // fenced by the client's newer connection, or gone
+	}
+	resp.Recalls = s.extents.waited(s.cfg.Now(), req.Session)
+	return resp, nil
+}
