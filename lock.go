@@ -35,12 +35,13 @@ type lockSession struct {
 
 	mu         sync.Mutex
 	files      map[uint64]*File // handles that hold (or held) locks, by handle
+	closed     map[uint64]bool  // handles closed lately (bounded by maxClosedHandles)
 	validUntil time.Time        // the MDS keeps the locks at least until then
 	running    bool             // the LockWait loop is running
 }
 
 func newLockSession(c *Client) *lockSession {
-	return &lockSession{c: c, id: mrand.Uint64() | 1, files: map[uint64]*File{}}
+	return &lockSession{c: c, id: mrand.Uint64() | 1, files: map[uint64]*File{}, closed: map[uint64]bool{}}
 }
 
 // valid reports whether locks can be trusted now: the MDS keeps a
@@ -77,12 +78,20 @@ func (s *lockSession) leave(f *File) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.files, f.handle)
+	if len(s.closed) >= maxClosedHandles {
+		clear(s.closed)
+	}
+	s.closed[f.handle] = true
 }
 
-func (s *lockSession) file(handle uint64) *File {
+// maxClosedHandles bounds the closed handles a session remembers.
+const maxClosedHandles = 1024
+
+// file is the handle a recall is for, and whether it was closed.
+func (s *lockSession) file(handle uint64) (*File, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.files[handle]
+	return s.files[handle], s.closed[handle]
 }
 
 // run keeps a LockWait at the MDS while any handle holds locks.
@@ -116,14 +125,18 @@ func (s *lockSession) run() {
 const defaultLockLease = 4 * time.Second
 
 // recall hands a recalled range back: through the handle holding it, or
-// at once if no handle here has it (closed since).
+// at once if the handle was closed (its writes are durable). A recall
+// for a handle not known yet (its open's answer is still on its way) is
+// left: the MDS sends it again.
 func (s *lockSession) recall(r mdsproto.Recall) {
-	if f := s.file(r.Handle); f != nil {
+	f, closed := s.file(r.Handle)
+	switch {
+	case f != nil:
 		f.recall(r)
-		return
+	case closed:
+		req := mdsproto.ExtentReq{Ino: r.Ino, Handle: r.Handle, Session: s.id, Lo: r.Lo, Hi: r.Hi, Seq: r.Seq}
+		_ = s.c.mds(s.c.life, mdsproto.OpExtentRelease, req, nil)
 	}
-	req := mdsproto.ExtentReq{Ino: r.Ino, Handle: r.Handle, Session: s.id, Lo: r.Lo, Hi: r.Hi}
-	_ = s.c.mds(s.c.life, mdsproto.OpExtentRelease, req, nil)
 }
 
 // fileLocks is a handle's extent locks (guarded by mu).
@@ -131,6 +144,8 @@ type fileLocks struct {
 	mu        sync.Mutex
 	cond      *sync.Cond
 	held      []stripeSpan // sorted, disjoint
+	seq       uint64       // the newest grant taken into held
+	asking    int          // lock requests in flight: a recall of a grant not seen yet waits for them
 	recalling int          // recalls being handed back: writes wait
 	using     int          // writes under held ranges in progress: recalls wait
 }
@@ -193,6 +208,7 @@ func (f *File) takeGrant(g *mdsproto.ExtentGrant, sent time.Time) {
 	f.c.locks.join(f)
 	f.locks.mu.Lock()
 	f.locks.held = addSpan(f.locks.held, stripeSpan{g.Lo, g.Hi})
+	f.locks.seq = max(f.locks.seq, g.Seq)
 	f.locks.mu.Unlock()
 }
 
@@ -232,17 +248,38 @@ func (f *File) lockStripes(ctx context.Context, lo, hi int64) (func(), error) {
 		if try == maxLockTries {
 			return nil, wire.Errorf(wire.ErrBusy, "%s: stripes %d-%d: recalled %d times before they could be written", f.path, lo, hi-1, try)
 		}
-		sent := time.Now()
-		var g mdsproto.ExtentGrant
-		req := mdsproto.ExtentReq{Ino: f.layoutIno(), Handle: f.handle, Session: f.c.locks.id, Lo: lo, Hi: hi}
-		if err := f.c.mdsWaitBusy(ctx, mdsproto.OpExtentLock, req, &g); err != nil {
+		g, err := f.askLock(ctx, lo, hi)
+		if err != nil {
 			return nil, fmt.Errorf("%s: lock stripes %d-%d: %w", f.path, lo, hi-1, err)
 		}
-		f.takeGrant(&g, sent)
 		f.mu.Lock()
-		f.takeSizeLocked(&g)
+		f.takeSizeLocked(g)
 		f.mu.Unlock()
 	}
+}
+
+// askLock asks the MDS for stripes [lo, hi) and takes the grant. While
+// it asks, a recall of a grant this handle has not seen waits: it may be
+// for this one.
+func (f *File) askLock(ctx context.Context, lo, hi int64) (*mdsproto.ExtentGrant, error) {
+	l := &f.locks
+	l.mu.Lock()
+	l.asking++
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.asking--
+		l.cond.Broadcast()
+		l.mu.Unlock()
+	}()
+	sent := time.Now()
+	var g mdsproto.ExtentGrant
+	req := mdsproto.ExtentReq{Ino: f.layoutIno(), Handle: f.handle, Session: f.c.locks.id, Lo: lo, Hi: hi}
+	if err := f.c.mdsWaitBusy(ctx, mdsproto.OpExtentLock, req, &g); err != nil {
+		return nil, err
+	}
+	f.takeGrant(&g, sent)
+	return &g, nil
 }
 
 func (f *File) unpinLocks() {
@@ -260,6 +297,9 @@ func (f *File) unpinLocks() {
 func (f *File) recall(r mdsproto.Recall) {
 	l := &f.locks
 	l.mu.Lock()
+	for r.Seq > l.seq && l.asking > 0 {
+		l.cond.Wait() // the grant it recalls is on its way
+	}
 	l.recalling++
 	for l.using > 0 {
 		l.cond.Wait()
@@ -283,6 +323,7 @@ func (f *File) recall(r mdsproto.Recall) {
 		End: f.size, SizeGen: f.sizeGen}
 	l.mu.Lock()
 	l.held = cutSpan(l.held, stripeSpan{r.Lo, r.Hi})
+	req.Seq = l.seq // what it gives back: grants it has not seen stay held
 	l.mu.Unlock()
 	f.mu.Unlock()
 	if err := f.c.mds(ctx, mdsproto.OpExtentRelease, req, nil); err != nil && !errors.Is(err, context.Canceled) {
@@ -296,12 +337,12 @@ func (f *File) recall(r mdsproto.Recall) {
 func (f *File) releaseLocks(ctx context.Context) {
 	f.c.locks.leave(f)
 	f.locks.mu.Lock()
-	had := len(f.locks.held) > 0
+	had, seq := len(f.locks.held) > 0, f.locks.seq
 	f.locks.held = nil
 	f.locks.mu.Unlock()
 	if had {
 		req := mdsproto.ExtentReq{Ino: f.layoutIno(), Handle: f.handle, Session: f.c.locks.id, Lo: 0, Hi: mdsproto.MaxStripe,
-			End: f.size, SizeGen: f.sizeGen}
+			End: f.size, SizeGen: f.sizeGen, Seq: seq}
 		_ = f.c.mds(ctx, mdsproto.OpExtentRelease, req, nil)
 	}
 }

@@ -37,6 +37,7 @@ import (
 // Bounds on what the lock table holds.
 const (
 	maxExtentLocks    = 1 << 20 // granted ranges over all files
+	maxLockFiles      = 1 << 18 // files with locks or a size handed over
 	maxLockSessions   = 1 << 16 // client sessions holding locks or waiting
 	maxQueuedRecalls  = 1 << 12 // per session
 	defaultLockLease  = 4 * time.Second
@@ -53,6 +54,12 @@ func (a span) overlaps(b span) bool { return a.lo < b.hi && b.lo < a.hi }
 type extentLock struct {
 	session, handle uint64
 	span
+	seq uint64 // the newest grant merged into it
+	// recalled is the part a recall was sent for, at recalledAt: asked
+	// for again, it is not sent again for a while (the holder is
+	// flushing), only if the answer may have been lost.
+	recalled   span
+	recalledAt time.Time
 }
 
 // fileLocks is the lock state of one file.
@@ -79,6 +86,7 @@ type extentTable struct {
 	files    map[uint64]*fileLocks
 	sessions map[uint64]*lockSession
 	n        int           // locks over all files
+	seq      uint64        // grants made so far
 	released chan struct{} // closed (and replaced) whenever a lock goes: acquirers try again
 	idleAt   time.Time     // when the table last became empty
 }
@@ -99,6 +107,7 @@ func (t *extentTable) grace(now time.Time) {
 type acquireResult struct {
 	granted bool
 	grant   span
+	seq     uint64
 	end     int64 // size handed over by earlier holders (of endGen)
 	endGen  uint64
 	wait    <-chan struct{} // not granted: closed when a lock is released
@@ -123,12 +132,16 @@ func (t *extentTable) acquire(now time.Time, ino, session, handle uint64, want s
 	}
 	fl := t.files[ino]
 	if fl == nil {
+		if len(t.files) >= maxLockFiles {
+			t.evictLocked()
+		}
 		fl = &fileLocks{}
 		t.files[ino] = fl
 	}
 	conflict := false
 	others := false
-	for _, l := range fl.locks {
+	for i := range fl.locks {
+		l := &fl.locks[i]
 		if l.handle == handle {
 			continue
 		}
@@ -138,8 +151,12 @@ func (t *extentTable) acquire(now time.Time, ino, session, handle uint64, want s
 			if !recall {
 				continue
 			}
-			t.recallLocked(l.session, mdsproto.Recall{Ino: ino, Handle: l.handle,
-				Lo: max(l.lo, want.lo), Hi: min(l.hi, want.hi)})
+			r := span{max(l.lo, want.lo), min(l.hi, want.hi)}
+			if l.recalled.lo <= r.lo && r.hi <= l.recalled.hi && now.Sub(l.recalledAt) < t.lease/2 {
+				continue // sent already; the holder is on it
+			}
+			l.recalled, l.recalledAt = r, now
+			t.recallLocked(l.session, mdsproto.Recall{Ino: ino, Handle: l.handle, Lo: r.lo, Hi: r.hi, Seq: l.seq})
 		}
 	}
 	if conflict {
@@ -151,8 +168,9 @@ func (t *extentTable) acquire(now time.Time, ino, session, handle uint64, want s
 	if t.n >= maxExtentLocks {
 		return acquireResult{full: true, wait: t.released}
 	}
-	t.addLocked(fl, extentLock{session: session, handle: handle, span: want})
-	return acquireResult{granted: true, grant: want, end: fl.end, endGen: fl.endGen}
+	t.seq++
+	t.addLocked(fl, extentLock{session: session, handle: handle, span: want, seq: t.seq})
+	return acquireResult{granted: true, grant: want, seq: t.seq, end: fl.end, endGen: fl.endGen}
 }
 
 // addLocked records l, merged with the handle's ranges it touches.
@@ -160,7 +178,7 @@ func (t *extentTable) addLocked(fl *fileLocks, l extentLock) {
 	kept := fl.locks[:0]
 	for _, o := range fl.locks {
 		if o.handle == l.handle && o.lo <= l.hi && l.lo <= o.hi {
-			l.lo, l.hi = min(l.lo, o.lo), max(l.hi, o.hi)
+			l.lo, l.hi, l.seq = min(l.lo, o.lo), max(l.hi, o.hi), max(l.seq, o.seq)
 			t.n--
 			continue
 		}
@@ -201,9 +219,9 @@ func (t *extentTable) sessionLocked(id uint64, now time.Time) *lockSession {
 	return s
 }
 
-// release gives back stripes r of handle's locks, with the holder's view
-// of the size (end, of generation gen).
-func (t *extentTable) release(ino, handle uint64, r span, end int64, gen uint64) {
+// release gives back stripes r of handle's locks granted by grant seq
+// or before, with the holder's view of the size (end, of generation gen).
+func (t *extentTable) release(ino, handle uint64, r span, seq uint64, end int64, gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	fl := t.files[ino]
@@ -218,17 +236,23 @@ func (t *extentTable) release(ino, handle uint64, r span, end int64, gen uint64)
 	}
 	var out []extentLock
 	for _, l := range fl.locks {
-		if l.handle != handle || !l.overlaps(r) {
+		if l.handle != handle || !l.overlaps(r) || l.seq > seq {
+			// A lock granted after what the holder gives back (the answer
+			// to its grant had not reached it yet) stays.
 			out = append(out, l)
 			continue
 		}
 		t.n--
 		if l.lo < r.lo {
-			out = append(out, extentLock{l.session, l.handle, span{l.lo, r.lo}})
+			left := l
+			left.hi = r.lo
+			out = append(out, left)
 			t.n++
 		}
 		if r.hi < l.hi {
-			out = append(out, extentLock{l.session, l.handle, span{r.hi, l.hi}})
+			right := l
+			right.lo = r.hi
+			out = append(out, right)
 			t.n++
 		}
 	}
@@ -262,15 +286,48 @@ func (t *extentTable) truncated(ino uint64, gen uint64) {
 	defer t.mu.Unlock()
 	if fl := t.files[ino]; fl != nil && gen > fl.endGen {
 		fl.end, fl.endGen = 0, gen
+		t.forgetLocked(ino, fl)
 	}
 }
 
 func (t *extentTable) releasedLocked(ino uint64, fl *fileLocks) {
-	if len(fl.locks) == 0 {
-		delete(t.files, ino) // what holders handed over was theirs to commit
-	}
+	t.forgetLocked(ino, fl)
 	close(t.released)
 	t.released = make(chan struct{})
+}
+
+// forgetLocked drops a file's entry once it holds nothing: no lock, and
+// no size handed over that a commit has not recorded yet (the next
+// holder must get it even if the last lock went with it).
+func (t *extentTable) forgetLocked(ino uint64, fl *fileLocks) {
+	if len(fl.locks) == 0 && fl.end == 0 {
+		delete(t.files, ino)
+	}
+}
+
+// committed notes a commit of size (generation gen): a size handed over
+// that it covers is recorded, and need not be kept.
+func (t *extentTable) committed(ino uint64, size int64, gen uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if fl := t.files[ino]; fl != nil && gen == fl.endGen && size >= fl.end {
+		fl.end = 0
+		t.forgetLocked(ino, fl)
+	}
+}
+
+// evictLocked makes room by forgetting sizes handed over for files no
+// one holds a lock on (their writers have not committed for long: a
+// writer that died left them, and its writes were never acknowledged).
+func (t *extentTable) evictLocked() {
+	for ino, fl := range t.files {
+		if len(fl.locks) == 0 {
+			delete(t.files, ino)
+		}
+		if len(t.files) < maxLockFiles*3/4 {
+			return
+		}
+	}
 }
 
 // expireLocked drops the locks of sessions silent for a lease, and

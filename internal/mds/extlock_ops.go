@@ -137,7 +137,7 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 	if !r.granted {
 		return mdsproto.ExtentGrant{}, false, r, nil
 	}
-	g := mdsproto.ExtentGrant{Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen, LeaseNs: int64(s.cfg.LockLease)}
+	g := mdsproto.ExtentGrant{Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen, LeaseNs: int64(s.cfg.LockLease)}
 	if r.endGen == rec.SizeGen {
 		g.End = max(g.End, r.end)
 	}
@@ -164,7 +164,7 @@ func (s *Server) extentRelease(ctx context.Context, req mdsproto.ExtentReq) (str
 	if err := validExtent(req); err != nil {
 		return struct{}{}, err
 	}
-	s.extents.release(req.Ino, req.Handle, span{req.Lo, req.Hi}, req.End, req.SizeGen)
+	s.extents.release(req.Ino, req.Handle, span{req.Lo, req.Hi}, req.Seq, req.End, req.SizeGen)
 	return struct{}{}, nil
 }
 

@@ -380,6 +380,8 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 	}
 	if err == nil && req.Cut {
 		s.extents.truncated(req.Ino, in.SizeGen)
+	} else if err == nil {
+		s.extents.committed(req.Ino, in.Size, in.SizeGen)
 	}
 	return in, err
 }

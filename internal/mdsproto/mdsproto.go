@@ -223,9 +223,12 @@ type ExtentReq struct {
 	Lo      int64  `json:"lo"`
 	Hi      int64  `json:"hi"` // MaxStripe: to the end of any file
 	// With a release: the writer's view of the file's size (of
-	// generation SizeGen), handed to the next holder.
+	// generation SizeGen), handed to the next holder; and the newest
+	// grant the holder had when it gave the range up (Seq): parts
+	// granted after it, whose grant it had not seen, stay held.
 	End     int64  `json:"end,omitempty"`
 	SizeGen uint64 `json:"size_gen,omitempty"`
+	Seq     uint64 `json:"seq,omitempty"`
 }
 
 // MaxStripe stands for "every stripe from Lo on" in an ExtentReq.
@@ -236,6 +239,7 @@ const MaxStripe int64 = 1 << 62
 // generation; LeaseNs says how long the session's locks last without a
 // LockWait.
 type ExtentGrant struct {
+	Seq     uint64 `json:"seq"` // grants are numbered in the order the MDS made them
 	Lo      int64  `json:"lo"`
 	Hi      int64  `json:"hi"`
 	End     int64  `json:"end"`
@@ -257,12 +261,15 @@ type LockWaitResp struct {
 }
 
 // Recall asks the holder of a lock to give back stripes [Lo, Hi) of it
-// once its writes there are durable.
+// once its writes there are durable. Seq is the grant the lock came
+// from: a recall can reach the client before that grant's answer does,
+// and is then held back until it has.
 type Recall struct {
 	Ino    uint64 `json:"ino"`
 	Handle uint64 `json:"handle"`
 	Lo     int64  `json:"lo"`
 	Hi     int64  `json:"hi"`
+	Seq    uint64 `json:"seq"`
 }
 
 type CommitReq struct {
