@@ -553,6 +553,7 @@ func (f *File) isDirty(comp int) bool {
 // as dirty (read by reconstruction) as long as every parity group keeps
 // enough components; otherwise Sync fails.
 func (f *File) Sync() error {
+	f.awaitLocks()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.syncLocked(context.Background())
@@ -690,6 +691,7 @@ func (f *File) Abort() error {
 }
 
 func (f *File) close(abort bool) error {
+	f.awaitLocks()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {

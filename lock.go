@@ -38,10 +38,15 @@ type lockSession struct {
 	closed     map[uint64]bool  // handles closed lately (bounded by maxClosedHandles)
 	validUntil time.Time        // the MDS keeps the locks at least until then
 	running    bool             // the LockWait loop is running
+	// incarnation is the MDS process the locks are from; one met since
+	// (the MDS restarted) gets them reclaimed before they count again.
+	incarnation uint64
+	reclaimMu   sync.Mutex    // one reclaim at a time
+	renewed     chan struct{} // closed (and replaced) when validUntil moves
 }
 
 func newLockSession(c *Client) *lockSession {
-	return &lockSession{c: c, id: mrand.Uint64() | 1, files: map[uint64]*File{}, closed: map[uint64]bool{}}
+	return &lockSession{c: c, id: mrand.Uint64() | 1, files: map[uint64]*File{}, closed: map[uint64]bool{}, renewed: make(chan struct{})}
 }
 
 // valid reports whether locks can be trusted now: the MDS keeps a
@@ -60,6 +65,42 @@ func (s *lockSession) extend(sent time.Time, lease time.Duration) {
 	defer s.mu.Unlock()
 	if u := sent.Add(lease); u.After(s.validUntil) {
 		s.validUntil = u
+		close(s.renewed)
+		s.renewed = make(chan struct{})
+	}
+}
+
+// awaitValid waits, up to timeout, for the session's locks to be valid
+// again after a lapse (the MDS unreachable, or restarted and being
+// reclaimed from), so a sync does not fail a stripe buffered under a lock
+// the client is about to get back.
+func (s *lockSession) awaitValid(ctx context.Context, timeout time.Duration) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		ok, renewed := time.Now().Before(s.validUntil), s.renewed
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-renewed:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// awaitLocks is awaitValid for a handle that holds locks.
+func (f *File) awaitLocks() {
+	f.locks.mu.Lock()
+	holds := len(f.locks.held) > 0
+	f.locks.mu.Unlock()
+	if holds && f.write {
+		f.c.locks.awaitValid(f.c.life, f.c.opts.IOTimeout)
 	}
 }
 
@@ -114,10 +155,35 @@ func (s *lockSession) run() {
 			continue
 		}
 		lease = time.Duration(resp.LeaseNs)
+		s.meet(ctx, resp.Incarnation)
 		s.extend(sent, lease)
 		for _, r := range resp.Recalls {
 			go s.recall(r)
 		}
+	}
+}
+
+// meet notes the MDS process an answer came from. If it is not the one
+// the locks are from, the MDS restarted and forgot them: every handle
+// reclaims its locks, which the new process takes back only in its
+// grace (it grants nothing else meanwhile). A handle whose reclaim is
+// refused has lost its locks: what it buffered under them fails.
+func (s *lockSession) meet(ctx context.Context, incarnation uint64) {
+	s.reclaimMu.Lock()
+	defer s.reclaimMu.Unlock()
+	s.mu.Lock()
+	old := s.incarnation
+	s.incarnation = incarnation
+	files := make([]*File, 0, len(s.files))
+	for _, f := range s.files {
+		files = append(files, f)
+	}
+	s.mu.Unlock()
+	if old == 0 || old == incarnation {
+		return
+	}
+	for _, f := range files {
+		f.reclaim(ctx, s.id)
 	}
 }
 
@@ -148,6 +214,7 @@ type fileLocks struct {
 	asking    int          // lock requests in flight: a recall of a grant not seen yet waits for them
 	recalling int          // recalls being handed back: writes wait
 	using     int          // writes under held ranges in progress: recalls wait
+	lost      error        // why locks were lost without being handed back (their buffered writes fail)
 }
 
 // stripeSpan is stripes [lo, hi).
@@ -204,6 +271,7 @@ func (f *File) initLocks() { f.locks.cond = sync.NewCond(&f.locks.mu) }
 // takeGrant installs a lock the MDS granted (with the open, or asked
 // for), sent at sent.
 func (f *File) takeGrant(g *mdsproto.ExtentGrant, sent time.Time) {
+	f.c.locks.meet(f.c.life, g.Incarnation) // before: the grant is not among what is reclaimed
 	f.c.locks.extend(sent, time.Duration(g.LeaseNs))
 	f.c.locks.join(f)
 	f.locks.mu.Lock()
@@ -282,6 +350,24 @@ func (f *File) askLock(ctx context.Context, lo, hi int64) (*mdsproto.ExtentGrant
 	return &g, nil
 }
 
+// stripeHeld reports whether the handle may send stripe fs: it holds
+// the stripe's lock and the lock is still valid. A stripe buffered under
+// a lock lost since (the MDS unreachable past the lease, or a restart
+// whose reclaim failed) must not be sent: another writer may have the
+// stripe now.
+func (f *File) stripeHeld(fs int64) error {
+	l := &f.locks
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if covers(l.held, fs, fs+1) && f.c.locks.valid(time.Now()) {
+		return nil
+	}
+	if l.lost != nil {
+		return l.lost
+	}
+	return wire.Errorf(wire.ErrUnavail, "%s: stripe %d: its extent lock lapsed before it was written (the MDS was unreachable for a lease)", f.path, fs)
+}
+
 func (f *File) unpinLocks() {
 	l := &f.locks
 	l.mu.Lock()
@@ -330,6 +416,42 @@ func (f *File) recall(r mdsproto.Recall) {
 		// The MDS asks again while the range is wanted.
 		return
 	}
+}
+
+// reclaim asks a restarted MDS to take back the locks this handle holds.
+func (f *File) reclaim(ctx context.Context, session uint64) {
+	l := &f.locks
+	l.mu.Lock()
+	l.recalling++ // no write starts under locks being reclaimed
+	for l.using > 0 {
+		l.cond.Wait()
+	}
+	spans := make([][2]int64, 0, len(l.held))
+	for _, h := range l.held {
+		spans = append(spans, [2]int64{h.lo, h.hi})
+	}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.recalling--
+		l.cond.Broadcast()
+		l.mu.Unlock()
+	}()
+	if len(spans) == 0 {
+		return
+	}
+	f.mu.Lock()
+	req := mdsproto.ReclaimReq{Ino: f.layoutIno(), Handle: f.handle, Session: session, Spans: spans, End: f.size, SizeGen: f.sizeGen}
+	f.mu.Unlock()
+	var g mdsproto.ExtentGrant
+	err := f.c.mds(ctx, mdsproto.OpExtentReclaim, req, &g)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.held, l.lost = nil, fmt.Errorf("%s: extent locks lost across an MDS restart: %w", f.path, err)
+		return
+	}
+	l.seq = g.Seq // the new process numbers its grants afresh
 }
 
 // releaseLocks gives back every lock the handle holds (its lease is

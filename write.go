@@ -110,6 +110,11 @@ func (f *File) submitLocked() {
 		return
 	}
 	f.wb = nil
+	if err := f.stripeHeld(wb.fs); err != nil {
+		f.setErr(err)
+		f.releaseStripe(wb)
+		return
+	}
 	if f.unsyncedBytes() >= f.maxUnsyncedBytes() {
 		f.flushOSDs(context.Background())
 	}

@@ -1,6 +1,7 @@
 package mds
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -172,6 +173,52 @@ func (t *extentTable) acquire(now time.Time, ino, session, handle uint64, want s
 	t.addLocked(fl, extentLock{session: session, handle: handle, span: want, seq: t.seq})
 	return acquireResult{granted: true, grant: want, seq: t.seq, end: fl.end, endGen: fl.endGen}
 }
+
+// reclaim takes back locks a handle held from the previous MDS process,
+// during the grace (when nothing else can have been granted), with its
+// view of the size. It returns the seq the locks now have.
+func (t *extentTable) reclaim(now time.Time, ino, session, handle uint64, spans []span, end int64, gen uint64) (uint64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !now.Before(t.graceEnd) {
+		return 0, wire.Errorf(wire.ErrInvalid, "extent locks can be reclaimed only in the first %v after an MDS start", t.lease)
+	}
+	s := t.sessionLocked(session, now)
+	fl := t.files[ino]
+	if fl == nil {
+		if len(t.files) >= maxLockFiles {
+			t.evictLocked()
+		}
+		fl = &fileLocks{}
+		t.files[ino] = fl
+	}
+	if s == nil || t.n+len(spans) > maxExtentLocks {
+		return 0, wire.Errorf(wire.ErrBusy, "the MDS holds as many extent locks as it may")
+	}
+	for _, want := range spans {
+		for _, l := range fl.locks {
+			if l.handle != handle && l.overlaps(want) {
+				// Two holders of one range: one of them was never
+				// granted it (a bug, or a clock far off). Neither gets
+				// it back from here.
+				return 0, wire.Errorf(wire.ErrInvalid, "inode %d stripes %s reclaimed by two handles", ino, want)
+			}
+		}
+	}
+	switch {
+	case gen > fl.endGen:
+		fl.end, fl.endGen = end, gen
+	case gen == fl.endGen:
+		fl.end = max(fl.end, end)
+	}
+	t.seq++
+	for _, sp := range spans {
+		t.addLocked(fl, extentLock{session: session, handle: handle, span: sp, seq: t.seq})
+	}
+	return t.seq, nil
+}
+
+func (a span) String() string { return fmt.Sprintf("[%d, %d)", a.lo, a.hi) }
 
 // addLocked records l, merged with the handle's ranges it touches.
 func (t *extentTable) addLocked(fl *fileLocks, l extentLock) {

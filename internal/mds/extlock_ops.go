@@ -2,6 +2,7 @@ package mds
 
 import (
 	"context"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/braidfs/braid/internal/kv"
@@ -20,6 +21,7 @@ var keyLocksHeld = []byte("s/locks_held")
 // held from before.
 func (s *Server) startLocks(ctx context.Context) error {
 	s.extents = newExtentTable(s.cfg.LockLease, s.cfg.Now())
+	s.incarnation = mrand.Uint64() | 1
 	return s.kv.View(ctx, func(r kv.Reader) error {
 		v, err := r.Get(keyLocksHeld)
 		if err != nil {
@@ -137,7 +139,7 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 	if !r.granted {
 		return mdsproto.ExtentGrant{}, false, r, nil
 	}
-	g := mdsproto.ExtentGrant{Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen, LeaseNs: int64(s.cfg.LockLease)}
+	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen, LeaseNs: int64(s.cfg.LockLease)}
 	if r.endGen == rec.SizeGen {
 		g.End = max(g.End, r.end)
 	}
@@ -175,7 +177,7 @@ func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdspro
 	if req.Session == 0 {
 		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrInvalid, "no session")
 	}
-	resp := mdsproto.LockWaitResp{LeaseNs: int64(s.cfg.LockLease)}
+	resp := mdsproto.LockWaitResp{LeaseNs: int64(s.cfg.LockLease), Incarnation: s.incarnation}
 	recalls, wake, err := s.extents.wait(s.cfg.Now(), req.Session)
 	if err != nil || len(recalls) > 0 {
 		resp.Recalls = recalls
@@ -192,4 +194,26 @@ func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdspro
 	}
 	resp.Recalls = s.extents.waited(s.cfg.Now(), req.Session)
 	return resp, nil
+}
+
+// maxReclaimSpans bounds the ranges one reclaim names.
+const maxReclaimSpans = 4096
+
+// extentReclaim takes back a handle's locks from the previous process.
+func (s *Server) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq) (mdsproto.ExtentGrant, error) {
+	if req.Handle == 0 || req.Session == 0 || len(req.Spans) == 0 || len(req.Spans) > maxReclaimSpans || req.End < 0 {
+		return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrInvalid, "reclaim of %d ranges", len(req.Spans))
+	}
+	spans := make([]span, 0, len(req.Spans))
+	for _, sp := range req.Spans {
+		if sp[0] < 0 || sp[1] <= sp[0] || sp[1] > mdsproto.MaxStripe {
+			return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrInvalid, "reclaim of stripes [%d, %d)", sp[0], sp[1])
+		}
+		spans = append(spans, span{sp[0], sp[1]})
+	}
+	seq, err := s.extents.reclaim(s.cfg.Now(), req.Ino, req.Session, req.Handle, spans, req.End, req.SizeGen)
+	if err != nil {
+		return mdsproto.ExtentGrant{}, err
+	}
+	return mdsproto.ExtentGrant{Incarnation: s.incarnation, Seq: seq, LeaseNs: int64(s.cfg.LockLease)}, nil
 }

@@ -24,6 +24,7 @@ import (
 //	drop handle=H [ino=I]
 //	truncated gen=G [ino=I]
 //	committed size=N gen=G [ino=I]
+//	reclaim session=S handle=H spans=L-H,L-H end=E [gen=G] [ino=I]
 //	wait session=S      (a LockWait: its recalls, or that it waits)
 //	tick d=DURATION     (the clock moves on)
 //	restart             (a new process, which found the locks-held mark)
@@ -79,6 +80,27 @@ func TestExtentLockTranscripts(t *testing.T) {
 			case "drop":
 				tab.dropHandle(ino, uint64(arg("handle", -1)))
 				return "ok"
+			case "reclaim":
+				var text string
+				d.ScanArgs(t, "spans", &text)
+				var spans []span
+				for _, p := range strings.Split(text, ",") {
+					lo, hi, _ := strings.Cut(p, "-")
+					l, err1 := strconv.ParseInt(lo, 10, 64)
+					h, err2 := strconv.ParseInt(hi, 10, 64)
+					if hi == "max" {
+						h, err2 = mdsproto.MaxStripe, nil
+					}
+					if err1 != nil || err2 != nil {
+						d.Fatalf(t, "spans %q", text)
+					}
+					spans = append(spans, span{l, h})
+				}
+				seq, err := tab.reclaim(now, ino, uint64(arg("session", -1)), uint64(arg("handle", -1)), spans, arg("end", 0), uint64(arg("gen", 0)))
+				if err != nil {
+					return "refused: " + err.Error()
+				}
+				return fmt.Sprintf("reclaimed seq=%d", seq)
 			case "committed":
 				tab.committed(ino, arg("size", -1), uint64(arg("gen", -1)))
 				return "ok"

@@ -87,6 +87,7 @@ type Server struct {
 	leases leaseTable
 
 	extents     *extentTable
+	incarnation uint64 // names this process to clients holding its extent locks
 	locksMarked atomic.Bool // keyLocksHeld is stored
 	lockMarkMu  sync.Mutex
 
@@ -354,6 +355,8 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.extentRelease)
 	case mdsproto.OpLockWait:
 		return call(ctx, r.Meta, s.lockWait)
+	case mdsproto.OpExtentReclaim:
+		return call(ctx, r.Meta, s.extentReclaim)
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }

@@ -50,6 +50,7 @@ const (
 	OpExtentLock
 	OpExtentRelease
 	OpLockWait
+	OpExtentReclaim
 )
 
 // File types.
@@ -239,7 +240,11 @@ const MaxStripe int64 = 1 << 62
 // generation; LeaseNs says how long the session's locks last without a
 // LockWait.
 type ExtentGrant struct {
-	Seq     uint64 `json:"seq"` // grants are numbered in the order the MDS made them
+	// Incarnation names the MDS process that granted the lock: locks
+	// live in its memory, and a client that meets another one reclaims
+	// its locks from it (ReclaimReq).
+	Incarnation uint64 `json:"incarnation"`
+	Seq         uint64 `json:"seq"` // grants are numbered in the order the MDS made them
 	Lo      int64  `json:"lo"`
 	Hi      int64  `json:"hi"`
 	End     int64  `json:"end"`
@@ -256,8 +261,23 @@ type LockWaitReq struct {
 }
 
 type LockWaitResp struct {
-	Recalls []Recall `json:"recalls,omitempty"`
-	LeaseNs int64    `json:"lease_ns"` // the session's locks last this long from the request
+	Recalls     []Recall `json:"recalls,omitempty"`
+	LeaseNs     int64    `json:"lease_ns"` // the session's locks last this long from the request
+	Incarnation uint64   `json:"incarnation"`
+}
+
+// ReclaimReq asks a restarted MDS (another incarnation than the one
+// that granted them) to take back the locks a handle holds, with its
+// view of the size. It is accepted only while the new process grants
+// nothing else (its grace, one lease from its start), when no lock can
+// have been granted over them since.
+type ReclaimReq struct {
+	Ino     uint64      `json:"ino"`
+	Handle  uint64      `json:"handle"`
+	Session uint64      `json:"session"`
+	Spans   [][2]int64  `json:"spans"` // stripe ranges [lo, hi)
+	End     int64       `json:"end"`
+	SizeGen uint64      `json:"size_gen,omitempty"`
 }
 
 // Recall asks the holder of a lock to give back stripes [Lo, Hi) of it
