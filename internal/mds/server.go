@@ -87,7 +87,7 @@ type Server struct {
 	leases leaseTable
 
 	extents     *extentTable
-	incarnation uint64 // names this process to clients holding its extent locks
+	incarnation uint64      // names this process to clients holding its extent locks
 	locksMarked atomic.Bool // keyLocksHeld is stored
 	lockMarkMu  sync.Mutex
 

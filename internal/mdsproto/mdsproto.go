@@ -245,11 +245,11 @@ type ExtentGrant struct {
 	// its locks from it (ReclaimReq).
 	Incarnation uint64 `json:"incarnation"`
 	Seq         uint64 `json:"seq"` // grants are numbered in the order the MDS made them
-	Lo      int64  `json:"lo"`
-	Hi      int64  `json:"hi"`
-	End     int64  `json:"end"`
-	SizeGen uint64 `json:"size_gen,omitempty"`
-	LeaseNs int64  `json:"lease_ns"`
+	Lo          int64  `json:"lo"`
+	Hi          int64  `json:"hi"`
+	End         int64  `json:"end"`
+	SizeGen     uint64 `json:"size_gen,omitempty"`
+	LeaseNs     int64  `json:"lease_ns"`
 }
 
 // LockWaitReq is a client session's standing request for recalls: it
@@ -272,12 +272,12 @@ type LockWaitResp struct {
 // nothing else (its grace, one lease from its start), when no lock can
 // have been granted over them since.
 type ReclaimReq struct {
-	Ino     uint64      `json:"ino"`
-	Handle  uint64      `json:"handle"`
-	Session uint64      `json:"session"`
-	Spans   [][2]int64  `json:"spans"` // stripe ranges [lo, hi)
-	End     int64       `json:"end"`
-	SizeGen uint64      `json:"size_gen,omitempty"`
+	Ino     uint64     `json:"ino"`
+	Handle  uint64     `json:"handle"`
+	Session uint64     `json:"session"`
+	Spans   [][2]int64 `json:"spans"` // stripe ranges [lo, hi)
+	End     int64      `json:"end"`
+	SizeGen uint64     `json:"size_gen,omitempty"`
 }
 
 // Recall asks the holder of a lock to give back stripes [Lo, Hi) of it
