@@ -354,9 +354,13 @@ func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all [
 			delete(f.missed, c) // dirty for another reason: not this handle's to clear
 			delete(f.caughtUp, c)
 		}
-		if f.dirty[c] && f.reporting[c] == 0 {
-			continue // the MDS knows already (or an in-flight stripe op will fail Sync)
+		if f.dirty[c] && f.own[c] && f.reporting[c] == 0 {
+			continue // this handle's mark is at the MDS already
 		}
+		// A component dirty by another's mark is marked again, as this
+		// handle's: the other may be a writer that clears its own mark
+		// once its failed writes landed, which would leave this one's
+		// write missing from a component trusted again.
 		comps = append(comps, c)
 		f.dirty[c] = true
 		f.own[c] = true

@@ -278,6 +278,17 @@ func (f *File) takeGrant(g *mdsproto.ExtentGrant, sent time.Time) {
 	f.locks.held = addSpan(f.locks.held, stripeSpan{g.Lo, g.Hi})
 	f.locks.seq = max(f.locks.seq, g.Seq)
 	f.locks.mu.Unlock()
+	// Marks other writers made are read around from now on: a component
+	// that missed one of their writes must not be read for a
+	// read-modify-write (seed 50 of the simulation, with a disk failing
+	// writes: a stale unit read as current, and parity computed from it).
+	f.amu.Lock()
+	for _, d := range g.Dirty {
+		if !f.caughtUp[int(d)] {
+			f.dirty[int(d)] = true
+		}
+	}
+	f.amu.Unlock()
 }
 
 // takeSize adopts the size a grant handed over (under mu). A newer

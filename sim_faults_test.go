@@ -194,13 +194,16 @@ func (s *sim) duplicates() {
 	s.verifyAll("after late copies of requests and a scrub")
 }
 
-// writeUnderFault reads every file, writes one, puts one and writes a
-// held file: within what the layouts tolerate, all succeed.
+// writeUnderFault reads every file, writes one, puts one, writes a held
+// file, has every client write one file at once and makes small writes:
+// within what the layouts tolerate, all succeed.
 func (s *sim) writeUnderFault() {
 	s.verifyAll("under a fault")
 	s.overwrite()
 	s.put()
 	s.heldStep()
+	s.sharedWrite()
+	s.smallWrites()
 }
 
 // putMayFail puts a file atomically, over an existing one or not, where

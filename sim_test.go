@@ -163,7 +163,10 @@ type sim struct {
 	rng3 *rand.Rand
 	// rng4 draws the duplicated requests (duplicates), added after
 	// rng3's kinds.
-	rng4  *rand.Rand
+	rng4 *rand.Rand
+	// rng5 draws the workloads added after that: several clients writing
+	// one file at once, and bursts of small writes (sim_shared_test.go).
+	rng5  *rand.Rand
 	dfs   diskFaults // what the disk twin fails now
 	c     *testcluster.Cluster
 	cl    *braid.Client   // the first of cls, for the checks
@@ -211,7 +214,8 @@ func runSim(t *testing.T, seed uint64, steps int) string {
 	nw.SplitRequests(wire.FrameLen)
 	t.Cleanup(nw.Close) // after the cluster stops
 	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), rng2: rand.New(rand.NewPCG(seed, 0x5eed2)),
-		rng3: rand.New(rand.NewPCG(seed, 0x5eed3)), rng4: rand.New(rand.NewPCG(seed, 0x5eed4)), nw: nw, disk: disk,
+		rng3: rand.New(rand.NewPCG(seed, 0x5eed3)), rng4: rand.New(rand.NewPCG(seed, 0x5eed4)),
+		rng5: rand.New(rand.NewPCG(seed, 0x5eed5)), nw: nw, disk: disk,
 		model: map[string][]byte{}, held: map[string]*heldFile{}, live: []int{0, 1, 2, 3, 4, 5}}
 	disk.Fault = s.dfs.fault
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Network: nw, OSDFS: disk, CapTTL: 3 * time.Second,
@@ -232,6 +236,9 @@ func runSim(t *testing.T, seed uint64, steps int) string {
 			s.heldStep()
 		default:
 			s.fault()
+		}
+		if s.rng5.IntN(4) == 0 {
+			s.sharedWorkload()
 		}
 	}
 	s.finalChecks()

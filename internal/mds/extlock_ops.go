@@ -139,7 +139,8 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 	if !r.granted {
 		return mdsproto.ExtentGrant{}, false, r, nil
 	}
-	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen, LeaseNs: int64(s.cfg.LockLease)}
+	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen,
+		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty}
 	if r.endGen == rec.SizeGen {
 		g.End = max(g.End, r.end)
 	}

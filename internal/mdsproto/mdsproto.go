@@ -250,6 +250,10 @@ type ExtentGrant struct {
 	End         int64  `json:"end"`
 	SizeGen     uint64 `json:"size_gen,omitempty"`
 	LeaseNs     int64  `json:"lease_ns"`
+	// Dirty is the file's dirty set as the grant found it: marks other
+	// writers made (their unit writes failed) that this handle must
+	// read around before it reads the stripes for a read-modify-write.
+	Dirty []uint32 `json:"dirty,omitempty"`
 }
 
 // LockWaitReq is a client session's standing request for recalls: it
