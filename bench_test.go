@@ -1,7 +1,10 @@
 package braid_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/braidfs/braid"
@@ -80,5 +83,86 @@ func benchWrite(b *testing.B, cl *braid.Client, spec string, n int64) {
 		if _, err := bench.Write(ctx, cl, "/bench", spec, n); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSharedFile measures the N-to-1 pattern: clients writing
+// interleaved blocks of one ec:4+2 file (64 MiB, through close), with
+// blocks of one stripe (4 MiB: writers never share one) and of 47,008
+// bytes (every stripe shared), next to one writer writing the same file
+// sequentially in the same run; and 4 KiB writes at random places of an
+// existing file through one handle.
+func BenchmarkSharedFile(b *testing.B) {
+	const spec, size = "ec:4+2", 64 << 20
+	c := testcluster.Start(b, testcluster.Options{OSDs: 6})
+	b.Run("baseline=one-writer", func(b *testing.B) {
+		benchShared(b, c, spec, size, 1, size)
+	})
+	for _, writers := range []int{2, 4} {
+		for _, block := range []int{4 << 20, 47_008} {
+			b.Run(fmt.Sprintf("writers=%d/block=%d", writers, block), func(b *testing.B) {
+				benchShared(b, c, spec, size, writers, block)
+			})
+		}
+	}
+	b.Run("random-4KiB", func(b *testing.B) {
+		cl := c.Dial()
+		createEmpty(b, cl, "/rand", spec)
+		f, err := cl.OpenFile(ctx, "/rand", true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Truncate(size); err != nil {
+			b.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		buf := make([]byte, 4096)
+		b.SetBytes(4096)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := f.WriteAt(buf, rng.Int64N(size/4096)*4096); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+func benchShared(b *testing.B, c *testcluster.Cluster, spec string, size, writers, block int) {
+	var cls []*braid.Client
+	for w := 0; w < writers; w++ {
+		cls = append(cls, c.Dial())
+	}
+	b.SetBytes(int64(size))
+	for i := 0; i < b.N; i++ {
+		createEmpty(b, cls[0], "/shared", spec)
+		var files []*braid.File
+		for _, cl := range cls {
+			f, err := cl.OpenFile(ctx, "/shared", true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		data := make([]byte, block)
+		var wg sync.WaitGroup
+		for w, f := range files {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for off := w * block; off < size; off += writers * block {
+					if _, err := f.WriteAt(data[:min(block, size-off)], int64(off)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				if err := f.Close(); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
 	}
 }

@@ -139,9 +139,14 @@ func (s *lockSession) file(handle uint64) (*File, bool) {
 func (s *lockSession) run() {
 	ctx := s.c.life
 	lease := defaultLockLease
+	idleSince := time.Now()
 	for ctx.Err() == nil {
 		s.mu.Lock()
-		if len(s.files) == 0 {
+		if len(s.files) > 0 {
+			idleSince = time.Now()
+		} else if time.Since(idleSince) > lease {
+			// Kept a lease past the last handle: a client writing file
+			// after file would otherwise start a LockWait for each.
 			s.running = false
 			s.mu.Unlock()
 			return

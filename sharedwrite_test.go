@@ -13,7 +13,7 @@ import (
 
 // createEmpty makes an empty file of layout spec (put would mirror it:
 // it tells the MDS the size, and small files are mirrored).
-func createEmpty(t *testing.T, cl *braid.Client, path, spec string) {
+func createEmpty(t testing.TB, cl *braid.Client, path, spec string) {
 	t.Helper()
 	f, err := cl.Create(ctx, path, braid.CreateOptions{Layout: spec, SizeHint: -1})
 	if err != nil {

@@ -26,8 +26,10 @@ import (
 // (simnet, simdisk, kv.WithConflicts) and inside a synctest bubble, so
 // every timer (heartbeats, leases, capability lifetimes, timeouts) runs on
 // simulated time. Through two clients a seeded workload writes,
-// overwrites, truncates, renames and removes files, and keeps two files
-// open for writing across steps, while faults come and go: an OSD
+// overwrites, truncates, renames and removes files, keeps two files open
+// for writing across steps, has both clients write one file at once
+// (interleaved blocks sharing stripes) and makes bursts of small writes
+// (sim_shared_test.go), while faults come and go: an OSD
 // partitioned away, slowed, restarted or losing power, an object lost
 // from a disk, a bit flipped on a disk, every connection cut, metadata
 // transactions losing races, an OSD losing replies after acting on the
