@@ -215,10 +215,10 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 // boot of the OSD that applied it (0 if another did: unknown).
 func (f *File) applyStage(ctx context.Context, s fileSnap, c int, txid uint64) (uint64, error) {
 	for try := 0; ; try++ {
+		// Applied already (by the resolver, or a copy of this request)
+		// answers done: the OSD keeps a tombstone (osd/stage.go). Not
+		// found means it never had the stage, and is an error.
 		wr, err := writeReplyOf(f.snapCall(ctx, s, osdproto.OpApply, c, osdproto.Req{Txid: txid, Flags: f.mustExist(c)}, nil))
-		if errors.Is(err, wire.ErrNotFound) {
-			return 0, nil // the resolver applied it already
-		}
 		if err == nil {
 			f.checkCreated(ctx, c, wr.Created) // the object was lost: the stage alone is not its data
 			return wr.Boot, nil

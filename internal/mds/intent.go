@@ -287,7 +287,8 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 			}
 			meta, err := s.osdCallData(ctx, id, op, req, nil, now)
 			switch {
-			case err == nil || errors.Is(err, wire.ErrNotFound):
+			case err == nil:
+			case op == osdproto.OpAbort && errors.Is(err, wire.ErrNotFound): // an older OSD's answer
 			case osdproto.UnitBroken(err):
 				// The OSD answers but cannot apply this unit (a block it
 				// merges with fails its checksum, its disk fails): retrying

@@ -7,7 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -36,6 +39,110 @@ func (s *Store) stagePath(k ObjKey, txid uint64) string {
 		fmt.Sprintf("%016x.%d.%016x.stg", k.Ino, k.Comp, txid))
 }
 
+// Tombstones: the outcome of a staged write outlives its stage file, as
+// an empty file <ino>.<comp>.<txid>.app (applied) or .abt (aborted) next
+// to it, so that no answer about a txid is ambiguous: an apply sent again
+// is done, an apply of an aborted stage is refused (ErrInvalid: the unit
+// is rebuilt), a stage arriving after its outcome (a copy the network
+// held) is refused, and an abort of a stage never seen here fences it.
+// "Not found" then means only "never staged here". Tombstones are kept
+// for tombstoneRetention (counted from when they were made, or from the
+// store's start for those found on disk), at most maxTombstones of them,
+// and go with their object.
+const (
+	tombstoneRetention = time.Hour
+	maxTombstones      = 1 << 20
+)
+
+func (s *Store) tombPath(k ObjKey, txid uint64, kind string) string {
+	return filepath.Join(s.dir, "objects", fmt.Sprintf("%02x", k.Ino&0xff),
+		fmt.Sprintf("%016x.%d.%016x.%s", k.Ino, k.Comp, txid, kind))
+}
+
+func isTombName(name string) bool {
+	return strings.HasSuffix(name, "."+tombApplied) || strings.HasSuffix(name, "."+tombAborted)
+}
+
+const (
+	tombApplied = "app"
+	tombAborted = "abt"
+)
+
+// outcome is what became of staged write txid: tombApplied, tombAborted,
+// or "" if this store knows nothing of it.
+func (s *Store) outcome(k ObjKey, txid uint64) (string, error) {
+	for _, kind := range []string{tombApplied, tombAborted} {
+		f, err := s.fs.OpenFile(s.tombPath(k, txid, kind), os.O_RDONLY, 0)
+		if err == nil {
+			_ = f.Close()
+			return kind, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", s.ioError(err)
+		}
+	}
+	return "", nil
+}
+
+// settle records the outcome of txid, drops its stage and makes both
+// durable (the directory synced), then collects old tombstones.
+func (s *Store) settle(k ObjKey, txid uint64, kind string) error {
+	path := s.tombPath(k, txid, kind)
+	if err := s.fs.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return s.ioError(err)
+	}
+	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return s.ioError(err)
+	}
+	_ = f.Close()
+	if err := s.dropStage(k, txid); err != nil {
+		return err
+	}
+	if err := s.syncDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	s.collectTombs(path)
+	return nil
+}
+
+// collectTombs queues a new tombstone and removes those past their
+// retention, or the oldest past maxTombstones.
+func (s *Store) collectTombs(path string) {
+	now := s.now()
+	s.tombs.push(path, now)
+	for _, old := range s.tombs.expired(now.Add(-tombstoneRetention), maxTombstones) {
+		_ = s.fs.Remove(old) // one already gone (its object deleted) is fine
+	}
+}
+
+// tombQueue holds tombstones oldest first.
+type tombQueue struct {
+	mu    sync.Mutex
+	paths []string
+	at    []time.Time
+}
+
+func (q *tombQueue) push(path string, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.paths, q.at = append(q.paths, path), append(q.at, at)
+}
+
+// expired takes the tombstones made before cutoff, and the oldest beyond
+// max, off the queue.
+func (q *tombQueue) expired(cutoff time.Time, max int) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for n < len(q.paths) && (q.at[n].Before(cutoff) || len(q.paths)-n > max) {
+		n++
+	}
+	out := slices.Clone(q.paths[:n])
+	q.paths, q.at = slices.Delete(q.paths, 0, n), slices.Delete(q.at, 0, n)
+	return out
+}
+
 // Stage writes p, meant for object k at off, to a durable side file.
 func (s *Store) Stage(k ObjKey, version, txid uint64, off int64, p []byte) error {
 	_, done, err := s.lockObject(k, version, forRead) // refuse stale writers; create nothing yet
@@ -43,6 +150,11 @@ func (s *Store) Stage(k ObjKey, version, txid uint64, off int64, p []byte) error
 		return err
 	}
 	done()
+	if kind, err := s.outcome(k, txid); err != nil {
+		return err
+	} else if kind != "" {
+		return wire.Errorf(wire.ErrInvalid, "staged write %x of object %x.%d was %s already: a late copy", txid, k.Ino, k.Comp, outcomeText(kind))
+	}
 	h := make([]byte, stageHeaderBytes)
 	binary.LittleEndian.PutUint32(h[0:], stageMagic)
 	binary.LittleEndian.PutUint16(h[4:], stageFormat)
@@ -125,12 +237,29 @@ func (s *Store) readStage(k ObjKey, txid uint64) (off int64, data []byte, err er
 	return off, data, nil
 }
 
+func outcomeText(kind string) string {
+	if kind == tombApplied {
+		return "applied"
+	}
+	return "aborted"
+}
+
 // Apply copies staged write txid into object k, makes it durable, then
-// drops the stage file. Applying twice is harmless: the second finds no
-// stage and reports ErrNotFound, which callers treat as done. With
+// replaces the stage file with its tombstone. Applying twice is done; an
+// aborted stage is ErrInvalid; one never staged here ErrNotFound. With
 // osdproto.FlagMustExist a missing object is ErrLost (the stage stays).
 func (s *Store) Apply(k ObjKey, version, txid uint64, flags uint8) (created bool, err error) {
 	off, data, err := s.readStage(k, txid)
+	if errors.Is(err, wire.ErrNotFound) {
+		switch kind, oerr := s.outcome(k, txid); {
+		case oerr != nil:
+			return false, oerr
+		case kind == tombApplied:
+			return false, nil
+		case kind == tombAborted:
+			return false, wire.Errorf(wire.ErrInvalid, "staged write %x of object %x.%d was aborted", txid, k.Ino, k.Comp)
+		}
+	}
 	if err != nil {
 		return false, err
 	}
@@ -148,11 +277,18 @@ func (s *Store) Apply(k ObjKey, version, txid uint64, flags uint8) (created bool
 	if err := s.syncLocked(o); err != nil {
 		return created, err
 	}
-	return created, s.dropStage(k, txid)
+	return created, s.settle(k, txid, tombApplied)
 }
 
-// Abort drops staged write txid; a missing one is not an error.
-func (s *Store) Abort(k ObjKey, txid uint64) error { return s.dropStage(k, txid) }
+// Abort drops staged write txid, leaving its tombstone; one never staged
+// here gets a tombstone too, so a late copy of it is refused. An applied
+// one stays applied.
+func (s *Store) Abort(k ObjKey, txid uint64) error {
+	if kind, err := s.outcome(k, txid); err != nil || kind == tombApplied {
+		return err
+	}
+	return s.settle(k, txid, tombAborted)
+}
 
 func (s *Store) dropStage(k ObjKey, txid uint64) error {
 	if err := s.fs.Remove(s.stagePath(k, txid)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -161,7 +297,8 @@ func (s *Store) dropStage(k ObjKey, txid uint64) error {
 	return nil
 }
 
-// dropStagesOf removes every stage file of object k (on deletion).
+// dropStagesOf removes every stage file and tombstone of object k (on
+// deletion).
 func (s *Store) dropStagesOf(k ObjKey) {
 	dir := filepath.Dir(s.path(k, "dat"))
 	entries, err := s.fs.ReadDir(dir)
@@ -170,7 +307,7 @@ func (s *Store) dropStagesOf(k ObjKey) {
 	}
 	prefix := fmt.Sprintf("%016x.%d.", k.Ino, k.Comp)
 	for _, e := range entries {
-		if name := e.Name(); strings.HasPrefix(name, prefix) && strings.HasSuffix(name, ".stg") {
+		if name := e.Name(); strings.HasPrefix(name, prefix) && (strings.HasSuffix(name, ".stg") || isTombName(name)) {
 			_ = s.fs.Remove(filepath.Join(dir, name))
 		}
 	}

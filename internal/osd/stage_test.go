@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -42,8 +43,8 @@ func TestStageApplyAbort(t *testing.T) {
 	if got := readAll(t, s, k, 1, 10000); !bytes.Equal(got, want) {
 		t.Fatal("apply did not write the staged bytes")
 	}
-	if _, err := s.Apply(k, 1, 77, 0); !errors.Is(err, wire.ErrNotFound) {
-		t.Fatalf("second apply: %v, want ErrNotFound", err)
+	if created, err := s.Apply(k, 1, 77, 0); err != nil || created {
+		t.Fatalf("second apply: created %v, %v; want done (the tombstone says applied)", created, err)
 	}
 	// Abort drops a stage without touching the object.
 	if err := s.Stage(k, 1, 78, 0, []byte("zzz")); err != nil {
@@ -52,8 +53,8 @@ func TestStageApplyAbort(t *testing.T) {
 	if err := s.Abort(k, 78); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(k, 1, 78, 0); !errors.Is(err, wire.ErrNotFound) {
-		t.Fatalf("apply after abort: %v", err)
+	if _, err := s.Apply(k, 1, 78, 0); !errors.Is(err, wire.ErrInvalid) {
+		t.Fatalf("apply after abort: %v, want ErrInvalid (aborted)", err)
 	}
 	if got := readAll(t, s, k, 1, 10000); !bytes.Equal(got, want) {
 		t.Fatal("abort changed the object")
@@ -92,5 +93,66 @@ func TestDamagedStageRefused(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "*.stg")); len(m) != 0 {
 		t.Fatalf("stage files left after delete: %v", m)
+	}
+}
+
+// The outcome of a staged write outlives its stage file (tombstones), so
+// no answer is ambiguous: applying again is done, applying an aborted one
+// is refused, a stage arriving after its outcome (a late copy) is refused,
+// an abort of a stage never seen fences it, an apply of one never staged is
+// not found. Tombstones survive a restart and are collected after
+// tombstoneRetention, and with their object.
+func TestStageTombstones(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, OSFS{}, dir)
+	now := time.Now() // tombstones found at a restart are dated by the clock
+	s.now = func() time.Time { return now }
+	k := ObjKey{Ino: 9, Comp: 2}
+	if _, err := s.Write(k, 1, 0, []byte("base"), osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stage(k, 1, 1, 0, []byte("B")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(k, 1, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stage(k, 1, 1, 0, []byte("late")); !errors.Is(err, wire.ErrInvalid) {
+		t.Fatalf("stage after its apply: %v, want ErrInvalid", err)
+	}
+	if err := s.Abort(k, 2); err != nil { // never staged here: fenced
+		t.Fatal(err)
+	}
+	if err := s.Stage(k, 1, 2, 0, []byte("late")); !errors.Is(err, wire.ErrInvalid) {
+		t.Fatalf("stage after its abort: %v, want ErrInvalid", err)
+	}
+	if _, err := s.Apply(k, 1, 3, 0); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("apply of a stage never made: %v, want ErrNotFound", err)
+	}
+	if got := readAll(t, s, k, 1, 4); string(got) != "Base" {
+		t.Fatalf("object reads %q, want %q", got, "Base")
+	}
+	// A restart keeps the outcomes.
+	s = openTestStore(t, OSFS{}, dir)
+	s.now = func() time.Time { return now }
+	if _, err := s.Apply(k, 1, 1, 0); err != nil {
+		t.Fatalf("apply again after a restart: %v", err)
+	}
+	if _, err := s.Apply(k, 1, 2, 0); !errors.Is(err, wire.ErrInvalid) {
+		t.Fatalf("apply of an aborted stage after a restart: %v, want ErrInvalid", err)
+	}
+	// Collected a retention after they were made (or found at start).
+	now = now.Add(tombstoneRetention + time.Second)
+	if err := s.Abort(k, 4); err != nil { // a new tombstone collects the old
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(k, 1, 1, 0); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("apply long after: %v, want ErrNotFound (tombstone collected)", err)
+	}
+	if err := s.Delete(k, 1); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(s.stagePath(k, 4)), "*.ab*")); len(m) != 0 {
+		t.Fatalf("tombstones left after delete: %v", m)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -70,12 +71,15 @@ type Store struct {
 	direct      bool         // large aligned writes go direct (direct.go)
 	usedBytes   atomic.Int64 // bytes of object data held
 	directBytes atomic.Int64 // bytes written past the page cache (direct.go)
+
+	now   func() time.Time // for the age of tombstones (stage.go)
+	tombs tombQueue
 }
 
 // OpenStore opens (creating if needed) the object directory under dir.
 // onFatal is called when an fsync fails; it must stop the process.
 func OpenStore(fsys FS, dir string, onFatal func(error)) (*Store, error) {
-	s := &Store{fs: fsys, dir: dir, onFatal: onFatal, open: map[ObjKey]*object{}}
+	s := &Store{fs: fsys, dir: dir, onFatal: onFatal, open: map[ObjKey]*object{}, now: time.Now}
 	if err := fsys.MkdirAll(filepath.Join(dir, "objects"), 0o755); err != nil {
 		return nil, err
 	}
@@ -108,6 +112,11 @@ func (s *Store) scanUsed() (int64, error) {
 				if fi, err := e.Info(); err == nil {
 					used += fi.Size()
 				}
+			}
+			if isTombName(e.Name()) {
+				// Kept a retention from now: their age before the start
+				// is not known.
+				s.tombs.push(filepath.Join(root, sd.Name(), e.Name()), s.now())
 			}
 		}
 	}

@@ -80,11 +80,15 @@ const (
 // UnitBroken reports whether an OSD's answer to an Apply (or Abort) says
 // the unit cannot be applied there however often it is sent: a block it
 // merges with fails its checksum, its disk fails or is full, the object
-// is lost. An OSD that is unreachable, restarting or busy is not broken.
-// Writers and the MDS's resolver both give such a unit up to a rebuild.
+// is lost, the stage was aborted (ErrInvalid), or the OSD never had it
+// (ErrNotFound: an applied or aborted stage leaves a tombstone, so this
+// is not "done"). An OSD that is unreachable, restarting or busy is not
+// broken. Writers and the MDS's resolver both give such a unit up to a
+// rebuild.
 func UnitBroken(err error) bool {
 	return errors.Is(err, wire.ErrCorrupt) || errors.Is(err, wire.ErrLost) || errors.Is(err, wire.ErrInternal) ||
-		errors.Is(err, wire.ErrNoSpace) || errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrInvalid)
+		errors.Is(err, wire.ErrNoSpace) || errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrInvalid) ||
+		errors.Is(err, wire.ErrNotFound)
 }
 
 // MaxComps bounds the component list of one request.
