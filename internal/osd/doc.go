@@ -11,6 +11,8 @@
 //	                            INO = 16 hex digits, COMP = decimal component
 //	DIR/objects/XX/INO.COMP.sum checksums of the data file
 //	DIR/objects/XX/INO.COMP.TXID.stg  a staged write (stage.go)
+//	DIR/objects/XX/INO.COMP.TXID.app  tombstone: that staged write was
+//	DIR/objects/XX/INO.COMP.TXID.abt  applied / aborted (empty; stage.go)
 //
 // The .sum file starts with a 64-byte header (little-endian):
 //
