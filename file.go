@@ -166,7 +166,7 @@ func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenRes
 		return nil, err
 	}
 	if write && r.Lock != nil {
-		f.takeGrant(r.Lock, sent)
+		f.takeGrant(r.Lock, sent) // with the size it hands over: the inode above may predate it
 	}
 	enc, err := c.newEncoder(f.lay.Spec)
 	if err != nil {
@@ -262,11 +262,7 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 	if !sameLayout {
 		f.dirty = map[int]bool{}
 	}
-	for _, d := range r.Inode.Dirty {
-		if !f.caughtUp[int(d)] { // the MDS hears at the commit
-			f.dirty[int(d)] = true
-		}
-	}
+	f.takeMarksLocked(r.Inode.Dirty, r.OwnDirty)
 	for c := range f.reporting {
 		f.dirty[c] = true
 	}
@@ -275,6 +271,26 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 	}
 	f.amu.Unlock()
 	return nil
+}
+
+// takeMarksLocked merges the MDS's dirty marks (under amu). A mark this
+// handle alone made for writes it has caught up since is its to clear at
+// the next commit: the component is current. Any other mark is read
+// around, and is no longer this handle's to clear: another writer's
+// unit write to the component may have failed after this one's landed.
+func (f *File) takeMarksLocked(dirty, own []uint32) {
+	for _, d := range dirty {
+		c := int(d)
+		if slices.Contains(own, d) {
+			if !f.caughtUp[c] { // the MDS hears at the commit
+				f.dirty[c] = true
+			}
+			continue
+		}
+		f.dirty[c] = true
+		delete(f.caughtUp, c)
+		delete(f.missed, c)
+	}
 }
 
 // markDirty records that components missed a write (why says how), here

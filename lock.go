@@ -41,8 +41,11 @@ type lockSession struct {
 	// incarnation is the MDS process the locks are from; one met since
 	// (the MDS restarted) gets them reclaimed before they count again.
 	incarnation uint64
-	reclaimMu   sync.Mutex    // one reclaim at a time
-	renewed     chan struct{} // closed (and replaced) when validUntil moves
+	// epoch is the session's life at that process: a newer one means the
+	// MDS dropped the session's locks (silent past the lease).
+	epoch     uint64
+	reclaimMu sync.Mutex    // one reclaim at a time
+	renewed   chan struct{} // closed (and replaced) when validUntil moves
 }
 
 func newLockSession(c *Client) *lockSession {
@@ -160,7 +163,9 @@ func (s *lockSession) run() {
 			continue
 		}
 		lease = time.Duration(resp.LeaseNs)
-		s.meet(ctx, resp.Incarnation)
+		if !s.meet(ctx, resp.Incarnation, resp.SessionEpoch) {
+			continue // a late answer from a process since replaced
+		}
 		s.extend(sent, lease)
 		for _, r := range resp.Recalls {
 			go s.recall(r)
@@ -168,28 +173,50 @@ func (s *lockSession) run() {
 	}
 }
 
-// meet notes the MDS process an answer came from. If it is not the one
-// the locks are from, the MDS restarted and forgot them: every handle
-// reclaims its locks, which the new process takes back only in its
-// grace (it grants nothing else meanwhile). A handle whose reclaim is
-// refused has lost its locks: what it buffered under them fails.
-func (s *lockSession) meet(ctx context.Context, incarnation uint64) {
+// meet notes the MDS process and session epoch an answer came from, and
+// reports whether the answer is current (not from a process since
+// replaced). A newer process (the MDS restarted) forgot the locks: every
+// handle reclaims its own, which the new process takes back only in its
+// grace (it grants nothing else meanwhile). A newer epoch under the same
+// process means the MDS dropped the session (silent past its lease) and
+// granted its locks away perhaps: they are lost. A handle that loses its
+// locks fails what it had not made durable under them.
+func (s *lockSession) meet(ctx context.Context, incarnation, epoch uint64) bool {
 	s.reclaimMu.Lock()
 	defer s.reclaimMu.Unlock()
 	s.mu.Lock()
-	old := s.incarnation
-	s.incarnation = incarnation
+	oldInc, oldEpoch := s.incarnation, s.epoch
+	switch {
+	case incarnation < oldInc || (incarnation == oldInc && epoch < oldEpoch):
+		s.mu.Unlock()
+		return false
+	case incarnation == oldInc && epoch == oldEpoch:
+		s.mu.Unlock()
+		return true
+	}
+	s.incarnation, s.epoch = incarnation, epoch
 	files := make([]*File, 0, len(s.files))
 	for _, f := range s.files {
 		files = append(files, f)
 	}
 	s.mu.Unlock()
-	if old == 0 || old == incarnation {
-		return
+	if oldInc == 0 {
+		return true // the first answer
 	}
+	var wg sync.WaitGroup
 	for _, f := range files {
-		f.reclaim(ctx, s.id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if incarnation > oldInc {
+				f.reclaim(ctx, s.id)
+			} else {
+				f.loseLocks(fmt.Errorf("%s: extent locks lost: the MDS heard nothing from this client for a lease and may have granted them to another writer", f.path))
+			}
+		}()
 	}
+	wg.Wait()
+	return true
 }
 
 // defaultLockLease is assumed until the MDS says how long locks last.
@@ -274,26 +301,31 @@ func cutSpan(held []stripeSpan, s stripeSpan) []stripeSpan {
 func (f *File) initLocks() { f.locks.cond = sync.NewCond(&f.locks.mu) }
 
 // takeGrant installs a lock the MDS granted (with the open, or asked
-// for), sent at sent.
-func (f *File) takeGrant(g *mdsproto.ExtentGrant, sent time.Time) {
-	f.c.locks.meet(f.c.life, g.Incarnation) // before: the grant is not among what is reclaimed
+// for), sent at sent, with the size it hands over and the dirty marks it
+// names; it reports false for a grant from a process since replaced.
+func (f *File) takeGrant(g *mdsproto.ExtentGrant, sent time.Time) bool {
+	if !f.c.locks.meet(f.c.life, g.Incarnation, g.SessionEpoch) { // before: the grant is not among what is reclaimed or lost
+		return false
+	}
 	f.c.locks.extend(sent, time.Duration(g.LeaseNs))
 	f.c.locks.join(f)
-	f.locks.mu.Lock()
-	f.locks.held = addSpan(f.locks.held, stripeSpan{g.Lo, g.Hi})
-	f.locks.seq = max(f.locks.seq, g.Seq)
-	f.locks.mu.Unlock()
 	// Marks other writers made are read around from now on: a component
 	// that missed one of their writes must not be read for a
 	// read-modify-write (seed 50 of the simulation, with a disk failing
 	// writes: a stale unit read as current, and parity computed from it).
 	f.amu.Lock()
-	for _, d := range g.Dirty {
-		if !f.caughtUp[int(d)] {
-			f.dirty[int(d)] = true
-		}
-	}
+	f.takeMarksLocked(g.Dirty, g.OwnDirty)
 	f.amu.Unlock()
+	// The size first, then the lock: a write of another goroutine of this
+	// handle that finds the lock held must find the size it hands over.
+	f.mu.Lock()
+	f.takeSizeLocked(g)
+	f.locks.mu.Lock()
+	f.locks.held = addSpan(f.locks.held, stripeSpan{g.Lo, g.Hi})
+	f.locks.seq = max(f.locks.seq, g.Seq)
+	f.locks.mu.Unlock()
+	f.mu.Unlock()
+	return true
 }
 
 // takeSize adopts the size a grant handed over (under mu). A newer
@@ -332,20 +364,16 @@ func (f *File) lockStripes(ctx context.Context, lo, hi int64) (func(), error) {
 		if try == maxLockTries {
 			return nil, wire.Errorf(wire.ErrBusy, "%s: stripes %d-%d: recalled %d times before they could be written", f.path, lo, hi-1, try)
 		}
-		g, err := f.askLock(ctx, lo, hi)
-		if err != nil {
+		if err := f.askLock(ctx, lo, hi); err != nil {
 			return nil, fmt.Errorf("%s: lock stripes %d-%d: %w", f.path, lo, hi-1, err)
 		}
-		f.mu.Lock()
-		f.takeSizeLocked(g)
-		f.mu.Unlock()
 	}
 }
 
 // askLock asks the MDS for stripes [lo, hi) and takes the grant. While
 // it asks, a recall of a grant this handle has not seen waits: it may be
 // for this one.
-func (f *File) askLock(ctx context.Context, lo, hi int64) (*mdsproto.ExtentGrant, error) {
+func (f *File) askLock(ctx context.Context, lo, hi int64) error {
 	l := &f.locks
 	l.mu.Lock()
 	l.asking++
@@ -360,10 +388,10 @@ func (f *File) askLock(ctx context.Context, lo, hi int64) (*mdsproto.ExtentGrant
 	var g mdsproto.ExtentGrant
 	req := mdsproto.ExtentReq{Ino: f.layoutIno(), Handle: f.handle, Session: f.c.locks.id, Lo: lo, Hi: hi}
 	if err := f.c.mdsWaitBusy(ctx, mdsproto.OpExtentLock, req, &g); err != nil {
-		return nil, err
+		return err
 	}
-	f.takeGrant(&g, sent)
-	return &g, nil
+	f.takeGrant(&g, sent) // one from a replaced process is dropped: the caller asks again
+	return nil
 }
 
 // stripeHeld reports whether the handle may send stripe fs: it holds
@@ -435,24 +463,16 @@ func (f *File) recall(r mdsproto.Recall) {
 }
 
 // reclaim asks a restarted MDS to take back the locks this handle holds.
+// Writes under them go on meanwhile: the new process grants nothing else
+// until its grace ends, and a reclaim refused (too late) loses them.
 func (f *File) reclaim(ctx context.Context, session uint64) {
 	l := &f.locks
 	l.mu.Lock()
-	l.recalling++ // no write starts under locks being reclaimed
-	for l.using > 0 {
-		l.cond.Wait()
-	}
 	spans := make([][2]int64, 0, len(l.held))
 	for _, h := range l.held {
 		spans = append(spans, [2]int64{h.lo, h.hi})
 	}
 	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		l.recalling--
-		l.cond.Broadcast()
-		l.mu.Unlock()
-	}()
 	if len(spans) == 0 {
 		return
 	}
@@ -460,14 +480,49 @@ func (f *File) reclaim(ctx context.Context, session uint64) {
 	req := mdsproto.ReclaimReq{Ino: f.layoutIno(), Handle: f.handle, Session: session, Spans: spans, End: f.size, SizeGen: f.sizeGen}
 	f.mu.Unlock()
 	var g mdsproto.ExtentGrant
-	err := f.c.mds(ctx, mdsproto.OpExtentReclaim, req, &g)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err != nil {
-		l.held, l.lost = nil, fmt.Errorf("%s: extent locks lost across an MDS restart: %w", f.path, err)
+	if err := f.c.mds(ctx, mdsproto.OpExtentReclaim, req, &g); err != nil {
+		f.loseLocks(fmt.Errorf("%s: extent locks lost across an MDS restart: %w", f.path, err))
 		return
 	}
+	l.mu.Lock()
 	l.seq = g.Seq // the new process numbers its grants afresh
+	l.mu.Unlock()
+}
+
+// loseLocks drops every lock the handle holds, without handing them back
+// (the MDS no longer knows them). What it had not made durable under them
+// is dropped and the handle fails with why: a stripe it buffered, or a
+// unit write kept to be sent again, would otherwise land over another
+// writer's. Writes already made durable stand.
+func (f *File) loseLocks(why error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := &f.locks
+	l.mu.Lock()
+	had := len(l.held) > 0
+	l.held = nil
+	l.mu.Unlock()
+	if !had {
+		return
+	}
+	undurable := f.wb != nil
+	if f.wb != nil {
+		f.releaseStripe(f.wb)
+		f.wb = nil
+	}
+	f.amu.Lock()
+	u := f.unsynced
+	f.unsynced = newUnsynced()
+	f.amu.Unlock()
+	for _, wb := range u.bufs {
+		wire.PutBuf(wb.buf)
+	}
+	if undurable || len(u.writes) > 0 {
+		l.mu.Lock()
+		l.lost = why
+		l.mu.Unlock()
+		f.setErr(why)
+	}
 }
 
 // releaseLocks gives back every lock the handle holds (its lease is
@@ -479,8 +534,10 @@ func (f *File) releaseLocks(ctx context.Context) {
 	f.locks.held = nil
 	f.locks.mu.Unlock()
 	if had {
+		// The committed size, not the handle's view: what it wrote past
+		// it was aborted or failed, and the next holder must not commit it.
 		req := mdsproto.ExtentReq{Ino: f.layoutIno(), Handle: f.handle, Session: f.c.locks.id, Lo: 0, Hi: mdsproto.MaxStripe,
-			End: f.size, SizeGen: f.sizeGen, Seq: seq}
+			End: f.committed, SizeGen: f.sizeGen, Seq: seq}
 		_ = f.c.mds(ctx, mdsproto.OpExtentRelease, req, nil)
 	}
 }
@@ -488,4 +545,12 @@ func (f *File) releaseLocks(ctx context.Context) {
 // stripesOf is the stripes bytes [off, off+n) touch.
 func stripesOf(off, n, stripeBytes int64) (int64, int64) {
 	return off / stripeBytes, (off+max(n, 1)-1)/stripeBytes + 1
+}
+
+// sessionEpoch is the lock session's epoch as the client last saw it
+// (for tests).
+func (s *lockSession) sessionEpoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
 }

@@ -375,13 +375,29 @@ func (f *File) Truncate(size int64) error {
 		return wire.Errorf(wire.ErrTooBig, "%s: size %d past the %d bytes layout %s holds", f.path, size, lay.MaxSize(), lay.Spec)
 	}
 	// Every stripe from the lower of the old and new end on is rewritten
-	// or cut: no other writer may be in one meanwhile.
-	unlock, err := f.lockStripes(context.Background(), min(size, f.Size())/lay.Spec.StripeBytes(), mdsproto.MaxStripe)
-	if err != nil {
-		return err
+	// or cut: no other writer may be in one meanwhile. The grant may lower
+	// this handle's view of the size (another truncated the file), so the
+	// range is checked again once the lock is held.
+	S := lay.Spec.StripeBytes()
+	lo := min(size, f.Size()) / S
+	for try := 0; ; try++ {
+		unlock, err := f.lockStripes(context.Background(), lo, mdsproto.MaxStripe)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		if need := min(size, f.size) / S; need < lo {
+			f.mu.Unlock()
+			unlock()
+			if try == maxLockTries {
+				return wire.Errorf(wire.ErrBusy, "%s: truncate: the file's size kept changing under its lock", f.path)
+			}
+			lo = need
+			continue
+		}
+		defer unlock()
+		break
 	}
-	defer unlock()
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.submitLocked()
 	f.pending.wait()

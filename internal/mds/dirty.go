@@ -113,6 +113,17 @@ func clearCaughtUp(rec *inodeRec, comps []uint32, handle uint64, now time.Time) 
 	return cleared
 }
 
+// ownDirty lists the marks handle alone made.
+func ownDirty(rec *inodeRec, handle uint64) []uint32 {
+	var out []uint32
+	for _, c := range rec.Dirty {
+		if by, ok := rec.DirtyBy[c]; ok && by == handle && handle != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // pruneDirtyBy drops the entries of components no longer dirty.
 func pruneDirtyBy(rec *inodeRec) {
 	for c := range rec.DirtyBy {

@@ -65,7 +65,8 @@ type extentLock struct {
 
 // fileLocks is the lock state of one file.
 type fileLocks struct {
-	locks []extentLock
+	locks    []extentLock
+	released chan struct{} // closed (and replaced) when a lock on the file goes: its waiters try again
 	// end is the largest size holders handed over at release, of size
 	// generation endGen; the next grant passes it on, so a writer never
 	// fills a stripe from a size view that misses another's writes.
@@ -74,6 +75,10 @@ type fileLocks struct {
 }
 
 type lockSession struct {
+	// epoch numbers the session's life at this MDS: a session that lost
+	// its locks (silent past the lease) starts again with a new one, and
+	// its client, seeing it change, knows its locks are gone.
+	epoch   uint64
 	seen    time.Time // the last LockWait (or grant) from the session
 	recalls []mdsproto.Recall
 	wake    chan struct{} // closed when a recall is queued for a waiting LockWait
@@ -81,20 +86,20 @@ type lockSession struct {
 
 // extentTable holds every file's extent locks.
 type extentTable struct {
-	mu       sync.Mutex
-	lease    time.Duration
-	graceEnd time.Time // no grants before (locks of a previous process may still be used)
-	files    map[uint64]*fileLocks
-	sessions map[uint64]*lockSession
-	n        int           // locks over all files
-	seq      uint64        // grants made so far
-	released chan struct{} // closed (and replaced) whenever a lock goes: acquirers try again
-	idleAt   time.Time     // when the table last became empty
+	mu         sync.Mutex
+	lease      time.Duration
+	graceEnd   time.Time // no grants before (locks of a previous process may still be used)
+	files      map[uint64]*fileLocks
+	sessions   map[uint64]*lockSession
+	n          int       // locks over all files
+	seq        uint64    // grants made so far
+	epochs     uint64    // sessions started so far
+	idleAt     time.Time // when the table last became empty
+	lastExpiry time.Time // expiry runs at most every lease/8
 }
 
 func newExtentTable(lease time.Duration, now time.Time) *extentTable {
-	return &extentTable{lease: lease, files: map[uint64]*fileLocks{}, sessions: map[uint64]*lockSession{},
-		released: make(chan struct{}), idleAt: now}
+	return &extentTable{lease: lease, files: map[uint64]*fileLocks{}, sessions: map[uint64]*lockSession{}, idleAt: now}
 }
 
 // grace holds every grant back until now+lease.
@@ -109,7 +114,8 @@ type acquireResult struct {
 	granted bool
 	grant   span
 	seq     uint64
-	end     int64 // size handed over by earlier holders (of endGen)
+	epoch   uint64 // of the session
+	end     int64  // size handed over by earlier holders (of endGen)
 	endGen  uint64
 	wait    <-chan struct{} // not granted: closed when a lock is released
 	until   time.Time       // not granted: or try again then (the grace after a start)
@@ -124,21 +130,14 @@ func (t *extentTable) acquire(now time.Time, ino, session, handle uint64, want s
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if now.Before(t.graceEnd) {
-		return acquireResult{wait: t.released, until: t.graceEnd}
+		return acquireResult{until: t.graceEnd}
 	}
-	t.expireLocked(now)
+	t.expireLocked(now, false)
 	s := t.sessionLocked(session, now)
 	if s == nil {
-		return acquireResult{full: true, wait: t.released}
+		return acquireResult{full: true, until: now.Add(t.lease / 4)}
 	}
-	fl := t.files[ino]
-	if fl == nil {
-		if len(t.files) >= maxLockFiles {
-			t.evictLocked()
-		}
-		fl = &fileLocks{}
-		t.files[ino] = fl
-	}
+	fl := t.fileLocked(ino)
 	conflict := false
 	others := false
 	for i := range fl.locks {
@@ -161,47 +160,56 @@ func (t *extentTable) acquire(now time.Time, ino, session, handle uint64, want s
 		}
 	}
 	if conflict {
-		return acquireResult{wait: t.released}
+		return acquireResult{wait: fl.released}
 	}
 	if whole && !others {
 		want = span{0, mdsproto.MaxStripe}
 	}
 	if t.n >= maxExtentLocks {
-		return acquireResult{full: true, wait: t.released}
+		t.expireLocked(now, true)
+		if t.n >= maxExtentLocks {
+			return acquireResult{full: true, until: now.Add(t.lease / 4)}
+		}
 	}
 	t.seq++
 	t.addLocked(fl, extentLock{session: session, handle: handle, span: want, seq: t.seq})
-	return acquireResult{granted: true, grant: want, seq: t.seq, end: fl.end, endGen: fl.endGen}
+	return acquireResult{granted: true, grant: want, seq: t.seq, epoch: s.epoch, end: fl.end, endGen: fl.endGen}
 }
 
-// reclaim takes back locks a handle held from the previous MDS process,
-// during the grace (when nothing else can have been granted), with its
-// view of the size. It returns the seq the locks now have.
-func (t *extentTable) reclaim(now time.Time, ino, session, handle uint64, spans []span, end int64, gen uint64) (uint64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !now.Before(t.graceEnd) {
-		return 0, wire.Errorf(wire.ErrInvalid, "extent locks can be reclaimed only in the first %v after an MDS start", t.lease)
-	}
-	s := t.sessionLocked(session, now)
+// fileLocked returns ino's entry, made if need be.
+func (t *extentTable) fileLocked(ino uint64) *fileLocks {
 	fl := t.files[ino]
 	if fl == nil {
 		if len(t.files) >= maxLockFiles {
 			t.evictLocked()
 		}
-		fl = &fileLocks{}
+		fl = &fileLocks{released: make(chan struct{})}
 		t.files[ino] = fl
 	}
-	if s == nil || t.n+len(spans) > maxExtentLocks {
-		return 0, wire.Errorf(wire.ErrBusy, "the MDS holds as many extent locks as it may")
+	return fl
+}
+
+// reclaim takes back locks a handle held from the previous MDS process,
+// during the grace (when nothing else can have been granted), with its
+// view of the size. It returns the seq the locks now have.
+func (t *extentTable) reclaim(now time.Time, ino, session, handle uint64, spans []span, end int64, gen uint64) (seq, epoch uint64, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !now.Before(t.graceEnd) {
+		return 0, 0, wire.Errorf(wire.ErrInvalid, "extent locks can be reclaimed only in the first %v after an MDS start", t.lease)
 	}
+	s := t.sessionLocked(session, now)
+	if s == nil || t.n+len(spans) > maxExtentLocks {
+		return 0, 0, wire.Errorf(wire.ErrBusy, "the MDS holds as many extent locks as it may")
+	}
+	fl := t.fileLocked(ino)
 	for _, want := range spans {
 		for _, l := range fl.locks {
 			if l.handle != handle && l.overlaps(want) {
 				// Two holders of one range: one of them was never
 				// granted it (a bug, or a clock far off). Neither gets
 				// it back from here.
-				return 0, wire.Errorf(wire.ErrInvalid, "inode %d stripes %s reclaimed by two handles", ino, want)
+				return 0, 0, wire.Errorf(wire.ErrInvalid, "inode %d stripes %s reclaimed by two handles", ino, want)
 			}
 		}
 	}
@@ -215,7 +223,7 @@ func (t *extentTable) reclaim(now time.Time, ino, session, handle uint64, spans 
 	for _, sp := range spans {
 		t.addLocked(fl, extentLock{session: session, handle: handle, span: sp, seq: t.seq})
 	}
-	return t.seq, nil
+	return t.seq, s.epoch, nil
 }
 
 func (a span) String() string { return fmt.Sprintf("[%d, %d)", a.lo, a.hi) }
@@ -259,7 +267,8 @@ func (t *extentTable) sessionLocked(id uint64, now time.Time) *lockSession {
 		if len(t.sessions) >= maxLockSessions {
 			return nil
 		}
-		s = &lockSession{}
+		t.epochs++
+		s = &lockSession{epoch: t.epochs}
 		t.sessions[id] = s
 	}
 	s.seen = now
@@ -339,8 +348,8 @@ func (t *extentTable) truncated(ino uint64, gen uint64) {
 
 func (t *extentTable) releasedLocked(ino uint64, fl *fileLocks) {
 	t.forgetLocked(ino, fl)
-	close(t.released)
-	t.released = make(chan struct{})
+	close(fl.released)
+	fl.released = make(chan struct{})
 }
 
 // forgetLocked drops a file's entry once it holds nothing: no lock, and
@@ -377,13 +386,19 @@ func (t *extentTable) evictLocked() {
 	}
 }
 
-// expireLocked drops the locks of sessions silent for a lease, and
-// sessions that hold nothing and have been silent as long.
-func (t *extentTable) expireLocked(now time.Time) {
-	var dead []uint64
+// expireLocked drops sessions silent for a lease, with their locks; a
+// session heard from again starts a new epoch. It runs at most every
+// lease/8 unless forced: it walks every session and lock.
+func (t *extentTable) expireLocked(now time.Time, force bool) {
+	if !force && now.Sub(t.lastExpiry) < t.lease/8 {
+		return
+	}
+	t.lastExpiry = now
+	dead := map[uint64]bool{}
 	for id, s := range t.sessions {
 		if now.Sub(s.seen) > t.lease {
-			dead = append(dead, id)
+			dead[id] = true
+			delete(t.sessions, id)
 		}
 	}
 	if len(dead) == 0 {
@@ -391,61 +406,56 @@ func (t *extentTable) expireLocked(now time.Time) {
 	}
 	for ino, fl := range t.files {
 		before := len(fl.locks)
-		fl.locks = slices.DeleteFunc(fl.locks, func(l extentLock) bool { return slices.Contains(dead, l.session) })
+		fl.locks = slices.DeleteFunc(fl.locks, func(l extentLock) bool { return dead[l.session] })
 		if len(fl.locks) != before {
 			t.n -= before - len(fl.locks)
 			t.releasedLocked(ino, fl)
-		}
-	}
-	for _, id := range dead {
-		if s := t.sessions[id]; s.wake == nil { // a LockWait in progress keeps its session
-			delete(t.sessions, id)
 		}
 	}
 }
 
 // wait renews session's locks and returns its queued recalls, or, if
 // there are none, a channel closed when one is queued.
-func (t *extentTable) wait(now time.Time, session uint64) ([]mdsproto.Recall, <-chan struct{}, error) {
+func (t *extentTable) wait(now time.Time, session uint64) ([]mdsproto.Recall, uint64, <-chan struct{}, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.expireLocked(now)
+	t.expireLocked(now, false)
 	s := t.sessionLocked(session, now)
 	if s == nil {
-		return nil, nil, wire.Errorf(wire.ErrBusy, "%d lock sessions", len(t.sessions))
+		return nil, 0, nil, wire.Errorf(wire.ErrBusy, "%d lock sessions", len(t.sessions))
 	}
 	if len(s.recalls) > 0 {
 		r := s.recalls
 		s.recalls = nil
-		return r, nil, nil
+		return r, s.epoch, nil, nil
 	}
 	if s.wake == nil {
 		s.wake = make(chan struct{})
 	}
-	return nil, s.wake, nil
+	return nil, s.epoch, s.wake, nil
 }
 
 // waited ends a LockWait that returned nothing: the session counts as
-// seen now.
-func (t *extentTable) waited(now time.Time, session uint64) []mdsproto.Recall {
+// seen now. It returns the session's epoch (a new one if it was dropped
+// meanwhile, which tells the client its locks are gone).
+func (t *extentTable) waited(now time.Time, session uint64) ([]mdsproto.Recall, uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.sessions[session]
+	s := t.sessionLocked(session, now)
 	if s == nil {
-		return nil
+		return nil, 0
 	}
-	s.seen = now
 	s.wake = nil
 	r := s.recalls
 	s.recalls = nil
-	return r
+	return r, s.epoch
 }
 
 // empty reports whether no lock is held, and since when.
 func (t *extentTable) empty(now time.Time) (bool, time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.expireLocked(now)
+	t.expireLocked(now, false)
 	if t.n > 0 {
 		t.idleAt = now
 		return false, now

@@ -2,7 +2,6 @@ package mds
 
 import (
 	"context"
-	mrand "math/rand/v2"
 	"time"
 
 	"github.com/braidfs/braid/internal/kv"
@@ -17,13 +16,26 @@ import (
 // been empty for a lease, so a quiet cluster starts without the wait.
 var keyLocksHeld = []byte("s/locks_held")
 
+// keyIncarnation counts MDS starts: a process's incarnation names the
+// locks it granted, and a client orders two by it (a late answer from a
+// process that died must not undo what the client learned from the next).
+var keyIncarnation = []byte("s/incarnation")
+
 // startLocks sets up the extent lock table, in grace if locks may be
 // held from before.
 func (s *Server) startLocks(ctx context.Context) error {
 	s.extents = newExtentTable(s.cfg.LockLease, s.cfg.Now())
-	s.incarnation = mrand.Uint64() | 1
-	return s.kv.View(ctx, func(r kv.Reader) error {
-		v, err := r.Get(keyLocksHeld)
+	return s.kv.Update(ctx, func(tx kv.Txn) error {
+		var n uint64
+		if _, err := getJSON(tx, keyIncarnation, &n); err != nil {
+			return err
+		}
+		n++
+		s.incarnation = n
+		if err := putJSON(tx, keyIncarnation, n); err != nil {
+			return err
+		}
+		v, err := tx.Get(keyLocksHeld)
 		if err != nil {
 			return err
 		}
@@ -35,21 +47,32 @@ func (s *Server) startLocks(ctx context.Context) error {
 	})
 }
 
-// markLocksHeld stores the mark before a grant, if it is not there.
+// markLocksHeld stores the mark before a grant, if it is not there, and
+// returns with lockMarkMu read-held: the caller grants, then unlocks, so
+// clearLocksHeld (which write-holds it) never removes the mark between
+// its check that no lock is held and the delete.
 func (s *Server) markLocksHeld(ctx context.Context) error {
-	if s.locksMarked.Load() {
-		return nil
+	for try := 0; ; try++ {
+		if try == 8 {
+			return wire.Errorf(wire.ErrBusy, "extent lock mark raced with its removal %d times", try)
+		}
+		s.lockMarkMu.RLock()
+		if s.locksMarked.Load() {
+			return nil
+		}
+		s.lockMarkMu.RUnlock()
+		s.lockMarkMu.Lock()
+		if !s.locksMarked.Load() {
+			if err := s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyLocksHeld, []byte{1}) }); err != nil {
+				s.lockMarkMu.Unlock()
+				return err
+			}
+			s.locksMarked.Store(true)
+		}
+		s.lockMarkMu.Unlock()
+		// Checked again under the read lock: a clear may have run in
+		// between (only with no lock held; then it is stored again).
 	}
-	s.lockMarkMu.Lock()
-	defer s.lockMarkMu.Unlock()
-	if s.locksMarked.Load() {
-		return nil
-	}
-	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyLocksHeld, []byte{1}) }); err != nil {
-		return err
-	}
-	s.locksMarked.Store(true)
-	return nil
 }
 
 // clearLocksHeld removes the mark once no lock has been held for a lease.
@@ -63,8 +86,8 @@ func (s *Server) clearLocksHeld(ctx context.Context) error {
 	if empty, since := s.extents.empty(now); !empty || now.Sub(since) < s.cfg.LockLease {
 		return nil
 	}
-	// A grant between the check and the delete waits on lockMarkMu in
-	// markLocksHeld, so it finds the mark gone and stores it again.
+	// Grants read-hold lockMarkMu from the mark check to the grant, so
+	// none happens between the check above and the delete.
 	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(keyLocksHeld) }); err != nil {
 		return err
 	}
@@ -136,11 +159,12 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
 	}
 	r := s.extents.acquire(s.cfg.Now(), req.Ino, req.Session, req.Handle, span{req.Lo, req.Hi}, true, recall)
+	s.lockMarkMu.RUnlock()
 	if !r.granted {
 		return mdsproto.ExtentGrant{}, false, r, nil
 	}
-	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen,
-		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty}
+	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, SessionEpoch: r.epoch, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen,
+		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle)}
 	if r.endGen == rec.SizeGen {
 		g.End = max(g.End, r.end)
 	}
@@ -179,7 +203,8 @@ func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdspro
 		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrInvalid, "no session")
 	}
 	resp := mdsproto.LockWaitResp{LeaseNs: int64(s.cfg.LockLease), Incarnation: s.incarnation}
-	recalls, wake, err := s.extents.wait(s.cfg.Now(), req.Session)
+	recalls, epoch, wake, err := s.extents.wait(s.cfg.Now(), req.Session)
+	resp.SessionEpoch = epoch
 	if err != nil || len(recalls) > 0 {
 		resp.Recalls = recalls
 		return resp, err
@@ -193,7 +218,7 @@ func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdspro
 	case <-ctx.Done():
 	case <-wire.ConnDone(ctx): // fenced by the client's newer connection, or gone
 	}
-	resp.Recalls = s.extents.waited(s.cfg.Now(), req.Session)
+	resp.Recalls, resp.SessionEpoch = s.extents.waited(s.cfg.Now(), req.Session)
 	return resp, nil
 }
 
@@ -212,9 +237,9 @@ func (s *Server) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq) (md
 		}
 		spans = append(spans, span{sp[0], sp[1]})
 	}
-	seq, err := s.extents.reclaim(s.cfg.Now(), req.Ino, req.Session, req.Handle, spans, req.End, req.SizeGen)
+	seq, epoch, err := s.extents.reclaim(s.cfg.Now(), req.Ino, req.Session, req.Handle, spans, req.End, req.SizeGen)
 	if err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
-	return mdsproto.ExtentGrant{Incarnation: s.incarnation, Seq: seq, LeaseNs: int64(s.cfg.LockLease)}, nil
+	return mdsproto.ExtentGrant{Incarnation: s.incarnation, SessionEpoch: epoch, Seq: seq, LeaseNs: int64(s.cfg.LockLease)}, nil
 }

@@ -63,7 +63,7 @@ func TestExtentLockTranscripts(t *testing.T) {
 					span{arg("lo", -1), arg("hi", -1)}, true, !d.HasArg("norecall"))
 				switch {
 				case r.granted:
-					return fmt.Sprintf("granted %s seq=%d end=%d gen=%d", spanText(r.grant), r.seq, r.end, r.endGen)
+					return fmt.Sprintf("granted %s seq=%d end=%d gen=%d epoch=%d", spanText(r.grant), r.seq, r.end, r.endGen, r.epoch)
 				case r.full:
 					return "full"
 				case !r.until.IsZero():
@@ -96,11 +96,11 @@ func TestExtentLockTranscripts(t *testing.T) {
 					}
 					spans = append(spans, span{l, h})
 				}
-				seq, err := tab.reclaim(now, ino, uint64(arg("session", -1)), uint64(arg("handle", -1)), spans, arg("end", 0), uint64(arg("gen", 0)))
+				seq, epoch, err := tab.reclaim(now, ino, uint64(arg("session", -1)), uint64(arg("handle", -1)), spans, arg("end", 0), uint64(arg("gen", 0)))
 				if err != nil {
 					return "refused: " + err.Error()
 				}
-				return fmt.Sprintf("reclaimed seq=%d", seq)
+				return fmt.Sprintf("reclaimed seq=%d epoch=%d", seq, epoch)
 			case "committed":
 				tab.committed(ino, arg("size", -1), uint64(arg("gen", -1)))
 				return "ok"
@@ -108,7 +108,7 @@ func TestExtentLockTranscripts(t *testing.T) {
 				tab.truncated(ino, uint64(arg("gen", -1)))
 				return "ok"
 			case "wait":
-				recalls, wake, err := tab.wait(now, uint64(arg("session", -1)))
+				recalls, epoch, wake, err := tab.wait(now, uint64(arg("session", -1)))
 				if err != nil {
 					return "error: " + err.Error()
 				}
@@ -118,10 +118,10 @@ func TestExtentLockTranscripts(t *testing.T) {
 						return "woken" // never: the channel is new
 					default:
 					}
-					tab.waited(now, uint64(arg("session", -1)))
-					return "nothing recalled"
+					_, epoch = tab.waited(now, uint64(arg("session", -1)))
+					return fmt.Sprintf("nothing recalled epoch=%d", epoch)
 				}
-				var out []string
+				out := []string{fmt.Sprintf("epoch=%d", epoch)}
 				for _, r := range recalls {
 					out = append(out, fmt.Sprintf("recall ino=%d handle=%d %s seq=%d", r.Ino, r.Handle, spanText(span{r.Lo, r.Hi}), r.Seq))
 				}

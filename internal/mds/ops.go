@@ -264,7 +264,7 @@ func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle
 	}
 	now := s.cfg.Now()
 	c := s.cfg.Key.Issue(rec.Ino, rights, rec.Layout.Version, now.Add(s.cfg.CapTTL))
-	out := mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now)}
+	out := mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now), OwnDirty: ownDirty(rec, handle)}
 	if handle != 0 {
 		// A refused lease (the table is full) only means this handle is
 		// not counted as open; the open itself goes ahead.

@@ -89,7 +89,7 @@ type Server struct {
 	extents     *extentTable
 	incarnation uint64      // names this process to clients holding its extent locks
 	locksMarked atomic.Bool // keyLocksHeld is stored
-	lockMarkMu  sync.Mutex
+	lockMarkMu  sync.RWMutex
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup

@@ -208,7 +208,12 @@ type OpenResp struct {
 	Cap       []byte              `json:"cap"`
 	Endpoints map[uint32]Endpoint `json:"endpoints"`
 	LeaseNs   int64               `json:"lease_ns,omitempty"` // the handle's lease lasts this long
-	Lock      *ExtentGrant        `json:"lock,omitempty"`     // the extent lock asked for, if granted
+	// OwnDirty are the marks of Inode.Dirty that the asking handle alone
+	// made (for its own failed unit writes): it may read those
+	// components once it has caught them up; every other mark it reads
+	// around, whatever it caught up.
+	OwnDirty []uint32     `json:"own_dirty,omitempty"`
+	Lock     *ExtentGrant `json:"lock,omitempty"` // the extent lock asked for, if granted
 }
 
 // ExtentReq asks for (OpExtentLock) or gives back (OpExtentRelease) a
@@ -240,20 +245,26 @@ const MaxStripe int64 = 1 << 62
 // generation; LeaseNs says how long the session's locks last without a
 // LockWait.
 type ExtentGrant struct {
-	// Incarnation names the MDS process that granted the lock: locks
-	// live in its memory, and a client that meets another one reclaims
-	// its locks from it (ReclaimReq).
+	// Incarnation names the MDS process that granted the lock (counted up
+	// at every start): locks live in its memory, and a client that meets
+	// a newer one reclaims its locks from it (ReclaimReq).
 	Incarnation uint64 `json:"incarnation"`
-	Seq         uint64 `json:"seq"` // grants are numbered in the order the MDS made them
-	Lo          int64  `json:"lo"`
-	Hi          int64  `json:"hi"`
-	End         int64  `json:"end"`
-	SizeGen     uint64 `json:"size_gen,omitempty"`
-	LeaseNs     int64  `json:"lease_ns"`
-	// Dirty is the file's dirty set as the grant found it: marks other
-	// writers made (their unit writes failed) that this handle must
-	// read around before it reads the stripes for a read-modify-write.
-	Dirty []uint32 `json:"dirty,omitempty"`
+	// SessionEpoch numbers the client session's life at that process: a
+	// session silent past its lease loses its locks, and is heard from
+	// again under a new epoch, which tells the client so.
+	SessionEpoch uint64 `json:"session_epoch"`
+	Seq          uint64 `json:"seq"` // grants are numbered in the order the MDS made them
+	Lo           int64  `json:"lo"`
+	Hi           int64  `json:"hi"`
+	End          int64  `json:"end"`
+	SizeGen      uint64 `json:"size_gen,omitempty"`
+	LeaseNs      int64  `json:"lease_ns"`
+	// Dirty is the file's dirty set as the grant found it, and OwnDirty
+	// the marks the asking handle alone made: every other mark (another
+	// writer's unit write failed) it reads around before it reads the
+	// stripes for a read-modify-write.
+	Dirty    []uint32 `json:"dirty,omitempty"`
+	OwnDirty []uint32 `json:"own_dirty,omitempty"`
 }
 
 // LockWaitReq is a client session's standing request for recalls: it
@@ -265,9 +276,10 @@ type LockWaitReq struct {
 }
 
 type LockWaitResp struct {
-	Recalls     []Recall `json:"recalls,omitempty"`
-	LeaseNs     int64    `json:"lease_ns"` // the session's locks last this long from the request
-	Incarnation uint64   `json:"incarnation"`
+	Recalls      []Recall `json:"recalls,omitempty"`
+	LeaseNs      int64    `json:"lease_ns"` // the session's locks last this long from the request
+	Incarnation  uint64   `json:"incarnation"`
+	SessionEpoch uint64   `json:"session_epoch"`
 }
 
 // ReclaimReq asks a restarted MDS (another incarnation than the one

@@ -1,0 +1,11 @@
+package braid
+
+import "time"
+
+// LockEpoch exposes the client's extent-lock session epoch to the tests
+// of package braid_test: it changes when the MDS has dropped the session.
+func LockEpoch(c *Client) uint64 { return c.locks.sessionEpoch() }
+
+// LockSessionValid reports whether the client's extent locks can be
+// trusted now (renewed within the lease).
+func LockSessionValid(c *Client) bool { return c.locks.valid(time.Now()) }
