@@ -69,6 +69,17 @@ func mustRead(t *testing.T, cl *braid.Client, path, what string, want []byte) {
 	mustEqual(t, what, got, want)
 }
 
+// mustReadEachOSDDown reads path with each OSD of c stopped in turn
+// (every unit it held decoded from the others): the bytes must be want.
+func mustReadEachOSDDown(t *testing.T, c *testcluster.Cluster, cl *braid.Client, path, what string, want []byte) {
+	t.Helper()
+	for i := range c.OSDs {
+		c.StopOSD(i)
+		mustRead(t, cl, path, fmt.Sprintf("%s, OSD %d down", what, i), want)
+		c.RestartOSD(i)
+	}
+}
+
 func mustEqual(t *testing.T, what string, got, want []byte) {
 	t.Helper()
 	if !bytes.Equal(got, want) {

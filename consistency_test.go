@@ -67,11 +67,7 @@ func TestRewritesOfOneStripeStayConsistent(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range c.OSDs {
-		c.StopOSD(i)
-		mustRead(t, cl, "/r", fmt.Sprintf("rewritten stripes, OSD %d lost", i), last)
-		c.RestartOSD(i)
-	}
+	mustReadEachOSDDown(t, c, cl, "/r", "rewritten stripes", last)
 }
 
 // TestConcurrentReadersAndWriter shares one handle between a writer and

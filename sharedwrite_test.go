@@ -199,11 +199,7 @@ func TestOverlappingWritersKeepParity(t *testing.T) {
 	if len(lost) > 0 {
 		t.Fatalf("%d of %d blocks of a single writer lost: %v", len(lost), writers*rounds, lost[:min(len(lost), 10)])
 	}
-	for i := range c.OSDs {
-		c.StopOSD(i)
-		mustRead(t, cl, "/o", fmt.Sprintf("with OSD %d down (decoded from parity)", i), want)
-		c.RestartOSD(i)
-	}
+	mustReadEachOSDDown(t, c, cl, "/o", "overlapping writers' file", want)
 }
 
 // A truncation by one writer holds against another that wrote before it
