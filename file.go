@@ -78,6 +78,13 @@ type File struct {
 	attr      mdsproto.Inode    // attributes as of the open or this handle's last commit (under mu)
 	publish   *mdsproto.Publish // an Atomic create's name, given by the commit at Close (under mu)
 	stopLease chan struct{}
+	// parked are stripes left partly written, kept to gather more writes
+	// (gather.go; under mu), oldest first in parkOrder, parkedBytes of
+	// buffers in all, at most parkLimit.
+	parked      map[int64]*stripeBuf
+	parkOrder   []int64
+	parkedBytes int64
+	parkLimit   int64
 	leaseDone chan struct{}
 
 	amu       sync.Mutex   // guards results of asynchronous writes
@@ -174,7 +181,9 @@ func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenRes
 	}
 	f.enc = enc
 	stripe := int64(f.lay.Spec.Width()) * f.lay.Spec.UnitBytes
-	f.inflight = semaphore.NewWeighted(max(c.opts.MaxInflightBytes, 2*stripe))
+	budget := max(c.opts.MaxInflightBytes, 2*stripe)
+	f.inflight = semaphore.NewWeighted(budget)
+	f.parkLimit = budget - 2*stripeBufBytes(f.lay.Spec) // room for two stripes on their way
 	f.startLease(c.life, time.Duration(r.LeaseNs))
 	return f, nil
 }
@@ -583,7 +592,7 @@ func (f *File) syncLocked(ctx context.Context) error {
 	if !f.write {
 		return nil
 	}
-	f.submitLocked()
+	f.flushAllLocked()
 	f.pending.wait()
 	if err := f.stickyErr(); err != nil {
 		return err
@@ -721,10 +730,7 @@ func (f *File) close(abort bool) error {
 	var err error
 	switch {
 	case abort && f.write:
-		if f.wb != nil { // buffered, never sent: dropped
-			f.releaseStripe(f.wb)
-			f.wb = nil
-		}
+		f.dropBuffersLocked() // buffered, never sent: dropped
 		if f.modified && f.publish == nil {
 			// Writes since the last commit reached the OSDs: like a failed
 			// writer, leave the lease to run out so the file is scrubbed.
@@ -734,10 +740,7 @@ func (f *File) close(abort bool) error {
 		err = f.syncLocked(context.Background())
 	}
 	f.pending.wait()
-	if f.wb != nil {
-		f.releaseStripe(f.wb)
-		f.wb = nil
-	}
+	f.dropBuffersLocked()
 	f.pf.invalidate()
 	if errors.Is(err, errAborted) {
 		err = nil

@@ -444,9 +444,7 @@ func (f *File) recall(r mdsproto.Recall) {
 	ctx := f.c.life
 	f.mu.Lock()
 	if !f.closed {
-		if wb := f.wb; wb != nil && wb.fs >= r.Lo && wb.fs < r.Hi {
-			f.submitLocked()
-		}
+		f.flushStripesLocked(r.Lo, r.Hi)
 		f.flushOSDs(ctx) // waits for the stripes in flight; nothing to do if nothing is unsynced
 	}
 	req := mdsproto.ExtentReq{Ino: r.Ino, Handle: r.Handle, Session: f.c.locks.id, Lo: r.Lo, Hi: r.Hi,
@@ -505,11 +503,7 @@ func (f *File) loseLocks(why error) {
 	if !had {
 		return
 	}
-	undurable := f.wb != nil
-	if f.wb != nil {
-		f.releaseStripe(f.wb)
-		f.wb = nil
-	}
+	undurable := f.dropBuffersLocked()
 	f.amu.Lock()
 	u := f.unsynced
 	f.unsynced = newUnsynced()

@@ -28,7 +28,10 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	f.mu.Lock()
 	if f.write {
-		f.submitLocked() // read your own writes
+		// Read your own writes: buffered stripes the read covers go out.
+		S := f.layout().Spec.StripeBytes()
+		f.flushStripesLocked(off/S, (off+int64(len(p)))/S+1)
+		f.submitLocked()
 	}
 	size := f.size
 	f.mu.Unlock()
@@ -260,7 +263,7 @@ const readAheadDepth = 4
 func (f *File) WriteTo(w io.Writer) (int64, error) {
 	if f.write {
 		f.mu.Lock()
-		f.submitLocked() // read your own writes
+		f.flushAllLocked() // read your own writes
 		f.mu.Unlock()
 		f.pending.wait()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
+	stagedwrite "github.com/braidfs/braid/internal/staged"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -125,16 +126,13 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		_, err := f.snapCall(ctx, s, osdproto.OpStage, c, osdproto.Req{Off: offs[u], Txid: txid}, op.shards[u])
 		return err
 	})
-	var ok, failed []int
+	var ok []int
 	var errs []error
-	moved := false
 	for _, r := range staged {
-		switch {
-		case r.err == nil:
+		if r.err == nil {
 			ok = append(ok, r.comp)
-		default:
-			failed, errs = append(failed, r.comp), append(errs, r.err)
-			moved = moved || errors.Is(r.err, wire.ErrStale) || errors.Is(r.err, wire.ErrDenied)
+		} else {
+			errs = append(errs, r.err)
 		}
 	}
 	abort := func(cause error) error {
@@ -145,15 +143,14 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
 		return cause
 	}
-	if moved {
+	switch d := stagedwrite.Staged(outcomes(staged, true), op.m); {
+	case d.Restage:
 		return abort(errLayoutMoved)
-	}
-	if len(failed) > op.m {
+	case d.Abort:
 		return abort(fmt.Errorf("%w: %d units could not be staged, layout tolerates %d: %w",
-			wire.ErrUnavail, len(failed), op.m, errors.Join(errs...)))
-	}
-	if len(failed) > 0 {
-		if err := f.markDirty(ctx, fmt.Errorf("staged write failed: %w", errors.Join(errs...)), failed...); err != nil {
+			wire.ErrUnavail, len(errs), op.m, errors.Join(errs...)))
+	case len(d.MarkDirty) > 0:
+		if err := f.markDirty(ctx, fmt.Errorf("staged write failed: %w", errors.Join(errs...)), d.MarkDirty...); err != nil {
 			return abort(err)
 		}
 	}
@@ -165,11 +162,10 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		boots[i], err = f.applyStage(ctx, s, c, txid)
 		return err
 	})
-	var unapplied []int
 	var applyErrs []error
 	for i, r := range applied {
 		if r.err != nil {
-			unapplied, applyErrs = append(unapplied, r.comp), append(applyErrs, r.err)
+			applyErrs = append(applyErrs, r.err)
 			continue
 		}
 		u := slices.Index(comps, r.comp)
@@ -180,31 +176,45 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		f.keepWrite(r.comp, offs[u], op.shards[u], boots[i])
 		op.kept = true
 	}
-	if len(unapplied) > 0 {
+	d := stagedwrite.Applied(outcomes(applied, false))
+	if len(d.MarkDirty) > 0 {
 		// Past the commit point: readers decode these units until they
 		// are rebuilt or applied.
-		if err := f.markDirty(ctx, fmt.Errorf("staged write not applied: %w", errors.Join(applyErrs...)), unapplied...); err != nil {
+		if err := f.markDirty(ctx, fmt.Errorf("staged write not applied: %w", errors.Join(applyErrs...)), d.MarkDirty...); err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(applyErrs, func(err error) bool { return !osdproto.UnitBroken(err) }) {
-			// Every OSD answered that it cannot apply its unit (its object
-			// is lost, its disk fails): no retry would, so the units are
-			// left to their rebuild and the write finished here, as the
-			// MDS's resolver would once the intent expired. Leaving it to
-			// expire held the file's repair back for as long as the
-			// writer kept writing (repairs wait for a file's intents).
-			op.eachUnit(s, unapplied, func(_, c int) error {
-				_, err := f.snapCall(ctx, s, osdproto.OpAbort, c, osdproto.Req{Txid: txid}, nil)
-				return err
-			})
-			_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
-		}
-		// Otherwise the stages stay: the resolver applies them once their
-		// OSDs answer.
-		return nil
 	}
-	_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
+	if d.AbortBroken {
+		op.eachUnit(s, d.MarkDirty, func(_, c int) error {
+			_, err := f.snapCall(ctx, s, osdproto.OpAbort, c, osdproto.Req{Txid: txid}, nil)
+			return err
+		})
+	}
+	if d.Close {
+		_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
+	}
+	// Otherwise the stages stay: the resolver applies them once their
+	// OSDs answer.
 	return nil
+}
+
+// outcomes classifies unit results for the staged-write decisions: at
+// staging (stage), a refused capability means the layout moved.
+func outcomes(rs []unitResult, stage bool) []stagedwrite.Unit {
+	out := make([]stagedwrite.Unit, len(rs))
+	for i, r := range rs {
+		o := stagedwrite.Unreachable
+		switch {
+		case r.err == nil:
+			o = stagedwrite.Done
+		case stage && (errors.Is(r.err, wire.ErrStale) || errors.Is(r.err, wire.ErrDenied)):
+			o = stagedwrite.Moved
+		case osdproto.UnitBroken(r.err):
+			o = stagedwrite.Broken
+		}
+		out[i] = stagedwrite.Unit{Comp: r.comp, Out: o}
+	}
+	return out
 }
 
 // applyStage applies component c's stage of a committed intent. A

@@ -21,6 +21,9 @@ type stripeBuf struct {
 	buf    []byte // pooled; len(buf) bytes are reserved from File.inflight
 	lo, hi int64  // bytes of the data region the writer has filled
 	whole  bool   // write every unit at full length (truncation rewrites)
+	// filled: the buffer holds the stripe's bytes around what was
+	// written (gather.go), so writes anywhere in it land in it.
+	filled bool
 	// staged: the write changes part of a stripe holding committed data,
 	// so it goes through the two-phase commit (stage, intent, apply).
 	staged bool
@@ -82,19 +85,33 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		o := off + int64(n)
 		fs, in := o/S, o%S
 		piece := min(S-in, int64(len(p)-n))
-		if wb := f.wb; wb != nil && (wb.fs != fs || in > wb.hi || in+piece < wb.lo) {
-			f.submitLocked() // not contiguous with what the buffer holds
+		if wb := f.wb; wb != nil && wb.fs != fs {
+			f.parkLocked() // the writer moved to another stripe; it may come back (gather.go)
 		}
 		if f.wb == nil {
+			f.wb = f.unparkLocked(fs)
+		}
+		if f.wb == nil {
+			f.makeRoomLocked(stripeBufBytes(f.layout().Spec))
 			f.wb = f.newStripeBuf(fs)
 			f.wb.lo, f.wb.hi = in, in
+		}
+		if wb := f.wb; !wb.filled && (in > wb.hi || in+piece < wb.lo) {
+			// Not contiguous with what the buffer holds: it takes the
+			// stripe's current bytes, then any write.
+			if err := f.fillInPlaceLocked(wb); err != nil {
+				f.wb = nil
+				f.releaseStripe(wb)
+				f.setErr(err)
+				return n, err
+			}
 		}
 		copy(f.wb.buf[in:in+piece], p[n:])
 		f.wb.lo, f.wb.hi = min(f.wb.lo, in), max(f.wb.hi, in+piece)
 		f.size = max(f.size, o+piece)
 		f.modified = true
-		if f.wb.lo == 0 && f.wb.hi == S {
-			f.submitLocked()
+		if !f.wb.filled && f.wb.lo == 0 && f.wb.hi == S {
+			f.submitLocked() // a whole stripe written: sent at once
 		}
 		n += int(piece)
 	}
@@ -106,10 +123,15 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 // is always computed over the whole stripe.
 func (f *File) submitLocked() {
 	wb := f.wb
+	f.wb = nil
+	f.submitBufLocked(wb)
+}
+
+// submitBufLocked sends stripe buffer wb (see submitLocked).
+func (f *File) submitBufLocked(wb *stripeBuf) {
 	if wb == nil {
 		return
 	}
-	f.wb = nil
 	if err := f.stripeHeld(wb.fs); err != nil {
 		f.setErr(err)
 		f.releaseStripe(wb)
@@ -311,6 +333,9 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 		return 0, errReadOnly
 	}
 	S := f.layout().Spec.StripeBytes()
+	f.mu.Lock()
+	f.flushAllLocked() // parked buffers would hold the budget newStripeBuf waits for
+	f.mu.Unlock()
 	var total int64
 	for {
 		wb := f.newStripeBuf(total / S)
@@ -349,7 +374,7 @@ func (f *File) adoptStripe(wb *stripeBuf, n int64) error {
 		}
 		return err
 	}
-	f.submitLocked()
+	f.flushAllLocked() // a parked buffer of this stripe would land over it later
 	wb.lo, wb.hi = 0, n
 	f.wb = wb
 	f.size = max(f.size, wb.fs*f.layout().Spec.StripeBytes()+n)
@@ -399,7 +424,7 @@ func (f *File) Truncate(size int64) error {
 		break
 	}
 	defer f.mu.Unlock()
-	f.submitLocked()
+	f.flushAllLocked()
 	f.pending.wait()
 	if err := f.stickyErr(); err != nil {
 		return err

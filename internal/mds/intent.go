@@ -3,7 +3,6 @@ package mds
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"slices"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/staged"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -99,13 +99,16 @@ func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (stru
 		if err != nil {
 			return err
 		}
-		if ok && in.State == intentCommitted {
+		state := staged.Prepared
+		if in.State == intentCommitted {
+			state = staged.Committed
+		}
+		switch staged.Commit(ok && (in.State == intentCommitted || in.State == intentPrepared), state, s.cfg.Now().UnixNano() >= in.ExpiresNs) {
+		case staged.AlreadyCommitted:
 			return nil // sent again after its reply was lost: the first copy committed it
-		}
-		if !ok || in.State != intentPrepared {
+		case staged.Unknown:
 			return wire.Errorf(wire.ErrNotFound, "no prepared intent %x on inode %d (expired and rolled back?)", req.Txid, req.Ino)
-		}
-		if s.cfg.Now().UnixNano() >= in.ExpiresNs {
+		case staged.Expired:
 			// The resolver takes expired intents and rolls prepared ones
 			// back, aborting their stages before it removes the record:
 			// committed now, the writer would take the aborted stages for
@@ -261,23 +264,28 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 	if ver == 0 { // file gone: its objects (and stages) are deleted with it
 		return s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(key) })
 	}
-	op := osdproto.OpAbort
+	op, state := osdproto.OpAbort, staged.Prepared
 	if it.rec.State == intentCommitted {
-		op = osdproto.OpApply
+		op, state = osdproto.OpApply, staged.Committed
 	}
 	c := s.cfg.Key.Issue(it.ino, capability.Write, ver, now.Add(time.Minute))
 	var left, leftOSDs, lost, recreated []uint32
 	for i, comp := range it.rec.Comps {
 		id := it.rec.OSDs[i]
 		v, known := views[id]
+		osd := staged.Up
 		switch {
 		case !known || v.State == mdsproto.StateOut:
-			if op == osdproto.OpApply {
-				lost = append(lost, comp) // never applied: rebuilt from the rest
-			}
+			osd = staged.Gone
 		case v.State != mdsproto.StateUp:
+			osd = staged.Down
+		}
+		switch staged.Resolve(state, osd) {
+		case staged.Lost:
+			lost = append(lost, comp) // never applied: rebuilt from the rest
+		case staged.Wait:
 			left, leftOSDs = append(left, comp), append(leftOSDs, id)
-		default:
+		case staged.Send:
 			req := osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}
 			if g := int(comp) / width; op == osdproto.OpApply && g < len(extents) && extents[g] > 0 {
 				// The object holds data: if it is gone, the apply must not
@@ -286,20 +294,24 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 				req.Flags = osdproto.FlagMustExist
 			}
 			meta, err := s.osdCallData(ctx, id, op, req, nil, now)
+			out := staged.Unreachable
 			switch {
 			case err == nil:
-			case op == osdproto.OpAbort && errors.Is(err, wire.ErrNotFound): // an older OSD's answer
+				out = staged.Done
 			case osdproto.UnitBroken(err):
+				out = staged.Broken
+			}
+			switch staged.Resolved(state, out) {
+			case staged.Lost:
 				// The OSD answers but cannot apply this unit (a block it
-				// merges with fails its checksum, its disk fails): retrying
-				// would hold the file's repairs back for good, so the unit
-				// is rebuilt from the rest instead, and its stage dropped.
+				// merges with fails its checksum, its disk fails, it never
+				// had the stage): retrying would hold the file's repairs
+				// back for good, so the unit is rebuilt from the rest
+				// instead, and its stage dropped.
 				s.cfg.Log.Warn("staged write given up: the unit is rebuilt", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
-				if op == osdproto.OpApply {
-					lost = append(lost, comp)
-					_ = s.osdCall(ctx, id, osdproto.OpAbort, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, now)
-				}
-			default:
+				lost = append(lost, comp)
+				_ = s.osdCall(ctx, id, osdproto.OpAbort, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, now)
+			case staged.Wait:
 				s.cfg.Log.Warn("staged write not resolved yet", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
 				left, leftOSDs = append(left, comp), append(leftOSDs, id)
 			}
