@@ -85,7 +85,7 @@ type File struct {
 	parkOrder   []int64
 	parkedBytes int64
 	parkLimit   int64
-	leaseDone chan struct{}
+	leaseDone   chan struct{}
 
 	amu       sync.Mutex   // guards results of asynchronous writes
 	err       error        // first write failure; sticky
