@@ -76,6 +76,10 @@ func FuzzHandler(f *testing.F) {
 	f.Add(mdsproto.OpCreate, []byte(`{"path":"/x","layout":"ec:1+1,unit=16MiB"}`))
 	f.Add(mdsproto.OpMkdir, []byte(`{"path":"`+string(bytes.Repeat([]byte("a/"), 3000))+`","parents":true}`))
 	f.Add(uint16(9999), []byte(`null`))
+	for _, op := range []uint16{mdsproto.OpExtentLock, mdsproto.OpExtentRelease, mdsproto.OpExtentReclaim, mdsproto.OpLockWait} {
+		f.Add(op, []byte(`{"ino":1,"handle":7,"session":9,"lo":-1,"hi":4611686018427387905,"end":-3,"seq":18446744073709551615,"wait_ns":9223372036854775807,"spans":[[5,2],[0,1]]}`))
+		f.Add(op, []byte(`{"ino":2,"handle":7,"session":9,"lo":0,"hi":1,"wait_ns":1000000}`))
+	}
 	ctx := context.Background()
 	conn, err := wire.Dial(ctx, c.MDS.Addr())
 	if err != nil {
@@ -253,5 +257,57 @@ func TestReleaseCannotRaiseANamedFilesExtents(t *testing.T) {
 		if err := call(mdsproto.OpRenew, mdsproto.RenewReq{Ino: ino, Handle: 2}, nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Extent lock requests that are malformed or hostile get a clear error,
+// and a long poll asking to wait for ever waits at most half a lease.
+func TestExtentLockRequestsRefused(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	ctx := context.Background()
+	conn, err := wire.Dial(ctx, c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	call := func(op uint16, body string) error {
+		_, _, err := conn.Call(ctx, op, []byte(body), nil, nil)
+		return err
+	}
+	for _, tc := range []struct {
+		op   uint16
+		body string
+		want error
+	}{
+		{mdsproto.OpExtentLock, `{"ino":1,"handle":0,"session":9,"lo":0,"hi":1}`, wire.ErrInvalid},
+		{mdsproto.OpExtentLock, `{"ino":1,"handle":7,"session":9,"lo":5,"hi":2}`, wire.ErrInvalid},
+		{mdsproto.OpExtentLock, `{"ino":1,"handle":7,"session":9,"lo":-1,"hi":2}`, wire.ErrInvalid},
+		{mdsproto.OpExtentLock, `{"ino":1,"handle":7,"session":9,"lo":0,"hi":4611686018427387905}`, wire.ErrInvalid},
+		{mdsproto.OpExtentLock, `{"ino":1,"handle":7,"session":9,"lo":0,"hi":1}`, wire.ErrIsDir}, // the root
+		{mdsproto.OpExtentLock, `{"ino":999999,"handle":7,"session":9,"lo":0,"hi":1}`, wire.ErrNotFound},
+		{mdsproto.OpExtentRelease, `{"ino":1,"handle":7,"session":9,"lo":0,"hi":1,"end":-1}`, wire.ErrInvalid},
+		{mdsproto.OpExtentReclaim, `{"ino":1,"handle":7,"session":9,"spans":[]}`, wire.ErrInvalid},
+		{mdsproto.OpExtentReclaim, `{"ino":1,"handle":7,"session":9,"spans":[[3,3]]}`, wire.ErrInvalid},
+		{mdsproto.OpLockWait, `{"session":0}`, wire.ErrInvalid},
+	} {
+		if err := call(tc.op, tc.body); !errors.Is(err, tc.want) {
+			t.Errorf("op %d %s: %v, want %v", tc.op, tc.body, err, tc.want)
+		}
+	}
+	spans := make([][2]int64, 5000)
+	for i := range spans {
+		spans[i] = [2]int64{int64(2 * i), int64(2*i + 1)}
+	}
+	b, _ := json.Marshal(mdsproto.ReclaimReq{Ino: 1, Handle: 7, Session: 9, Spans: spans})
+	if err := call(mdsproto.OpExtentReclaim, string(b)); !errors.Is(err, wire.ErrInvalid) {
+		t.Errorf("reclaim of 5000 ranges: %v, want ErrInvalid", err)
+	}
+	// A long poll that asks to wait for ever answers within half a lease
+	// (the test cluster's lease is a second); the call would time out
+	// otherwise.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, _, err := conn.Call(wctx, mdsproto.OpLockWait, []byte(`{"session":5,"wait_ns":9223372036854775807}`), nil, nil); err != nil {
+		t.Errorf("long poll: %v", err)
 	}
 }
