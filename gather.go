@@ -105,6 +105,11 @@ func (f *File) fillInPlaceLocked(wb *stripeBuf) error {
 		if err := f.fillStripe(wb, start, valid); err != nil {
 			return err
 		}
+		// Part of a stripe that holds acknowledged data is rewritten:
+		// through the two-phase commit, as submitBufLocked would decide
+		// had it filled the buffer itself (found by review: sent as plain
+		// unit writes).
+		wb.staged = start < f.committed && f.layout().Spec.M > 0
 	}
 	clear(wb.buf[max(valid, wb.hi):S]) // past the end: holes, whatever the pool left there
 	wb.lo, wb.hi, wb.filled = 0, S, true

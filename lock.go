@@ -352,10 +352,11 @@ func (f *File) lockStripes(ctx context.Context, lo, hi int64) (func(), error) {
 		for l.recalling > 0 {
 			l.cond.Wait()
 		}
-		if !f.c.locks.valid(time.Now()) {
-			l.held = nil // the lease lapsed (the MDS was unreachable): ask again
-		}
-		if covers(l.held, lo, hi) {
+		// A lapsed lease (the MDS unreachable for a while) is asked again,
+		// not forgotten: the answer's session epoch says whether the MDS
+		// kept the locks (then buffered stripes stand) or dropped them
+		// (then loseLocks fails what was buffered under them).
+		if covers(l.held, lo, hi) && f.c.locks.valid(time.Now()) {
 			l.using++
 			l.mu.Unlock()
 			return f.unpinLocks, nil
@@ -497,12 +498,8 @@ func (f *File) loseLocks(why error) {
 	defer f.mu.Unlock()
 	l := &f.locks
 	l.mu.Lock()
-	had := len(l.held) > 0
 	l.held = nil
 	l.mu.Unlock()
-	if !had {
-		return
-	}
 	undurable := f.dropBuffersLocked()
 	f.amu.Lock()
 	u := f.unsynced

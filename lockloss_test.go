@@ -163,3 +163,71 @@ func TestTruncateLocksFromTheSizeItFinds(t *testing.T) {
 	}
 	mustRead(t, a, "/t", "after a truncation that found a smaller file", append(data, make([]byte, 2*S)...))
 }
+
+// A stripe a handle filled and parked (gather.go) must not outlive the
+// loss of its lock: the client cut off past its lease, another writer
+// writes the stripe, and the first writes it again once back. The parked
+// buffer, read before the other's write, must fail rather than land over
+// it (found by review: the other's acknowledged bytes overwritten, and
+// Close returned nil).
+func TestParkedStripeDoesNotOutliveItsLock(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	nw := &cutOff{addr: c.MDS.Addr()}
+	opts := braid.DefaultOptions
+	opts.Network, opts.IOTimeout = nw, 2*time.Second
+	a, err := braid.DialOptions(ctx, c.MDS.Addr(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b := c.Dial()
+	const spec, S = "ec:2+1,unit=16KiB", 32 << 10
+	put(t, b, "/l", spec, bytes.Repeat([]byte("."), 2*S))
+	fa, err := a.OpenFile(ctx, "/l", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wa := func(s string, off int) error { _, err := fa.WriteAt([]byte(s), int64(off)); return err }
+	for _, w := range []struct {
+		s   string
+		off int
+	}{{"x", 10}, {"y", 1000}, {"z", S + 10}} {
+		if err := wa(w.s, w.off); err != nil { // stripe 0 filled, then parked
+			t.Fatal(err)
+		}
+	}
+	epoch := braid.LockEpoch(a)
+	nw.set(true)
+	fb, err := b.OpenFile(ctx, "/l", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := bytes.Repeat([]byte("B"), 1000)
+	if _, err := fb.WriteAt(theirs, 2000); err != nil {
+		t.Fatal(err)
+	}
+	if err := fb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = wa("w", S+20) // while cut off: may fail
+	nw.set(false)
+	deadline := time.Now().Add(30 * time.Second)
+	for braid.LockEpoch(a) == epoch || !braid.LockSessionValid(a) {
+		if time.Now().After(deadline) {
+			t.Fatal("client A never renewed its lock session")
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+	_ = wa("q", 20)
+	cerr := fa.Close()
+	got, err := get(t, b, "/l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[2000:3000], theirs) {
+		t.Fatalf("the other writer's acknowledged bytes were overwritten (A's close: %v)", cerr)
+	}
+	if cerr == nil {
+		t.Fatal("A's close reported success for writes it lost with its locks")
+	}
+}
