@@ -314,6 +314,10 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 			case staged.Wait:
 				s.cfg.Log.Warn("staged write not resolved yet", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
 				left, leftOSDs = append(left, comp), append(leftOSDs, id)
+			case staged.Drop:
+				if err != nil {
+					s.cfg.Log.Warn("staged write given up: its stage could not be aborted", "ino", it.ino, "comp", comp, "osd", id, "err", err)
+				}
 			}
 			if wr, derr := osdproto.DecodeWriteReply(meta); err == nil && op == osdproto.OpApply && derr == nil && wr.Created {
 				recreated = append(recreated, comp)
