@@ -78,11 +78,12 @@ type File struct {
 	attr      mdsproto.Inode    // attributes as of the open or this handle's last commit (under mu)
 	publish   *mdsproto.Publish // an Atomic create's name, given by the commit at Close (under mu)
 	stopLease chan struct{}
-	// parked are stripes left partly written, kept to gather more writes
-	// (gather.go; under mu), oldest first in parkOrder, parkedBytes of
-	// buffers in all, at most parkLimit.
-	parked      map[int64]*stripeBuf
-	parkOrder   []int64
+	// parked are the extents written to stripes left partly written,
+	// gathered until they are flushed (gather.go; under mu), oldest first
+	// in parkOrder (with entries already sent), parkedBytes in all, at
+	// most parkLimit.
+	parked      map[int64]*gathered
+	parkOrder   []*gathered
 	parkedBytes int64
 	parkLimit   int64
 	leaseDone   chan struct{}

@@ -21,9 +21,6 @@ type stripeBuf struct {
 	buf    []byte // pooled; len(buf) bytes are reserved from File.inflight
 	lo, hi int64  // bytes of the data region the writer has filled
 	whole  bool   // write every unit at full length (truncation rewrites)
-	// filled: the buffer holds the stripe's bytes around what was
-	// written (gather.go), so writes anywhere in it land in it.
-	filled bool
 	// staged: the write changes part of a stripe holding committed data,
 	// so it goes through the two-phase commit (stage, intent, apply).
 	staged bool
@@ -85,32 +82,24 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		o := off + int64(n)
 		fs, in := o/S, o%S
 		piece := min(S-in, int64(len(p)-n))
+		f.size = max(f.size, o+piece)
+		f.modified = true
+		if wb := f.wb; f.parked[fs] != nil || wb != nil && wb.fs == fs && (in > wb.hi || in+piece < wb.lo) {
+			// Not the stripe being filled front to back: gathered.
+			f.gatherLocked(fs, in, p[n:n+int(piece)])
+			n += int(piece)
+			continue
+		}
 		if wb := f.wb; wb != nil && wb.fs != fs {
 			f.parkLocked() // the writer moved to another stripe; it may come back (gather.go)
 		}
 		if f.wb == nil {
-			f.wb = f.unparkLocked(fs)
-		}
-		if f.wb == nil {
-			f.makeRoomLocked(stripeBufBytes(f.layout().Spec))
 			f.wb = f.newStripeBuf(fs)
 			f.wb.lo, f.wb.hi = in, in
 		}
-		if wb := f.wb; !wb.filled && (in > wb.hi || in+piece < wb.lo) {
-			// Not contiguous with what the buffer holds: it takes the
-			// stripe's current bytes, then any write.
-			if err := f.fillInPlaceLocked(wb); err != nil {
-				f.wb = nil
-				f.releaseStripe(wb)
-				f.setErr(err)
-				return n, err
-			}
-		}
 		copy(f.wb.buf[in:in+piece], p[n:])
 		f.wb.lo, f.wb.hi = min(f.wb.lo, in), max(f.wb.hi, in+piece)
-		f.size = max(f.size, o+piece)
-		f.modified = true
-		if !f.wb.filled && f.wb.lo == 0 && f.wb.hi == S {
+		if f.wb.lo == 0 && f.wb.hi == S {
 			f.submitLocked() // a whole stripe written: sent at once
 		}
 		n += int(piece)
