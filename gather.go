@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // Gathering small writes. The stripe a writer is filling from front to
@@ -194,9 +195,11 @@ func (f *File) flushStripesLocked(lo, hi int64) {
 		}
 		slices.Sort(in)
 	}
-	for _, fs := range in {
-		f.sendGatheredLocked(f.parked[fs])
+	gs := make([]*gathered, len(in))
+	for i, fs := range in {
+		gs[i] = f.parked[fs]
 	}
+	f.sendGatheredLocked(gs...)
 	if wb := f.wb; wb != nil && wb.fs >= lo && wb.fs < hi {
 		f.submitLocked()
 	}
@@ -227,35 +230,88 @@ func (f *File) dropBuffersLocked() bool {
 	return had
 }
 
-// sendGatheredLocked sends gathered stripe g: read where its extents do
-// not cover the stripe's bytes (once, the whole stripe), laid over with
-// the extents, encoded and sent as submitBufLocked sends any stripe.
-// Part of a stripe that holds acknowledged data is rewritten through the
-// two-phase commit.
-func (f *File) sendGatheredLocked(g *gathered) {
-	f.unparkLocked(g)
-	if err := f.stripeHeld(g.fs); err != nil {
-		f.setErr(err)
-		return
+// fillersPerFlush bounds how many gathered stripes a flush reads at once.
+// Their reads are the flush's critical path (sending is behind it), and
+// one at a time they left the OSDs idle between stripes.
+const fillersPerFlush = 4
+
+// sendGatheredLocked sends gathered stripes gs: each read where its
+// extents do not cover the stripe's bytes (once, the whole stripe; up to
+// fillersPerFlush stripes at once), laid over with its extents, encoded
+// and sent as submitBufLocked sends any stripe. Part of a stripe that
+// holds acknowledged data is rewritten through the two-phase commit.
+func (f *File) sendGatheredLocked(gs ...*gathered) {
+	for len(gs) > 0 {
+		n := f.sendWindowLocked(gs[:min(len(gs), fillersPerFlush)])
+		gs = gs[n:]
+	}
+}
+
+// sendWindowLocked sends the first of gs, and as many more as stripe
+// buffers are free for without waiting (the first may wait: gathered
+// stripes leave room for it), reading them in parallel. It returns how
+// many it took.
+func (f *File) sendWindowLocked(gs []*gathered) int {
+	type fill struct {
+		g     *gathered
+		wb    *stripeBuf
+		valid int64
+		err   error
 	}
 	spec := f.layout().Spec
 	S := spec.StripeBytes()
-	start := g.fs * S
-	valid := max(0, min(S, f.size-start))
-	wb := f.newStripeBuf(g.fs)
-	wb.lo, wb.hi = 0, 0
-	if !g.covers(valid) {
-		f.pending.wait() // earlier writes to this stripe must land before it is read
-		if err := f.fillStripe(wb, start, valid); err != nil {
+	var fills []*fill
+	taken := 0
+	for i, g := range gs {
+		var wb *stripeBuf
+		if i == 0 {
+			f.unparkLocked(g)
+			wb = f.newStripeBuf(g.fs)
+		} else if wb = f.tryNewStripeBuf(g.fs); wb == nil {
+			break
+		} else {
+			f.unparkLocked(g)
+		}
+		taken++
+		if err := f.stripeHeld(g.fs); err != nil {
 			f.setErr(err)
 			f.releaseStripe(wb)
-			return
+			continue
 		}
-		wb.staged = start < f.committed && spec.M > 0
+		wb.lo, wb.hi = 0, 0
+		fills = append(fills, &fill{g: g, wb: wb, valid: max(0, min(S, f.size-g.fs*S))})
 	}
-	for _, e := range g.ext {
-		copy(wb.buf[e.off:], e.data)
+	var wg sync.WaitGroup
+	for _, fl := range fills {
+		if fl.g.covers(fl.valid) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.pending.waitStripe(fl.g.fs) // earlier writes to this stripe must land before it is read
+			fl.err = f.fillStripeOnce(fl.wb, fl.g.fs*S, fl.valid)
+		}()
 	}
-	wb.lo, wb.hi = 0, max(valid, g.ext[len(g.ext)-1].end())
-	f.submitBufLocked(wb)
+	wg.Wait()
+	for _, fl := range fills {
+		g, wb, start := fl.g, fl.wb, fl.g.fs*S
+		if !g.covers(fl.valid) {
+			if fl.err != nil && f.replayWanted.Load() {
+				fl.err = f.fillStripe(wb, start, fl.valid) // sends kept writes again first
+			}
+			if fl.err != nil {
+				f.setErr(fl.err)
+				f.releaseStripe(wb)
+				continue
+			}
+			wb.staged = start < f.committed && spec.M > 0
+		}
+		for _, e := range g.ext {
+			copy(wb.buf[e.off:], e.data)
+		}
+		wb.lo, wb.hi = 0, max(fl.valid, g.ext[len(g.ext)-1].end())
+		f.submitBufLocked(wb)
+	}
+	return taken
 }

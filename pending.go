@@ -40,6 +40,15 @@ func (p *pendingStripes) end(fs int64) {
 	p.cond.Broadcast()
 }
 
+// waitStripe blocks until stripe fs has no write in flight.
+func (p *pendingStripes) waitStripe(fs int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.byStripe[fs] > 0 {
+		p.cond.Wait()
+	}
+}
+
 // wait blocks until no stripe write is in flight. Unlike a WaitGroup it
 // may run concurrently with begin.
 func (p *pendingStripes) wait() {

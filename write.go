@@ -42,6 +42,16 @@ func (f *File) newStripeBuf(fs int64) *stripeBuf {
 	return &stripeBuf{fs: fs, buf: wire.GetBuf(int(n)), lo: -1, hi: -1}
 }
 
+// tryNewStripeBuf takes a stripe buffer if the budget has room for one
+// now, else returns nil.
+func (f *File) tryNewStripeBuf(fs int64) *stripeBuf {
+	n := stripeBufBytes(f.layout().Spec)
+	if !f.inflight.TryAcquire(n) {
+		return nil
+	}
+	return &stripeBuf{fs: fs, buf: wire.GetBuf(int(n)), lo: -1, hi: -1}
+}
+
 func (f *File) releaseStripe(wb *stripeBuf) {
 	f.inflight.Release(int64(len(wb.buf)))
 	wire.PutBuf(wb.buf)
@@ -134,7 +144,7 @@ func (f *File) submitBufLocked(wb *stripeBuf) {
 	start := wb.fs * S
 	valid := min(S, f.size-start)
 	if wb.lo > 0 || wb.hi < valid {
-		f.pending.wait() // earlier writes to this stripe must land before it is read
+		f.pending.waitStripe(wb.fs) // earlier writes to this stripe must land before it is read
 		if err := f.fillStripe(wb, start, valid); err != nil {
 			f.setErr(err)
 			f.releaseStripe(wb)
