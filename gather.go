@@ -1,10 +1,12 @@
 package braid
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Gathering small writes. The stripe a writer is filling from front to
@@ -238,20 +240,65 @@ const fillersPerFlush = 4
 // sendGatheredLocked sends gathered stripes gs: each read where its
 // extents do not cover the stripe's bytes (once, the whole stripe; up to
 // fillersPerFlush stripes at once), laid over with its extents, encoded
-// and sent as submitBufLocked sends any stripe. Part of a stripe that
-// holds acknowledged data is rewritten through the two-phase commit.
+// and sent. Stripes that rewrite part of a stripe holding acknowledged
+// data go through the two-phase commit together, up to maxBatchStripes
+// in one intent (stage.go): a flush of many stripes pays for the intent's
+// commits and each OSD's stage and apply once, not per stripe.
 func (f *File) sendGatheredLocked(gs ...*gathered) {
-	for len(gs) > 0 {
-		n := f.sendWindowLocked(gs[:min(len(gs), fillersPerFlush)])
-		gs = gs[n:]
+	t0 := time.Now()
+	defer func() { println("sendGathered", len(gs), time.Since(t0).String()) }()
+	var batch []*stripeBuf
+	var valids []int64
+	send := func() {
+		if len(batch) > 0 {
+			f.sendBatchLocked(batch, valids)
+			batch, valids = nil, nil
+		}
 	}
+	limit := f.maxBatchStripes()
+	for len(gs) > 0 {
+		ready, n := f.fillWindowLocked(gs[:min(len(gs), fillersPerFlush)], len(batch) == 0)
+		if n == 0 {
+			send() // the batch holds the buffers this window waits for
+			continue
+		}
+		gs = gs[n:]
+		for i, wb := range ready.wbs {
+			if !wb.staged {
+				f.submitBufLocked(wb)
+				continue
+			}
+			batch, valids = append(batch, wb), append(valids, ready.valids[i])
+			if len(batch) >= limit {
+				send()
+			}
+		}
+	}
+	send()
 }
 
-// sendWindowLocked sends the first of gs, and as many more as stripe
-// buffers are free for without waiting (the first may wait: gathered
-// stripes leave room for it), reading them in parallel. It returns how
-// many it took.
-func (f *File) sendWindowLocked(gs []*gathered) int {
+// maxStageBytes bounds what one component stages for a batch (one
+// request; the frame limit is wire.MaxDataBytes).
+const maxStageBytes = 8 << 20
+
+// maxBatchStripes is how many stripes one staged write may carry: each
+// puts at most a unit on a component.
+func (f *File) maxBatchStripes() int {
+	return int(max(1, maxStageBytes/f.layout().Spec.UnitBytes))
+}
+
+// filledStripes are gathered stripes made whole, ready to send.
+type filledStripes struct {
+	wbs    []*stripeBuf
+	valids []int64 // bytes of each stripe inside the file
+}
+
+// fillWindowLocked makes the first of gs, and as many more as stripe
+// buffers are free for without waiting, whole: read in parallel where
+// their extents do not cover them, laid over with the extents. The first
+// waits for its buffer only if mayWait (gathered stripes leave room for
+// one); it returns how many of gs it took, 0 if it could not wait.
+func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, int) {
 	type fill struct {
 		g     *gathered
 		wb    *stripeBuf
@@ -264,7 +311,7 @@ func (f *File) sendWindowLocked(gs []*gathered) int {
 	taken := 0
 	for i, g := range gs {
 		var wb *stripeBuf
-		if i == 0 {
+		if i == 0 && mayWait {
 			f.unparkLocked(g)
 			wb = f.newStripeBuf(g.fs)
 		} else if wb = f.tryNewStripeBuf(g.fs); wb == nil {
@@ -294,6 +341,7 @@ func (f *File) sendWindowLocked(gs []*gathered) int {
 		}()
 	}
 	wg.Wait()
+	var out filledStripes
 	for _, fl := range fills {
 		g, wb, start := fl.g, fl.wb, fl.g.fs*S
 		if !g.covers(fl.valid) {
@@ -306,12 +354,72 @@ func (f *File) sendWindowLocked(gs []*gathered) int {
 				continue
 			}
 			wb.staged = start < f.committed && spec.M > 0
+			if wb.staged && start+S <= f.committed {
+				wb.changed = g.ext
+			}
 		}
 		for _, e := range g.ext {
 			copy(wb.buf[e.off:], e.data)
 		}
 		wb.lo, wb.hi = 0, max(fl.valid, g.ext[len(g.ext)-1].end())
-		f.submitBufLocked(wb)
+		out.wbs, out.valids = append(out.wbs, wb), append(out.valids, fl.valid)
 	}
-	return taken
+	return out, taken
+}
+
+// sendBatchLocked sends whole stripes wbs (valids: their bytes inside
+// the file) through one two-phase commit.
+func (f *File) sendBatchLocked(wbs []*stripeBuf, valids []int64) {
+	if f.unsyncedBytes() >= f.maxUnsyncedBytes() {
+		f.flushOSDs(context.Background())
+	}
+	S := f.layout().Spec.StripeBytes()
+	for i, wb := range wbs {
+		clear(wb.buf[valids[i]:S])
+	}
+	f.encodeAndSendStaged(wbs, valids)
+}
+
+// colRange is a range of columns of a unit: bytes [lo, hi) of it.
+type colRange struct{ lo, hi int64 }
+
+// colAlign is the OSD's checksum block: a piece of a unit is sent in
+// whole blocks, so the OSD never reads back a block to merge it.
+const colAlign = 4096
+
+// changedCols maps a stripe's changed ranges (extents of its data region)
+// to the columns each of its K+M units must rewrite: a data unit its own
+// part of them, and a parity unit (or a mirror's copy) every column any
+// data unit changed, since each of its bytes is computed from that column
+// of all data units. Columns are widened to whole blocks within the unit.
+func changedCols(changed []extent, K, M int, U int64) [][]colRange {
+	cols := make([][]colRange, K+M)
+	var all []colRange
+	for _, e := range changed {
+		for u := e.off / U; u < int64(K) && u*U < e.end(); u++ {
+			lo, hi := max(e.off, u*U)-u*U, min(e.end(), (u+1)*U)-u*U
+			r := colRange{lo / colAlign * colAlign, min(U, (hi+colAlign-1)/colAlign*colAlign)}
+			cols[u] = appendCols(cols[u], r)
+			all = append(all, r)
+		}
+	}
+	slices.SortFunc(all, func(a, b colRange) int { return cmp.Compare(a.lo, b.lo) })
+	var union []colRange
+	for _, r := range all {
+		union = appendCols(union, r)
+	}
+	for j := K; j < K+M; j++ {
+		cols[j] = union
+	}
+	return cols
+}
+
+// appendCols adds r, which starts at or after the last range's start, to
+// sorted ranges rs, merging it with the last if they touch.
+func appendCols(rs []colRange, r colRange) []colRange {
+	if n := len(rs); n > 0 && r.lo <= rs[n-1].hi {
+		rs[n-1].hi = max(rs[n-1].hi, r.hi)
+		return rs
+	}
+	return append(rs, r)
 }

@@ -1,6 +1,7 @@
 package braid
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,15 +66,15 @@ func (f *File) snapCall(ctx context.Context, s fileSnap, op uint16, comp int, re
 	return meta, nil
 }
 
-// sendStaged writes the stripe through the two-phase commit, staging it
-// again if a repair moves the layout meanwhile.
-func (op *stripeOp) sendStaged() {
-	f := op.f
+// sendStaged writes stripes ops (one, or a batch a flush gathered)
+// through one two-phase commit, staging them again if a repair moves the
+// layout meanwhile.
+func (f *File) sendStaged(ops []*stripeOp) {
 	ctx := context.Background()
 	var err error
 	for try := 0; try < maxStripeSends; try++ {
 		s := f.snap()
-		if err = op.twoPhase(ctx, s); !errors.Is(err, errLayoutMoved) {
+		if err = f.twoPhase(ctx, s, ops); !errors.Is(err, errLayoutMoved) {
 			break
 		}
 		if err = f.refresh(ctx, s.cap); err != nil {
@@ -81,9 +82,11 @@ func (op *stripeOp) sendStaged() {
 		}
 	}
 	if err != nil {
-		f.setErr(fmt.Errorf("%s: stripe %d: %w", f.path, op.wb.fs, err))
+		f.setErr(fmt.Errorf("%s: stripes %d-%d: %w", f.path, ops[0].wb.fs, ops[len(ops)-1].wb.fs, err))
 	}
-	op.finish()
+	for _, op := range ops {
+		op.finish()
+	}
 }
 
 type unitResult struct {
@@ -91,8 +94,8 @@ type unitResult struct {
 	err  error
 }
 
-// eachUnit runs fn for every unit of the stripe in parallel.
-func (op *stripeOp) eachUnit(s fileSnap, comps []int, fn func(u, comp int) error) []unitResult {
+// eachComp runs fn for every component in parallel.
+func eachComp(comps []int, fn func(i, comp int) error) []unitResult {
 	out := make([]unitResult, len(comps))
 	var wg sync.WaitGroup
 	for i, c := range comps {
@@ -106,15 +109,75 @@ func (op *stripeOp) eachUnit(s fileSnap, comps []int, fn func(u, comp int) error
 	return out
 }
 
-func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
-	f := op.f
-	txid := rand.Uint64() | 1
-	var comps []int
-	var offs []int64
-	for u := range op.shards {
-		loc := s.lay.UnitOf(op.wb.fs, u)
-		comps, offs = append(comps, loc.Component), append(offs, loc.ObjectOff)
+// stagedUnit is a piece of a batch's stripes: bytes for its component at
+// off (a unit, or the part of one the stripe's writes changed).
+type stagedUnit struct {
+	op   *stripeOp
+	off  int64
+	data []byte
+}
+
+// stageOf is what one component stages for a batch: its pieces' bytes
+// one after another and, if there are several, their segments.
+func stageOf(units []stagedUnit, txid uint64) (osdproto.Req, []byte, func()) {
+	req := osdproto.Req{Off: units[0].off, Txid: txid}
+	if len(units) == 1 {
+		return req, units[0].data, func() {}
 	}
+	n := 0
+	for _, u := range units {
+		n += len(u.data)
+	}
+	buf := wire.GetBuf(n)
+	at := 0
+	for _, u := range units {
+		req.Segs = append(req.Segs, osdproto.Seg{Off: u.off, Len: uint32(len(u.data))})
+		at += copy(buf[at:], u.data)
+	}
+	return req, buf[:n], func() { wire.PutBuf(buf) }
+}
+
+// piecesOf is what the batch's stripes write, by component, in object
+// order: every unit whole, or of a stripe whose writes changed only some
+// columns (stripeOp.cols), those columns of the units they touch.
+func piecesOf(s fileSnap, ops []*stripeOp) (comps []int, byComp map[int][]stagedUnit) {
+	byComp = map[int][]stagedUnit{}
+	for _, op := range ops {
+		for u, data := range op.shards {
+			loc := s.lay.UnitOf(op.wb.fs, u)
+			pieces := []stagedUnit{{op: op, off: loc.ObjectOff, data: data}}
+			if op.cols != nil {
+				pieces = pieces[:0]
+				for _, r := range op.cols[u] {
+					pieces = append(pieces, stagedUnit{op: op, off: loc.ObjectOff + r.lo, data: data[r.lo:r.hi]})
+				}
+			}
+			if len(pieces) == 0 {
+				continue
+			}
+			if byComp[loc.Component] == nil {
+				comps = append(comps, loc.Component)
+			}
+			byComp[loc.Component] = append(byComp[loc.Component], pieces...)
+		}
+	}
+	for _, units := range byComp {
+		slices.SortFunc(units, func(a, b stagedUnit) int { return cmp.Compare(a.off, b.off) })
+	}
+	return comps, byComp
+}
+
+// twoPhase writes stripes ops through one intent: every component stages
+// all its pieces of them at once (one stage, one fsync), so a flush of
+// many stripes costs three MDS commits and one stage and apply per
+// component, not per stripe.
+func (f *File) twoPhase(ctx context.Context, s fileSnap, ops []*stripeOp) error {
+	txid := rand.Uint64() | 1
+	comps, byComp := piecesOf(s, ops)
+	if len(comps) == 0 {
+		return nil
+	}
+	m := ops[0].m
 	ireq := mdsproto.IntentReq{Ino: s.ino, Txid: txid, Version: s.lay.Version, Comps: toU32s(comps)}
 	if err := f.c.mdsWaitBusy(ctx, mdsproto.OpIntentBegin, ireq, nil); err != nil {
 		if errors.Is(err, wire.ErrStale) {
@@ -122,8 +185,10 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		}
 		return fmt.Errorf("record intent: %w", err)
 	}
-	staged := op.eachUnit(s, comps, func(u, c int) error {
-		_, err := f.snapCall(ctx, s, osdproto.OpStage, c, osdproto.Req{Off: offs[u], Txid: txid}, op.shards[u])
+	staged := eachComp(comps, func(_, c int) error {
+		req, data, done := stageOf(byComp[c], txid)
+		defer done()
+		_, err := f.snapCall(ctx, s, osdproto.OpStage, c, req, data)
 		return err
 	})
 	var ok []int
@@ -136,19 +201,19 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		}
 	}
 	abort := func(cause error) error {
-		op.eachUnit(s, ok, func(_, c int) error {
+		eachComp(ok, func(_, c int) error {
 			_, err := f.snapCall(ctx, s, osdproto.OpAbort, c, osdproto.Req{Txid: txid}, nil)
 			return err
 		})
 		_ = f.c.mds(ctx, mdsproto.OpIntentDone, mdsproto.IntentReq{Ino: s.ino, Txid: txid}, nil)
 		return cause
 	}
-	switch d := stagedwrite.Staged(outcomes(staged, true), op.m); {
+	switch d := stagedwrite.Staged(outcomes(staged, true), m, s.lay.Spec.Width()); {
 	case d.Restage:
 		return abort(errLayoutMoved)
 	case d.Abort:
 		return abort(fmt.Errorf("%w: %d units could not be staged, layout tolerates %d: %w",
-			wire.ErrUnavail, len(errs), op.m, errors.Join(errs...)))
+			wire.ErrUnavail, len(errs), m, errors.Join(errs...)))
 	case len(d.MarkDirty) > 0:
 		if err := f.markDirty(ctx, fmt.Errorf("staged write failed: %w", errors.Join(errs...)), d.MarkDirty...); err != nil {
 			return abort(err)
@@ -158,7 +223,7 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		return abort(fmt.Errorf("commit intent: %w", err))
 	}
 	boots := make([]uint64, len(ok))
-	applied := op.eachUnit(s, ok, func(i, c int) (err error) {
+	applied := eachComp(ok, func(i, c int) (err error) {
 		boots[i], err = f.applyStage(ctx, s, c, txid)
 		return err
 	})
@@ -168,13 +233,14 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 			applyErrs = append(applyErrs, r.err)
 			continue
 		}
-		u := slices.Index(comps, r.comp)
-		f.noteWritten(r.comp, offs[u]+int64(len(op.shards[u])))
-		// Applied is durable, but writes under it its OSD took and may
-		// lose to a power cut are sent again at the sync: it is kept
-		// with them, to be sent again after them.
-		f.keepWrite(r.comp, offs[u], op.shards[u], boots[i])
-		op.kept = true
+		for _, u := range byComp[r.comp] {
+			f.noteWritten(r.comp, u.off+int64(len(u.data)))
+			// Applied is durable, but writes under it its OSD took and
+			// may lose to a power cut are sent again at the sync: it is
+			// kept with them, to be sent again after them.
+			f.keepWrite(r.comp, u.off, u.data, boots[i])
+			u.op.kept = true
+		}
 	}
 	d := stagedwrite.Applied(outcomes(applied, false))
 	if len(d.MarkDirty) > 0 {
@@ -185,7 +251,7 @@ func (op *stripeOp) twoPhase(ctx context.Context, s fileSnap) error {
 		}
 	}
 	if d.AbortBroken {
-		op.eachUnit(s, d.MarkDirty, func(_, c int) error {
+		eachComp(d.MarkDirty, func(_, c int) error {
 			_, err := f.snapCall(ctx, s, osdproto.OpAbort, c, osdproto.Req{Txid: txid}, nil)
 			return err
 		})

@@ -24,6 +24,10 @@ type stripeBuf struct {
 	// staged: the write changes part of a stripe holding committed data,
 	// so it goes through the two-phase commit (stage, intent, apply).
 	staged bool
+	// changed, if not nil, are the only ranges of a staged stripe its
+	// writes changed (a gathered stripe wholly inside the committed
+	// file, whose other bytes the OSDs hold with their parity).
+	changed []extent
 }
 
 func stripeBufBytes(s layout.Spec) int64 {
@@ -197,6 +201,10 @@ type stripeOp struct {
 	failed  []error
 	nospace error
 	kept    bool // an OSD took a unit: the buffer is kept until the sync
+	ec      bool // parity is computed (erasure-coded layout)
+	// cols, if not nil, are the only columns of each unit the stripe's
+	// writes changed (gather.go): a staged write sends just those.
+	cols [][]colRange
 }
 
 // maxStripeSends bounds how often one stripe is sent again because the
@@ -211,6 +219,46 @@ const maxStripeSends = 3
 // committing) that parity must not be computed against. Columns past
 // shardLen lie past the file's end in every unit and are not sent.
 func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
+	op := f.newStripeOp(wb, valid)
+	f.pending.begin(wb.fs)
+	// Encoding and sending run behind the writer, so the next stripe is
+	// filled while this one is coded (the buffer is the stripe's alone).
+	go func() {
+		if !op.encode() {
+			return
+		}
+		if wb.staged {
+			f.sendStaged([]*stripeOp{op})
+			return
+		}
+		op.send()
+	}()
+}
+
+// encodeAndSendStaged sends whole stripes wbs as encodeAndSend does, all
+// through one two-phase commit.
+func (f *File) encodeAndSendStaged(wbs []*stripeBuf, valids []int64) {
+	ops := make([]*stripeOp, len(wbs))
+	for i, wb := range wbs {
+		ops[i] = f.newStripeOp(wb, valids[i])
+		f.pending.begin(wb.fs)
+	}
+	go func() {
+		var coded []*stripeOp
+		for _, op := range ops {
+			if op.encode() {
+				coded = append(coded, op)
+			}
+		}
+		if len(coded) > 0 {
+			f.sendStaged(coded)
+		}
+	}()
+}
+
+// newStripeOp lays out the units of stripe wb, whose first valid bytes
+// are file data, for encoding and sending.
+func (f *File) newStripeOp(wb *stripeBuf, valid int64) *stripeOp {
 	s := f.layout().Spec
 	K, M, U := s.K, s.M, s.UnitBytes
 	shardLen := min(valid, U)
@@ -232,24 +280,49 @@ func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
 			shards[j] = shards[0] // copies share the buffer
 		}
 	}
-	op := &stripeOp{f: f, wb: wb, m: M, shards: shards}
-	f.pending.begin(wb.fs)
-	// Encoding and sending run behind the writer, so the next stripe is
-	// filled while this one is coded (the buffer is the stripe's alone).
-	go func() {
-		if s.Scheme == layout.EC {
-			if err := f.enc.Encode(shards); err != nil {
-				f.setErr(fmt.Errorf("encode stripe %d: %w", wb.fs, err))
-				op.finish()
-				return
+	op := &stripeOp{f: f, wb: wb, m: M, shards: shards, ec: s.Scheme == layout.EC}
+	if wb.changed != nil && shardLen == U {
+		op.cols = changedCols(wb.changed, K, M, U)
+		if !f.objectsHold(wb.fs) {
+			// A hole (the file grew by truncation): every unit also
+			// writes its last block, so the group's objects all reach
+			// the stripe's end, as the extent then says.
+			for u := range op.cols {
+				op.cols[u] = appendCols(op.cols[u], colRange{U - colAlign, U})
 			}
 		}
-		if wb.staged {
-			op.sendStaged()
-			return
+	}
+	return op
+}
+
+// objectsHold reports whether every object of stripe fs is vouched to
+// hold written data through the stripe's units (the inode's extents).
+// Extents are kept per parity group: pieces written into a hole must not
+// leave the group's objects ending at different places, or the shorter
+// ones are taken for lost.
+func (f *File) objectsHold(fs int64) bool {
+	lay := f.layout()
+	for u := range lay.Spec.K + lay.Spec.M {
+		loc := lay.UnitOf(fs, u)
+		if f.extentOf(loc.Component) < loc.ObjectOff+lay.Spec.UnitBytes {
+			return false
 		}
-		op.send()
-	}()
+	}
+	return true
+}
+
+// encode computes the stripe's parity (erasure-coded layouts); a failure
+// is the file's error and ends the stripe's write.
+func (op *stripeOp) encode() bool {
+	if !op.ec {
+		return true
+	}
+	if err := op.f.enc.Encode(op.shards); err != nil {
+		op.f.setErr(fmt.Errorf("encode stripe %d: %w", op.wb.fs, err))
+		op.finish()
+		return false
+	}
+	return true
 }
 
 // send writes every unit under the file's current layout.

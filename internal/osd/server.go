@@ -227,10 +227,16 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	case osdproto.OpDelete:
 		return wire.Response{}, s.store.DeleteComps(req.Ino, req.Comps, ver)
 	case osdproto.OpStage:
-		if req.Off+int64(len(r.Data)) > osdproto.MaxObjectBytes {
-			return wire.Response{}, wire.Errorf(wire.ErrBadRequest, "stage past the object size limit")
+		segs := req.SegsOf(len(r.Data))
+		total := int64(0)
+		for _, g := range segs {
+			total += int64(g.Len)
 		}
-		return wire.Response{}, s.store.Stage(key, ver, req.Txid, req.Off, r.Data)
+		last := segs[len(segs)-1]
+		if total != int64(len(r.Data)) || last.Off+int64(last.Len) > osdproto.MaxObjectBytes {
+			return wire.Response{}, wire.Errorf(wire.ErrBadRequest, "stage of %d bytes in segments of %d, or past the object size limit", len(r.Data), total)
+		}
+		return wire.Response{}, s.store.StageSegs(key, ver, req.Txid, segs, r.Data)
 	case osdproto.OpApply:
 		created, err := s.store.Apply(key, ver, req.Txid, req.Flags)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -23,14 +24,22 @@ import (
 // it was, and recovery (the MDS's intent resolver) finishes or undoes
 // every staged write.
 //
-// Stage file objects/XX/<ino>.<comp>.<txid hex>.stg, format 1:
+// Stage file objects/XX/<ino>.<comp>.<txid hex>.stg, format 1 (one
+// segment):
 //
 //	magic u32 "BSTG", format u16, pad u16, ino u64, comp u32, pad u32,
 //	txid u64, version u64, off i64, len u32, dataCRC u32, headerCRC u32
 //	(CRC32C of the 68 bytes before it), then len bytes of data.
+//
+// Format 2 (several segments: a writer batched several stripes into one
+// staged write) has the same header, off the first segment's, len all the
+// data's, then n u32, (off i64, len u32) × n, tableCRC u32 (CRC32C of
+// the table from n on), then the data, each segment's after the one
+// before. Applying writes every segment; applying again writes them again.
 const (
 	stageMagic       = 0x47545342 // "BSTG"
 	stageFormat      = 1
+	stageFormatSegs  = 2
 	stageHeaderBytes = 72
 )
 
@@ -145,6 +154,12 @@ func (q *tombQueue) expired(cutoff time.Time, max int) []string {
 
 // Stage writes p, meant for object k at off, to a durable side file.
 func (s *Store) Stage(k ObjKey, version, txid uint64, off int64, p []byte) error {
+	return s.StageSegs(k, version, txid, []osdproto.Seg{{Off: off, Len: uint32(len(p))}}, p)
+}
+
+// StageSegs writes p, segments segs of object k one after another, to a
+// durable side file. The caller checked that segs hold p exactly.
+func (s *Store) StageSegs(k ObjKey, version, txid uint64, segs []osdproto.Seg, p []byte) error {
 	_, done, err := s.lockObject(k, version, forRead) // refuse stale writers; create nothing yet
 	if err != nil {
 		return err
@@ -155,17 +170,29 @@ func (s *Store) Stage(k ObjKey, version, txid uint64, off int64, p []byte) error
 	} else if kind != "" {
 		return wire.Errorf(wire.ErrInvalid, "staged write %x of object %x.%d was %s already: a late copy", txid, k.Ino, k.Comp, outcomeText(kind))
 	}
+	format := uint16(stageFormat)
+	if len(segs) > 1 {
+		format = stageFormatSegs
+	}
 	h := make([]byte, stageHeaderBytes)
 	binary.LittleEndian.PutUint32(h[0:], stageMagic)
-	binary.LittleEndian.PutUint16(h[4:], stageFormat)
+	binary.LittleEndian.PutUint16(h[4:], format)
 	binary.LittleEndian.PutUint64(h[8:], k.Ino)
 	binary.LittleEndian.PutUint32(h[16:], k.Comp)
 	binary.LittleEndian.PutUint64(h[24:], txid)
 	binary.LittleEndian.PutUint64(h[32:], version)
-	binary.LittleEndian.PutUint64(h[40:], uint64(off))
+	binary.LittleEndian.PutUint64(h[40:], uint64(segs[0].Off))
 	binary.LittleEndian.PutUint32(h[48:], uint32(len(p)))
 	binary.LittleEndian.PutUint32(h[52:], wire.CRC(p))
 	binary.LittleEndian.PutUint32(h[68:], wire.CRC(h[:68]))
+	if format == stageFormatSegs {
+		h = binary.LittleEndian.AppendUint32(h, uint32(len(segs)))
+		for _, g := range segs {
+			h = binary.LittleEndian.AppendUint64(h, uint64(g.Off))
+			h = binary.LittleEndian.AppendUint32(h, g.Len)
+		}
+		h = binary.LittleEndian.AppendUint32(h, wire.CRC(h[stageHeaderBytes:]))
+	}
 	path := s.stagePath(k, txid)
 	if err := s.fs.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return s.ioError(err)
@@ -178,7 +205,7 @@ func (s *Store) Stage(k ObjKey, version, txid uint64, off int64, p []byte) error
 	if _, err := f.WriteAt(h, 0); err != nil {
 		return s.ioError(err)
 	}
-	if _, err := f.WriteAt(p, stageHeaderBytes); err != nil {
+	if _, err := f.WriteAt(p, int64(len(h))); err != nil {
 		return s.ioError(err)
 	}
 	if err := f.Sync(); err != nil {
@@ -201,40 +228,83 @@ func (s *Store) syncDir(dir string) error {
 	return nil
 }
 
-// readStage loads and verifies a stage file. A missing one is ErrNotFound.
-func (s *Store) readStage(k ObjKey, txid uint64) (off int64, data []byte, err error) {
+// readStage loads and verifies a stage file: its segments and their data,
+// one after another. A missing one is ErrNotFound.
+func (s *Store) readStage(k ObjKey, txid uint64) (segs []osdproto.Seg, data []byte, err error) {
 	path := s.stagePath(k, txid)
 	f, err := s.fs.OpenFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil, wire.Errorf(wire.ErrNotFound, "no staged write %x for object %x.%d", txid, k.Ino, k.Comp)
+		return nil, nil, wire.Errorf(wire.ErrNotFound, "no staged write %x for object %x.%d", txid, k.Ino, k.Comp)
 	}
 	if err != nil {
-		return 0, nil, s.ioError(err)
+		return nil, nil, s.ioError(err)
 	}
 	defer f.Close()
 	h := make([]byte, stageHeaderBytes)
 	if _, err := f.ReadAt(h, 0); err != nil {
-		return 0, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: header unreadable: %v", path, err)
+		return nil, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: header unreadable: %v", path, err)
 	}
-	if binary.LittleEndian.Uint32(h[0:]) != stageMagic || binary.LittleEndian.Uint16(h[4:]) != stageFormat ||
+	format := binary.LittleEndian.Uint16(h[4:])
+	if binary.LittleEndian.Uint32(h[0:]) != stageMagic || (format != stageFormat && format != stageFormatSegs) ||
 		binary.LittleEndian.Uint32(h[68:]) != wire.CRC(h[:68]) ||
 		binary.LittleEndian.Uint64(h[8:]) != k.Ino || binary.LittleEndian.Uint32(h[16:]) != k.Comp ||
 		binary.LittleEndian.Uint64(h[24:]) != txid {
-		return 0, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: header damaged", path)
+		return nil, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: header damaged", path)
 	}
-	off = int64(binary.LittleEndian.Uint64(h[40:]))
+	off := int64(binary.LittleEndian.Uint64(h[40:]))
 	n := binary.LittleEndian.Uint32(h[48:])
 	if off < 0 || n > wire.MaxDataBytes {
-		return 0, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: bad extent", path)
+		return nil, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: bad extent", path)
+	}
+	dataAt := int64(stageHeaderBytes)
+	segs = []osdproto.Seg{{Off: off, Len: n}}
+	if format == stageFormatSegs {
+		if segs, dataAt, err = readStageSegs(f, n); err != nil {
+			return nil, nil, fmt.Errorf("stage %s: %w", path, err)
+		}
 	}
 	data = make([]byte, n)
-	if _, err := f.ReadAt(data, stageHeaderBytes); err != nil {
-		return 0, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: data unreadable: %v", path, err)
+	if _, err := f.ReadAt(data, dataAt); err != nil {
+		return nil, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: data unreadable: %v", path, err)
 	}
 	if wire.CRC(data) != binary.LittleEndian.Uint32(h[52:]) {
-		return 0, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: data checksum mismatch", path)
+		return nil, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: data checksum mismatch", path)
 	}
-	return off, data, nil
+	return segs, data, nil
+}
+
+// readStageSegs reads a format 2 stage's segment table, which must hold
+// exactly its n bytes of data, and says where the data starts.
+func readStageSegs(f File, n uint32) ([]osdproto.Seg, int64, error) {
+	var nb [4]byte
+	if _, err := f.ReadAt(nb[:], stageHeaderBytes); err != nil {
+		return nil, 0, wire.Errorf(wire.ErrCorrupt, "segment table unreadable: %v", err)
+	}
+	count := binary.LittleEndian.Uint32(nb[:])
+	if count == 0 || count > osdproto.MaxSegs {
+		return nil, 0, wire.Errorf(wire.ErrCorrupt, "%d segments", count)
+	}
+	t := make([]byte, 4+12*int(count)+4)
+	if _, err := f.ReadAt(t, stageHeaderBytes); err != nil {
+		return nil, 0, wire.Errorf(wire.ErrCorrupt, "segment table unreadable: %v", err)
+	}
+	if binary.LittleEndian.Uint32(t[len(t)-4:]) != wire.CRC(t[:len(t)-4]) {
+		return nil, 0, wire.Errorf(wire.ErrCorrupt, "segment table checksum mismatch")
+	}
+	segs := make([]osdproto.Seg, count)
+	total := int64(0)
+	for i := range segs {
+		e := t[4+12*i:]
+		segs[i] = osdproto.Seg{Off: int64(binary.LittleEndian.Uint64(e)), Len: binary.LittleEndian.Uint32(e[8:])}
+		if segs[i].Off < 0 || segs[i].Off > osdproto.MaxObjectBytes-int64(segs[i].Len) {
+			return nil, 0, wire.Errorf(wire.ErrCorrupt, "segment %d out of range", i)
+		}
+		total += int64(segs[i].Len)
+	}
+	if total != int64(n) {
+		return nil, 0, wire.Errorf(wire.ErrCorrupt, "segments hold %d bytes, the stage %d", total, n)
+	}
+	return segs, stageHeaderBytes + int64(len(t)), nil
 }
 
 func outcomeText(kind string) string {
@@ -249,7 +319,7 @@ func outcomeText(kind string) string {
 // aborted stage is ErrInvalid; one never staged here ErrNotFound. With
 // osdproto.FlagMustExist a missing object is ErrLost (the stage stays).
 func (s *Store) Apply(k ObjKey, version, txid uint64, flags uint8) (created bool, err error) {
-	off, data, err := s.readStage(k, txid)
+	segs, data, err := s.readStage(k, txid)
 	if errors.Is(err, wire.ErrNotFound) {
 		switch kind, oerr := s.outcome(k, txid); {
 		case oerr != nil:
@@ -269,10 +339,14 @@ func (s *Store) Apply(k ObjKey, version, txid uint64, flags uint8) (created bool
 	}
 	defer done()
 	created, o.fresh = o.fresh, false
-	if len(data) > 0 {
-		if err := s.writeLocked(o, off, data); err != nil {
-			return created, err
+	at := 0
+	for _, g := range segs {
+		if g.Len > 0 {
+			if err := s.writeLocked(o, g.Off, data[at:at+int(g.Len)]); err != nil {
+				return created, err
+			}
 		}
+		at += int(g.Len)
 	}
 	if err := s.syncLocked(o); err != nil {
 		return created, err

@@ -156,3 +156,60 @@ func TestStageTombstones(t *testing.T) {
 		t.Fatalf("tombstones left after delete: %v", m)
 	}
 }
+
+// A stage of several segments (a writer's batch of stripes) leaves the
+// object alone until applied, survives a restart, then writes every
+// segment; applying again is done. A damaged segment table is corruption,
+// never a partial apply.
+func TestStageSegments(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, OSFS{}, dir)
+	k := ObjKey{Ino: 4, Comp: 2}
+	old := bytes.Repeat([]byte("o"), 40000)
+	if _, err := s.Write(k, 1, 0, old, osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	segs := []osdproto.Seg{{Off: 100, Len: 3000}, {Off: 8192, Len: 4096}, {Off: 39000, Len: 5000}}
+	data := bytes.Repeat([]byte("abcdefg"), 12096/7+1)[:12096]
+	if err := s.StageSegs(k, 1, 9, segs, data); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, s, k, 1, 40000); !bytes.Equal(got, old) {
+		t.Fatal("staging changed the object")
+	}
+	s = openTestStore(t, OSFS{}, dir) // the stage outlives the process
+	if _, err := s.Apply(k, 1, 9, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]byte{}, old...), make([]byte, 4000)...)
+	at := 0
+	for _, g := range segs {
+		copy(want[g.Off:], data[at:at+int(g.Len)])
+		at += int(g.Len)
+	}
+	if got := readAll(t, s, k, 1, len(want)); !bytes.Equal(got, want) {
+		t.Fatal("apply did not write every segment where it belongs")
+	}
+	if _, err := s.Apply(k, 1, 9, 0); err != nil {
+		t.Fatalf("second apply: %v, want done", err)
+	}
+
+	if err := s.StageSegs(k, 1, 10, segs, data); err != nil {
+		t.Fatal(err)
+	}
+	path := s.stagePath(k, 10)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[stageHeaderBytes+4+12] ^= 0x40 // the second segment's offset
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(k, 1, 10, 0); !errors.Is(err, wire.ErrCorrupt) {
+		t.Fatalf("apply of a stage with a damaged segment table: %v, want ErrCorrupt", err)
+	}
+	if got := readAll(t, s, k, 1, len(want)); !bytes.Equal(got, want) {
+		t.Fatal("a damaged stage changed the object")
+	}
+}

@@ -3,8 +3,9 @@
 // internal/wire frames. Every request names a file (ino) and component(s)
 // and carries the capability the MDS issued for that file.
 //
-// Meta layouts, version 3 (version 2 added boots to Write, Sync, Read and
-// Stat replies, version 3 the must-exist flag to Truncate and Apply;
+// Meta layouts, version 4 (version 2 added boots to Write, Sync, Read and
+// Stat replies, version 3 the must-exist flag to Truncate and Apply,
+// version 4 the optional segment list to Stage;
 // wire.Enc encoding: little-endian integers, u16-length-prefixed byte
 // strings; cap is capability.Encode, 57 bytes):
 //
@@ -15,6 +16,10 @@
 //	Delete   cap, ino u64, n u32, comp u32 × n
 //	Stat     cap, ino u64, comp u32                                    resp meta = objLen i64, version u64, boot u64
 //	Stage    cap, ino u64, comp u32, off i64, txid u64                 data = bytes (kept aside, durable)
+//	         [n u32, (off i64, len u32) × n]  optional: data is n segments, one after another, each
+//	                                  for the object at its off (ascending, not overlapping);
+//	                                  without it, one segment at off (a writer batching several
+//	                                  stripes into one staged write sends one stage per component)
 //	Apply    cap, ino u64, comp u32, txid u64, flags u8 (2 must exist) staged bytes written into the object; resp meta = boot u64, created u8
 //	Abort    cap, ino u64, comp u32, txid u64                          staged bytes dropped
 //	Label    cap, ino u64, n u32, comp u32 × n                         data = label (JSON ObjectLabel) for each
@@ -91,6 +96,15 @@ func UnitBroken(err error) bool {
 		errors.Is(err, wire.ErrNotFound)
 }
 
+// MaxSegs bounds the segments of one Stage.
+const MaxSegs = 4096
+
+// Seg is one segment of a Stage's data: Len bytes for the object at Off.
+type Seg struct {
+	Off int64
+	Len uint32
+}
+
 // MaxComps bounds the component list of one request.
 const MaxComps = 4096
 
@@ -108,6 +122,7 @@ type Req struct {
 	Len    uint32
 	Flags  uint8
 	Txid   uint64 // Stage, Apply, Abort
+	Segs   []Seg  // Stage: the data's segments, if more than one
 	Cursor []byte // Scan: where the previous page ended
 }
 
@@ -144,6 +159,13 @@ func (r *Req) Encode(op uint16) []byte {
 		e.U32(r.Comp)
 		e.I64(r.Off)
 		e.U64(r.Txid)
+		if len(r.Segs) > 0 {
+			e.U32(uint32(len(r.Segs)))
+			for _, g := range r.Segs {
+				e.I64(g.Off)
+				e.U32(g.Len)
+			}
+		}
 	case OpApply:
 		e.U32(r.Comp)
 		e.U64(r.Txid)
@@ -183,6 +205,13 @@ func Decode(op uint16, meta []byte) (Req, error) {
 		r.Comp = d.U32()
 	case OpStage:
 		r.Comp, r.Off, r.Txid = d.U32(), d.I64(), d.U64()
+		if d.More() {
+			segs, err := decodeSegs(d)
+			if err != nil {
+				return Req{}, err
+			}
+			r.Segs = segs
+		}
 	case OpApply:
 		r.Comp, r.Txid, r.Flags = d.U32(), d.U64(), d.U8()
 	case OpAbort:
@@ -207,6 +236,35 @@ func Decode(op uint16, meta []byte) (Req, error) {
 		return Req{}, wire.Errorf(wire.ErrBadRequest, "offset %d outside 0..%d", r.Off, int64(MaxObjectBytes))
 	}
 	return r, nil
+}
+
+// decodeSegs reads a Stage's segment list: 1..MaxSegs segments inside
+// the object size limit, ascending and not overlapping.
+func decodeSegs(d *wire.Dec) ([]Seg, error) {
+	n := d.U32()
+	if n == 0 || n > MaxSegs {
+		return nil, wire.Errorf(wire.ErrBadRequest, "stage of %d segments (1..%d)", n, MaxSegs)
+	}
+	segs := make([]Seg, 0, min(n, 64))
+	end := int64(0)
+	for i := uint32(0); i < n && !d.Short(); i++ {
+		g := Seg{Off: d.I64(), Len: d.U32()}
+		if g.Off < end || g.Off > MaxObjectBytes-int64(g.Len) {
+			return nil, wire.Errorf(wire.ErrBadRequest, "stage segment %d at %d+%d overlaps the one before or passes the object size limit", i, g.Off, g.Len)
+		}
+		end = g.Off + int64(g.Len)
+		segs = append(segs, g)
+	}
+	return segs, nil
+}
+
+// SegsOf is a Stage's segments: its list, or one segment of n bytes at
+// its offset.
+func (r *Req) SegsOf(n int) []Seg {
+	if len(r.Segs) > 0 {
+		return r.Segs
+	}
+	return []Seg{{Off: r.Off, Len: uint32(n)}}
 }
 
 // ObjectInfo is the meta of Read and Stat responses.

@@ -22,14 +22,47 @@ func TestRoundTrip(t *testing.T) {
 		OpStat:     {Cap: c, Ino: 5, Comp: 2},
 		OpStage:    {Cap: c, Ino: 5, Comp: 1, Off: 1 << 20, Txid: 0xfeedface},
 		OpApply:    {Cap: c, Ino: 5, Comp: 1, Txid: 7, Flags: FlagMustExist},
-		OpAbort:    {Cap: c, Ino: 5, Comp: 4, Txid: 9},
-		OpLabel:    {Cap: c, Ino: 5, Comps: []uint32{0, 3}},
-		OpScan:     {Cap: c, Cursor: []byte("0a/x"), Len: 100},
+		OpStage + 100: {Cap: c, Ino: 5, Comp: 1, Off: 0, Txid: 3,
+			Segs: []Seg{{Off: 0, Len: 4096}, {Off: 1 << 20, Len: 1 << 20}, {Off: 3 << 20, Len: 1}}},
+		OpAbort: {Cap: c, Ino: 5, Comp: 4, Txid: 9},
+		OpLabel: {Cap: c, Ino: 5, Comps: []uint32{0, 3}},
+		OpScan:  {Cap: c, Cursor: []byte("0a/x"), Len: 100},
 	} {
+		if op == OpStage+100 {
+			op = OpStage
+		}
 		got, err := Decode(op, r.Encode(op))
 		if err != nil || !reflect.DeepEqual(got, r) {
 			t.Errorf("op %d: got %+v, %v; want %+v", op, got, err, r)
 		}
+	}
+}
+
+// A Stage's segments must be ascending, not overlapping, inside the
+// object size limit, and between 1 and MaxSegs of them.
+func TestStageSegmentsRejected(t *testing.T) {
+	key, _ := capability.NewKey()
+	c := key.Issue(5, capability.Write, 1, time.Unix(100, 0))
+	for name, segs := range map[string][]Seg{
+		"overlapping": {{Off: 0, Len: 4096}, {Off: 4095, Len: 10}},
+		"descending":  {{Off: 8192, Len: 10}, {Off: 0, Len: 10}},
+		"past limit":  {{Off: MaxObjectBytes - 5, Len: 10}},
+		"too many":    make([]Seg, MaxSegs+1),
+	} {
+		if name == "too many" {
+			for i := range segs {
+				segs[i] = Seg{Off: int64(i), Len: 1}
+			}
+		}
+		r := Req{Cap: c, Ino: 5, Comp: 1, Txid: 3, Segs: segs}
+		if _, err := Decode(OpStage, r.Encode(OpStage)); !errors.Is(err, wire.ErrBadRequest) {
+			t.Errorf("%s: %v, want ErrBadRequest", name, err)
+		}
+	}
+	meta := (&Req{Cap: c, Ino: 5, Comp: 1, Txid: 3}).Encode(OpStage)
+	meta = append(meta, 0, 0, 0, 0) // a list of no segments
+	if _, err := Decode(OpStage, meta); !errors.Is(err, wire.ErrBadRequest) {
+		t.Errorf("empty segment list: %v, want ErrBadRequest", err)
 	}
 }
 

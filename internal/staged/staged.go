@@ -62,9 +62,12 @@ type AfterStage struct {
 }
 
 // Staged decides after staging: units' outcomes, and how many failed
-// units the layout tolerates.
-func Staged(units []Unit, tolerates int) AfterStage {
+// units the layout tolerates in each parity group of groupWidth
+// components (component c is in group c/groupWidth). A write of several
+// stripes may span groups: it fails only if one group lost too many.
+func Staged(units []Unit, tolerates, groupWidth int) AfterStage {
 	var failed []int
+	perGroup := map[int]int{}
 	for _, u := range units {
 		switch u.Out {
 		case Moved:
@@ -72,10 +75,13 @@ func Staged(units []Unit, tolerates int) AfterStage {
 		case Done:
 		default:
 			failed = append(failed, u.Comp)
+			perGroup[u.Comp/max(1, groupWidth)]++
 		}
 	}
-	if len(failed) > tolerates {
-		return AfterStage{Abort: true}
+	for _, n := range perGroup {
+		if n > tolerates {
+			return AfterStage{Abort: true}
+		}
 	}
 	slices.Sort(failed)
 	return AfterStage{MarkDirty: failed, Commit: true}

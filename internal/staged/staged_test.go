@@ -11,7 +11,7 @@ import (
 
 // TestTranscripts drives the decisions through testdata's transcripts:
 //
-//	staged tolerates=N units=COMP:OUTCOME,...
+//	staged tolerates=N [width=W] units=COMP:OUTCOME,...
 //	applied units=COMP:OUTCOME,...
 //	commit [found] [committed] [expired]
 //	resolve state=prepared|committed osd=up|down|gone
@@ -34,7 +34,13 @@ func TestTranscripts(t *testing.T) {
 				if err != nil {
 					d.Fatalf(t, "tolerates: %v", err)
 				}
-				r := Staged(units(t, d, val("units")), n)
+				width := 1 << 20 // one group unless the transcript says
+				if d.HasArg("width") {
+					if width, err = strconv.Atoi(val("width")); err != nil {
+						d.Fatalf(t, "width: %v", err)
+					}
+				}
+				r := Staged(units(t, d, val("units")), n, width)
 				return fmt.Sprintf("restage=%v abort=%v commit=%v mark-dirty=%v", r.Restage, r.Abort, r.Commit, r.MarkDirty)
 			case "applied":
 				r := Applied(units(t, d, val("units")))

@@ -74,6 +74,10 @@ func (d *Dec) Bytes() []byte {
 	return d.take(int(binary.LittleEndian.Uint16(b)))
 }
 
+// More reports whether bytes are left to read (for optional trailing
+// fields a later version added).
+func (d *Dec) More() bool { return d.err == nil && len(d.b) > 0 }
+
 // Short reports whether a read ran past the end of the input.
 func (d *Dec) Short() bool { return d.err != nil }
 
