@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"time"
 )
 
 // Gathering small writes. The stripe a writer is filling from front to
@@ -245,8 +244,6 @@ const fillersPerFlush = 4
 // in one intent (stage.go): a flush of many stripes pays for the intent's
 // commits and each OSD's stage and apply once, not per stripe.
 func (f *File) sendGatheredLocked(gs ...*gathered) {
-	t0 := time.Now()
-	defer func() { println("sendGathered", len(gs), time.Since(t0).String()) }()
 	var batch []*stripeBuf
 	var valids []int64
 	send := func() {
