@@ -36,6 +36,9 @@ type gathered struct {
 	fs   int64
 	ext  []extent
 	mem  int64 // bytes of memory the extents hold (their capacity)
+	// charged is what of mem is taken from the handle's budget: growth is
+	// charged only after room is made (growParked).
+	charged int64
 	sent bool  // flushed or dropped: a stale entry of File.parkOrder
 }
 
@@ -105,7 +108,7 @@ func (f *File) gatherLocked(fs, in int64, p []byte) {
 	if g == nil {
 		g = f.newGathered(fs)
 	}
-	f.growParked(g.add(in, p, f.layout().Spec.StripeBytes()))
+	f.growParked(g, g.add(in, p, f.layout().Spec.StripeBytes()))
 }
 
 func (f *File) newGathered(fs int64) *gathered {
@@ -118,19 +121,20 @@ func (f *File) newGathered(fs int64) *gathered {
 	return g
 }
 
-// growParked charges n more bytes of gathered extents to the handle's
-// budget, then sends the oldest gathered stripes until they fit under
-// parkLimit again. The wait for budget ends: gathered stripes take at
-// most parkLimit, which leaves two stripe buffers for the one being
-// filled and the one sending, and stripes in flight return theirs.
-func (f *File) growParked(n int64) {
-	if n > 0 {
-		_ = f.inflight.Acquire(context.Background(), n)
-	} else {
-		f.inflight.Release(-n)
-	}
+// growParked accounts n more bytes g's extents hold: first it sends the
+// oldest gathered stripes until all fit under parkLimit (g itself may go),
+// and only then charges the bytes to the handle's budget. In that order
+// the wait for budget ends: a stripe sent to make room needs one stripe
+// buffer, and what is charged (at most parkLimit) leaves two, for the
+// stripe being filled and that one; stripes in flight return theirs.
+func (f *File) growParked(g *gathered, n int64) {
 	f.parkedBytes += n
 	f.makeRoomLocked(0)
+	if g.sent || n <= 0 {
+		return
+	}
+	_ = f.inflight.Acquire(context.Background(), n)
+	g.charged += n
 }
 
 // parkLocked moves the stripe being filled to its stripe's gathered
@@ -141,15 +145,17 @@ func (f *File) parkLocked() {
 		return
 	}
 	f.wb = nil
-	defer f.releaseStripe(wb)
 	if wb.hi <= wb.lo {
+		f.releaseStripe(wb)
 		return
 	}
 	g := f.parked[wb.fs]
 	if g == nil {
 		g = f.newGathered(wb.fs)
 	}
-	f.growParked(g.add(wb.lo, wb.buf[wb.lo:wb.hi], f.layout().Spec.StripeBytes()))
+	n := g.add(wb.lo, wb.buf[wb.lo:wb.hi], f.layout().Spec.StripeBytes())
+	f.releaseStripe(wb) // copied: its budget comes back before the bytes are charged
+	f.growParked(g, n)
 }
 
 // unparkLocked takes g out of the gathered stripes, returning its budget.
@@ -160,7 +166,7 @@ func (f *File) unparkLocked(g *gathered) {
 	g.sent = true
 	delete(f.parked, g.fs)
 	f.parkedBytes -= g.mem
-	f.inflight.Release(g.mem)
+	f.inflight.Release(g.charged)
 	if stale := len(f.parkOrder) - len(f.parked); stale > 64 && stale > len(f.parked) {
 		f.parkOrder = slices.DeleteFunc(f.parkOrder, func(g *gathered) bool { return g.sent })
 	}
@@ -220,10 +226,11 @@ const maxStripeNo = int64(1) << 62
 // or locks lost). It reports whether there was any.
 func (f *File) dropBuffersLocked() bool {
 	had := f.wb != nil || len(f.parked) > 0
-	for _, g := range f.parkOrder {
+	order := f.parkOrder // unparkLocked tidies f.parkOrder in place
+	f.parkOrder = nil
+	for _, g := range order {
 		f.unparkLocked(g)
 	}
-	f.parkOrder = nil
 	if f.wb != nil {
 		f.releaseStripe(f.wb)
 		f.wb = nil

@@ -292,6 +292,7 @@ func (f *File) newStripeOp(wb *stripeBuf, valid int64) *stripeOp {
 			}
 		}
 	}
+	wb.changed = nil // the extents' bytes are not needed past here
 	return op
 }
 
