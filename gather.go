@@ -33,13 +33,13 @@ import (
 // gathered is the unsent writes to one stripe: extents of its data
 // region, sorted by offset, neither overlapping nor touching.
 type gathered struct {
-	fs   int64
-	ext  []extent
-	mem  int64 // bytes of memory the extents hold (their capacity)
+	fs  int64
+	ext []extent
+	mem int64 // bytes of memory the extents hold (their capacity)
 	// charged is what of mem is taken from the handle's budget: growth is
 	// charged only after room is made (growParked).
 	charged int64
-	sent bool  // flushed or dropped: a stale entry of File.parkOrder
+	sent    bool // flushed or dropped: a stale entry of File.parkOrder
 }
 
 type extent struct {
