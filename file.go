@@ -54,6 +54,10 @@ type File struct {
 	cap capability.Cap
 	eps map[uint32]mdsproto.Endpoint
 	ext []int64 // per group, how far objects hold written data (the MDS's record)
+	// extCut: another writer cut the file since ext was fetched (a grant
+	// with a newer size generation), so ext may claim data its objects no
+	// longer hold; column writes do not trust it (objectsHold).
+	extCut bool
 	// capRenewAt is when the lease loop replaces the capability, two
 	// thirds into its life (renewCapIfDue).
 	capRenewAt time.Time
@@ -262,7 +266,7 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 	now := time.Now()
 	f.lmu.Lock()
 	sameLayout := f.lay.Version == l.Version && f.lay.OSDs != nil
-	f.ino, f.lay, f.cap, f.eps, f.ext = r.Inode.Ino, l, c, r.Endpoints, r.Inode.Extents
+	f.ino, f.lay, f.cap, f.eps, f.ext, f.extCut = r.Inode.Ino, l, c, r.Endpoints, r.Inode.Extents, false
 	f.capRenewAt = now.Add(time.Unix(0, c.Expiry).Sub(now) * 2 / 3)
 	f.lmu.Unlock()
 	// The MDS's dirty set is the truth for a new layout (only a repair,
@@ -675,7 +679,7 @@ func (f *File) commitLocked(ctx context.Context) error {
 		}
 		f.amu.Unlock()
 		f.lmu.Lock()
-		f.ext = in.Extents
+		f.ext, f.extCut = in.Extents, false
 		f.lmu.Unlock()
 	}
 	return err

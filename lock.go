@@ -337,8 +337,23 @@ func (f *File) takeSizeLocked(g *mdsproto.ExtentGrant) {
 	switch {
 	case g.SizeGen > f.sizeGen:
 		f.size, f.committed, f.sizeGen = g.End, g.End, g.SizeGen
+		// Another handle cut the file: the extents this one knew may
+		// claim data its objects no longer hold (reads would take them
+		// for lost). The grant's replace them.
+		f.lmu.Lock()
+		f.ext, f.extCut = slices.Clone(g.Extents), g.Extents == nil
+		f.lmu.Unlock()
 	case g.SizeGen == f.sizeGen:
 		f.size, f.committed = max(f.size, g.End), max(f.committed, g.End)
+		f.lmu.Lock()
+		ext := slices.Clone(f.ext) // shared with the attributes it came with
+		for i, e := range g.Extents { // only grow within a generation
+			if i < len(ext) {
+				ext[i] = max(ext[i], e)
+			}
+		}
+		f.ext = ext
+		f.lmu.Unlock()
 	}
 }
 

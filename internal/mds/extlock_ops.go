@@ -164,7 +164,7 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 		return mdsproto.ExtentGrant{}, false, r, nil
 	}
 	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, SessionEpoch: r.epoch, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen,
-		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle)}
+		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle), Extents: rec.Extents}
 	if r.endGen == rec.SizeGen {
 		g.End = max(g.End, r.end)
 	}

@@ -265,6 +265,11 @@ type ExtentGrant struct {
 	// stripes for a read-modify-write.
 	Dirty    []uint32 `json:"dirty,omitempty"`
 	OwnDirty []uint32 `json:"own_dirty,omitempty"`
+	// Extents are the inode's extents (how far each group's objects hold
+	// written data) as the grant found them: a handle that learns from
+	// SizeGen that another cut the file must not vouch for reads with
+	// the extents it opened with.
+	Extents []int64 `json:"extents,omitempty"`
 }
 
 // LockWaitReq is a client session's standing request for recalls: it
