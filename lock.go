@@ -346,7 +346,7 @@ func (f *File) takeSizeLocked(g *mdsproto.ExtentGrant) {
 	case g.SizeGen == f.sizeGen:
 		f.size, f.committed = max(f.size, g.End), max(f.committed, g.End)
 		f.lmu.Lock()
-		ext := slices.Clone(f.ext) // shared with the attributes it came with
+		ext := slices.Clone(f.ext)    // shared with the attributes it came with
 		for i, e := range g.Extents { // only grow within a generation
 			if i < len(ext) {
 				ext[i] = max(ext[i], e)
