@@ -102,6 +102,12 @@ type mount struct {
 	cl           *braid.Client
 	opts         Options
 	directWrites atomic.Bool // write handles bypass the page cache
+
+	// writing are the nodes holding a writer (writer.go), by inode: a
+	// lookup answers with their size. go-fuse hands a lookup a new node
+	// even for an inode it knows, so the node cannot be found from there.
+	wmu     sync.Mutex
+	writing map[uint64]*node
 }
 
 // node is one braid inode in the kernel's tree.
@@ -213,6 +219,13 @@ func fillAttr(a braid.Attr, out *fuse.Attr) {
 
 // child makes (or finds) the kernel inode for a and fills out.
 func (n *node) child(ctx context.Context, a braid.Attr, out *fuse.EntryOut) *fs.Inode {
+	// The inode may have a writer on this mount whose bytes are not
+	// committed yet: the kernel takes the size from this reply, and must
+	// not shrink the file under its descriptors (a new descriptor read
+	// nothing; found by TestFileOperationsAgainstLocalFile).
+	if w := n.m.writerOf(a.Ino); w != nil {
+		a.Size = max(a.Size, w.Size())
+	}
 	fillAttr(a, &out.Attr)
 	out.SetEntryTimeout(n.m.opts.EntryTimeout)
 	out.SetAttrTimeout(n.m.opts.AttrTimeout)

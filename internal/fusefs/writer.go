@@ -27,9 +27,7 @@ func (n *node) openWriter(ctx context.Context) (*braid.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.mu.Lock()
-	n.writer, n.writerRefs = f, 1
-	n.mu.Unlock()
+	n.setWriter(f)
 	return f, nil
 }
 
@@ -42,10 +40,32 @@ func (n *node) adoptWriter(f *braid.File) *braid.File {
 		_ = f.Close()
 		return w
 	}
+	n.setWriter(f)
+	return f
+}
+
+// setWriter makes f n's writer, with one holder.
+func (n *node) setWriter(f *braid.File) {
 	n.mu.Lock()
 	n.writer, n.writerRefs = f, 1
 	n.mu.Unlock()
-	return f
+	n.m.wmu.Lock()
+	if n.m.writing == nil {
+		n.m.writing = map[uint64]*node{}
+	}
+	n.m.writing[n.ino] = n
+	n.m.wmu.Unlock()
+}
+
+// writerOf is the mount's writer for inode ino, or nil if none is open.
+func (m *mount) writerOf(ino uint64) *braid.File {
+	m.wmu.Lock()
+	n := m.writing[ino]
+	m.wmu.Unlock()
+	if n == nil {
+		return nil
+	}
+	return n.sharedWriter()
 }
 
 func (n *node) holdWriter() *braid.File {
@@ -72,7 +92,13 @@ func (n *node) releaseWriter() error {
 	if !last {
 		return nil
 	}
-	return w.Close()
+	err := w.Close() // lookups meanwhile still answer with its size
+	n.m.wmu.Lock()
+	if n.m.writing[n.ino] == n {
+		delete(n.m.writing, n.ino)
+	}
+	n.m.wmu.Unlock()
+	return err
 }
 
 // sharedWriter is the mount's writer for n, or nil if none is open.
