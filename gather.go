@@ -108,7 +108,11 @@ func (f *File) gatherLocked(fs, in int64, p []byte) {
 	if g == nil {
 		g = f.newGathered(fs)
 	}
-	f.growParked(g, g.add(in, p, f.layout().Spec.StripeBytes()))
+	S := f.layout().Spec.StripeBytes()
+	f.growParked(g, g.add(in, p, S))
+	if !g.sent && g.covers(S) {
+		f.sendGatheredLocked(g) // whole: nothing to wait for, as a whole stripe buffer is sent at once
+	}
 }
 
 func (f *File) newGathered(fs int64) *gathered {
@@ -129,8 +133,15 @@ func (f *File) newGathered(fs int64) *gathered {
 // stripe being filled and that one; stripes in flight return theirs.
 func (f *File) growParked(g *gathered, n int64) {
 	f.parkedBytes += n
+	if n < 0 {
+		// Extents merged into one that had the room: what they held is
+		// free, and goes back (held, the budget drifted away for good).
+		f.inflight.Release(-n)
+		g.charged += n
+		return
+	}
 	f.makeRoomLocked(0)
-	if g.sent || n <= 0 {
+	if g.sent || n == 0 {
 		return
 	}
 	_ = f.inflight.Acquire(context.Background(), n)

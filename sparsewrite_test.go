@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/testcluster"
@@ -201,4 +202,50 @@ func TestSmallWritesAfterAnotherCutTheFile(t *testing.T) {
 	}
 	checkConsistent(t, ca, "after writes into the hole")
 	mustRead(t, ca, "/c", "after writes into the hole", model)
+}
+
+// Blocks of a stripe arriving out of order are merged into extents that
+// absorb each other, and the memory they free must come back to the
+// budget: writers on one mount interleaving 47,008-byte blocks hung for
+// good when it did not (a new stripe buffer waited for budget the
+// gathered stripes no longer held but had never given back).
+func TestOutOfOrderBlocksGiveBackTheirBudget(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	opts := braid.DefaultOptions
+	opts.MaxInflightBytes = 2 << 20
+	cl, err := braid.DialOptions(ctx, c.MDS.Addr(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const spec, block, blocks = "ec:2+1,unit=64KiB", 10_000, 2000
+	createEmpty(t, cl, "/o", spec)
+	f, err := cl.OpenFile(ctx, "/o", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := make([]byte, block*blocks)
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < blocks; i += 2 { // 1, 0, 3, 2, ...
+			for _, b := range []int{i + 1, i} {
+				p := bytes.Repeat([]byte{byte(b%250 + 1)}, block)
+				copy(model[b*block:], p)
+				if _, err := f.WriteAt(p, int64(b*block)); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+		done <- f.Close()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("writes stopped: waiting for budget nothing gives back")
+	}
+	mustRead(t, cl, "/o", "after close", model)
 }

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Small writes and shared files through a braid FUSE mount (six OSDs,
 # default ec:4+2) next to a local directory of the same disk, in one run:
-#   - fio: 4 KiB random writes, 16 MiB into a 64 MiB file (psync, end fsync)
-#   - fio: two jobs writing interleaved 47,008-byte blocks of one 64 MiB
-#     file (the N-to-1 checkpoint pattern; every stripe shared)
+#   - fio: 4 KiB random writes (end fsync) and reads, 16 MiB in a 64 MiB
+#     file, buffered and O_DIRECT (psync)
+#   - fio: 2 and 4 jobs writing interleaved 47,008-byte and 1 MiB blocks of
+#     one 64 MiB file (the N-to-1 checkpoint pattern), next to the same
+#     jobs each writing a file of its own (file per process)
 #   - two processes on two mounts writing interleaved blocks of one file,
 #     every block read back and checked
+# Ratios: mount / local for the fio 4 KiB rows, shared / file per process
+# for the checkpoint rows.
 # Then `braid check` over everything. Needs root (mounts) and fio
 # (apt-get install fio).
 set -euo pipefail
@@ -27,16 +31,60 @@ mkdir -p "$work/local" "$work/mnt2"
 "$bin" mount "$work/mnt2" >"$work/mount2.log" 2>&1 &
 for _ in $(seq 100); do mountpoint -q "$work/mnt2" && break; sleep 0.1; done
 
-bw() { awk -F';' '{printf "%.1f MB/s\n", $48 * 1.024 / 1000}'; }
+wbw() { awk -F';' '{printf "%.1f", $48 * 1.024 / 1000}'; } # fio terse v3: write KB/s
+rbw() { awk -F';' '{printf "%.1f", $7 * 1.024 / 1000}'; }  # read KB/s
+fiot() { fio --output-format=terse --terse-version=3 --ioengine=psync "$@" 2>/dev/null; }
+# shared N BS DIR: N jobs writing interleaved BS-byte blocks of one 64 MiB file
+shared() {
+  local n=$1 bs=$2 dir=$3 args=() j
+  for j in $(seq 0 $((n - 1))); do
+    args+=(--name=j$j --rw=write:$(((n - 1) * bs)) --offset=$((j * bs)))
+  done
+  rm -f "$dir/shared"
+  fiot --filename="$dir/shared" --bs=$bs --size=64m --end_fsync=1 --group_reporting "${args[@]}" | wbw
+}
+# fpp N BS DIR: N jobs, each writing its own file of 64/N MiB
+fpp() {
+  local n=$1 bs=$2 dir=$3 args=() j
+  for j in $(seq 0 $((n - 1))); do
+    rm -f "$dir/fpp.$j"
+    args+=(--name=j$j --filename="$dir/fpp.$j")
+  done
+  fiot --rw=write --bs=$bs --size=$((64 / n))m --end_fsync=1 --group_reporting "${args[@]}" | wbw
+}
+declare -A res
 for where in local mnt; do
   dir=$work/$where
-  printf '%-6s 4 KiB random writes:      ' "$where"
-  fio --name=r --filename="$dir/rand" --rw=randwrite --bs=4k --size=64m --io_size=16m \
-    --ioengine=psync --end_fsync=1 --output-format=terse --terse-version=3 2>/dev/null | bw
-  printf '%-6s shared file, two jobs:     ' "$where"
-  fio --filename="$dir/shared" --bs=47008 --size=64m --ioengine=psync --end_fsync=1 --group_reporting \
-    --output-format=terse --terse-version=3 --name=a --rw=write:47008 --offset=0 \
-    --name=b --rw=write:47008 --offset=47008 2>/dev/null | bw
+  for direct in 0 1; do
+    res[$where.randwrite.$direct]=$(fiot --name=r --filename="$dir/rand" --rw=randwrite --bs=4k --size=64m \
+      --io_size=16m --direct=$direct --end_fsync=1 | wbw)
+    res[$where.randread.$direct]=$(fiot --name=r --filename="$dir/rand" --rw=randread --bs=4k --size=64m \
+      --io_size=16m --direct=$direct | rbw)
+  done
+  for n in 2 4; do
+    for bs in 47008 1048576; do
+      res[$where.shared.$n.$bs]=$(shared $n $bs "$dir")
+      res[$where.fpp.$n.$bs]=$(fpp $n $bs "$dir")
+    done
+  done
+done
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+printf '%-44s %10s %10s %8s\n' "pattern (MB/s)" local mount ratio
+for op in randwrite randread; do
+  for direct in 0 1; do
+    what="fio 4 KiB $op$( [ $direct = 1 ] && echo ", O_DIRECT" || echo ", buffered")"
+    l=${res[local.$op.$direct]} m=${res[mnt.$op.$direct]}
+    printf '%-44s %10s %10s %8s\n' "$what" "$l" "$m" "$(ratio "$m" "$l")"
+  done
+done
+printf '%-44s %10s %10s %8s\n' "shared file vs file per process" "shared" "per proc" "ratio"
+for where in local mnt; do
+  for n in 2 4; do
+    for bs in 47008 1048576; do
+      s=${res[$where.shared.$n.$bs]} f=${res[$where.fpp.$n.$bs]}
+      printf '%-44s %10s %10s %8s\n' "$where, $n jobs, $bs-byte blocks" "$s" "$f" "$(ratio "$s" "$f")"
+    done
+  done
 done
 printf 'two mounts, interleaved blocks: '
 python3 - "$work/mnt" "$work/mnt2" <<'PY'
