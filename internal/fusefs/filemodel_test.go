@@ -1,8 +1,6 @@
 package fusefs_test
 
 import (
-	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -152,15 +150,7 @@ print(ops, len(got[0]))
 // several descriptors, compared step by step. BRAID_SEED replays a run;
 // BRAID_FILE_OPS lengthens it (millions for a soak).
 func TestFileOperationsAgainstLocalFile(t *testing.T) {
-	seed := rand.Uint64() >> 1
-	if v, err := strconv.ParseUint(os.Getenv("BRAID_SEED"), 10, 64); err == nil {
-		seed = v
-	}
-	ops := 300
-	if v, err := strconv.Atoi(os.Getenv("BRAID_FILE_OPS")); err == nil && v > 0 {
-		ops = v
-	}
-	t.Logf("seed %d (replay with BRAID_SEED=%d), %d operations", seed, seed, ops)
+	seed, ops := seedAndLength(t, "BRAID_FILE_OPS", 300)
 	_, m := mountCluster(t, 6)
 	local := filepath.Join(t.TempDir(), "f")
 	out, err := exec.Command("python3", "-c", fileModelScript, filepath.Join(m, "f"), local,

@@ -23,15 +23,7 @@ import (
 // extended attributes. BRAID_SEED replays a run; BRAID_MODEL_STEPS
 // lengthens it.
 func TestModelAgainstLocalDisk(t *testing.T) {
-	seed := rand.Uint64()
-	if v, err := strconv.ParseUint(os.Getenv("BRAID_SEED"), 10, 64); err == nil {
-		seed = v
-	}
-	steps := 400
-	if v, err := strconv.Atoi(os.Getenv("BRAID_MODEL_STEPS")); err == nil && v > 0 {
-		steps = v
-	}
-	t.Logf("seed %d (replay with BRAID_SEED=%d), %d steps", seed, seed, steps)
+	seed, steps := seedAndLength(t, "BRAID_MODEL_STEPS", 400)
 	_, mnt := mountCluster(t, 6)
 	local := t.TempDir()
 	xattrs := unix.Setxattr(local, "user.probe", []byte("1"), 0) == nil
@@ -51,6 +43,22 @@ func TestModelAgainstLocalDisk(t *testing.T) {
 			}
 		}
 	}
+}
+
+// seedAndLength is a random test's seed (BRAID_SEED replays one) and how
+// many steps it runs (countEnv, else def), logged.
+func seedAndLength(t *testing.T, countEnv string, def int) (uint64, int) {
+	t.Helper()
+	seed := rand.Uint64()
+	if v, err := strconv.ParseUint(os.Getenv("BRAID_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	n := def
+	if v, err := strconv.Atoi(os.Getenv(countEnv)); err == nil && v > 0 {
+		n = v
+	}
+	t.Logf("seed %d (replay with BRAID_SEED=%d), %d steps", seed, seed, n)
+	return seed, n
 }
 
 type model struct {
