@@ -54,10 +54,9 @@ type File struct {
 	cap capability.Cap
 	eps map[uint32]mdsproto.Endpoint
 	ext []int64 // per group, how far objects hold written data (the MDS's record)
-	// extCut: another writer cut the file since ext was fetched (a grant
-	// with a newer size generation), so ext may claim data its objects no
-	// longer hold; column writes do not trust it (objectsHold).
-	extCut bool
+	// extGen is the size generation ext is of: a record of an older one
+	// (an open answered before another handle's cut) never replaces it.
+	extGen uint64
 	// capRenewAt is when the lease loop replaces the capability, two
 	// thirds into its life (renewCapIfDue).
 	capRenewAt time.Time
@@ -266,7 +265,13 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 	now := time.Now()
 	f.lmu.Lock()
 	sameLayout := f.lay.Version == l.Version && f.lay.OSDs != nil
-	f.ino, f.lay, f.cap, f.eps, f.ext, f.extCut = r.Inode.Ino, l, c, r.Endpoints, r.Inode.Extents, false
+	f.ino, f.lay, f.cap, f.eps = r.Inode.Ino, l, c, r.Endpoints
+	switch {
+	case f.ext == nil || r.Inode.SizeGen > f.extGen:
+		f.ext, f.extGen = r.Inode.Extents, r.Inode.SizeGen
+	case r.Inode.SizeGen == f.extGen:
+		f.ext = raiseExtents(f.ext, r.Inode.Extents)
+	}
 	f.capRenewAt = now.Add(time.Unix(0, c.Expiry).Sub(now) * 2 / 3)
 	f.lmu.Unlock()
 	// The MDS's dirty set is the truth for a new layout (only a repair,
@@ -345,14 +350,26 @@ func (f *File) markMissed(ctx context.Context, why error, comp int, off int64, d
 // (objectLen bytes long; -1: unusable) under layout version: the MDS takes
 // the mark only if the file is still at that version and still records
 // more than the object holds (a reader's view may predate a truncation).
-func (f *File) markLost(ctx context.Context, version uint64, why error, comp int, objectLen int64) {
+// It reports whether the MDS refused the mark because its record no
+// longer asks for those bytes (another handle cut the file since this one
+// learned its extents): the handle then has the record's extents, and the
+// read is worth vouching for again.
+func (f *File) markLost(ctx context.Context, version uint64, why error, comp int, objectLen int64) bool {
 	req := mdsproto.MarkDirtyReq{Version: version, Why: errText(why), Lost: true, ObjectLen: objectLen}
 	in, err := f.reportDirty(ctx, req, []int{comp})
-	if err == nil && in.Ino != 0 && !slices.Contains(in.Dirty, uint32(comp)) {
-		f.amu.Lock()
-		delete(f.dirty, comp) // refused: a newer layout, or the record no longer asks for those bytes
-		f.amu.Unlock()
+	if err != nil || in.Ino == 0 || slices.Contains(in.Dirty, uint32(comp)) {
+		return false
 	}
+	f.amu.Lock()
+	delete(f.dirty, comp) // refused: a newer layout, or the record no longer asks for those bytes
+	f.amu.Unlock()
+	f.lmu.Lock()
+	defer f.lmu.Unlock()
+	if in.Layout == nil || in.Layout.Version != f.lay.Version || slices.Equal(in.Extents, f.ext) {
+		return false
+	}
+	f.ext, f.extGen = slices.Clone(in.Extents), in.SizeGen
+	return true
 }
 
 // sortedComps lists the components set in m, sorted.
@@ -679,7 +696,9 @@ func (f *File) commitLocked(ctx context.Context) error {
 		}
 		f.amu.Unlock()
 		f.lmu.Lock()
-		f.ext, f.extCut = in.Extents, false
+		if in.SizeGen >= f.extGen {
+			f.ext, f.extGen = in.Extents, in.SizeGen
+		}
 		f.lmu.Unlock()
 	}
 	return err

@@ -341,20 +341,34 @@ func (f *File) takeSizeLocked(g *mdsproto.ExtentGrant) {
 		// claim data its objects no longer hold (reads would take them
 		// for lost). The grant's replace them.
 		f.lmu.Lock()
-		f.ext, f.extCut = slices.Clone(g.Extents), g.Extents == nil
+		f.ext, f.extGen = slices.Clone(g.Extents), g.SizeGen
 		f.lmu.Unlock()
+		// What this handle wrote before the cut may be gone: its record
+		// starts again from what it writes now.
+		f.amu.Lock()
+		f.wrote = nil
+		f.amu.Unlock()
 	case g.SizeGen == f.sizeGen:
 		f.size, f.committed = max(f.size, g.End), max(f.committed, g.End)
 		f.lmu.Lock()
-		ext := slices.Clone(f.ext)    // shared with the attributes it came with
-		for i, e := range g.Extents { // only grow within a generation
-			if i < len(ext) {
-				ext[i] = max(ext[i], e)
-			}
-		}
-		f.ext = ext
+		f.ext = raiseExtents(f.ext, g.Extents)
 		f.lmu.Unlock()
 	}
+}
+
+// raiseExtents is ext raised, group by group, to what a record of the
+// same size generation says (a copy: ext is shared with the attributes
+// it came with).
+func raiseExtents(ext, by []int64) []int64 {
+	out := slices.Clone(ext)
+	for i, e := range by {
+		if i >= len(out) {
+			out = append(out, e)
+		} else {
+			out[i] = max(out[i], e)
+		}
+	}
+	return out
 }
 
 // lockStripes waits until the handle holds the write lock on stripes

@@ -97,6 +97,16 @@ func (f *File) readSpan(ctx context.Context, lay layout.Layout, s layout.Span, d
 // error and, with mark, is recorded dirty at the MDS so a healer
 // rewrites it.
 func (f *File) readUnit(ctx context.Context, comp int, off int64, dst []byte, mark bool) error {
+	stale, err := f.readUnitOnce(ctx, comp, off, dst, mark)
+	if stale {
+		_, err = f.readUnitOnce(ctx, comp, off, dst, mark) // vouched for with the MDS's extents now
+	}
+	return err
+}
+
+// readUnitOnce is readUnit once; stale says the handle's extents were
+// out of date and have been renewed.
+func (f *File) readUnitOnce(ctx context.Context, comp int, off int64, dst []byte, mark bool) (stale bool, err error) {
 	version := f.layout().Version
 	req := osdproto.Req{Off: off, Len: uint32(len(dst))}
 	meta, err := f.unitCall(ctx, osdproto.OpRead, comp, req, nil, dst)
@@ -105,7 +115,7 @@ func (f *File) readUnit(ctx context.Context, comp int, off int64, dst []byte, ma
 		// The call refreshed the layout (a repair fenced the old one) and
 		// the component is being rewritten now: its object may have holes
 		// not filled yet, so it is read around, not trusted.
-		return wire.Errorf(wire.ErrUnavail, "%s: component %d is being rebuilt", f.path, comp)
+		return false, wire.Errorf(wire.ErrUnavail, "%s: component %d is being rebuilt", f.path, comp)
 	}
 	if err == nil {
 		objectLen, err = f.vouchFor(comp, meta, off, int64(len(dst)))
@@ -113,11 +123,11 @@ func (f *File) readUnit(ctx context.Context, comp int, off int64, dst []byte, ma
 	switch {
 	case !mark:
 	case errors.Is(err, wire.ErrLost): // the object as a whole: a healer rewrites the component
-		f.markLost(ctx, version, err, comp, objectLen)
+		stale = f.markLost(ctx, version, err, comp, objectLen)
 	case errors.Is(err, wire.ErrCorrupt): // a block failed its checksum: a scrub rewrites the bad units
 		f.requestScrub()
 	}
-	return err
+	return stale, err
 }
 
 // requestScrub asks the MDS, once per handle and in the background, to

@@ -302,12 +302,6 @@ func (f *File) newStripeOp(wb *stripeBuf, valid int64) *stripeOp {
 // leave the group's objects ending at different places, or the shorter
 // ones are taken for lost.
 func (f *File) objectsHold(fs int64) bool {
-	f.lmu.Lock()
-	cut := f.extCut
-	f.lmu.Unlock()
-	if cut {
-		return false
-	}
 	lay := f.layout()
 	for u := range lay.Spec.K + lay.Spec.M {
 		loc := lay.UnitOf(fs, u)

@@ -92,7 +92,7 @@ func (n *node) releaseWriter() error {
 	if !last {
 		return nil
 	}
-	err := w.Close() // lookups meanwhile still answer with its size
+	err := w.Close()
 	n.m.wmu.Lock()
 	if n.m.writing[n.ino] == n {
 		delete(n.m.writing, n.ino)

@@ -343,9 +343,16 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		if req.Size > l.MaxSize() {
 			return wire.Errorf(wire.ErrTooBig, "size %d past the %d bytes layout %s holds", req.Size, l.MaxSize(), l.Spec)
 		}
+		// A writer that has not seen the latest cut (another handle's
+		// truncation) reports extents some of which that cut removed:
+		// raised over emptied objects, they would make every reader take
+		// them for lost. Like its size, they are not taken.
+		staleGen := !req.Cut && req.SizeGen != rec.SizeGen
 		commitSize(rec, req)
-		if err := commitExtents(rec, l, req); err != nil {
-			return err
+		if !staleGen {
+			if err := commitExtents(rec, l, req); err != nil {
+				return err
+			}
 		}
 		// Dirty marks hold across layout versions: a component keeps its
 		// index when a repair moves or rebuilds it, and a repair since the
