@@ -163,6 +163,16 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 	if !r.granted {
 		return mdsproto.ExtentGrant{}, false, r, nil
 	}
+	// Read again now the lock is held: a cut (and the release of the
+	// stripes it held) may have committed since the first read, and the
+	// grant must hand over the size and extents as of the grant. No cut
+	// of these stripes can commit from now on without recalling it.
+	_ = s.kv.View(ctx, func(rd kv.Reader) error {
+		if now, err := getInode(rd, req.Ino); err == nil {
+			rec = now
+		}
+		return nil
+	})
 	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, SessionEpoch: r.epoch, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen,
 		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle), Extents: rec.Extents}
 	if r.endGen == rec.SizeGen {
