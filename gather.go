@@ -36,9 +36,6 @@ type gathered struct {
 	fs  int64
 	ext []extent
 	mem int64 // bytes of memory the extents hold (their capacity)
-	// charged is what of mem is taken from the handle's budget: growth is
-	// charged only after room is made (growParked).
-	charged int64
 	sent    bool // flushed or dropped: a stale entry of File.parkOrder
 }
 
@@ -132,20 +129,23 @@ func (f *File) newGathered(fs int64) *gathered {
 // buffer, and what is charged (at most parkLimit) leaves two, for the
 // stripe being filled and that one; stripes in flight return theirs.
 func (f *File) growParked(g *gathered, n int64) {
-	f.parkedBytes += n
-	if n < 0 {
+	if n <= 0 {
 		// Extents merged into one that had the room: what they held is
 		// free, and goes back (held, the budget drifted away for good).
 		f.inflight.Release(-n)
-		g.charged += n
+		f.parkedBytes += n
 		return
 	}
-	f.makeRoomLocked(0)
-	if g.sent || n == 0 {
+	// Not charged yet: if making room sends g itself, it gives back only
+	// what it was charged.
+	g.mem -= n
+	f.makeRoomLocked(n)
+	if g.sent {
 		return
 	}
 	_ = f.inflight.Acquire(context.Background(), n)
-	g.charged += n
+	g.mem += n
+	f.parkedBytes += n
 }
 
 // parkLocked moves the stripe being filled to its stripe's gathered
@@ -177,7 +177,7 @@ func (f *File) unparkLocked(g *gathered) {
 	g.sent = true
 	delete(f.parked, g.fs)
 	f.parkedBytes -= g.mem
-	f.inflight.Release(g.charged)
+	f.inflight.Release(g.mem)
 	if stale := len(f.parkOrder) - len(f.parked); stale > 64 && stale > len(f.parked) {
 		f.parkOrder = slices.DeleteFunc(f.parkOrder, func(g *gathered) bool { return g.sent })
 	}
