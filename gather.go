@@ -33,10 +33,10 @@ import (
 // gathered is the unsent writes to one stripe: extents of its data
 // region, sorted by offset, neither overlapping nor touching.
 type gathered struct {
-	fs  int64
-	ext []extent
-	mem int64 // bytes of memory the extents hold (their capacity)
-	sent    bool // flushed or dropped: a stale entry of File.parkOrder
+	fs   int64
+	ext  []extent
+	mem  int64 // bytes of memory the extents hold (their capacity)
+	sent bool  // flushed or dropped: a stale entry of File.parkOrder
 }
 
 type extent struct {
