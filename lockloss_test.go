@@ -192,7 +192,7 @@ func TestParkedStripeDoesNotOutliveItsLock(t *testing.T) {
 		s   string
 		off int
 	}{{"x", 10}, {"y", 1000}, {"z", S + 10}} {
-		if err := wa(w.s, w.off); err != nil { // stripe 0 filled, then parked
+		if err := wa(w.s, w.off); err != nil { // stripe 0 gathered
 			t.Fatal(err)
 		}
 	}
