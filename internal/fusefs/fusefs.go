@@ -223,9 +223,7 @@ func (n *node) child(ctx context.Context, a braid.Attr, out *fuse.EntryOut) *fs.
 	// committed yet: the kernel takes the size from this reply, and must
 	// not shrink the file under its descriptors (a new descriptor read
 	// nothing; found by TestFileOperationsAgainstLocalFile).
-	if w := n.m.writerOf(a.Ino); w != nil {
-		a.Size = max(a.Size, w.Size())
-	}
+	n.m.withWriterSize(&a)
 	fillAttr(a, &out.Attr)
 	out.SetEntryTimeout(n.m.opts.EntryTimeout)
 	out.SetAttrTimeout(n.m.opts.AttrTimeout)
@@ -257,9 +255,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	if err != nil {
 		return errno(err)
 	}
-	if w := n.sharedWriter(); w != nil {
-		a.Size = max(a.Size, w.Size()) // bytes written but not yet committed
-	}
+	n.m.withWriterSize(&a)
 	fillAttr(a, &out.Attr)
 	out.SetTimeout(n.m.opts.AttrTimeout)
 	return 0

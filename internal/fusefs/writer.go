@@ -57,6 +57,14 @@ func (n *node) setWriter(f *braid.File) {
 	n.m.wmu.Unlock()
 }
 
+// withWriterSize raises a's size to that of the mount's writer for its
+// inode, if one is open: bytes written but not yet committed.
+func (m *mount) withWriterSize(a *braid.Attr) {
+	if w := m.writerOf(a.Ino); w != nil {
+		a.Size = max(a.Size, w.Size())
+	}
+}
+
 // writerOf is the mount's writer for inode ino, or nil if none is open.
 func (m *mount) writerOf(ino uint64) *braid.File {
 	m.wmu.Lock()
