@@ -84,3 +84,10 @@ func (f *faultFile) Truncate(size int64) error {
 	}
 	return f.File.Truncate(size)
 }
+
+func (f *faultFile) Punch(off, n int64) error {
+	if err := f.fs.fault(FaultWrite, f.name); err != nil {
+		return err
+	}
+	return punch(f.File, off, n)
+}

@@ -2,6 +2,7 @@ package osd
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -158,6 +159,49 @@ func (f *limitFile) Truncate(size int64) error {
 		f.fs.grow(grow)
 	}
 	return f.File.Truncate(size)
+}
+
+func (f *limitFile) Punch(off, n int64) error { return punch(f.File, off, n) }
+
+// puncher is a File that can deallocate a range and keep its size
+// (fallocate's PUNCH_HOLE with KEEP_SIZE); errors.ErrUnsupported says
+// its file system cannot.
+type puncher interface {
+	Punch(off, n int64) error
+}
+
+// zeroChunkBytes bounds the zeros written at once where a hole cannot
+// be punched.
+const zeroChunkBytes = 1 << 20
+
+// punch makes [off, off+n) of f read as zeros without changing its size:
+// deallocated where the file system can, written with zeros where not.
+func punch(f File, off, n int64) error {
+	if p, ok := f.(puncher); ok {
+		if err := p.Punch(off, n); !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
+	}
+	zeros := make([]byte, min(n, zeroChunkBytes))
+	for end := off + n; off < end; {
+		w, err := f.WriteAt(zeros[:min(int64(len(zeros)), end-off)], off)
+		if err != nil {
+			return err
+		}
+		off += int64(w)
+	}
+	return nil
+}
+
+func (f *osFile) Punch(off, n int64) error {
+	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("punch hole in %s: %w", f.Name(), errors.ErrUnsupported)
+	}
+	if err != nil {
+		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+	return nil
 }
 
 func isNoSpace(err error) bool {

@@ -230,7 +230,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		segs := req.SegsOf(len(r.Data))
 		total := int64(0)
 		for _, g := range segs {
-			total += int64(g.Len)
+			total += g.DataLen()
 		}
 		last := segs[len(segs)-1]
 		if total != int64(len(r.Data)) || last.Off+int64(last.Len) > osdproto.MaxObjectBytes {

@@ -35,7 +35,9 @@ import (
 // staged write) has the same header, off the first segment's, len all the
 // data's, then n u32, (off i64, len u32) × n, tableCRC u32 (CRC32C of
 // the table from n on), then the data, each segment's after the one
-// before. Applying writes every segment; applying again writes them again.
+// before. A len with its top bit set is a segment of zeros that takes no
+// data: applying punches it (zeroLocked). Applying writes every segment;
+// applying again writes them again.
 const (
 	stageMagic       = 0x47545342 // "BSTG"
 	stageFormat      = 1
@@ -171,7 +173,7 @@ func (s *Store) StageSegs(k ObjKey, version, txid uint64, segs []osdproto.Seg, p
 		return wire.Errorf(wire.ErrInvalid, "staged write %x of object %x.%d was %s already: a late copy", txid, k.Ino, k.Comp, outcomeText(kind))
 	}
 	format := uint16(stageFormat)
-	if len(segs) > 1 {
+	if len(segs) > 1 || segs[0].Zero {
 		format = stageFormatSegs
 	}
 	h := make([]byte, stageHeaderBytes)
@@ -189,7 +191,7 @@ func (s *Store) StageSegs(k ObjKey, version, txid uint64, segs []osdproto.Seg, p
 		h = binary.LittleEndian.AppendUint32(h, uint32(len(segs)))
 		for _, g := range segs {
 			h = binary.LittleEndian.AppendUint64(h, uint64(g.Off))
-			h = binary.LittleEndian.AppendUint32(h, g.Len)
+			h = binary.LittleEndian.AppendUint32(h, encodeSegLen(g))
 		}
 		h = binary.LittleEndian.AppendUint32(h, wire.CRC(h[stageHeaderBytes:]))
 	}
@@ -295,16 +297,30 @@ func readStageSegs(f File, n uint32) ([]osdproto.Seg, int64, error) {
 	total := int64(0)
 	for i := range segs {
 		e := t[4+12*i:]
-		segs[i] = osdproto.Seg{Off: int64(binary.LittleEndian.Uint64(e)), Len: binary.LittleEndian.Uint32(e[8:])}
+		segs[i] = decodeSeg(int64(binary.LittleEndian.Uint64(e)), binary.LittleEndian.Uint32(e[8:]))
 		if segs[i].Off < 0 || segs[i].Off > osdproto.MaxObjectBytes-int64(segs[i].Len) {
 			return nil, 0, wire.Errorf(wire.ErrCorrupt, "segment %d out of range", i)
 		}
-		total += int64(segs[i].Len)
+		total += segs[i].DataLen()
 	}
 	if total != int64(n) {
 		return nil, 0, wire.Errorf(wire.ErrCorrupt, "segments hold %d bytes, the stage %d", total, n)
 	}
 	return segs, stageHeaderBytes + int64(len(t)), nil
+}
+
+// stageZeroBit marks a segment of zeros in a stage file's table.
+const stageZeroBit = 1 << 31
+
+func encodeSegLen(g osdproto.Seg) uint32 {
+	if g.Zero {
+		return g.Len | stageZeroBit
+	}
+	return g.Len
+}
+
+func decodeSeg(off int64, n uint32) osdproto.Seg {
+	return osdproto.Seg{Off: off, Len: n &^ stageZeroBit, Zero: n&stageZeroBit != 0}
 }
 
 func outcomeText(kind string) string {
@@ -341,12 +357,17 @@ func (s *Store) Apply(k ObjKey, version, txid uint64, flags uint8) (created bool
 	created, o.fresh = o.fresh, false
 	at := 0
 	for _, g := range segs {
-		if g.Len > 0 {
-			if err := s.writeLocked(o, g.Off, data[at:at+int(g.Len)]); err != nil {
-				return created, err
-			}
+		var err error
+		switch {
+		case g.Zero:
+			err = s.zeroLocked(o, g.Off, int64(g.Len))
+		case g.Len > 0:
+			err = s.writeLocked(o, g.Off, data[at:at+int(g.Len)])
 		}
-		at += int(g.Len)
+		if err != nil {
+			return created, err
+		}
+		at += int(g.DataLen())
 	}
 	if err := s.syncLocked(o); err != nil {
 		return created, err

@@ -3,11 +3,14 @@ package osd
 import (
 	"bytes"
 	"errors"
-	"github.com/braidfs/braid/internal/osdproto"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/braidfs/braid/internal/osdproto"
+	"golang.org/x/sys/unix"
 
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -212,4 +215,112 @@ func TestStageSegments(t *testing.T) {
 	if got := readAll(t, s, k, 1, len(want)); !bytes.Equal(got, want) {
 		t.Fatal("a damaged stage changed the object")
 	}
+}
+
+// A stage's segments of zeros punch the object when applied: the range
+// reads as zeros with valid checksums, the object keeps its length (a
+// range past its end punches nothing there), the blocks wholly inside
+// are given back to the disk, and the partial blocks at the ends keep
+// their other bytes. A store on a file system that cannot punch holes
+// writes the zeros instead.
+func TestApplyPunchesZeroSegments(t *testing.T) {
+	for _, fsys := range []FS{OSFS{}, noPunchFS{}} {
+		t.Run(fmt.Sprintf("%T", fsys), func(t *testing.T) { applyPunches(t, fsys) })
+	}
+}
+
+func applyPunches(t *testing.T, fsys FS) {
+	dir := t.TempDir()
+	s := openTestStore(t, fsys, dir)
+	k := ObjKey{Ino: 4, Comp: 2}
+	const size = 1 << 20
+	old := make([]byte, size)
+	for i := range old {
+		old[i] = byte(i*7 + i/4096 + 1)
+	}
+	if _, err := s.Write(k, 1, 0, old, osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	before := allocatedBytes(t, s.path(k, "dat"))
+	segs := []osdproto.Seg{
+		{Off: 100, Len: 50},                      // data
+		{Off: 1000, Len: 600_000, Zero: true},    // partial blocks at both ends
+		{Off: 700_000, Len: 3, Zero: true},       // inside one block
+		{Off: 900_000, Len: 1 << 20, Zero: true}, // past the end
+	}
+	data := bytes.Repeat([]byte("d"), 50)
+	if err := s.StageSegs(k, 1, 9, segs, data); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStore(t, fsys, dir) // the stage outlives the process
+	if _, err := s.Apply(k, 1, 9, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(old)
+	copy(want[100:], data)
+	clear(want[1000:601_000])
+	clear(want[700_000:700_003])
+	clear(want[900_000:])
+	if n, _, err := s.Stat(k); err != nil || n != size {
+		t.Fatalf("object length %d, %v after punching; want %d", n, err, size)
+	}
+	if got := readAll(t, s, k, 1, size); !bytes.Equal(got, want) {
+		t.Fatal("the object does not read as the punched model")
+	}
+	after := allocatedBytes(t, s.path(k, "dat"))
+	freed := before - after
+	t.Logf("%T: %d bytes allocated before, %d after", fsys, before, after)
+	if _, ok := fsys.(noPunchFS); ok {
+		return
+	}
+	if !canPunch(t, dir) {
+		t.Logf("%s cannot punch holes: space is not checked", dir)
+		return
+	}
+	// 146 whole blocks in the first range, 30 in the last.
+	if freed < 170*blockBytes {
+		t.Fatalf("punching freed %d bytes, want at least %d", freed, 170*blockBytes)
+	}
+	// Writing into a punched range again works like writing a hole.
+	if _, err := s.Write(k, 1, 4096, []byte("again"), osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[4096:], "again")
+	if got := readAll(t, s, k, 1, size); !bytes.Equal(got, want) {
+		t.Fatal("a write into the punched range reads back wrong")
+	}
+}
+
+func allocatedBytes(t *testing.T, path string) int64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+// canPunch says whether dir's file system punches holes.
+func canPunch(t *testing.T, dir string) bool {
+	f, err := os.CreateTemp(dir, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 1<<16)); err != nil {
+		t.Fatal(err)
+	}
+	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, 1<<16) == nil
+}
+
+// noPunchFS is the real disk with files that cannot punch holes.
+type noPunchFS struct{ OSFS }
+
+func (n noPunchFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := n.OSFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ File }{f}, nil
 }

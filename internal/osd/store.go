@@ -414,6 +414,48 @@ func (s *Store) writeLocked(o *object, off int64, p []byte) error {
 	return nil
 }
 
+// zeroLocked makes [off, off+n) of object o read as zeros, keeping its
+// length (nothing past the end needs zeroing): the blocks wholly inside
+// are deallocated and their checksums set to 0, a hole's; the blocks at
+// the ends are rewritten. A crash half-way leaves blocks whose checksum
+// disagrees with their bytes, which read as corrupt (never as data)
+// until the stage is applied again.
+func (s *Store) zeroLocked(o *object, off, n int64) error {
+	end := min(off+n, o.size)
+	if off >= end {
+		return nil
+	}
+	b0, b1 := (off+blockBytes-1)/blockBytes, end/blockBytes
+	if end == o.size {
+		b1 = (end + blockBytes - 1) / blockBytes // the last block is zero past the end already
+	}
+	if b0 >= b1 {
+		return s.writeLocked(o, off, make([]byte, end-off))
+	}
+	if head := b0*blockBytes - off; head > 0 {
+		if err := s.writeLocked(o, off, make([]byte, head)); err != nil {
+			return err
+		}
+	}
+	if tail := end - b1*blockBytes; tail > 0 {
+		if err := s.writeLocked(o, b1*blockBytes, make([]byte, tail)); err != nil {
+			return err
+		}
+	}
+	zeros := make([]byte, 4*min(b1-b0, zeroChunkBytes/4))
+	for b := b0; b < b1; b += int64(len(zeros)) / 4 {
+		nb := min(int64(len(zeros))/4, b1-b)
+		if _, err := o.sum.WriteAt(zeros[:4*nb], o.sumBase+4*b); err != nil {
+			return s.ioError(err)
+		}
+	}
+	from := b0 * blockBytes
+	if err := punch(o.data, from, min(b1*blockBytes, o.size)-from); err != nil {
+		return s.ioError(err)
+	}
+	return nil
+}
+
 // mergeBlock returns block b as it will be after writing p at off: the
 // existing bytes (verified) overlaid with the part of p that falls in it.
 func (s *Store) mergeBlock(o *object, b, off int64, p []byte) ([]byte, error) {

@@ -3,9 +3,10 @@
 // internal/wire frames. Every request names a file (ino) and component(s)
 // and carries the capability the MDS issued for that file.
 //
-// Meta layouts, version 4 (version 2 added boots to Write, Sync, Read and
+// Meta layouts, version 5 (version 2 added boots to Write, Sync, Read and
 // Stat replies, version 3 the must-exist flag to Truncate and Apply,
-// version 4 the optional segment list to Stage;
+// version 4 the optional segment list to Stage, version 5 segments of
+// zeros;
 // wire.Enc encoding: little-endian integers, u16-length-prefixed byte
 // strings; cap is capability.Encode, 57 bytes):
 //
@@ -19,7 +20,9 @@
 //	         [n u32, (off i64, len u32) × n]  optional: data is n segments, one after another, each
 //	                                  for the object at its off (ascending, not overlapping);
 //	                                  without it, one segment at off (a writer batching several
-//	                                  stripes into one staged write sends one stage per component)
+//	                                  stripes into one staged write sends one stage per component);
+//	                                  len's top bit set: len bytes of zeros, not in the data (a
+//	                                  punched hole, deallocated on apply)
 //	Apply    cap, ino u64, comp u32, txid u64, flags u8 (2 must exist) staged bytes written into the object; resp meta = boot u64, created u8
 //	Abort    cap, ino u64, comp u32, txid u64                          staged bytes dropped
 //	Label    cap, ino u64, n u32, comp u32 × n                         data = label (JSON ObjectLabel) for each
@@ -99,10 +102,28 @@ func UnitBroken(err error) bool {
 // MaxSegs bounds the segments of one Stage.
 const MaxSegs = 4096
 
-// Seg is one segment of a Stage's data: Len bytes for the object at Off.
+// Seg is one segment of a Stage: Len bytes for the object at Off, taken
+// from the data, or, if Zero, Len bytes of zeros that take no data (a
+// punched hole: the OSD deallocates them when it applies the stage).
 type Seg struct {
-	Off int64
-	Len uint32
+	Off  int64
+	Len  uint32
+	Zero bool
+}
+
+// segZeroBit marks a segment of zeros in its encoded length.
+const segZeroBit = 1 << 31
+
+// MaxZeroSegBytes bounds one segment of zeros (the encoded length keeps
+// its top bit for the zero flag).
+const MaxZeroSegBytes = segZeroBit - 1
+
+// DataLen is how many bytes of a Stage's data the segment takes.
+func (g Seg) DataLen() int64 {
+	if g.Zero {
+		return 0
+	}
+	return int64(g.Len)
 }
 
 // MaxComps bounds the component list of one request.
@@ -163,7 +184,11 @@ func (r *Req) Encode(op uint16) []byte {
 			e.U32(uint32(len(r.Segs)))
 			for _, g := range r.Segs {
 				e.I64(g.Off)
-				e.U32(g.Len)
+				if g.Zero {
+					e.U32(g.Len | segZeroBit)
+				} else {
+					e.U32(g.Len)
+				}
 			}
 		}
 	case OpApply:
@@ -249,6 +274,10 @@ func decodeSegs(d *wire.Dec) ([]Seg, error) {
 	end := int64(0)
 	for i := uint32(0); i < n && !d.Short(); i++ {
 		g := Seg{Off: d.I64(), Len: d.U32()}
+		g.Zero, g.Len = g.Len&segZeroBit != 0, g.Len&^segZeroBit
+		if g.Zero && g.Len == 0 {
+			return nil, wire.Errorf(wire.ErrBadRequest, "stage segment %d: no zeros", i)
+		}
 		if g.Off < end || g.Off > MaxObjectBytes-int64(g.Len) {
 			return nil, wire.Errorf(wire.ErrBadRequest, "stage segment %d at %d+%d overlaps the one before or passes the object size limit", i, g.Off, g.Len)
 		}

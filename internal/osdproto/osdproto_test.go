@@ -24,11 +24,13 @@ func TestRoundTrip(t *testing.T) {
 		OpApply:    {Cap: c, Ino: 5, Comp: 1, Txid: 7, Flags: FlagMustExist},
 		OpStage + 100: {Cap: c, Ino: 5, Comp: 1, Off: 0, Txid: 3,
 			Segs: []Seg{{Off: 0, Len: 4096}, {Off: 1 << 20, Len: 1 << 20}, {Off: 3 << 20, Len: 1}}},
+		OpStage + 200: {Cap: c, Ino: 5, Comp: 1, Off: 0, Txid: 3,
+			Segs: []Seg{{Off: 0, Len: 4096}, {Off: 1 << 20, Len: MaxZeroSegBytes, Zero: true}, {Off: 3 << 40, Len: 1}}},
 		OpAbort: {Cap: c, Ino: 5, Comp: 4, Txid: 9},
 		OpLabel: {Cap: c, Ino: 5, Comps: []uint32{0, 3}},
 		OpScan:  {Cap: c, Cursor: []byte("0a/x"), Len: 100},
 	} {
-		if op == OpStage+100 {
+		if op == OpStage+100 || op == OpStage+200 {
 			op = OpStage
 		}
 		got, err := Decode(op, r.Encode(op))
@@ -39,7 +41,8 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // A Stage's segments must be ascending, not overlapping, inside the
-// object size limit, and between 1 and MaxSegs of them.
+// object size limit, and between 1 and MaxSegs of them; a segment of
+// zeros is not empty.
 func TestStageSegmentsRejected(t *testing.T) {
 	key, _ := capability.NewKey()
 	c := key.Issue(5, capability.Write, 1, time.Unix(100, 0))
@@ -48,6 +51,7 @@ func TestStageSegmentsRejected(t *testing.T) {
 		"descending":  {{Off: 8192, Len: 10}, {Off: 0, Len: 10}},
 		"past limit":  {{Off: MaxObjectBytes - 5, Len: 10}},
 		"too many":    make([]Seg, MaxSegs+1),
+		"empty zeros": {{Off: 0, Len: 4096}, {Off: 8192, Zero: true}},
 	} {
 		if name == "too many" {
 			for i := range segs {
