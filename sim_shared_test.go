@@ -78,7 +78,9 @@ func (s *sim) sharedWrite() {
 }
 
 // smallWrites writes a burst of small pieces (up to 4 KiB) at random
-// places in a file through one handle, then closes it.
+// places in a file through one handle, now and then punching a hole of
+// up to 600 KiB (several stripes of every simulated layout), then closes
+// it.
 func (s *sim) smallWrites() {
 	p, ok := s.pickFile()
 	if !ok {
@@ -86,8 +88,18 @@ func (s *sim) smallWrites() {
 	}
 	next := append([]byte(nil), s.model[p]...)
 	k := 5 + s.rng.IntN(40)
+	punches := 0
 	err := s.withWriter(p, func(f *braid.File) error {
 		for j := 0; j < k; j++ {
+			if s.rng.IntN(8) == 0 && len(next) > 0 {
+				off, n := s.rng.IntN(len(next)), 1+s.rng.IntN(600<<10)
+				if err := f.PunchHole(int64(off), int64(n)); err != nil {
+					return err
+				}
+				clear(next[off:min(off+n, len(next))])
+				punches++
+				continue
+			}
 			off := s.rng.IntN(len(next) + 4096)
 			data := randBytes(s.rng, 1+s.rng.IntN(4096))
 			if _, err := f.WriteAt(data, int64(off)); err != nil {
@@ -98,7 +110,7 @@ func (s *sim) smallWrites() {
 		}
 		return nil
 	})
-	s.logf("small writes %s: %d: %v", p, k, err)
+	s.logf("small writes %s: %d, %d of them punches: %v", p, k, punches, err)
 	if err != nil {
 		s.fatalf("small writes %s: %v", p, err)
 	}

@@ -110,18 +110,23 @@ func eachComp(comps []int, fn func(i, comp int) error) []unitResult {
 }
 
 // stagedUnit is a piece of a batch's stripes: bytes for its component at
-// off (a unit, or the part of one the stripe's writes changed).
+// off (a unit, or the part of one the stripe's writes changed), or, for
+// a punched hole, zeros zero bytes of zeros (no op, no data).
 type stagedUnit struct {
 	op   *stripeOp
 	off  int64
 	data []byte
+	zero int64
 }
+
+// end is where the piece ends in its object.
+func (u stagedUnit) end() int64 { return u.off + int64(len(u.data)) + u.zero }
 
 // stageOf is what one component stages for a batch: its pieces' bytes
 // one after another and, if there are several, their segments.
 func stageOf(units []stagedUnit, txid uint64) (osdproto.Req, []byte, func()) {
 	req := osdproto.Req{Off: units[0].off, Txid: txid}
-	if len(units) == 1 {
+	if len(units) == 1 && units[0].zero == 0 {
 		return req, units[0].data, func() {}
 	}
 	n := 0
@@ -131,6 +136,10 @@ func stageOf(units []stagedUnit, txid uint64) (osdproto.Req, []byte, func()) {
 	buf := wire.GetBuf(n)
 	at := 0
 	for _, u := range units {
+		if u.zero > 0 {
+			req.Segs = append(req.Segs, osdproto.Seg{Off: u.off, Len: uint32(u.zero), Zero: true})
+			continue
+		}
 		req.Segs = append(req.Segs, osdproto.Seg{Off: u.off, Len: uint32(len(u.data))})
 		at += copy(buf[at:], u.data)
 	}
@@ -172,12 +181,18 @@ func piecesOf(s fileSnap, ops []*stripeOp) (comps []int, byComp map[int][]staged
 // many stripes costs three MDS commits and one stage and apply per
 // component, not per stripe.
 func (f *File) twoPhase(ctx context.Context, s fileSnap, ops []*stripeOp) error {
-	txid := rand.Uint64() | 1
 	comps, byComp := piecesOf(s, ops)
+	return f.twoPhaseUnits(ctx, s, comps, byComp)
+}
+
+// twoPhaseUnits writes pieces byComp of components comps through one
+// intent (twoPhase).
+func (f *File) twoPhaseUnits(ctx context.Context, s fileSnap, comps []int, byComp map[int][]stagedUnit) error {
 	if len(comps) == 0 {
 		return nil
 	}
-	m := ops[0].m
+	txid := rand.Uint64() | 1
+	m := s.lay.Spec.Tolerates()
 	ireq := mdsproto.IntentReq{Ino: s.ino, Txid: txid, Version: s.lay.Version, Comps: toU32s(comps)}
 	if err := f.c.mdsWaitBusy(ctx, mdsproto.OpIntentBegin, ireq, nil); err != nil {
 		if errors.Is(err, wire.ErrStale) {
@@ -234,7 +249,10 @@ func (f *File) twoPhase(ctx context.Context, s fileSnap, ops []*stripeOp) error 
 			continue
 		}
 		for _, u := range byComp[r.comp] {
-			f.noteWritten(r.comp, u.off+int64(len(u.data)))
+			if u.zero > 0 {
+				continue // a hole: the object keeps its length, and nothing waits to be sent again
+			}
+			f.noteWritten(r.comp, u.end())
 			// Applied is durable, but writes under it its OSD took and
 			// may lose to a power cut are sent again at the sync: it is
 			// kept with them, to be sent again after them.

@@ -91,6 +91,14 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if err := f.stickyErr(); err != nil {
 		return 0, err
 	}
+	f.bufferLocked(p, off)
+	return len(p), nil
+}
+
+// bufferLocked takes p, for the file at off, into the stripe being filled
+// or the gathered ones; whole stripes go out at once. The caller holds mu
+// and the write lock on the stripes.
+func (f *File) bufferLocked(p []byte, off int64) {
 	S := f.layout().Spec.StripeBytes()
 	for n := 0; n < len(p); {
 		o := off + int64(n)
@@ -118,7 +126,6 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		}
 		n += int(piece)
 	}
-	return len(p), nil
 }
 
 // submitLocked sends the buffered stripe. A partly filled stripe is first

@@ -11,19 +11,15 @@ import (
 
 var _ = (fs.NodeAllocater)((*node)(nil))
 
-// zeroChunkBytes bounds the zeros written by one call while punching a
-// hole or zeroing a range.
-const zeroChunkBytes = 1 << 20
-
 // Allocate serves fallocate(2). braid reserves no space ahead (objects
 // are written on demand, and holes read as zeros), so plain allocation
 // only grows the file, unless FALLOC_FL_KEEP_SIZE, and a later write can
-// still meet a full OSD. Punching a hole and zeroing a range write zeros
-// over the part inside the file (they take space: braid does not
-// deallocate parts of objects yet); zeroing past the end grows the file
-// as allocation does. The kernel refuses the other modes (collapse,
-// insert) for FUSE before they arrive; anything else unknown is refused
-// here.
+// still meet a full OSD. Punching a hole and zeroing a range are one
+// (braid.File.PunchHole): the stripes the range covers wholly become
+// holes on every OSD, taking no space, and the pieces at its ends are
+// written with zeros; zeroing past the end grows the file as allocation
+// does. The kernel refuses the other modes (collapse, insert) for FUSE
+// before they arrive; anything else unknown is refused here.
 func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	const known = unix.FALLOC_FL_KEEP_SIZE | unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_ZERO_RANGE
@@ -44,7 +40,7 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, 
 	}
 	start, end := int64(off), int64(off+size)
 	if punch || zero {
-		if e := h.zero(start, min(end, h.f.Size())); e != 0 {
+		if e := errno(h.f.PunchHole(start, end-start)); e != 0 {
 			return e
 		}
 		// Other descriptors see the zeros now, as on a local file
@@ -55,21 +51,6 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, 
 	}
 	if !keep && end > h.f.Size() {
 		return n.truncate(ctx, end) // holes past the old end read as zeros
-	}
-	return 0
-}
-
-// zero writes zeros over [start, end) of the handle's file.
-func (h *handle) zero(start, end int64) syscall.Errno {
-	if start >= end {
-		return 0
-	}
-	buf := make([]byte, min(end-start, zeroChunkBytes))
-	for off := start; off < end; off += int64(len(buf)) {
-		n := min(int64(len(buf)), end-off)
-		if _, err := h.f.WriteAt(buf[:n], off); err != nil {
-			return errno(err)
-		}
 	}
 	return 0
 }

@@ -266,7 +266,7 @@ func (s *Store) readStage(k ObjKey, txid uint64) (segs []osdproto.Seg, data []by
 		}
 	}
 	data = make([]byte, n)
-	if _, err := f.ReadAt(data, dataAt); err != nil {
+	if _, err := f.ReadAt(data, dataAt); err != nil && n > 0 { // a stage of only zeros has no data
 		return nil, nil, wire.Errorf(wire.ErrCorrupt, "stage %s: data unreadable: %v", path, err)
 	}
 	if wire.CRC(data) != binary.LittleEndian.Uint32(h[52:]) {

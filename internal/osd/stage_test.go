@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -267,6 +268,17 @@ func applyPunches(t *testing.T, fsys FS) {
 	if got := readAll(t, s, k, 1, size); !bytes.Equal(got, want) {
 		t.Fatal("the object does not read as the punched model")
 	}
+	// A stage of zeros alone has no data.
+	if err := s.StageSegs(k, 1, 10, []osdproto.Seg{{Off: 0, Len: 10, Zero: true}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(k, 1, 10, 0); err != nil {
+		t.Fatalf("apply of a stage of zeros alone: %v", err)
+	}
+	clear(want[:10])
+	if got := readAll(t, s, k, 1, size); !bytes.Equal(got, want) {
+		t.Fatal("a stage of zeros alone did not zero its range")
+	}
 	after := allocatedBytes(t, s.path(k, "dat"))
 	freed := before - after
 	t.Logf("%T: %d bytes allocated before, %d after", fsys, before, after)
@@ -314,7 +326,9 @@ func canPunch(t *testing.T, dir string) bool {
 	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, 1<<16) == nil
 }
 
-// noPunchFS is the real disk with files that cannot punch holes.
+// noPunchFS is the real disk with files that cannot punch holes, and
+// that answer io.EOF to a read of nothing at their end (as io.ReaderAt
+// allows, and the simulation's disk does).
 type noPunchFS struct{ OSFS }
 
 func (n noPunchFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
@@ -322,5 +336,14 @@ func (n noPunchFS) OpenFile(name string, flag int, perm os.FileMode) (File, erro
 	if err != nil {
 		return nil, err
 	}
-	return struct{ File }{f}, nil
+	return strictFile{f}, nil
+}
+
+type strictFile struct{ File }
+
+func (f strictFile) ReadAt(p []byte, off int64) (int, error) {
+	if fi, err := f.Stat(); err == nil && off >= fi.Size() {
+		return 0, io.EOF
+	}
+	return f.File.ReadAt(p, off)
 }

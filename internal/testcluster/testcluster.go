@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -292,6 +293,23 @@ func (c *Cluster) ObjectFiles() int {
 		_ = filepath.Walk(c.OSDDir(i), func(p string, info os.FileInfo, err error) error {
 			if err == nil && strings.HasSuffix(p, ".dat") {
 				n++
+			}
+			return nil
+		})
+	}
+	return n
+}
+
+// AllocatedBytes is the disk space the object data files of every OSD
+// take (their allocated blocks, not their lengths: holes take none).
+func (c *Cluster) AllocatedBytes() int64 {
+	var n int64
+	for i := range c.OSDs {
+		_ = filepath.Walk(c.OSDDir(i), func(p string, info os.FileInfo, err error) error {
+			if err == nil && strings.HasSuffix(p, ".dat") {
+				if st, ok := info.Sys().(*syscall.Stat_t); ok {
+					n += st.Blocks * 512
+				}
 			}
 			return nil
 		})
