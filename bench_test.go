@@ -128,6 +128,43 @@ func BenchmarkSharedFile(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+	// A few 4 KiB writes at random places of a file holding data, then
+	// close: every stripe written is a read-modify-write through the
+	// two-phase commit. One op is one handle's writes and close.
+	for _, writes := range []int{16, 256, 4096} {
+		b.Run(fmt.Sprintf("random-4KiB-over-data/writes=%d", writes), func(b *testing.B) {
+			cl := c.Dial()
+			createEmpty(b, cl, "/data", spec)
+			f, err := cl.OpenFile(ctx, "/data", true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := f.WriteAt(make([]byte, size), 0); err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				b.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 3))
+			buf := make([]byte, 4096)
+			b.SetBytes(int64(writes) * 4096)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				f, err := cl.OpenFile(ctx, "/data", true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j := 0; j < writes; j++ {
+					if _, err := f.WriteAt(buf, rng.Int64N(size/4096)*4096); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := f.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 func benchShared(b *testing.B, c *testcluster.Cluster, spec string, size, writers, block int) {

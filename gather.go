@@ -3,6 +3,8 @@ package braid
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -318,6 +320,7 @@ func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, in
 		g     *gathered
 		wb    *stripeBuf
 		valid int64
+		cols  [][]colRange // what the stripe rewrites, if only some columns
 		err   error
 	}
 	spec := f.layout().Spec
@@ -341,7 +344,11 @@ func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, in
 			continue
 		}
 		wb.lo, wb.hi = 0, 0
-		fills = append(fills, &fill{g: g, wb: wb, valid: max(0, min(S, f.size-g.fs*S))})
+		fl := &fill{g: g, wb: wb, valid: max(0, min(S, f.size-g.fs*S))}
+		if start := g.fs * S; spec.M > 0 && start+S <= f.committed && fl.valid == S && !g.covers(S) {
+			fl.cols = f.stripeCols(g.fs, g.ext)
+		}
+		fills = append(fills, fl)
 	}
 	var wg sync.WaitGroup
 	for _, fl := range fills {
@@ -352,7 +359,11 @@ func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, in
 		go func() {
 			defer wg.Done()
 			f.pending.waitStripe(fl.g.fs) // earlier writes to this stripe must land before it is read
-			fl.err = f.fillStripeOnce(fl.wb, fl.g.fs*S, fl.valid)
+			if fl.cols != nil {
+				fl.err = f.fillColumns(fl.wb, fl.g.fs*S, fl.cols)
+			} else {
+				fl.err = f.fillStripeOnce(fl.wb, fl.g.fs*S, fl.valid)
+			}
 		}()
 	}
 	wg.Wait()
@@ -362,6 +373,7 @@ func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, in
 		if !g.covers(fl.valid) {
 			if fl.err != nil && f.replayWanted.Load() {
 				fl.err = f.fillStripe(wb, start, fl.valid) // sends kept writes again first
+				fl.cols = nil                              // the whole stripe is read now
 			}
 			if fl.err != nil {
 				f.setErr(fl.err)
@@ -369,8 +381,8 @@ func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, in
 				continue
 			}
 			wb.staged = start < f.committed && spec.M > 0
-			if wb.staged && start+S <= f.committed {
-				wb.changed = g.ext
+			if wb.cols = fl.cols; wb.staged && start+S <= f.committed && wb.cols == nil {
+				wb.cols = f.stripeCols(g.fs, g.ext)
 			}
 		}
 		for _, e := range g.ext {
@@ -380,6 +392,51 @@ func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, in
 		out.wbs, out.valids = append(out.wbs, wb), append(out.valids, fl.valid)
 	}
 	return out, taken
+}
+
+// fillGapBytes is the widest run of columns a column fill reads, though
+// no write needs it, to read its neighbours in one request.
+const fillGapBytes = 32 << 10
+
+// fillColumns reads, of a stripe whose writes rewrite only columns cols
+// of its units, those columns of every data unit: all that computing
+// the parity of those columns takes, since parity is computed column by
+// column. The rest of the buffer is not the file's and is never sent
+// (stripeOp.cols). A few random blocks in a stripe read a few blocks
+// per unit, not the whole stripe.
+func (f *File) fillColumns(wb *stripeBuf, start int64, cols [][]colRange) error {
+	s := f.layout().Spec
+	U := s.UnitBytes
+	var need []colRange
+	for _, rs := range cols {
+		need = append(need, rs...)
+	}
+	slices.SortFunc(need, func(a, b colRange) int { return cmp.Compare(a.lo, b.lo) })
+	var reads []colRange
+	for _, r := range need {
+		if n := len(reads); n > 0 && r.lo <= reads[n-1].hi+fillGapBytes {
+			reads[n-1].hi = max(reads[n-1].hi, r.hi)
+			continue
+		}
+		reads = append(reads, r)
+	}
+	errs := make([]error, s.K)
+	var wg sync.WaitGroup
+	for u := range s.K {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			base := int64(u) * U
+			for _, r := range reads {
+				if err := f.readRange(context.Background(), wb.buf[base+r.lo:base+r.hi], start+base+r.lo); err != nil {
+					errs[u] = fmt.Errorf("read-modify-write of stripe %d: %w", wb.fs, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // sendBatchLocked sends whole stripes wbs (valids: their bytes inside

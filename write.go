@@ -24,10 +24,11 @@ type stripeBuf struct {
 	// staged: the write changes part of a stripe holding committed data,
 	// so it goes through the two-phase commit (stage, intent, apply).
 	staged bool
-	// changed, if not nil, are the only ranges of a staged stripe its
-	// writes changed (a gathered stripe wholly inside the committed
-	// file, whose other bytes the OSDs hold with their parity).
-	changed []extent
+	// cols, if not nil, are the only columns of each unit a staged
+	// stripe rewrites (a gathered stripe wholly inside the committed
+	// file, whose other bytes the OSDs hold with their parity;
+	// stripeCols). Its buffer may hold only those columns.
+	cols [][]colRange
 }
 
 func stripeBufBytes(s layout.Spec) int64 {
@@ -288,19 +289,27 @@ func (f *File) newStripeOp(wb *stripeBuf, valid int64) *stripeOp {
 		}
 	}
 	op := &stripeOp{f: f, wb: wb, m: M, shards: shards, ec: s.Scheme == layout.EC}
-	if wb.changed != nil && shardLen == U {
-		op.cols = changedCols(wb.changed, K, M, U)
-		if !f.objectsHold(wb.fs) {
-			// A hole (the file grew by truncation): every unit also
-			// writes its last block, so the group's objects all reach
-			// the stripe's end, as the extent then says.
-			for u := range op.cols {
-				op.cols[u] = appendCols(op.cols[u], colRange{U - colAlign, U})
-			}
+	if wb.cols != nil && shardLen == U {
+		op.cols = wb.cols
+	}
+	wb.cols = nil
+	return op
+}
+
+// stripeCols is the columns each unit of stripe fs rewrites when its
+// writes changed only ranges changed of it (changedCols). Over a hole
+// (the file grew by truncation) every unit also writes its last block,
+// so the group's objects all reach the stripe's end, as the extent then
+// says.
+func (f *File) stripeCols(fs int64, changed []extent) [][]colRange {
+	s := f.layout().Spec
+	cols := changedCols(changed, s.K, s.M, s.UnitBytes)
+	if !f.objectsHold(fs) {
+		for u := range cols {
+			cols[u] = appendCols(cols[u], colRange{s.UnitBytes - colAlign, s.UnitBytes})
 		}
 	}
-	wb.changed = nil // the extents' bytes are not needed past here
-	return op
+	return cols
 }
 
 // objectsHold reports whether every object of stripe fs is vouched to
