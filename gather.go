@@ -8,6 +8,9 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/osdproto"
 )
 
 // Gathering small writes. The stripe a writer is filling from front to
@@ -264,17 +267,15 @@ const fillersPerFlush = 4
 // in one intent (stage.go): a flush of many stripes pays for the intent's
 // commits and each OSD's stage and apply once, not per stripe.
 func (f *File) sendGatheredLocked(gs ...*gathered) {
-	var batch []*stripeBuf
-	var valids []int64
+	batch := newStagedBatch(f.layout())
 	send := func() {
-		if len(batch) > 0 {
-			f.sendBatchLocked(batch, valids)
-			batch, valids = nil, nil
+		if len(batch.ops) > 0 {
+			f.sendBatchLocked(batch.ops)
+			batch = newStagedBatch(f.layout())
 		}
 	}
-	limit := f.maxBatchStripes()
 	for len(gs) > 0 {
-		ready, n := f.fillWindowLocked(gs[:min(len(gs), fillersPerFlush)], len(batch) == 0)
+		ready, n := f.fillWindowLocked(gs[:min(len(gs), fillersPerFlush)], len(batch.ops) == 0)
 		if n == 0 {
 			send() // the batch holds the buffers this window waits for
 			continue
@@ -285,10 +286,21 @@ func (f *File) sendGatheredLocked(gs ...*gathered) {
 				f.submitBufLocked(wb)
 				continue
 			}
-			batch, valids = append(batch, wb), append(valids, ready.valids[i])
-			if len(batch) >= limit {
+			if len(batch.ops) == 0 && f.unsyncedBytes() >= f.maxUnsyncedBytes() {
+				// Before the batch's stripes are pending: the flush
+				// waits for every pending stripe.
+				f.flushOSDs(context.Background())
+			}
+			S := f.layout().Spec.StripeBytes()
+			clear(wb.buf[ready.valids[i]:S])
+			op := f.encodeStaged(wb, ready.valids[i])
+			if op == nil {
+				continue
+			}
+			if !batch.fits(op) {
 				send()
 			}
+			batch.add(op)
 		}
 	}
 	send()
@@ -298,10 +310,52 @@ func (f *File) sendGatheredLocked(gs ...*gathered) {
 // request; the frame limit is wire.MaxDataBytes).
 const maxStageBytes = 8 << 20
 
-// maxBatchStripes is how many stripes one staged write may carry: each
-// puts at most a unit on a component.
-func (f *File) maxBatchStripes() int {
-	return int(max(1, maxStageBytes/f.layout().Spec.UnitBytes))
+// stagedBatch is stripes that go through one intent, with what each
+// component stages for them: within maxStageBytes and osdproto.MaxSegs.
+type stagedBatch struct {
+	lay   layout.Layout
+	ops   []*stripeOp
+	bytes map[int]int64
+	segs  map[int]int
+}
+
+func newStagedBatch(lay layout.Layout) *stagedBatch {
+	return &stagedBatch{lay: lay, bytes: map[int]int64{}, segs: map[int]int{}}
+}
+
+// each calls fn with every component op stages on, its bytes and
+// segments.
+func (b *stagedBatch) each(op *stripeOp, fn func(comp int, n int64, segs int) bool) bool {
+	U := b.lay.Spec.UnitBytes
+	for u := range b.lay.Spec.Width() {
+		n, segs := U, 1
+		if op.cols != nil {
+			n, segs = 0, len(op.cols[u])
+			for _, r := range op.cols[u] {
+				n += r.hi - r.lo
+			}
+		}
+		if !fn(b.lay.UnitOf(op.wb.fs, u).Component, n, segs) {
+			return false
+		}
+	}
+	return true
+}
+
+// fits reports whether op can join the batch (always, if it is empty).
+func (b *stagedBatch) fits(op *stripeOp) bool {
+	return len(b.ops) == 0 || b.each(op, func(c int, n int64, segs int) bool {
+		return b.bytes[c]+n <= maxStageBytes && b.segs[c]+segs <= osdproto.MaxSegs
+	})
+}
+
+func (b *stagedBatch) add(op *stripeOp) {
+	b.ops = append(b.ops, op)
+	b.each(op, func(c int, n int64, segs int) bool {
+		b.bytes[c] += n
+		b.segs[c] += segs
+		return true
+	})
 }
 
 // filledStripes are gathered stripes made whole, ready to send.
@@ -439,17 +493,10 @@ func (f *File) fillColumns(wb *stripeBuf, start int64, cols [][]colRange) error 
 	return errors.Join(errs...)
 }
 
-// sendBatchLocked sends whole stripes wbs (valids: their bytes inside
-// the file) through one two-phase commit.
-func (f *File) sendBatchLocked(wbs []*stripeBuf, valids []int64) {
-	if f.unsyncedBytes() >= f.maxUnsyncedBytes() {
-		f.flushOSDs(context.Background())
-	}
-	S := f.layout().Spec.StripeBytes()
-	for i, wb := range wbs {
-		clear(wb.buf[valids[i]:S])
-	}
-	f.encodeAndSendStaged(wbs, valids)
+// sendBatchLocked sends encoded stripes ops through one two-phase commit,
+// behind the caller.
+func (f *File) sendBatchLocked(ops []*stripeOp) {
+	go f.sendStaged(ops)
 }
 
 // colRange is a range of columns of a unit: bytes [lo, hi) of it.

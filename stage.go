@@ -152,14 +152,20 @@ func stageOf(units []stagedUnit, txid uint64) (osdproto.Req, []byte, func()) {
 func piecesOf(s fileSnap, ops []*stripeOp) (comps []int, byComp map[int][]stagedUnit) {
 	byComp = map[int][]stagedUnit{}
 	for _, op := range ops {
-		for u, data := range op.shards {
+		for u := range max(len(op.shards), len(op.pieces)) {
 			loc := s.lay.UnitOf(op.wb.fs, u)
-			pieces := []stagedUnit{{op: op, off: loc.ObjectOff, data: data}}
-			if op.cols != nil {
-				pieces = pieces[:0]
-				for _, r := range op.cols[u] {
-					pieces = append(pieces, stagedUnit{op: op, off: loc.ObjectOff + r.lo, data: data[r.lo:r.hi]})
+			var pieces []stagedUnit
+			switch {
+			case op.pieces != nil:
+				for i, r := range op.cols[u] {
+					pieces = append(pieces, stagedUnit{op: op, off: loc.ObjectOff + r.lo, data: op.pieces[u][i]})
 				}
+			case op.cols != nil:
+				for _, r := range op.cols[u] {
+					pieces = append(pieces, stagedUnit{op: op, off: loc.ObjectOff + r.lo, data: op.shards[u][r.lo:r.hi]})
+				}
+			default:
+				pieces = []stagedUnit{{op: op, off: loc.ObjectOff, data: op.shards[u]}}
 			}
 			if len(pieces) == 0 {
 				continue

@@ -213,6 +213,9 @@ type stripeOp struct {
 	// cols, if not nil, are the only columns of each unit the stripe's
 	// writes changed (gather.go): a staged write sends just those.
 	cols [][]colRange
+	// pieces, once compacted, are those columns' bytes, pieces[u][i]
+	// those of cols[u][i], and shards are gone (compact).
+	pieces [][][]byte
 }
 
 // maxStripeSends bounds how often one stripe is sent again because the
@@ -243,25 +246,53 @@ func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
 	}()
 }
 
-// encodeAndSendStaged sends whole stripes wbs as encodeAndSend does, all
-// through one two-phase commit.
-func (f *File) encodeAndSendStaged(wbs []*stripeBuf, valids []int64) {
-	ops := make([]*stripeOp, len(wbs))
-	for i, wb := range wbs {
-		ops[i] = f.newStripeOp(wb, valids[i])
-		f.pending.begin(wb.fs)
+// encodeStaged lays out and encodes whole stripe wb (valid bytes of it
+// inside the file) for a staged write, and compacts it: it returns nil
+// if encoding failed.
+func (f *File) encodeStaged(wb *stripeBuf, valid int64) *stripeOp {
+	op := f.newStripeOp(wb, valid)
+	f.pending.begin(wb.fs)
+	if !op.encode() {
+		return nil
 	}
-	go func() {
-		var coded []*stripeOp
-		for _, op := range ops {
-			if op.encode() {
-				coded = append(coded, op)
-			}
+	op.compact()
+	return op
+}
+
+// compact keeps, of a stripe that rewrites only some columns, just those
+// columns' bytes, in a buffer of their size, and gives the rest of the
+// stripe buffer back to the handle's budget at once. A flush of many
+// stripes that each changed a few blocks then sends them all through one
+// intent, instead of waiting for one batch's whole stripe buffers to come
+// back before filling the next.
+func (op *stripeOp) compact() {
+	if op.cols == nil {
+		return
+	}
+	n := 0
+	for _, rs := range op.cols {
+		for _, r := range rs {
+			n += int(r.hi - r.lo)
 		}
-		if len(coded) > 0 {
-			f.sendStaged(coded)
+	}
+	if n >= len(op.wb.buf) {
+		return // not smaller (a mirror's copies share one unit's buffer)
+	}
+	buf := wire.GetBuf(n)
+	op.pieces = make([][][]byte, len(op.cols))
+	at := 0
+	for u, rs := range op.cols {
+		for _, r := range rs {
+			p := buf[at : at+int(r.hi-r.lo)]
+			copy(p, op.shards[u][r.lo:r.hi])
+			op.pieces[u] = append(op.pieces[u], p)
+			at += len(p)
 		}
-	}()
+	}
+	wb := op.wb
+	op.f.inflight.Release(int64(len(wb.buf) - n))
+	wire.PutBuf(wb.buf)
+	wb.buf, op.shards = buf, nil // the shards were the stripe buffer's
 }
 
 // newStripeOp lays out the units of stripe wb, whose first valid bytes
