@@ -327,3 +327,27 @@ func TestFilledStripeIsStaged(t *testing.T) {
 		t.Fatal("a partial overwrite of committed stripe 1 was not staged")
 	}
 }
+
+// Goroutines sharing one handle (as processes share a mount's handle of
+// an inode) write interleaved blocks of a quarter stripe and more: the
+// stripe buffer one leaves half written backs the stripe's gathered
+// extents (parkLocked), and every block lands.
+func TestGoroutinesSharingOneHandle(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	cl := c.Dial()
+	for _, size := range []int{100_000, 262_144 + 1000} {
+		path := fmt.Sprintf("/one-handle-%d", size)
+		createEmpty(t, cl, path, "ec:4+2,unit=64KiB")
+		f, err := cl.OpenFile(ctx, path, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const blocks = 90
+		writeBlocks(t, []*braid.File{f, f, f}, 0, blocks, size, 0)
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkShared(t, cl, path, blocks, size)
+		checkConsistent(t, cl, path)
+	}
+}
