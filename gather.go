@@ -263,8 +263,8 @@ const fillersPerFlush = 4
 // extents do not cover the stripe's bytes (once, the whole stripe; up to
 // fillersPerFlush stripes at once), laid over with its extents, encoded
 // and sent. Stripes that rewrite part of a stripe holding acknowledged
-// data go through the two-phase commit together, up to maxBatchStripes
-// in one intent (stage.go): a flush of many stripes pays for the intent's
+// data go through the two-phase commit together, as many in one intent
+// as a stagedBatch holds (stage.go): a flush of many stripes pays for the intent's
 // commits and each OSD's stage and apply once, not per stripe.
 func (f *File) sendGatheredLocked(gs ...*gathered) {
 	batch := newStagedBatch(f.layout())
@@ -285,11 +285,6 @@ func (f *File) sendGatheredLocked(gs ...*gathered) {
 			if !wb.staged {
 				f.submitBufLocked(wb)
 				continue
-			}
-			if len(batch.ops) == 0 && f.unsyncedBytes() >= f.maxUnsyncedBytes() {
-				// Before the batch's stripes are pending: the flush
-				// waits for every pending stripe.
-				f.flushOSDs(context.Background())
 			}
 			S := f.layout().Spec.StripeBytes()
 			clear(wb.buf[ready.valids[i]:S])
@@ -494,8 +489,16 @@ func (f *File) fillColumns(wb *stripeBuf, start int64, cols [][]colRange) error 
 }
 
 // sendBatchLocked sends encoded stripes ops through one two-phase commit,
-// behind the caller.
+// behind the caller. They are pending from here on, not before: a flush
+// of the OSDs waits for every pending stripe, and one while the batch
+// was gathered would have waited for stripes only its caller could send.
 func (f *File) sendBatchLocked(ops []*stripeOp) {
+	if f.unsyncedBytes() >= f.maxUnsyncedBytes() {
+		f.flushOSDs(context.Background())
+	}
+	for _, op := range ops {
+		f.pending.begin(op.wb.fs)
+	}
 	go f.sendStaged(ops)
 }
 

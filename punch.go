@@ -29,6 +29,8 @@ const maxPunchStripes = osdproto.MaxSegs
 //
 // Every write before it is made durable first: a write its OSD lost to a
 // power cut is sent again at a sync, and must not land over the hole.
+// A range of more than maxPunchStripes stripes is punched in pieces, each
+// atomic; a failure leaves the handle failed, as a failed write does.
 func (f *File) PunchHole(off, n int64) error {
 	if !f.write {
 		return errReadOnly

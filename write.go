@@ -248,12 +248,17 @@ func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
 
 // encodeStaged lays out and encodes whole stripe wb (valid bytes of it
 // inside the file) for a staged write, and compacts it: it returns nil
-// if encoding failed.
+// if encoding failed. The stripe is not pending until its batch is sent
+// (sendBatchLocked): a flush that waits for pending stripes meanwhile
+// (flushOSDs) must not wait for it.
 func (f *File) encodeStaged(wb *stripeBuf, valid int64) *stripeOp {
 	op := f.newStripeOp(wb, valid)
-	f.pending.begin(wb.fs)
-	if !op.encode() {
-		return nil
+	if op.ec {
+		if err := f.enc.Encode(op.shards); err != nil {
+			f.setErr(fmt.Errorf("encode stripe %d: %w", wb.fs, err))
+			f.releaseStripe(wb)
+			return nil
+		}
 	}
 	op.compact()
 	return op
