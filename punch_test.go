@@ -83,7 +83,27 @@ func punchHole(t *testing.T, spec string) {
 	if want := 30 * S * int64(lay.Width()) / int64(lay.K); before-after < want {
 		t.Errorf("punching freed %d bytes of %d, want at least %d", before-after, before, want)
 	}
-	if lay.Tolerates() > 0 {
-		mustReadEachOSDDown(t, c, cl, "/p", fmt.Sprintf("%s punched", spec), model)
+	if lay.Tolerates() == 0 {
+		return // a plain stripe's writes are not staged: zeros inside a stripe are written
 	}
+
+	// Inside one stripe, the whole blocks of a data unit the hole covers
+	// are punched too (with the parity columns rewritten).
+	before = c.AllocatedBytes()
+	f, err = cl.OpenFile(ctx, "/p", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	punch(33*S+8192+100, 32768) // 7 whole blocks and two pieces
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after = c.AllocatedBytes()
+	t.Logf("%s: a hole inside a stripe: %d bytes allocated before, %d after", spec, before, after)
+	if want := int64(7 * 4096); before-after < want {
+		t.Errorf("a hole inside a stripe freed %d bytes, want at least %d", before-after, want)
+	}
+	mustRead(t, cl, "/p", "a hole inside a stripe", model)
+	checkConsistent(t, cl, "a hole inside a stripe")
+	mustReadEachOSDDown(t, c, cl, "/p", fmt.Sprintf("%s punched", spec), model)
 }

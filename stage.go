@@ -3,6 +3,7 @@ package braid
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -188,7 +189,85 @@ func piecesOf(s fileSnap, ops []*stripeOp) (comps []int, byComp map[int][]staged
 // component, not per stripe.
 func (f *File) twoPhase(ctx context.Context, s fileSnap, ops []*stripeOp) error {
 	comps, byComp := piecesOf(s, ops)
+	for _, c := range comps {
+		byComp[c] = holesIn(byComp[c], f.extentOf(c))
+	}
 	return f.twoPhaseUnits(ctx, s, comps, byComp)
+}
+
+// minHoleBytes is the shortest run of zero blocks inside a piece that
+// holesIn punches: shorter ones are not worth a segment.
+const minHoleBytes = 4 * colAlign
+
+// holesIn turns the runs of whole zero blocks in pieces units of one
+// component, inside what its object is vouched to hold (held), into
+// segments of zeros: the OSD punches them, so zeros written over data
+// (the ends of a punched hole, a program writing zeros) give their blocks
+// back. A data unit's blocks go whenever they are zero, a parity unit's
+// when the column is zero in every data unit. A piece wholly of zero
+// blocks goes whole; inside a piece, runs of at least minHoleBytes, while
+// the component's stage stays within osdproto.MaxSegs segments. Past the
+// vouched end zeros stay data: punching extends no object, and the
+// extents must stay true.
+func holesIn(units []stagedUnit, held int64) []stagedUnit {
+	out := make([]stagedUnit, 0, len(units))
+	for i, u := range units {
+		if len(u.data) == 0 {
+			out = append(out, u)
+			continue
+		}
+		room := osdproto.MaxSegs - len(out) - (len(units) - i)
+		out = append(out, splitZeros(u, held, room)...)
+	}
+	return out
+}
+
+// splitZeros cuts piece u into data and runs of zero blocks inside held,
+// adding at most room pieces.
+func splitZeros(u stagedUnit, held int64, room int) []stagedUnit {
+	lo := (u.off + colAlign - 1) / colAlign * colAlign // first whole block
+	if u.off%colAlign == 0 && len(u.data)%colAlign == 0 && u.end() <= held && allZero(u.data) {
+		return []stagedUnit{{op: u.op, off: u.off, zero: int64(len(u.data))}}
+	}
+	var out []stagedUnit
+	at := u.off // start of the data not yet taken
+	for b := lo; b+colAlign <= min(u.end(), held) && room >= 2; {
+		if !allZero(u.data[b-u.off : b-u.off+colAlign]) {
+			b += colAlign
+			continue
+		}
+		e := b + colAlign
+		for e+colAlign <= min(u.end(), held) && allZero(u.data[e-u.off:e-u.off+colAlign]) {
+			e += colAlign
+		}
+		if e-b >= minHoleBytes {
+			if b > at {
+				out = append(out, stagedUnit{op: u.op, off: at, data: u.data[at-u.off : b-u.off]})
+			}
+			out = append(out, stagedUnit{op: u.op, off: b, zero: e - b})
+			at, room = e, room-2
+		}
+		b = e
+	}
+	if at < u.end() {
+		out = append(out, stagedUnit{op: u.op, off: at, data: u.data[at-u.off:]})
+	}
+	return out
+}
+
+func allZero(p []byte) bool {
+	for len(p) >= 8 {
+		if binary.LittleEndian.Uint64(p) != 0 {
+			return false
+		}
+		p = p[8:]
+	}
+	for _, b := range p {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // twoPhaseUnits writes pieces byComp of components comps through one
