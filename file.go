@@ -61,11 +61,12 @@ type File struct {
 	// thirds into its life (renewCapIfDue).
 	capRenewAt time.Time
 
-	mu        sync.Mutex // guards the handle state below; held across writes
-	size      int64
-	committed int64      // size as of open or the last commit: bytes below it are acknowledged
-	sizeGen   uint64     // the size generation size is of (mdsproto.Inode.SizeGen)
-	wb        *stripeBuf // stripe being filled by sequential writes
+	mu        sync.Mutex   // guards the handle state below; held across writes
+	size      int64        // set with setSizeLocked
+	committed int64        // size as of open or the last commit: bytes below it are acknowledged
+	sizeGen   uint64       // the size generation size is of (mdsproto.Inode.SizeGen)
+	sizeSeen  atomic.Int64 // size, for Size without mu
+	wb        *stripeBuf   // stripe being filled by sequential writes
 	modified  bool
 	closed    bool
 	enc       encoder
@@ -172,6 +173,7 @@ func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenRes
 		missed: map[int]bool{}, caughtUp: map[int]bool{}, unsynced: newUnsynced(),
 		size: r.Inode.Size, committed: r.Inode.Size, sizeGen: r.Inode.SizeGen, handle: handle, attr: r.Inode,
 		pending: newPendingStripes()}
+	f.sizeSeen.Store(f.size)
 	f.initLocks()
 	if err := f.apply(r); err != nil {
 		return nil, err
@@ -344,11 +346,16 @@ const maxConnRetries = 2
 // Name is the path the file was opened with.
 func (f *File) Name() string { return f.path }
 
-// Size is the file's size as this handle sees it.
-func (f *File) Size() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.size
+// Size is the file's size as this handle sees it. It does not wait for
+// the handle's lock, which a flush holds for as long as it reads and
+// sends (a mount's lookups and getattr ask for a writer's size).
+func (f *File) Size() int64 { return f.sizeSeen.Load() }
+
+// setSizeLocked sets the handle's view of the size (under mu), and
+// publishes it for Size.
+func (f *File) setSizeLocked(n int64) {
+	f.size = n
+	f.sizeSeen.Store(n)
 }
 
 // Spec is the file's layout spec.
@@ -526,9 +533,10 @@ func (f *File) commitLocked(ctx context.Context) error {
 		f.modified = false
 		switch {
 		case in.SizeGen > f.sizeGen: // this commit truncated, or another handle did since this one looked
-			f.size, f.sizeGen = in.Size, in.SizeGen
+			f.setSizeLocked(in.Size)
+			f.sizeGen = in.SizeGen
 		case in.SizeGen == f.sizeGen:
-			f.size = max(f.size, in.Size) // other writers' commits
+			f.setSizeLocked(max(f.size, in.Size)) // other writers' commits
 		}
 		f.committed = f.size
 		f.attr = in

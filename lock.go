@@ -336,7 +336,8 @@ func (f *File) takeGrant(g *mdsproto.ExtentGrant, sent time.Time) bool {
 func (f *File) takeSizeLocked(g *mdsproto.ExtentGrant) {
 	switch {
 	case g.SizeGen > f.sizeGen:
-		f.size, f.committed, f.sizeGen = g.End, g.End, g.SizeGen
+		f.setSizeLocked(g.End)
+		f.committed, f.sizeGen = g.End, g.SizeGen
 		// Another handle cut the file: the extents this one knew may
 		// claim data its objects no longer hold (reads would take them
 		// for lost). The grant's replace them.
@@ -349,7 +350,8 @@ func (f *File) takeSizeLocked(g *mdsproto.ExtentGrant) {
 		f.wrote = nil
 		f.amu.Unlock()
 	case g.SizeGen == f.sizeGen:
-		f.size, f.committed = max(f.size, g.End), max(f.committed, g.End)
+		f.setSizeLocked(max(f.size, g.End))
+		f.committed = max(f.committed, g.End)
 		f.lmu.Lock()
 		f.ext = raiseExtents(f.ext, g.Extents)
 		f.lmu.Unlock()

@@ -94,13 +94,15 @@ func punchHole(t *testing.T, spec string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	punch(33*S+8192+100, 32768) // 7 whole blocks and two pieces
+	punch(33*S+8192+100, 49152) // 11 whole blocks and two pieces, in one data unit
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	after = c.AllocatedBytes()
 	t.Logf("%s: a hole inside a stripe: %d bytes allocated before, %d after", spec, before, after)
-	if want := int64(7 * 4096); before-after < want {
+	// Less two blocks: splitting an extent may cost ext4 a block of its
+	// extent tree (seen once: 7 blocks punched, 6 freed).
+	if want := int64(9 * 4096); before-after < want {
 		t.Errorf("a hole inside a stripe freed %d bytes, want at least %d", before-after, want)
 	}
 	mustRead(t, cl, "/p", "a hole inside a stripe", model)

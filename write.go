@@ -105,7 +105,7 @@ func (f *File) bufferLocked(p []byte, off int64) {
 		o := off + int64(n)
 		fs, in := o/S, o%S
 		piece := min(S-in, int64(len(p)-n))
-		f.size = max(f.size, o+piece)
+		f.setSizeLocked(max(f.size, o+piece))
 		f.modified = true
 		if wb := f.wb; f.parked[fs] != nil || wb != nil && wb.fs == fs && (in > wb.hi || in+piece < wb.lo) {
 			// Not the stripe being filled front to back: gathered.
@@ -502,7 +502,7 @@ func (f *File) adoptStripe(wb *stripeBuf, n int64) error {
 	f.flushAllLocked() // a parked buffer of this stripe would land over it later
 	wb.lo, wb.hi = 0, n
 	f.wb = wb
-	f.size = max(f.size, wb.fs*f.layout().Spec.StripeBytes()+n)
+	f.setSizeLocked(max(f.size, wb.fs*f.layout().Spec.StripeBytes()+n))
 	f.modified = true
 	if n == f.layout().Spec.StripeBytes() {
 		f.submitLocked()
@@ -559,7 +559,7 @@ func (f *File) Truncate(size int64) error {
 	if err := f.shrinkLocked(min(size, f.size)); err != nil {
 		return err
 	}
-	f.size = size
+	f.setSizeLocked(size)
 	f.modified = true
 	return f.commitLocked(context.Background())
 }
