@@ -33,7 +33,8 @@
 // block of the data file, block b at offset 4096+4b (64+4b in format 1). A block's CRC covers the whole 4 KiB with bytes
 // past the end of the data file taken as zeros, so the last block's
 // checksum stays valid when the file grows. An entry of 0 over an all-zero
-// block is a hole that was never written. A block whose data does not match
+// block is a hole: never written, or punched (a stage's segment of zeros,
+// stage.go: the block is deallocated and its entry zeroed). A block whose data does not match
 // its entry is reported as corruption (wire.ErrCorrupt), never returned.
 //
 // Durability: writes go to the page cache (write-behind), or, for the
