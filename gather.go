@@ -420,7 +420,7 @@ func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, in
 	for _, fl := range fills {
 		g, wb, start := fl.g, fl.wb, fl.g.fs*S
 		if !g.covers(fl.valid) {
-			if fl.err != nil && f.replayWanted.Load() {
+			if fl.err != nil && f.replayMayHelp() {
 				fl.err = f.fillStripe(wb, start, fl.valid) // sends kept writes again first
 				fl.cols = nil                              // the whole stripe is read now
 			}

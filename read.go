@@ -48,9 +48,8 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if !handled {
 		err = f.readRange(context.Background(), p[:n], off)
 	}
-	if err != nil && f.write && f.replayWanted.Load() {
-		// An OSD restarted since it took unsynced writes of this
-		// handle: they are sent again, then the range read again.
+	if err != nil && f.write && f.replayMayHelp() {
+		// Kept writes are sent again, then the range read again.
 		f.mu.Lock()
 		f.flushOSDs(context.Background())
 		f.mu.Unlock()

@@ -380,3 +380,49 @@ func TestFlushWithABatchAndTooMuchUnsynced(t *testing.T) {
 	mustRead(t, cl, "/b", "after the flush", model[:7*S+105])
 	checkConsistent(t, cl, "after the flush")
 }
+
+// A handle whose unit writes to one component failed keeps them, to send
+// again. If a second component then fails, a read-modify-write that
+// needs the first must send them again before it reads, not after: then
+// the first is current and read (found by the simulation, seed 174: a
+// held file's sync failed with one component missed and another's disk
+// failing reads).
+func TestMissedWritesSentAgainBeforeAReadModifyWrite(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	cl := c.Dial()
+	const spec, S = "ec:2+1,unit=64KiB", 128 << 10
+	createEmpty(t, cl, "/m", spec)
+	f, err := cl.OpenFile(ctx, "/m", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := bytes.Repeat([]byte("committed "), 4*S/10+1)[:4*S]
+	if _, err := f.WriteAt(model, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	c.StopOSD(0)
+	whole := bytes.Repeat([]byte("W"), S)
+	copy(model[S:], whole)
+	if _, err := f.WriteAt(whole, S); err != nil { // the unit for OSD 0 fails: kept, missed
+		t.Fatal(err)
+	}
+	if _, err := f.ReadAt(make([]byte, 1), S); err != nil { // waits for the stripe's writes
+		t.Fatal(err)
+	}
+	c.StartOSD(0)
+	c.WaitUp(3)
+	c.StopOSD(1)
+	copy(model[S+100:], "small")
+	if _, err := f.WriteAt([]byte("small"), S+100); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close with OSD 1 down and OSD 0 behind on missed writes: %v", err)
+	}
+	c.StartOSD(1)
+	c.WaitUp(3)
+	mustRead(t, cl, "/m", "after the close", model)
+}

@@ -158,6 +158,21 @@ func (f *File) flushOSDs(ctx context.Context) {
 	f.amu.Unlock()
 }
 
+// replayMayHelp reports whether sending this handle's kept writes again
+// may let a read that failed succeed: an OSD restarted since it took
+// some (replayWanted), or some failed and wait to be sent again (missed):
+// once they land, their components are current again and read, where
+// waiting for the next flush left a stripe short of units if another
+// component failed meanwhile.
+func (f *File) replayMayHelp() bool {
+	if f.replayWanted.Load() {
+		return true
+	}
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	return len(f.missed) > 0
+}
+
 // resendable reports whether comp's kept writes are sent again: it is not
 // dirty, or dirty only for this handle's own failed writes (missed).
 func (f *File) resendable(comp int) bool {

@@ -172,9 +172,8 @@ func (f *File) submitBufLocked(wb *stripeBuf) {
 // writer did not supply.
 func (f *File) fillStripe(wb *stripeBuf, start, valid int64) error {
 	err := f.fillStripeOnce(wb, start, valid)
-	if err != nil && f.replayWanted.Load() {
-		// An OSD restarted since it took writes of this handle: they
-		// are sent again, then the stripe read again.
+	if err != nil && f.replayMayHelp() {
+		// Kept writes are sent again, then the stripe read again.
 		f.flushOSDs(context.Background())
 		err = f.fillStripeOnce(wb, start, valid)
 	}
