@@ -36,7 +36,8 @@ import (
 // data's, then n u32, (off i64, len u32) × n, tableCRC u32 (CRC32C of
 // the table from n on), then the data, each segment's after the one
 // before. A len with its top bit set is a segment of zeros that takes no
-// data: applying punches it (zeroLocked). Applying writes every segment;
+// data (osdproto.Seg.EncodedLen, as on the wire): applying punches it
+// (zeroLocked). Applying writes every segment;
 // applying again writes them again.
 const (
 	stageMagic       = 0x47545342 // "BSTG"
@@ -191,7 +192,7 @@ func (s *Store) StageSegs(k ObjKey, version, txid uint64, segs []osdproto.Seg, p
 		h = binary.LittleEndian.AppendUint32(h, uint32(len(segs)))
 		for _, g := range segs {
 			h = binary.LittleEndian.AppendUint64(h, uint64(g.Off))
-			h = binary.LittleEndian.AppendUint32(h, encodeSegLen(g))
+			h = binary.LittleEndian.AppendUint32(h, g.EncodedLen())
 		}
 		h = binary.LittleEndian.AppendUint32(h, wire.CRC(h[stageHeaderBytes:]))
 	}
@@ -297,7 +298,7 @@ func readStageSegs(f File, n uint32) ([]osdproto.Seg, int64, error) {
 	total := int64(0)
 	for i := range segs {
 		e := t[4+12*i:]
-		segs[i] = decodeSeg(int64(binary.LittleEndian.Uint64(e)), binary.LittleEndian.Uint32(e[8:]))
+		segs[i] = osdproto.SegAt(int64(binary.LittleEndian.Uint64(e)), binary.LittleEndian.Uint32(e[8:]))
 		if segs[i].Off < 0 || segs[i].Off > osdproto.MaxObjectBytes-int64(segs[i].Len) {
 			return nil, 0, wire.Errorf(wire.ErrCorrupt, "segment %d out of range", i)
 		}
@@ -307,20 +308,6 @@ func readStageSegs(f File, n uint32) ([]osdproto.Seg, int64, error) {
 		return nil, 0, wire.Errorf(wire.ErrCorrupt, "segments hold %d bytes, the stage %d", total, n)
 	}
 	return segs, stageHeaderBytes + int64(len(t)), nil
-}
-
-// stageZeroBit marks a segment of zeros in a stage file's table.
-const stageZeroBit = 1 << 31
-
-func encodeSegLen(g osdproto.Seg) uint32 {
-	if g.Zero {
-		return g.Len | stageZeroBit
-	}
-	return g.Len
-}
-
-func decodeSeg(off int64, n uint32) osdproto.Seg {
-	return osdproto.Seg{Off: off, Len: n &^ stageZeroBit, Zero: n&stageZeroBit != 0}
 }
 
 func outcomeText(kind string) string {

@@ -118,6 +118,20 @@ const segZeroBit = 1 << 31
 // its top bit for the zero flag).
 const MaxZeroSegBytes = segZeroBit - 1
 
+// EncodedLen is the segment's length as the wire (and an OSD's stage
+// file) carries it: the top bit set for a segment of zeros.
+func (g Seg) EncodedLen() uint32 {
+	if g.Zero {
+		return g.Len | segZeroBit
+	}
+	return g.Len
+}
+
+// SegAt is the segment at off whose encoded length is n (EncodedLen).
+func SegAt(off int64, n uint32) Seg {
+	return Seg{Off: off, Len: n &^ segZeroBit, Zero: n&segZeroBit != 0}
+}
+
 // DataLen is how many bytes of a Stage's data the segment takes.
 func (g Seg) DataLen() int64 {
 	if g.Zero {
@@ -184,11 +198,7 @@ func (r *Req) Encode(op uint16) []byte {
 			e.U32(uint32(len(r.Segs)))
 			for _, g := range r.Segs {
 				e.I64(g.Off)
-				if g.Zero {
-					e.U32(g.Len | segZeroBit)
-				} else {
-					e.U32(g.Len)
-				}
+				e.U32(g.EncodedLen())
 			}
 		}
 	case OpApply:
@@ -273,8 +283,7 @@ func decodeSegs(d *wire.Dec) ([]Seg, error) {
 	segs := make([]Seg, 0, min(n, 64))
 	end := int64(0)
 	for i := uint32(0); i < n && !d.Short(); i++ {
-		g := Seg{Off: d.I64(), Len: d.U32()}
-		g.Zero, g.Len = g.Len&segZeroBit != 0, g.Len&^segZeroBit
+		g := SegAt(d.I64(), d.U32())
 		if g.Zero && g.Len == 0 {
 			return nil, wire.Errorf(wire.ErrBadRequest, "stage segment %d: no zeros", i)
 		}
