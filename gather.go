@@ -421,8 +421,7 @@ func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, in
 		g, wb, start := fl.g, fl.wb, fl.g.fs*S
 		if !g.covers(fl.valid) {
 			if fl.err != nil && f.replayMayHelp() {
-				fl.err = f.fillStripe(wb, start, fl.valid) // sends kept writes again first
-				fl.cols = nil                              // the whole stripe is read now
+				fl.err = f.fillStripe(wb, start, fl.valid) // sends kept writes again first; reads the columns too
 			}
 			if fl.err != nil {
 				f.setErr(fl.err)
@@ -430,9 +429,7 @@ func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, in
 				continue
 			}
 			wb.staged = start < f.committed && spec.M > 0
-			if wb.cols = fl.cols; wb.staged && start+S <= f.committed && wb.cols == nil {
-				wb.cols = f.stripeCols(g.fs, g.ext)
-			}
+			wb.cols = fl.cols
 		}
 		for _, e := range g.ext {
 			copy(wb.buf[e.off:], e.data)

@@ -73,7 +73,6 @@ func (f *File) PunchHole(off, n int64) error {
 	if err := f.stickyErr(); err != nil {
 		return err
 	}
-	defer f.pf.invalidate()
 	for a := w0; a < w1; a += maxPunchStripes {
 		if err := f.punchStripes(ctx, a, min(w1, a+maxPunchStripes)); err != nil {
 			f.setErr(fmt.Errorf("%s: punch stripes %d-%d: %w", f.path, a, w1-1, err))

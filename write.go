@@ -252,12 +252,10 @@ func (f *File) encodeAndSend(wb *stripeBuf, valid int64) {
 // (flushOSDs) must not wait for it.
 func (f *File) encodeStaged(wb *stripeBuf, valid int64) *stripeOp {
 	op := f.newStripeOp(wb, valid)
-	if op.ec {
-		if err := f.enc.Encode(op.shards); err != nil {
-			f.setErr(fmt.Errorf("encode stripe %d: %w", wb.fs, err))
-			f.releaseStripe(wb)
-			return nil
-		}
+	if err := op.code(); err != nil {
+		f.setErr(err)
+		f.releaseStripe(wb) // not pending: finish is not for it
+		return nil
 	}
 	op.compact()
 	return op
@@ -366,15 +364,23 @@ func (f *File) objectsHold(fs int64) bool {
 // encode computes the stripe's parity (erasure-coded layouts); a failure
 // is the file's error and ends the stripe's write.
 func (op *stripeOp) encode() bool {
-	if !op.ec {
-		return true
-	}
-	if err := op.f.enc.Encode(op.shards); err != nil {
-		op.f.setErr(fmt.Errorf("encode stripe %d: %w", op.wb.fs, err))
+	if err := op.code(); err != nil {
+		op.f.setErr(err)
 		op.finish()
 		return false
 	}
 	return true
+}
+
+// code computes the stripe's parity (erasure-coded layouts).
+func (op *stripeOp) code() error {
+	if !op.ec {
+		return nil
+	}
+	if err := op.f.enc.Encode(op.shards); err != nil {
+		return fmt.Errorf("encode stripe %d: %w", op.wb.fs, err)
+	}
+	return nil
 }
 
 // send writes every unit under the file's current layout.
