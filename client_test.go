@@ -401,3 +401,11 @@ func TestWritePastMaxSizeIsTooBig(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// seededRand is a generator on a fresh seed, logged so a failure can be
+// replayed, for the test's stream.
+func seededRand(t testing.TB, stream uint64) *rand.Rand {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, stream))
+}

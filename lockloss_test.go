@@ -59,14 +59,7 @@ func (n *cutOff) set(cut bool) {
 func TestLapsedLocksAreNotTrusted(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
 	nw := &cutOff{addr: c.MDS.Addr()}
-	opts := braid.DefaultOptions
-	opts.Network = nw
-	opts.IOTimeout = 2 * time.Second
-	a, err := braid.DialOptions(ctx, c.MDS.Addr(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a := c.DialWith(func(o *braid.Options) { o.Network, o.IOTimeout = nw, 2*time.Second })
 	b := c.Dial()
 	const spec = "ec:2+1,unit=16KiB"
 	createEmpty(t, b, "/l", spec)
@@ -173,13 +166,7 @@ func TestTruncateLocksFromTheSizeItFinds(t *testing.T) {
 func TestParkedStripeDoesNotOutliveItsLock(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
 	nw := &cutOff{addr: c.MDS.Addr()}
-	opts := braid.DefaultOptions
-	opts.Network, opts.IOTimeout = nw, 2*time.Second
-	a, err := braid.DialOptions(ctx, c.MDS.Addr(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a := c.DialWith(func(o *braid.Options) { o.Network, o.IOTimeout = nw, 2*time.Second })
 	b := c.Dial()
 	const spec, S = "ec:2+1,unit=16KiB", 32 << 10
 	put(t, b, "/l", spec, bytes.Repeat([]byte("."), 2*S))

@@ -2,7 +2,6 @@ package braid_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/braidfs/braid/internal/layout"
@@ -22,9 +21,7 @@ func TestPunchHoleFreesWholeStripes(t *testing.T) {
 }
 
 func punchHole(t *testing.T, spec string) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 2))
+	rng := seededRand(t, 2)
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
 	cl := c.Dial()
 	createEmpty(t, cl, "/p", spec)

@@ -31,9 +31,7 @@ func TestRandomSmallWritesKeepParity(t *testing.T) {
 
 func randomSmallWrites(t *testing.T, hole, sparse bool) {
 	const spec, size = "ec:4+2", 16 << 20
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
+	rng := seededRand(t, 1)
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
 	cl := c.Dial()
 	createEmpty(t, cl, "/r", spec)
@@ -120,13 +118,7 @@ func TestAbortDropsManyGatheredStripes(t *testing.T) {
 // the bytes that had just been charged held it).
 func TestGatheringUnderASmallBudget(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
-	opts := braid.DefaultOptions
-	opts.MaxInflightBytes = 1 << 20
-	cl, err := braid.DialOptions(ctx, c.MDS.Addr(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.DialWith(func(o *braid.Options) { o.MaxInflightBytes = 1 << 20 })
 	const spec, size = "ec:2+1,unit=64KiB", 32 << 20
 	createEmpty(t, cl, "/b", spec)
 	f, err := cl.OpenFile(ctx, "/b", true)
@@ -202,13 +194,7 @@ func TestSmallWritesAfterAnotherCutTheFile(t *testing.T) {
 // gathered stripes no longer held but had never given back).
 func TestOutOfOrderBlocksGiveBackTheirBudget(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
-	opts := braid.DefaultOptions
-	opts.MaxInflightBytes = 2 << 20
-	cl, err := braid.DialOptions(ctx, c.MDS.Addr(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.DialWith(func(o *braid.Options) { o.MaxInflightBytes = 2 << 20 })
 	// 5,000-byte blocks, and none that starts a stripe or crosses into the
 	// next: no stripe ever becomes whole (whole ones are sent at once),
 	// so merged extents pile up gathered.
@@ -329,13 +315,7 @@ func cutAndRegrow(t *testing.T, cl *braid.Client, p string, size int64) {
 // hang also needed: an earlier write completing during the flush's reads.
 func TestFlushWithABatchAndTooMuchUnsynced(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
-	opts := braid.DefaultOptions
-	opts.MaxUnsyncedBytes = 1
-	cl, err := braid.DialOptions(ctx, c.MDS.Addr(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.DialWith(func(o *braid.Options) { o.MaxUnsyncedBytes = 1 })
 	const spec, S = "ec:4+2,unit=64KiB", 256 << 10
 	createEmpty(t, cl, "/b", spec)
 	f, err := cl.OpenFile(ctx, "/b", true)

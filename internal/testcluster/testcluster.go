@@ -112,8 +112,15 @@ func (c *Cluster) KVConflicts() int {
 // ends (before the cluster stops).
 func (c *Cluster) Dial() *braid.Client {
 	c.t.Helper()
+	return c.DialWith(func(*braid.Options) {})
+}
+
+// DialWith is Dial with the options set changes from the defaults.
+func (c *Cluster) DialWith(set func(*braid.Options)) *braid.Client {
+	c.t.Helper()
 	opts := braid.DefaultOptions
 	opts.Network = c.opts.Network
+	set(&opts)
 	cl, err := braid.DialOptions(context.Background(), c.MDS.Addr(), opts)
 	if err != nil {
 		c.t.Fatal(err)
