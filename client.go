@@ -79,6 +79,12 @@ type Client struct {
 	// their leases then, as they would if the process had died.
 	life    context.Context
 	endLife context.CancelFunc
+	// notices are requests sent behind the caller for no longer than
+	// the client lives (a reader's lease release, a scrub request);
+	// Close waits for them, so none outlives the client.
+	notices  sync.WaitGroup
+	noticeMu sync.Mutex // orders notify's Add before Close's Wait
+	closing  bool       // Close began: notify sends nothing more
 
 	encMu    sync.Mutex
 	encoders map[[2]int]reedsolomon.Encoder
@@ -102,11 +108,46 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 	return c, nil
 }
 
-// Close releases the client's connections.
+// closeNoticeGrace bounds how long Close waits for requests still on
+// their way behind the caller (notify) before it cuts them short.
+const closeNoticeGrace = time.Second
+
+// Close releases the client's connections, once what it sent behind its
+// callers (a reader's lease release) is answered, or closeNoticeGrace
+// passed: a lost release would keep a removed file's objects a lease
+// longer. Nothing the client started outlives Close.
 func (c *Client) Close() error {
+	c.noticeMu.Lock()
+	c.closing = true
+	c.noticeMu.Unlock()
+	sent := make(chan struct{})
+	go func() { c.notices.Wait(); close(sent) }()
+	t := time.NewTimer(closeNoticeGrace)
+	select {
+	case <-sent:
+	case <-t.C:
+	}
+	t.Stop()
 	c.endLife()
 	c.conns.Close()
+	<-sent
 	return nil
+}
+
+// notify sends req to the MDS behind the caller, for no longer than the
+// client lives; its answer does not matter. A closed client sends
+// nothing.
+func (c *Client) notify(op uint16, req any) {
+	c.noticeMu.Lock()
+	defer c.noticeMu.Unlock()
+	if c.closing {
+		return
+	}
+	c.notices.Add(1)
+	go func() {
+		defer c.notices.Done()
+		_ = c.mds(c.life, op, req, nil)
+	}()
 }
 
 func (c *Client) encoder(k, m int) (reedsolomon.Encoder, error) {

@@ -248,7 +248,7 @@ func (f *File) endLease(ctx context.Context, uncommitted []int64) {
 	}
 	// A reader's lost release only lets the lease run out; it is sent
 	// behind the caller, for no longer than the client lives.
-	go func() { _ = f.c.mds(f.c.life, mdsproto.OpRenew, req, nil) }()
+	f.c.notify(mdsproto.OpRenew, req)
 }
 
 // apply installs an MDS open response (first open or refresh).

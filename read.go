@@ -133,7 +133,7 @@ func (f *File) readUnitOnce(ctx context.Context, comp int, off int64, dst []byte
 // scrub the file: a reader met a block that failed its checksum.
 func (f *File) requestScrub() {
 	f.scrubOnce.Do(func() {
-		go func() { _ = f.c.mds(f.c.life, mdsproto.OpScrub, mdsproto.ScrubReq{Ino: f.layoutIno()}, nil) }()
+		f.c.notify(mdsproto.OpScrub, mdsproto.ScrubReq{Ino: f.layoutIno()})
 	})
 }
 

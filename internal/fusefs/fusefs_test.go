@@ -28,7 +28,7 @@ func mountCluster(t *testing.T, osds int) (*testcluster.Cluster, string) {
 	return c, mountAt(t, c)
 }
 
-func mountAt(t *testing.T, c *testcluster.Cluster) string {
+func mountAt(t testing.TB, c *testcluster.Cluster) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("FUSE tests need root (the suite runs as root; see README)")
