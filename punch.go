@@ -24,8 +24,10 @@ const maxPunchStripes = osdproto.MaxSegs
 // punched on every OSD, data and parity alike (parity over zeros is
 // zeros), through staged writes, so a crash leaves each stripe either as
 // it was or a hole; their space goes back to the OSDs' disks. The pieces
-// of stripes at the range's ends are written with zeros as any write is.
-// What the file held past its end stays as it was: nothing.
+// of stripes at the range's ends are written with zeros as any write is;
+// a layout without redundancy (stripe:K) punches those too, its units
+// being independent. What the file held past its end stays as it was:
+// nothing.
 //
 // Every write before it is made durable first: a write its OSD lost to a
 // power cut is sent again at a sync, and must not land over the hole.
@@ -61,6 +63,9 @@ func (f *File) PunchHole(off, n int64) error {
 		return nil
 	}
 	f.modified = true
+	if lay.Spec.M == 0 {
+		return f.punchRangeLocked(ctx, off, end)
+	}
 	w0, w1 := wholeStripes(off, end, f.size, S)
 	if w0 >= w1 {
 		f.zeroLocked(off, end)
@@ -73,9 +78,31 @@ func (f *File) PunchHole(off, n int64) error {
 	if err := f.stickyErr(); err != nil {
 		return err
 	}
-	for a := w0; a < w1; a += maxPunchStripes {
-		if err := f.punchStripes(ctx, a, min(w1, a+maxPunchStripes)); err != nil {
-			f.setErr(fmt.Errorf("%s: punch stripes %d-%d: %w", f.path, a, w1-1, err))
+	return f.punchStripesLocked(ctx, w0*S, w1*S) // every unit whole, past the end too
+}
+
+// punchRangeLocked punches [off, end) of a layout without redundancy:
+// its units are independent, so every piece of the range goes to its
+// OSD as a segment of zeros, inside stripes too, and the OSD frees the
+// whole blocks among them and writes zeros over the rest. Buffered
+// writes go first, as for any punch.
+func (f *File) punchRangeLocked(ctx context.Context, off, end int64) error {
+	f.flushAllLocked()
+	f.flushOSDs(ctx)
+	if err := f.stickyErr(); err != nil {
+		return err
+	}
+	return f.punchStripesLocked(ctx, off, end)
+}
+
+// punchStripesLocked punches [off, end), the stripes it touches staged
+// maxPunchStripes at a time.
+func (f *File) punchStripesLocked(ctx context.Context, off, end int64) error {
+	S := f.layout().Spec.StripeBytes()
+	for a := off / S; a*S < end; a += maxPunchStripes {
+		r0, r1 := max(off, a*S), min(end, (a+maxPunchStripes)*S)
+		if err := f.punchStripes(ctx, r0, r1); err != nil {
+			f.setErr(fmt.Errorf("%s: punch bytes %d-%d: %w", f.path, r0, r1-1, err))
 			return f.stickyErr()
 		}
 	}
@@ -101,13 +128,14 @@ func (f *File) zeroLocked(off, end int64) {
 	}
 }
 
-// punchStripes punches stripes [a, b) on every component through one
-// staged write, staging it again if a repair moves the layout meanwhile.
-func (f *File) punchStripes(ctx context.Context, a, b int64) error {
+// punchStripes punches bytes [off, end) of the file, at most
+// maxPunchStripes stripes, on every component through one staged write,
+// staging it again if a repair moves the layout meanwhile.
+func (f *File) punchStripes(ctx context.Context, off, end int64) error {
 	var err error
 	for try := 0; try < maxStripeSends; try++ {
 		s := f.snap()
-		comps, byComp := holesOf(s, a, b)
+		comps, byComp := holesOf(s, off, end)
 		if err = f.twoPhaseUnits(ctx, s, comps, byComp); !errors.Is(err, errLayoutMoved) {
 			return err
 		}
@@ -118,18 +146,29 @@ func (f *File) punchStripes(ctx context.Context, a, b int64) error {
 	return err
 }
 
-// holesOf is every unit of stripes [a, b), by component, as segments of
-// zeros, the units next to each other in an object merged.
-func holesOf(s fileSnap, a, b int64) (comps []int, byComp map[int][]stagedUnit) {
+// holesOf is the pieces of units that bytes [off, end) of the file
+// cover, by component, as segments of zeros, those next to each other
+// in an object merged. A unit past the K data units (parity, a mirror's
+// copies) is taken whole: with redundancy, the range is whole stripes.
+func holesOf(s fileSnap, off, end int64) (comps []int, byComp map[int][]stagedUnit) {
 	byComp = map[int][]stagedUnit{}
-	U := s.lay.Spec.UnitBytes
-	for fs := a; fs < b; fs++ {
-		for u := 0; u < s.lay.Spec.Width(); u++ {
+	spec := s.lay.Spec
+	U, S := spec.UnitBytes, spec.StripeBytes()
+	for fs := off / S; fs*S < end; fs++ {
+		for u := 0; u < spec.Width(); u++ {
+			lo, hi := int64(0), U
+			if u < spec.K {
+				base := fs*S + int64(u)*U
+				lo, hi = max(off, base)-base, min(end, base+U)-base
+			}
+			if lo >= hi {
+				continue
+			}
 			loc := s.lay.UnitOf(fs, u)
 			if byComp[loc.Component] == nil {
 				comps = append(comps, loc.Component)
 			}
-			byComp[loc.Component] = append(byComp[loc.Component], stagedUnit{off: loc.ObjectOff, zero: U})
+			byComp[loc.Component] = append(byComp[loc.Component], stagedUnit{off: loc.ObjectOff + lo, zero: hi - lo})
 		}
 	}
 	for c, units := range byComp {
