@@ -115,7 +115,8 @@ const closeNoticeGrace = time.Second
 // Close releases the client's connections, once what it sent behind its
 // callers (a reader's lease release) is answered, or closeNoticeGrace
 // passed: a lost release would keep a removed file's objects a lease
-// longer. Nothing the client started outlives Close.
+// longer. Those requests end before Close returns, and a closed client
+// dials nothing: anything still running (a read-ahead) fails at once.
 func (c *Client) Close() error {
 	c.noticeMu.Lock()
 	c.closing = true

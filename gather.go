@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"sync"
@@ -105,9 +106,11 @@ func (g *gathered) add(off int64, p []byte, maxBytes int64) int64 {
 // power of two and small extents would hold far more than they carry.
 const pooledExtentBytes = 64 << 10
 
-// extentBuf returns room for an extent of n bytes with capacity c.
+// extentBuf returns room for an extent of n bytes with capacity at
+// least c: pooled where the pool's power-of-two size adds at most a
+// quarter (an extent of a 3 MiB stripe would otherwise hold 4 MiB).
 func extentBuf(n, c int64) []byte {
-	if c >= pooledExtentBytes {
+	if pooled := int64(1) << bits.Len64(uint64(c-1)); c >= pooledExtentBytes && pooled-c <= c/4 {
 		return wire.GetBuf(int(c))[:n]
 	}
 	return make([]byte, n, c)

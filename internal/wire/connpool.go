@@ -2,9 +2,16 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 )
+
+// ErrPoolClosed is what a Pool answers once closed: its owner is done,
+// and nothing it started (a read-ahead, a request sent behind a caller)
+// may dial a connection that would outlive it. It is not ErrClosed, so
+// callers that retry a broken connection do not retry it.
+var ErrPoolClosed = errors.New("connection pool closed")
 
 // Pool keeps one pipelined connection per address and re-dials one that
 // has failed. Its connections are fenced (fence.go): one peer id for the
@@ -16,8 +23,9 @@ type Pool struct {
 	nw    Network
 	id    uint64
 	gen   atomic.Uint64
-	mu    sync.Mutex
-	conns map[string]*poolConn
+	mu     sync.Mutex
+	conns  map[string]*poolConn
+	closed bool
 }
 
 // poolConn is the pool's connection to one address.
@@ -37,6 +45,10 @@ func NewPoolOn(nw Network) *Pool {
 // Get returns a healthy connection to addr, dialling if needed.
 func (p *Pool) Get(ctx context.Context, addr string) (*Client, error) {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrPoolClosed
+	}
 	pc := p.conns[addr]
 	if pc == nil {
 		pc = &poolConn{dialing: make(chan struct{}, 1)}
@@ -64,6 +76,11 @@ func (p *Pool) Get(ctx context.Context, addr string) (*Client, error) {
 		return nil, err
 	}
 	p.mu.Lock()
+	if p.closed { // closed while dialling
+		p.mu.Unlock()
+		nc.Close()
+		return nil, ErrPoolClosed
+	}
 	pc.c = nc
 	p.mu.Unlock()
 	if c != nil {
@@ -72,11 +89,11 @@ func (p *Pool) Get(ctx context.Context, addr string) (*Client, error) {
 	return nc, nil
 }
 
-// Close closes every connection. The generations stay: a Get after it
-// dials newer ones.
+// Close closes every connection; Get answers ErrPoolClosed from then on.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	for _, pc := range p.conns {
 		if pc.c != nil {
 			pc.c.Close()

@@ -284,3 +284,33 @@ func BenchmarkSmallCalls(b *testing.B) {
 		})
 	}
 }
+
+// A closed pool dials nothing more: a request its owner started before
+// closing it (a read-ahead, say) fails at once with ErrPoolClosed instead
+// of opening a connection that outlives the owner, and one that was open
+// is closed.
+func TestClosedPoolDialsNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s := NewServer(newRecorder().handle, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultLimits)
+	go s.Serve(context.Background(), ln)
+	defer s.Close()
+	pool := NewPool()
+	c, err := pool.Get(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	if c.Err() == nil {
+		t.Fatal("a connection of a closed pool is still open")
+	}
+	if _, err := pool.Get(context.Background(), ln.Addr().String()); !errors.Is(err, ErrPoolClosed) {
+		t.Fatalf("Get on a closed pool: %v, want ErrPoolClosed", err)
+	}
+	if errors.Is(ErrPoolClosed, ErrClosed) {
+		t.Fatal("ErrPoolClosed is ErrClosed: callers would retry it")
+	}
+}
