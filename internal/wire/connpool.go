@@ -20,9 +20,9 @@ var ErrPoolClosed = errors.New("connection pool closed")
 // them in order too), so a server never runs a request from a connection
 // the pool replaced. Safe for concurrent use.
 type Pool struct {
-	nw    Network
-	id    uint64
-	gen   atomic.Uint64
+	nw     Network
+	id     uint64
+	gen    atomic.Uint64
 	mu     sync.Mutex
 	conns  map[string]*poolConn
 	closed bool
