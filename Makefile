@@ -48,8 +48,9 @@ simci:
 	BRAID_SIM_SEEDS=200 $(GO) test -count=1 -timeout 20m -run '^TestSimulation$$' .
 
 SEEDS ?= 2000
+FIRST ?= 1
 sim:
-	BRAID_SIM_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 600m -run '^TestSimulation$$' .
+	BRAID_SIM_FIRST=$(FIRST) BRAID_SIM_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 600m -run '^TestSimulation$$' .
 	BRAID_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 120m -run 'TestCrashNeverReadsUnwrittenBytes' ./internal/osd
 
 # Throughput at 1 GiB per file (numbers in the README come from here and

@@ -58,9 +58,13 @@ func simSeeds(t *testing.T, def int) []uint64 {
 	if v, err := strconv.Atoi(os.Getenv("BRAID_SIM_SEEDS")); err == nil && v > 0 {
 		n = v
 	}
+	first := uint64(1) // BRAID_SIM_FIRST: a soak past the seeds every suite runs
+	if v, err := strconv.ParseUint(os.Getenv("BRAID_SIM_FIRST"), 10, 64); err == nil && v > 0 {
+		first = v
+	}
 	var out []uint64
-	for s := 1; s <= n; s++ {
-		out = append(out, uint64(s))
+	for s := range uint64(n) {
+		out = append(out, first+s)
 	}
 	return out
 }
