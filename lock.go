@@ -232,8 +232,8 @@ func (s *lockSession) recall(r mdsproto.Recall) {
 	case f != nil:
 		f.recall(r)
 	case closed:
-		req := mdsproto.ExtentReq{Ino: r.Ino, Handle: r.Handle, Session: s.id, Lo: r.Lo, Hi: r.Hi, Seq: r.Seq}
-		_ = s.c.mds(s.c.life, mdsproto.OpExtentRelease, req, nil)
+		// Sent as a notice: a client closing meanwhile delivers it first.
+		s.c.notify(mdsproto.OpExtentRelease, mdsproto.ExtentReq{Ino: r.Ino, Handle: r.Handle, Session: s.id, Lo: r.Lo, Hi: r.Hi, Seq: r.Seq})
 	}
 }
 
