@@ -1,6 +1,7 @@
 package braid_test
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,15 +16,22 @@ import (
 // cutting it off. So a removed file's objects go once its last reader is
 // done, not a lease later, and nothing a client started outlives it.
 // Simulated time: leases here last 1 s, orphans are reaped every 100 ms
-// and their objects deleted testcluster.DeleteDelay later.
+// and their objects deleted testcluster.DeleteDelay later; the test
+// polls with deadlines, which synctest makes exact.
 func TestClientCloseDeliversALeaseRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := simnet.New()
 		c := testcluster.Start(t, testcluster.Options{OSDs: 3, Network: nw})
-		// Past the MDS's first lease, while it takes every file for held
-		// (leases held before a restart come back with their renewals).
-		time.Sleep(time.Second)
 		w := c.Dial()
+		// For its first lease the MDS takes every file for held (leases
+		// held before a restart come back with their renewals): a file
+		// removed then keeps its objects until that lease is over.
+		put(t, w, "/warm", "ec:2+1", make([]byte, 100<<10))
+		if err := w.Remove(ctx, "/warm"); err != nil {
+			t.Fatal(err)
+		}
+		testcluster.Eventually(t, 10*time.Second, func() bool { return c.ObjectFiles() == 0 },
+			func() string { return "a removed file nobody holds kept its objects" })
 		put(t, w, "/f", "ec:2+1", make([]byte, 100<<10))
 		r := c.Dial()
 		f, err := r.Open(ctx, "/f")
@@ -45,13 +53,12 @@ func TestClientCloseDeliversALeaseRelease(t *testing.T) {
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}
-		// Simulated time moves to before the reader's lease would have
-		// run out, had its release been lost.
-		time.Sleep(testcluster.DeleteDelay + 300*time.Millisecond)
-		synctest.Wait()
-		if n := c.ObjectFiles(); n != 0 {
-			t.Fatalf("%d object files of a removed file left %v after its last reader closed: the lease release was lost",
-				n, testcluster.DeleteDelay+300*time.Millisecond)
-		}
+		// Gone well before the reader's lease (1 s) would have run out,
+		// had its release been lost.
+		within := testcluster.DeleteDelay + 300*time.Millisecond
+		testcluster.Eventually(t, within, func() bool { return c.ObjectFiles() == 0 },
+			func() string {
+				return fmt.Sprintf("%d object files of a removed file left after its last reader closed: the lease release was lost", c.ObjectFiles())
+			})
 	})
 }
