@@ -397,7 +397,7 @@ func (f *File) unitCall(ctx context.Context, op uint16, comp int, req osdproto.R
 		if !known || !ep.Up {
 			return nil, wire.Errorf(wire.ErrUnavail, "OSD %d (component %d) is down", id, comp)
 		}
-		meta, err := f.callOSD(ctx, ep.Addr, op, req, data, resp)
+		meta, err := f.callOSD(ctx, ep.Addr, op, req, [][]byte{data}, resp)
 		if err == nil {
 			return meta, nil
 		}
@@ -411,7 +411,9 @@ func (f *File) unitCall(ctx context.Context, op uint16, comp int, req osdproto.R
 	}
 }
 
-func (f *File) callOSD(ctx context.Context, addr string, op uint16, req osdproto.Req, data, resp []byte) ([]byte, error) {
+// callOSD sends one request to the OSD at addr, its data in pieces sent
+// one after another (a staged write's, vectored: not joined first).
+func (f *File) callOSD(ctx context.Context, addr string, op uint16, req osdproto.Req, data [][]byte, resp []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.c.opts.IOTimeout)
 	defer cancel()
 	var meta []byte
@@ -421,7 +423,7 @@ func (f *File) callOSD(ctx context.Context, addr string, op uint16, req osdproto
 		if err != nil {
 			return nil, err
 		}
-		meta, n, err = conn.Call(ctx, op, req.Encode(op), data, resp)
+		meta, n, err = conn.CallV(ctx, op, req.Encode(op), data, resp)
 		// A connection the OSD closed (it restarted, or the network cut
 		// it) is no verdict on the OSD: a few retries, each on a new
 		// connection that fences the ones before (wire/fence.go), so

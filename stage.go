@@ -53,7 +53,7 @@ func (f *File) snap() fileSnap {
 
 // call sends one request for component comp under the snapshot, without
 // refreshing: a staged write must not drift to another layout half-way.
-func (f *File) snapCall(ctx context.Context, s fileSnap, op uint16, comp int, req osdproto.Req, data []byte) ([]byte, error) {
+func (f *File) snapCall(ctx context.Context, s fileSnap, op uint16, comp int, req osdproto.Req, data [][]byte) ([]byte, error) {
 	id := s.lay.OSDs[comp]
 	ep, ok := s.eps[id]
 	if !ok || !ep.Up {
@@ -123,28 +123,24 @@ type stagedUnit struct {
 // end is where the piece ends in its object.
 func (u stagedUnit) end() int64 { return u.off + int64(len(u.data)) + u.zero }
 
-// stageOf is what one component stages for a batch: its pieces' bytes
-// one after another and, if there are several, their segments.
-func stageOf(units []stagedUnit, txid uint64) (osdproto.Req, []byte, func()) {
+// stageOf is what one component stages for a batch: its pieces' bytes,
+// sent one after another as the request's data (not copied together),
+// and, if there are several, their segments.
+func stageOf(units []stagedUnit, txid uint64) (osdproto.Req, [][]byte) {
 	req := osdproto.Req{Off: units[0].off, Txid: txid}
 	if len(units) == 1 && units[0].zero == 0 {
-		return req, units[0].data, func() {}
+		return req, [][]byte{units[0].data}
 	}
-	n := 0
-	for _, u := range units {
-		n += len(u.data)
-	}
-	buf := wire.GetBuf(n)
-	at := 0
+	data := make([][]byte, 0, len(units))
 	for _, u := range units {
 		if u.zero > 0 {
 			req.Segs = append(req.Segs, osdproto.Seg{Off: u.off, Len: uint32(u.zero), Zero: true})
 			continue
 		}
 		req.Segs = append(req.Segs, osdproto.Seg{Off: u.off, Len: uint32(len(u.data))})
-		at += copy(buf[at:], u.data)
+		data = append(data, u.data)
 	}
-	return req, buf[:n], func() { wire.PutBuf(buf) }
+	return req, data
 }
 
 // piecesOf is what the batch's stripes write, by component, in object
@@ -286,8 +282,7 @@ func (f *File) twoPhaseUnits(ctx context.Context, s fileSnap, comps []int, byCom
 		return fmt.Errorf("record intent: %w", err)
 	}
 	staged := eachComp(comps, func(_, c int) error {
-		req, data, done := stageOf(byComp[c], txid)
-		defer done()
+		req, data := stageOf(byComp[c], txid)
 		_, err := f.snapCall(ctx, s, osdproto.OpStage, c, req, data)
 		return err
 	})

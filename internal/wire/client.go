@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"sync"
@@ -65,6 +66,12 @@ func (c *Client) Close() error {
 // straight into respData, which must be large enough; the returned n says
 // how much arrived. A remote error is returned as *RemoteError.
 func (c *Client) Call(ctx context.Context, op uint16, meta, data, respData []byte) (respMeta []byte, n int, err error) {
+	return c.CallV(ctx, op, meta, [][]byte{data}, respData)
+}
+
+// CallV is Call with the request's data in pieces, sent one after
+// another as one frame's data (vectored: nothing is copied to join them).
+func (c *Client) CallV(ctx context.Context, op uint16, meta []byte, data [][]byte, respData []byte) (respMeta []byte, n int, err error) {
 	cl := &call{into: respData, ready: make(chan struct{})}
 	c.mu.Lock()
 	if c.err != nil {
@@ -94,15 +101,25 @@ func (c *Client) Call(ctx context.Context, op uint16, meta, data, respData []byt
 	}
 }
 
-func (c *Client) send(h Header, meta, data []byte) error {
-	h.MetaLen, h.DataLen, h.DataCRC = uint32(len(meta)), uint32(len(data)), CRC(data)
-	if h.MetaLen > MaxMetaBytes || h.DataLen > MaxDataBytes {
+func (c *Client) send(h Header, meta []byte, data [][]byte) error {
+	n, crc := 0, uint32(0)
+	for _, p := range data {
+		n += len(p)
+		crc = crc32.Update(crc, castagnoli, p)
+		if n > MaxDataBytes {
+			return fmt.Errorf("%w: request too large", ErrFrame)
+		}
+	}
+	h.MetaLen, h.DataLen, h.DataCRC = uint32(len(meta)), uint32(n), crc
+	if h.MetaLen > MaxMetaBytes {
 		return fmt.Errorf("%w: request too large", ErrFrame)
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	h.put(c.hbuf[:], meta)
-	bufs := net.Buffers{c.hbuf[:], meta, data}
+	bufs := make(net.Buffers, 0, 2+len(data))
+	bufs = append(bufs, c.hbuf[:], meta)
+	bufs = append(bufs, data...)
 	_, err := bufs.WriteTo(c.conn)
 	return err
 }

@@ -66,6 +66,29 @@ func TestPipelinedCalls(t *testing.T) {
 	}
 }
 
+// A request's data sent in pieces arrives as one frame's data, its
+// checksum over all of them (the server refuses a frame whose data does
+// not match it); pieces that together pass MaxDataBytes are refused
+// before anything is sent.
+func TestVectoredCall(t *testing.T) {
+	addr := startServer(t, echo)
+	c, err := Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pieces := [][]byte{[]byte("first "), nil, bytes.Repeat([]byte("x"), 70000), []byte(" last")}
+	want := bytes.Join(pieces, nil)
+	out := make([]byte, len(want))
+	if _, n, err := c.CallV(context.Background(), 1, []byte("v"), pieces, out); err != nil || n != len(want) || !bytes.Equal(out, want) {
+		t.Fatalf("vectored call: %d bytes, %v; data equal %v", n, err, bytes.Equal(out[:n], want))
+	}
+	big := make([]byte, MaxDataBytes/2+1)
+	if _, _, err := c.CallV(context.Background(), 1, nil, [][]byte{big, big}, nil); !errors.Is(err, ErrFrame) {
+		t.Fatalf("pieces past MaxDataBytes: %v, want ErrFrame", err)
+	}
+}
+
 func TestRemoteErrorCode(t *testing.T) {
 	addr := startServer(t, echo)
 	c, err := Dial(context.Background(), addr)
