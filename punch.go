@@ -63,36 +63,25 @@ func (f *File) PunchHole(off, n int64) error {
 		return nil
 	}
 	f.modified = true
-	if lay.Spec.M == 0 {
-		return f.punchRangeLocked(ctx, off, end)
+	from, to := off, end // what the OSDs punch
+	if lay.Spec.M > 0 {
+		// Only whole stripes (parity over zeros is zeros); a plain
+		// stripe's units are independent, so it punches every piece.
+		w0, w1 := wholeStripes(off, end, f.size, S)
+		if w0 >= w1 {
+			f.zeroLocked(off, end)
+			return nil
+		}
+		f.zeroLocked(off, w0*S)
+		f.zeroLocked(w1*S, end)
+		from, to = w0*S, w1*S // every unit whole, past the end too
 	}
-	w0, w1 := wholeStripes(off, end, f.size, S)
-	if w0 >= w1 {
-		f.zeroLocked(off, end)
-		return nil
-	}
-	f.zeroLocked(off, w0*S)
-	f.zeroLocked(w1*S, end)
 	f.flushAllLocked()
 	f.flushOSDs(ctx)
 	if err := f.stickyErr(); err != nil {
 		return err
 	}
-	return f.punchStripesLocked(ctx, w0*S, w1*S) // every unit whole, past the end too
-}
-
-// punchRangeLocked punches [off, end) of a layout without redundancy:
-// its units are independent, so every piece of the range goes to its
-// OSD as a segment of zeros, inside stripes too, and the OSD frees the
-// whole blocks among them and writes zeros over the rest. Buffered
-// writes go first, as for any punch.
-func (f *File) punchRangeLocked(ctx context.Context, off, end int64) error {
-	f.flushAllLocked()
-	f.flushOSDs(ctx)
-	if err := f.stickyErr(); err != nil {
-		return err
-	}
-	return f.punchStripesLocked(ctx, off, end)
+	return f.punchStripesLocked(ctx, from, to)
 }
 
 // punchStripesLocked punches [off, end), the stripes it touches staged

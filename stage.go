@@ -3,7 +3,6 @@ package braid
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -222,18 +221,18 @@ func holesIn(units []stagedUnit, held int64) []stagedUnit {
 // adding at most room pieces.
 func splitZeros(u stagedUnit, held int64, room int) []stagedUnit {
 	lo := (u.off + colAlign - 1) / colAlign * colAlign // first whole block
-	if u.off%colAlign == 0 && len(u.data)%colAlign == 0 && u.end() <= held && allZero(u.data) {
+	if u.off%colAlign == 0 && len(u.data)%colAlign == 0 && u.end() <= held && osdproto.AllZero(u.data) {
 		return []stagedUnit{{op: u.op, off: u.off, zero: int64(len(u.data))}}
 	}
 	var out []stagedUnit
 	at := u.off // start of the data not yet taken
 	for b := lo; b+colAlign <= min(u.end(), held) && room >= 2; {
-		if !allZero(u.data[b-u.off : b-u.off+colAlign]) {
+		if !osdproto.AllZero(u.data[b-u.off : b-u.off+colAlign]) {
 			b += colAlign
 			continue
 		}
 		e := b + colAlign
-		for e+colAlign <= min(u.end(), held) && allZero(u.data[e-u.off:e-u.off+colAlign]) {
+		for e+colAlign <= min(u.end(), held) && osdproto.AllZero(u.data[e-u.off:e-u.off+colAlign]) {
 			e += colAlign
 		}
 		if e-b >= minHoleBytes {
@@ -249,21 +248,6 @@ func splitZeros(u stagedUnit, held int64, room int) []stagedUnit {
 		out = append(out, stagedUnit{op: u.op, off: at, data: u.data[at-u.off:]})
 	}
 	return out
-}
-
-func allZero(p []byte) bool {
-	for len(p) >= 8 {
-		if binary.LittleEndian.Uint64(p) != 0 {
-			return false
-		}
-		p = p[8:]
-	}
-	for _, b := range p {
-		if b != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // twoPhaseUnits writes pieces byComp of components comps through one

@@ -500,20 +500,11 @@ func (s *Store) readBlocks(o *object, b int64, buf []byte) error {
 	for i := int64(0); i < nb; i++ {
 		blk := buf[i*blockBytes : (i+1)*blockBytes]
 		want := binary.LittleEndian.Uint32(sums[4*i:])
-		if got := wire.CRC(blk); got != want && !(want == 0 && allZero(blk)) {
+		if got := wire.CRC(blk); got != want && !(want == 0 && osdproto.AllZero(blk)) {
 			return wire.Errorf(wire.ErrCorrupt, "object %x.%d block %d: checksum mismatch", o.key.Ino, o.key.Comp, b+i)
 		}
 	}
 	return nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // Read fills buf from off in object k, zeros past its end, after verifying

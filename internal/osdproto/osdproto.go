@@ -49,6 +49,7 @@
 package osdproto
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,6 +131,24 @@ func (g Seg) EncodedLen() uint32 {
 // SegAt is the segment at off whose encoded length is n (EncodedLen).
 func SegAt(off int64, n uint32) Seg {
 	return Seg{Off: off, Len: n &^ segZeroBit, Zero: n&segZeroBit != 0}
+}
+
+// AllZero reports whether p holds only zeros: a block whose checksum
+// entry is 0 and whose bytes are all zero is a hole, and a staged piece
+// of zero blocks is sent as a segment of zeros.
+func AllZero(p []byte) bool {
+	for len(p) >= 8 {
+		if binary.LittleEndian.Uint64(p) != 0 {
+			return false
+		}
+		p = p[8:]
+	}
+	for _, b := range p {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // DataLen is how many bytes of a Stage's data the segment takes.

@@ -133,3 +133,20 @@ func TestReplyMetas(t *testing.T) {
 		t.Fatalf("object info: %+v %v", got, err)
 	}
 }
+
+// AllZero reads words and then the tail: a byte set anywhere is seen.
+func TestAllZero(t *testing.T) {
+	for n := 0; n <= 20; n++ {
+		p := make([]byte, n)
+		if !AllZero(p) {
+			t.Fatalf("%d zeros: not all zero", n)
+		}
+		for i := range p {
+			p[i] = 1
+			if AllZero(p) {
+				t.Fatalf("%d bytes with byte %d set: all zero", n, i)
+			}
+			p[i] = 0
+		}
+	}
+}

@@ -296,14 +296,7 @@ func (c *Cluster) WipeMDS() {
 // ObjectFiles counts the object data files on every OSD's disk.
 func (c *Cluster) ObjectFiles() int {
 	n := 0
-	for i := range c.OSDs {
-		_ = filepath.Walk(c.OSDDir(i), func(p string, info os.FileInfo, err error) error {
-			if err == nil && strings.HasSuffix(p, ".dat") {
-				n++
-			}
-			return nil
-		})
-	}
+	c.eachObjectFile(func(os.FileInfo) { n++ })
 	return n
 }
 
@@ -311,15 +304,22 @@ func (c *Cluster) ObjectFiles() int {
 // take (their allocated blocks, not their lengths: holes take none).
 func (c *Cluster) AllocatedBytes() int64 {
 	var n int64
+	c.eachObjectFile(func(info os.FileInfo) {
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512
+		}
+	})
+	return n
+}
+
+// eachObjectFile calls fn for every object data file on every OSD's disk.
+func (c *Cluster) eachObjectFile(fn func(os.FileInfo)) {
 	for i := range c.OSDs {
 		_ = filepath.Walk(c.OSDDir(i), func(p string, info os.FileInfo, err error) error {
 			if err == nil && strings.HasSuffix(p, ".dat") {
-				if st, ok := info.Sys().(*syscall.Stat_t); ok {
-					n += st.Blocks * 512
-				}
+				fn(info)
 			}
 			return nil
 		})
 	}
-	return n
 }
