@@ -222,14 +222,7 @@ func TestOutOfOrderBlocksGiveBackTheirBudget(t *testing.T) {
 		}
 		done <- f.Close()
 	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("writes stopped: waiting for budget nothing gives back")
-	}
+	mustFinish(t, done, 2*time.Minute, "writes stopped: waiting for budget nothing gives back")
 	mustRead(t, cl, "/o", "after close", model)
 }
 
@@ -349,14 +342,7 @@ func TestFlushWithABatchAndTooMuchUnsynced(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- f.Close() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("close hung: the flush waited for stripes it had not sent")
-	}
+	mustFinish(t, done, 30*time.Second, "close hung: the flush waited for stripes it had not sent")
 	mustRead(t, cl, "/b", "after the flush", model[:7*S+105])
 	checkConsistent(t, cl, "after the flush")
 }
@@ -405,4 +391,18 @@ func TestMissedWritesSentAgainBeforeAReadModifyWrite(t *testing.T) {
 	c.StartOSD(1)
 	c.WaitUp(3)
 	mustRead(t, cl, "/m", "after the close", model)
+}
+
+// mustFinish waits for the error of work that signals done, failing the
+// test with it, or with hang if it takes longer than within (a deadlock).
+func mustFinish(t *testing.T, done <-chan error, within time.Duration, hang string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(within):
+		t.Fatal(hang)
+	}
 }
