@@ -12,7 +12,6 @@ package braid
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -165,13 +164,13 @@ func (c *Client) encoder(k, m int) (reedsolomon.Encoder, error) {
 	return e, nil
 }
 
-// mds sends one request to the MDS and decodes the JSON answer into out.
+// mds sends one request to the MDS and decodes the answer into out.
 // While the MDS is unreachable (restarting) it retries, backing off, for
 // up to IOTimeout, so an MDS restart is a pause, not an error. A request
 // whose answer was lost may be applied twice; namespace changes then
 // report what the first attempt did (ErrExists, ErrNotFound).
 func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
-	body, err := json.Marshal(req)
+	body, err := mdsproto.Marshal(req)
 	if err != nil {
 		return err
 	}
@@ -201,7 +200,7 @@ func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
 	if out == nil {
 		return nil
 	}
-	return json.Unmarshal(meta, out)
+	return mdsproto.Unmarshal(meta, out)
 }
 
 // mdsWaitBusy is mds for requests the MDS may refuse while the file is

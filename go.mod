@@ -8,6 +8,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.109.1
 	github.com/aws/smithy-go v1.28.1
 	github.com/cockroachdb/datadriven v1.0.3
+	github.com/fxamacker/cbor/v2 v2.9.3
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/klauspost/reedsolomon v1.14.2
 	github.com/schollz/progressbar/v3 v3.19.1
@@ -76,6 +77,7 @@ require (
 	github.com/tinylib/msgp v1.6.4 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasthttp v1.73.0 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/net v0.58.0 // indirect

@@ -1,7 +1,6 @@
 package braid_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -472,9 +471,9 @@ func TestMoveSourcesOutliveTheDeleteDelay(t *testing.T) {
 	defer conn.Close()
 	var task mdsproto.RepairTask
 	testcluster.Eventually(t, 10*time.Second, func() bool {
-		body, _ := json.Marshal(mdsproto.RepairClaimReq{Worker: "slow"})
+		body, _ := mdsproto.Marshal(mdsproto.RepairClaimReq{Worker: "slow"})
 		meta, _, err := conn.Call(ctx, mdsproto.OpRepairClaim, body, nil, nil)
-		return err == nil && json.Unmarshal(meta, &task) == nil && task.Inode.Ino == fi.Ino && task.MoveFrom[0] == from
+		return err == nil && mdsproto.Unmarshal(meta, &task) == nil && task.Inode.Ino == fi.Ino && task.MoveFrom[0] == from
 	}, func() string { return fmt.Sprintf("no move of /f's component 0 claimed: %+v", task) })
 	old := objectPath(c, osdIndex(c, from), fi.Ino, 0, "dat")
 	// Removing /other queues its deletion after the move's; once its

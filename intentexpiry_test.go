@@ -1,7 +1,6 @@
 package braid_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -48,7 +47,7 @@ func TestExpiredIntentCannotBeCommitted(t *testing.T) {
 		}
 		defer raw.Close()
 		call := func(op uint16, req any) error {
-			b, _ := json.Marshal(req)
+			b, _ := mdsproto.Marshal(req)
 			_, _, err := raw.Call(ctx, op, b, nil, nil)
 			return err
 		}

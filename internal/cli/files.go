@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -152,15 +154,7 @@ func (e *env) lsCmd() *cobra.Command {
 						return err
 					}
 				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-				for _, en := range ents {
-					name := en.Name
-					if en.IsDir {
-						name += "/"
-					}
-					fmt.Fprintf(tw, "%s\t%d\t%s\t %s\t\n", en.Mode, en.Size, en.ModTime.Format(time.DateTime), name)
-				}
-				return tw.Flush()
+				return printListing(e.stdout, ents)
 			})
 		},
 	}
@@ -283,4 +277,24 @@ func (e *env) layoutCmd() *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// printListing prints one line per entry: mode, size, modification time,
+// right-aligned in columns, then the name as its bytes. Names are not
+// put through a tabwriter, which takes byte 0xff for its escape and
+// counts widths in UTF-8.
+func printListing(w io.Writer, ents []braid.FileInfo) error {
+	sizeWidth := 1
+	for _, en := range ents {
+		sizeWidth = max(sizeWidth, len(strconv.FormatInt(en.Size, 10)))
+	}
+	bw := bufio.NewWriter(w)
+	for _, en := range ents {
+		name := en.Name
+		if en.IsDir {
+			name += "/"
+		}
+		fmt.Fprintf(bw, "%11s  %*d  %s  %s\n", en.Mode, sizeWidth, en.Size, en.ModTime.Format(time.DateTime), name)
+	}
+	return bw.Flush()
 }

@@ -271,3 +271,31 @@ func TestPutIsAtomic(t *testing.T) {
 	e.fails("no space", "put", big, "/new")
 	e.fails("not found", "stat", "/new")
 }
+
+// Names given to the CLI are bytes: two names that differ only in bytes
+// that are not UTF-8 are two files, listed and read back exactly.
+func TestCLINamesAreBytes(t *testing.T) {
+	e := cliEnv{t: t, bin: Binary(t), state: t.TempDir()}
+	startUp(t, e, filepath.Join(t.TempDir(), "cluster"))
+	dir := t.TempDir()
+	names := []string{"n\xff", "n\xfe", "a<b>&c", strings.Repeat("\xc3", 255)}
+	for i, n := range names {
+		src := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.WriteFile(src, []byte{byte('0' + i)}, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		testcluster.Eventually(t, 20*time.Second, func() bool {
+			_, _, err := e.run("put", src, "/"+n)
+			return err == nil
+		}, func() string { return fmt.Sprintf("put %q never succeeded", n) })
+	}
+	listing := e.must("ls", "/")
+	for i, n := range names {
+		if !strings.Contains(listing, " "+n+"\n") {
+			t.Errorf("ls / does not show %q:\n%q", n, listing)
+		}
+		if got := e.must("get", "/"+n, "-"); got != string(rune('0'+i)) {
+			t.Errorf("get %q: %q, want %q", n, got, string(rune('0'+i)))
+		}
+	}
+}

@@ -94,7 +94,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		var ferr error
 		err := r.Scan([]byte{'i'}, []byte{'j'}, func(k, v []byte) bool {
 			var rec inodeRec
-			if ferr = jsonUnmarshal(v, &rec); ferr != nil {
+			if ferr = decodeRecord(v, &rec); ferr != nil {
 				return false
 			}
 			if rec.Type == mdsproto.TypeDir {
@@ -117,7 +117,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		}
 		if err := r.Scan([]byte{'g'}, []byte{'h'}, func(k, v []byte) bool {
 			var g gcRec
-			if jsonUnmarshal(v, &g) == nil {
+			if decodeRecord(v, &g) == nil {
 				out.PendingDelete.Objects += int64(len(g.Comps))
 				out.PendingDelete.Bytes += g.Bytes
 				if next := &out.PendingDelete.NextNs; *next == 0 || g.NotBeforeNs < *next {
@@ -330,7 +330,7 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		return r.Scan(cursor, []byte{'h'}, func(k, v []byte) bool {
 			var it gcItem
-			if len(k) == 17 && jsonUnmarshal(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) {
+			if len(k) == 17 && decodeRecord(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) {
 				it.key = append([]byte(nil), k...)
 				it.ino = binary.BigEndian.Uint64(k[1:9])
 				it.ver = binary.BigEndian.Uint64(k[9:17])
@@ -360,7 +360,7 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 			if len(left.Comps) == 0 {
 				return tx.Delete(it.key)
 			}
-			return putJSON(tx, it.key, &left)
+			return putRecord(tx, it.key, &left)
 		})
 		if err != nil {
 			return cursor, err

@@ -29,7 +29,7 @@ func (s *Server) refreshBalance(ctx context.Context) error {
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		return r.Scan([]byte{'i'}, []byte{'j'}, func(k, v []byte) bool {
 			var rec inodeRec
-			if jsonUnmarshal(v, &rec) != nil || rec.Layout == nil {
+			if decodeRecord(v, &rec) != nil || rec.Layout == nil {
 				return true
 			}
 			l, err := rec.Layout.Decode()
@@ -141,7 +141,7 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]osdView, now
 			seen++
 			last = append(last[:0], k...)
 			var rec inodeRec
-			if len(k) != 9 || jsonUnmarshal(v, &rec) != nil || rec.Layout == nil || rec.Repair.active(now) {
+			if len(k) != 9 || decodeRecord(v, &rec) != nil || rec.Layout == nil || rec.Repair.active(now) {
 				return seen < healScanBatch
 			}
 			l, err := rec.Layout.Decode()

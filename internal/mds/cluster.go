@@ -98,7 +98,7 @@ func (m *clusterMap) load(r kv.Reader) error {
 	var ferr error
 	err := r.Scan([]byte{'o'}, []byte{'p'}, func(k, v []byte) bool {
 		var rec osdRec
-		if err := jsonUnmarshal(v, &rec); err != nil {
+		if err := decodeRecord(v, &rec); err != nil {
 			ferr = err
 			return false
 		}

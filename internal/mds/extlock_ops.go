@@ -27,12 +27,12 @@ func (s *Server) startLocks(ctx context.Context) error {
 	s.extents = newExtentTable(s.cfg.LockLease, s.cfg.Now())
 	return s.kv.Update(ctx, func(tx kv.Txn) error {
 		var n uint64
-		if _, err := getJSON(tx, keyIncarnation, &n); err != nil {
+		if _, err := getRecord(tx, keyIncarnation, &n); err != nil {
 			return err
 		}
 		n++
 		s.incarnation = n
-		if err := putJSON(tx, keyIncarnation, n); err != nil {
+		if err := putRecord(tx, keyIncarnation, n); err != nil {
 			return err
 		}
 		v, err := tx.Get(keyLocksHeld)

@@ -228,7 +228,7 @@ func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]o
 	busy := false // a file under repair or with dirty components: not a clean pass
 	found, next, err := s.scanBatch(ctx, start, []byte{'j'}, func(_ kv.Reader, k, v []byte) bool {
 		var rec inodeRec
-		if jsonUnmarshal(v, &rec) != nil {
+		if decodeRecord(v, &rec) != nil {
 			return false
 		}
 		busy = busy || rec.Repair != nil || len(rec.Dirty) > 0
@@ -469,7 +469,7 @@ func (bm *balanceMove) apply(osds []uint32, w int) []uint32 {
 // merging with a record already at that key.
 func (s *Server) addGC(tx kv.Txn, ino, ver uint64, comps, osds []uint32, bytes int64) error {
 	var rec gcRec
-	if _, err := getJSON(tx, gcKey(ino, ver), &rec); err != nil {
+	if _, err := getRecord(tx, gcKey(ino, ver), &rec); err != nil {
 		return err
 	}
 	rec.Format = recFormat
@@ -477,7 +477,7 @@ func (s *Server) addGC(tx kv.Txn, ino, ver uint64, comps, osds []uint32, bytes i
 	rec.Comps = append(rec.Comps, comps...)
 	rec.OSDs = append(rec.OSDs, osds...)
 	rec.Bytes += bytes
-	return putJSON(tx, gcKey(ino, ver), &rec)
+	return putRecord(tx, gcKey(ino, ver), &rec)
 }
 
 // repairDone records a healer's result. The written components leave the
@@ -594,7 +594,7 @@ func (s *Server) drain(ctx context.Context, req mdsproto.DrainReq) (struct{}, er
 	if !ok {
 		return struct{}{}, wire.Errorf(wire.ErrNotFound, "no OSD %d", req.ID)
 	}
-	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error { return putJSON(tx, osdKey(rec.ID), &rec) })
+	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error { return putRecord(tx, osdKey(rec.ID), &rec) })
 }
 
 // removeOSD forgets an OSD that is not up and holds no component of any
@@ -612,7 +612,7 @@ func (s *Server) removeOSD(ctx context.Context, req mdsproto.DrainReq) (struct{}
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		return r.Scan([]byte{'i'}, []byte{'j'}, func(k, val []byte) bool {
 			var rec inodeRec
-			if jsonUnmarshal(val, &rec) == nil && rec.Layout != nil && slices.Contains(rec.Layout.OSDs, req.ID) {
+			if decodeRecord(val, &rec) == nil && rec.Layout != nil && slices.Contains(rec.Layout.OSDs, req.ID) {
 				holds++
 			}
 			return holds == 0

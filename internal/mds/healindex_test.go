@@ -2,7 +2,6 @@ package mds_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -35,13 +34,13 @@ func writeSmall(t *testing.T, cl *braid.Client, p string) {
 func rawCaller(t *testing.T, conn *wire.Client) func(op uint16, req, resp any) {
 	return func(op uint16, req, resp any) {
 		t.Helper()
-		body, _ := json.Marshal(req)
+		body, _ := mdsproto.Marshal(req)
 		meta, _, err := conn.Call(context.Background(), op, body, nil, nil)
 		if err != nil {
 			t.Fatalf("op %d: %v", op, err)
 		}
 		if resp != nil {
-			if err := json.Unmarshal(meta, resp); err != nil {
+			if err := mdsproto.Unmarshal(meta, resp); err != nil {
 				t.Fatal(err)
 			}
 		}

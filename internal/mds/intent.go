@@ -86,7 +86,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 			in.Comps = append(in.Comps, c)
 			in.OSDs = append(in.OSDs, rec.Layout.OSDs[c])
 		}
-		return putJSON(tx, intentKey(req.Ino, req.Txid), &in)
+		return putRecord(tx, intentKey(req.Ino, req.Txid), &in)
 	})
 	return struct{}{}, err
 }
@@ -95,7 +95,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		var in intentRec
-		ok, err := getJSON(tx, intentKey(req.Ino, req.Txid), &in)
+		ok, err := getRecord(tx, intentKey(req.Ino, req.Txid), &in)
 		if err != nil {
 			return err
 		}
@@ -116,7 +116,7 @@ func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (stru
 			return wire.Errorf(wire.ErrNotFound, "intent %x on inode %d expired before its commit", req.Txid, req.Ino)
 		}
 		in.State = intentCommitted
-		return putJSON(tx, intentKey(req.Ino, req.Txid), &in)
+		return putRecord(tx, intentKey(req.Ino, req.Txid), &in)
 	})
 	return struct{}{}, err
 }
@@ -224,7 +224,7 @@ func (s *Server) resolvePass(ctx context.Context) error {
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		return r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool {
 			var it intentItem
-			if len(k) == 17 && jsonUnmarshal(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) &&
+			if len(k) == 17 && decodeRecord(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) &&
 				now.UnixNano() >= it.rec.ExpiresNs {
 				it.ino, it.txid = binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17])
 				items = append(items, it)
@@ -347,7 +347,7 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 			return tx.Delete(key)
 		}
 		it.rec.Comps, it.rec.OSDs = left, leftOSDs
-		return putJSON(tx, key, &it.rec)
+		return putRecord(tx, key, &it.rec)
 	})
 }
 

@@ -2,7 +2,6 @@ package mds
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
@@ -88,28 +87,9 @@ type clusterRec struct {
 	DefaultLayout string `json:"default_layout"`
 }
 
-func getJSON(r kv.Reader, key []byte, v any) (bool, error) {
-	b, err := r.Get(key)
-	if err != nil || b == nil {
-		return false, err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("%w: record %q undecodable: %v", wire.ErrInternal, key, err)
-	}
-	return true, nil
-}
-
-func putJSON(tx kv.Txn, key []byte, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return tx.Put(key, b)
-}
-
 func getInode(r kv.Reader, ino uint64) (*inodeRec, error) {
 	var rec inodeRec
-	ok, err := getJSON(r, inodeKey(ino), &rec)
+	ok, err := getRecord(r, inodeKey(ino), &rec)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +104,7 @@ func getInode(r kv.Reader, ino uint64) (*inodeRec, error) {
 // find the work without reading every inode while the cluster is steady.
 func putInode(tx kv.Txn, rec *inodeRec) error {
 	rec.Format = recFormat
-	if err := putJSON(tx, inodeKey(rec.Ino), rec); err != nil {
+	if err := putRecord(tx, inodeKey(rec.Ino), rec); err != nil {
 		return err
 	}
 	switch {

@@ -133,7 +133,7 @@ func (s *Server) labelFile(ctx context.Context, ino uint64) {
 	}
 	now := s.cfg.Now()
 	l := rec.Layout
-	label, err := json.Marshal(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
+	label, err := mdsproto.Marshal(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
 		Version: l.Version, Size: rec.Size, Mode: rec.Mode, MtimeNs: rec.MtimeNs, LabeledNs: now.UnixNano()})
 	if err != nil {
 		return
@@ -222,7 +222,7 @@ func (s *Server) scavenge(ctx context.Context, out *mdsproto.RecoverResp) (map[u
 				}
 				f.objects++
 				var l mdsproto.ObjectLabel
-				if len(e.Label) == 0 || json.Unmarshal(e.Label, &l) != nil || l.Ino != e.Ino {
+				if len(e.Label) == 0 || decodeLabel(e.Label, &l) != nil || l.Ino != e.Ino {
 					continue
 				}
 				if !f.labeled || l.Version > f.label.Version || l.Version == f.label.Version && l.LabeledNs > f.label.LabeledNs {
@@ -334,4 +334,13 @@ func raiseCounter(tx kv.Txn, key []byte, n uint64) error {
 		return nil
 	}
 	return tx.Put(key, binary.BigEndian.AppendUint64(nil, n))
+}
+
+// decodeLabel reads an object's label: the protocol's codec, or JSON for
+// labels written before it (their first byte is '{').
+func decodeLabel(b []byte, l *mdsproto.ObjectLabel) error {
+	if b[0] == '{' {
+		return json.Unmarshal(b, l)
+	}
+	return mdsproto.Unmarshal(b, l)
 }

@@ -45,7 +45,7 @@ func (s *Server) s3UserAdd(ctx context.Context, req mdsproto.S3UserReq) (mdsprot
 	u := mdsproto.S3User{Name: req.Name, AccessKey: "BR" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(access)[:18],
 		SecretKey: base64.RawStdEncoding.EncodeToString(secret), CreatedNs: s.cfg.Now().UnixNano()}
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
-		if ok, err := getJSON(tx, s3UserKey(req.Name), &s3UserRec{}); err != nil {
+		if ok, err := getRecord(tx, s3UserKey(req.Name), &s3UserRec{}); err != nil {
 			return err
 		} else if ok {
 			return wire.Errorf(wire.ErrExists, "S3 user %s", req.Name)
@@ -60,7 +60,7 @@ func (s *Server) s3UserAdd(ctx context.Context, req mdsproto.S3UserReq) (mdsprot
 		if err := tx.Put(s3AccessKey(u.AccessKey), []byte(u.Name)); err != nil {
 			return err
 		}
-		return putJSON(tx, s3UserKey(u.Name), s3UserRec{Format: recFormat, S3User: u})
+		return putRecord(tx, s3UserKey(u.Name), s3UserRec{Format: recFormat, S3User: u})
 	})
 	return u, err
 }
@@ -71,7 +71,7 @@ func (s *Server) s3UserList(ctx context.Context, _ struct{}) (mdsproto.S3UserLis
 		out.Users = nil
 		return r.Scan([]byte("S3u/"), kv.PrefixEnd([]byte("S3u/")), func(_, v []byte) bool {
 			var rec s3UserRec
-			if jsonUnmarshal(v, &rec) == nil {
+			if decodeRecord(v, &rec) == nil {
 				rec.SecretKey = ""
 				out.Users = append(out.Users, rec.S3User)
 			}
@@ -84,7 +84,7 @@ func (s *Server) s3UserList(ctx context.Context, _ struct{}) (mdsproto.S3UserLis
 func (s *Server) s3UserRemove(ctx context.Context, req mdsproto.S3UserReq) (struct{}, error) {
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		var rec s3UserRec
-		if ok, err := getJSON(tx, s3UserKey(req.Name), &rec); err != nil {
+		if ok, err := getRecord(tx, s3UserKey(req.Name), &rec); err != nil {
 			return err
 		} else if !ok {
 			return wire.Errorf(wire.ErrNotFound, "S3 user %s", req.Name)
@@ -112,7 +112,7 @@ func (s *Server) s3SigningKey(ctx context.Context, req mdsproto.S3SigningKeyReq)
 		if name == nil {
 			return wire.Errorf(wire.ErrNotFound, "access key %s", req.AccessKey)
 		}
-		if ok, err := getJSON(r, s3UserKey(string(name)), &rec); err != nil {
+		if ok, err := getRecord(r, s3UserKey(string(name)), &rec); err != nil {
 			return err
 		} else if !ok {
 			return wire.Errorf(wire.ErrNotFound, "access key %s", req.AccessKey)

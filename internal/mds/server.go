@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -225,7 +224,7 @@ func fillDefaults(cfg *Config) error {
 func (s *Server) bootstrap(ctx context.Context) error {
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		var cl clusterRec
-		ok, err := getJSON(tx, keyCluster, &cl)
+		ok, err := getRecord(tx, keyCluster, &cl)
 		if err != nil {
 			return err
 		}
@@ -243,7 +242,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 			cl.DefaultLayout = s.cfg.DefaultLayout
 		}
 		s.cl = cl
-		return putJSON(tx, keyCluster, &cl)
+		return putRecord(tx, keyCluster, &cl)
 	})
 	if err != nil {
 		return err
@@ -263,17 +262,15 @@ func (s *Server) Close() {
 	_ = s.kv.Close()
 }
 
-func jsonUnmarshal(b []byte, v any) error { return mdsproto.Unmarshal(b, v) }
-
 // handle decodes a request, runs its op and encodes the answer.
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
 	out, err := s.dispatch(ctx, r)
 	if err != nil {
 		return wire.Response{}, err
 	}
-	b, err := json.Marshal(out)
+	b, err := mdsproto.Marshal(out)
 	if err != nil {
-		return wire.Response{}, fmt.Errorf("%w: %v", wire.ErrInternal, err)
+		return wire.Response{}, err
 	}
 	return wire.Response{Meta: b}, nil
 }
@@ -385,7 +382,7 @@ func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdspr
 		return mdsproto.HeartbeatResp{}, err
 	}
 	if s.cluster.beat(rec, hb, now) {
-		if err := s.kv.Update(ctx, func(tx kv.Txn) error { return putJSON(tx, osdKey(rec.ID), &rec) }); err != nil {
+		if err := s.kv.Update(ctx, func(tx kv.Txn) error { return putRecord(tx, osdKey(rec.ID), &rec) }); err != nil {
 			return mdsproto.HeartbeatResp{}, err
 		}
 		s.cfg.Log.Info("osd registered", "id", rec.ID, "addr", rec.Addr)

@@ -3,7 +3,6 @@ package mds_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -71,14 +70,15 @@ func FuzzHandler(f *testing.F) {
 	for _, op := range []uint16{mdsproto.OpLookup, mdsproto.OpMkdir, mdsproto.OpCreate, mdsproto.OpOpen, mdsproto.OpCommit,
 		mdsproto.OpReaddir, mdsproto.OpRemove, mdsproto.OpRename, mdsproto.OpSetLayout, mdsproto.OpGetLayout,
 		mdsproto.OpStatus, mdsproto.OpHeartbeat} {
-		f.Add(op, []byte(`{"path":"/a/b","from":"/a","to":"/a/b/c","spec":"ec:2+1","layout":"mirror:2","size_hint":10,"ino":2,"size":-5,"dirty":[99]}`))
+		f.Add(op, mustBody(`{"path":"/a/b","from":"/a","to":"/a/b/c","spec":"ec:2+1","layout":"mirror:2","size_hint":10,"ino":2,"size":-5,"dirty":[99]}`))
 	}
-	f.Add(mdsproto.OpCreate, []byte(`{"path":"/x","layout":"ec:1+1,unit=16MiB"}`))
-	f.Add(mdsproto.OpMkdir, []byte(`{"path":"`+string(bytes.Repeat([]byte("a/"), 3000))+`","parents":true}`))
-	f.Add(uint16(9999), []byte(`null`))
+	f.Add(mdsproto.OpCreate, mustBody(`{"path":"/x","layout":"ec:1+1,unit=16MiB"}`))
+	f.Add(mdsproto.OpMkdir, mustBody(`{"path":"`+string(bytes.Repeat([]byte("a/"), 3000))+`","parents":true}`))
+	f.Add(mdsproto.OpMkdir, []byte(`{"path":"/json","parents":true}`)) // format 1: refused, nothing else
+	f.Add(uint16(9999), []byte{0xf6})                                  // CBOR null
 	for _, op := range []uint16{mdsproto.OpExtentLock, mdsproto.OpExtentRelease, mdsproto.OpExtentReclaim, mdsproto.OpLockWait} {
-		f.Add(op, []byte(`{"ino":1,"handle":7,"session":9,"lo":-1,"hi":4611686018427387905,"end":-3,"seq":18446744073709551615,"wait_ns":9223372036854775807,"spans":[[5,2],[0,1]]}`))
-		f.Add(op, []byte(`{"ino":2,"handle":7,"session":9,"lo":0,"hi":1,"wait_ns":1000000}`))
+		f.Add(op, mustBody(`{"ino":1,"handle":7,"session":9,"lo":-1,"hi":4611686018427387905,"end":-3,"seq":18446744073709551615,"wait_ns":9223372036854775807,"spans":[[5,2],[0,1]]}`))
+		f.Add(op, mustBody(`{"ino":2,"handle":7,"session":9,"lo":0,"hi":1,"wait_ns":1000000}`))
 	}
 	ctx := context.Background()
 	conn, err := wire.Dial(ctx, c.MDS.Addr())
@@ -94,7 +94,7 @@ func FuzzHandler(f *testing.F) {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, _, _ = conn.Call(cctx, op, body, nil, nil)
-		b, _ := json.Marshal(mdsproto.PathReq{Path: "/"})
+		b, _ := mdsproto.Marshal(mdsproto.PathReq{Path: "/"})
 		check, err := wire.Dial(cctx, c.MDS.Addr())
 		if err != nil {
 			t.Fatalf("MDS down after op %d: %v", op, err)
@@ -117,13 +117,13 @@ func rawCreate(t *testing.T, spec string) (*testcluster.Cluster, *wire.Client, m
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	body, _ := json.Marshal(mdsproto.CreateReq{Path: "/f", Layout: spec, SizeHint: -1})
+	body, _ := mdsproto.Marshal(mdsproto.CreateReq{Path: "/f", Layout: spec, SizeHint: -1})
 	meta, _, err := conn.Call(ctx, mdsproto.OpCreate, body, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var open mdsproto.OpenResp
-	if err := json.Unmarshal(meta, &open); err != nil {
+	if err := mdsproto.Unmarshal(meta, &open); err != nil {
 		t.Fatal(err)
 	}
 	return c, conn, open
@@ -135,12 +135,12 @@ func TestCommitRejectsOversizedDirtyList(t *testing.T) {
 	ctx := context.Background()
 	_, conn, open := rawCreate(t, "ec:2+1")
 	commit := mdsproto.CommitReq{Ino: open.Inode.Ino, Size: 1, LayoutVersion: open.Inode.Layout.Version, Dirty: make([]uint32, 100_000)}
-	body, _ := json.Marshal(commit)
+	body, _ := mdsproto.Marshal(commit)
 	if _, _, err := conn.Call(ctx, mdsproto.OpCommit, body, nil, nil); !errors.Is(err, wire.ErrInvalid) {
 		t.Fatalf("commit with 100000 dirty entries: %v, want ErrInvalid", err)
 	}
 	commit.Dirty = []uint32{1}
-	body, _ = json.Marshal(commit)
+	body, _ = mdsproto.Marshal(commit)
 	if _, _, err := conn.Call(ctx, mdsproto.OpCommit, body, nil, nil); err != nil {
 		t.Fatalf("valid commit: %v", err)
 	}
@@ -155,11 +155,11 @@ func TestCommitBounds(t *testing.T) {
 	ctx := context.Background()
 	c, conn, open := rawCreate(t, "ec:2+1,unit=64KiB")
 	commit := func(size int64, extents ...int64) (mdsproto.Inode, error) {
-		b, _ := json.Marshal(mdsproto.CommitReq{Ino: open.Inode.Ino, Size: size, LayoutVersion: open.Inode.Layout.Version, Extents: extents})
+		b, _ := mdsproto.Marshal(mdsproto.CommitReq{Ino: open.Inode.Ino, Size: size, LayoutVersion: open.Inode.Layout.Version, Extents: extents})
 		meta, _, err := conn.Call(ctx, mdsproto.OpCommit, b, nil, nil)
 		var in mdsproto.Inode
 		if err == nil {
-			err = json.Unmarshal(meta, &in)
+			err = mdsproto.Unmarshal(meta, &in)
 		}
 		return in, err
 	}
@@ -188,7 +188,7 @@ func TestIntentCommitSentAgainAnswersCommitted(t *testing.T) {
 	ctx := context.Background()
 	_, conn, open := rawCreate(t, "ec:2+1")
 	call := func(op uint16, req any) error {
-		b, _ := json.Marshal(req)
+		b, _ := mdsproto.Marshal(req)
 		_, _, err := conn.Call(ctx, op, b, nil, nil)
 		return err
 	}
@@ -219,10 +219,10 @@ func TestReleaseCannotRaiseANamedFilesExtents(t *testing.T) {
 	}
 	defer conn.Close()
 	call := func(op uint16, req, resp any) error {
-		b, _ := json.Marshal(req)
+		b, _ := mdsproto.Marshal(req)
 		meta, _, err := conn.Call(ctx, op, b, nil, nil)
 		if err == nil && resp != nil {
-			err = json.Unmarshal(meta, resp)
+			err = mdsproto.Unmarshal(meta, resp)
 		}
 		return err
 	}
@@ -271,7 +271,7 @@ func TestExtentLockRequestsRefused(t *testing.T) {
 	}
 	defer conn.Close()
 	call := func(op uint16, body string) error {
-		_, _, err := conn.Call(ctx, op, []byte(body), nil, nil)
+		_, _, err := conn.Call(ctx, op, mustBody(body), nil, nil)
 		return err
 	}
 	for _, tc := range []struct {
@@ -298,8 +298,8 @@ func TestExtentLockRequestsRefused(t *testing.T) {
 	for i := range spans {
 		spans[i] = [2]int64{int64(2 * i), int64(2*i + 1)}
 	}
-	b, _ := json.Marshal(mdsproto.ReclaimReq{Ino: 1, Handle: 7, Session: 9, Spans: spans})
-	if err := call(mdsproto.OpExtentReclaim, string(b)); !errors.Is(err, wire.ErrInvalid) {
+	b, _ := mdsproto.Marshal(mdsproto.ReclaimReq{Ino: 1, Handle: 7, Session: 9, Spans: spans})
+	if _, _, err := conn.Call(ctx, mdsproto.OpExtentReclaim, b, nil, nil); !errors.Is(err, wire.ErrInvalid) {
 		t.Errorf("reclaim of 5000 ranges: %v, want ErrInvalid", err)
 	}
 	// A long poll that asks to wait for ever answers within half a lease
@@ -307,7 +307,16 @@ func TestExtentLockRequestsRefused(t *testing.T) {
 	// otherwise.
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, _, err := conn.Call(wctx, mdsproto.OpLockWait, []byte(`{"session":5,"wait_ns":9223372036854775807}`), nil, nil); err != nil {
+	if _, _, err := conn.Call(wctx, mdsproto.OpLockWait, mustBody(`{"session":5,"wait_ns":9223372036854775807}`), nil, nil); err != nil {
 		t.Errorf("long poll: %v", err)
 	}
+}
+
+// mustBody is a request body written as JSON (mdsproto.BodyFromJSON).
+func mustBody(text string) []byte {
+	b, err := mdsproto.BodyFromJSON(text)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -1,16 +1,15 @@
-// Package mdsproto defines the MDS's operations: op codes and the JSON
-// bodies of requests and responses, carried in the meta section of
-// internal/wire frames. JSON keeps control messages readable and easy to
-// extend (new fields are ignored by old peers); bulk data never travels
-// here. Format version 1; bodies are bounded by wire.MaxMetaBytes.
+// Package mdsproto defines the MDS's operations: op codes and the bodies
+// of requests and responses, carried in the meta section of internal/wire
+// frames. Bodies are format 2: CBOR maps keyed by each field's json name,
+// with strings as byte strings (codec.go says why); fields a peer does
+// not know are skipped, so messages extend by adding fields. Bulk data
+// never travels here; bodies are bounded by wire.MaxMetaBytes.
 package mdsproto
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/braidfs/braid/internal/layout"
-	"github.com/braidfs/braid/internal/wire"
 )
 
 // Op codes.
@@ -581,14 +580,6 @@ func (s StatusResp) UpOSDs() int {
 		}
 	}
 	return n
-}
-
-// Unmarshal decodes a JSON body strictly, as a bad-request error.
-func Unmarshal(b []byte, v any) error {
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: %v", wire.ErrBadRequest, err)
-	}
-	return nil
 }
 
 // ObjectLabel is what the MDS writes into each of a file's objects so the

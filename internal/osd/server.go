@@ -272,11 +272,9 @@ func (s *Server) scan(req osdproto.Req) (wire.Response, error) {
 	out := make([]osdproto.ScanEntry, 0, len(entries))
 	size := 0
 	for _, e := range entries {
-		se := osdproto.ScanEntry{Ino: e.Key.Ino, Comp: e.Key.Comp, Version: e.Version, Len: e.Len}
-		if json.Valid(e.Label) {
-			se.Label = e.Label
-		}
-		if size += len(se.Label) + 128; size > wire.MaxDataBytes/2 {
+		// The label is the MDS's, opaque here (sent base64, 4/3 its size).
+		se := osdproto.ScanEntry{Ino: e.Key.Ino, Comp: e.Key.Comp, Version: e.Version, Len: e.Len, Label: e.Label}
+		if size += len(se.Label)*4/3 + 128; size > wire.MaxDataBytes/2 {
 			break // the rest comes with the next page
 		}
 		out = append(out, se)
@@ -346,7 +344,10 @@ func (s *Server) heartbeat(ctx context.Context, mds *wire.Client) error {
 	hb := mdsproto.HeartbeatReq{UUID: s.sb.UUID, ID: s.id.Load(), Addr: s.Addr(), CapacityBytes: capacity,
 		UsedBytes: used, FreeBytes: max(0, min(avail, capacity-used)), Pid: os.Getpid(), TimeNs: s.cfg.Now().UnixNano()}
 	hb.Sig = s.cfg.Key.Sign("heartbeat", hb.SignedBytes())
-	body, _ := json.Marshal(&hb)
+	body, err := mdsproto.Marshal(&hb)
+	if err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	meta, _, err := mds.Call(cctx, mdsproto.OpHeartbeat, body, nil, nil)

@@ -25,7 +25,7 @@
 //	                                  punched hole, deallocated on apply)
 //	Apply    cap, ino u64, comp u32, txid u64, flags u8 (2 must exist) staged bytes written into the object; resp meta = boot u64, created u8
 //	Abort    cap, ino u64, comp u32, txid u64                          staged bytes dropped
-//	Label    cap, ino u64, n u32, comp u32 × n                         data = label (JSON ObjectLabel) for each
+//	Label    cap, ino u64, n u32, comp u32 × n                         data = label (an ObjectLabel in the MDS's body codec) for each
 //	Scan     cap (ino 0), ino u64 = 0, cursor bytes, limit u32         resp meta = next cursor, data = JSON []ScanEntry
 //
 // boot names the OSD process's incarnation (random per start, kept across
@@ -50,7 +50,6 @@ package osdproto
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -404,9 +403,9 @@ func DecodeBoot(b []byte) (uint64, error) {
 
 // ScanEntry is one object in a Scan response.
 type ScanEntry struct {
-	Ino     uint64          `json:"ino"`
-	Comp    uint32          `json:"comp"`
-	Version uint64          `json:"version"`
-	Len     int64           `json:"len"`
-	Label   json.RawMessage `json:"label,omitempty"`
+	Ino     uint64 `json:"ino"`
+	Comp    uint32 `json:"comp"`
+	Version uint64 `json:"version"`
+	Len     int64  `json:"len"`
+	Label   []byte `json:"label,omitempty"` // as the MDS wrote it (mds.decodeLabel)
 }

@@ -1,6 +1,6 @@
 // Package wire is braid's framed binary protocol on TCP, used for bulk data
-// between clients and OSDs and, with JSON bodies, for control traffic to the
-// MDS. Requests are pipelined: a connection carries many outstanding
+// between clients and OSDs and, with CBOR bodies (internal/mdsproto), for
+// control traffic to the MDS. Requests are pipelined: a connection carries many outstanding
 // requests, each tagged with an id, answered in any order.
 //
 // Frame format, version 1 (all integers little-endian):

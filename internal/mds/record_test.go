@@ -1,0 +1,45 @@
+package mds
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// A record keeps a name's bytes, format 1 (JSON) records still read,
+// and a record with a flipped bit or an unknown format is an error,
+// never a zero inode.
+func TestRecords(t *testing.T) {
+	in := inodeRec{Format: recFormat, Inode: mdsproto.Inode{Ino: 9, Type: mdsproto.TypeSymlink, Target: "t\xff"}, Parent: 1, Name: "n\xfe"}
+	b, err := encodeRecord(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out inodeRec
+	if err := decodeRecord(b, &out); err != nil || out.Name != in.Name || out.Target != in.Target || out.Ino != 9 {
+		t.Fatalf("round trip: %+v, %v", out, err)
+	}
+	legacy, _ := json.Marshal(inodeRec{Format: recFormat, Inode: mdsproto.Inode{Ino: 4, Type: mdsproto.TypeDir}, Name: "old"})
+	var old inodeRec
+	if err := decodeRecord(legacy, &old); err != nil || old.Ino != 4 || old.Name != "old" {
+		t.Fatalf("format 1 record: %+v, %v", old, err)
+	}
+	for i := range b {
+		for _, bit := range []byte{1, 0x80} {
+			bad := append([]byte(nil), b...)
+			bad[i] ^= bit
+			var v inodeRec
+			if err := decodeRecord(bad, &v); !errors.Is(err, wire.ErrInternal) {
+				t.Fatalf("byte %d bit %#x flipped: %+v, %v", i, bit, v, err)
+			}
+		}
+	}
+	for _, bad := range [][]byte{nil, {recordFormat}, {9, 0, 0, 0, 0, 0xa0}} {
+		if err := decodeRecord(bad, &out); !errors.Is(err, wire.ErrInternal) {
+			t.Errorf("%x: %v", bad, err)
+		}
+	}
+}
