@@ -44,6 +44,7 @@ var (
 	ErrPerm        error = wire.ErrPerm
 	ErrBusy        error = wire.ErrBusy
 	ErrTooBig      error = wire.ErrTooBig
+	ErrOverflow    error = wire.ErrOverflow // an answer too large for one frame
 	ErrLost        error = wire.ErrLost
 	ErrBadLayout   error = layout.ErrBadSpec
 )

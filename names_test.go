@@ -2,6 +2,7 @@ package braid_test
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -97,5 +98,42 @@ func TestNamesAreBytes(t *testing.T) {
 	x, err := cl.Xattr(ctx, braid.XattrRequest{Ino: f.Ino, Op: "get", Name: xname})
 	if err != nil || !bytes.Equal(x.Value, xval) {
 		t.Errorf("xattr %q: %q, %v", xname, x.Value, err)
+	}
+}
+
+// A listing is paged by bytes: a directory of 300 symlinks with 255-byte
+// names and 4,000-byte targets (1.3 MB of entries, past the 1 MiB frame)
+// lists completely, and no page is cut.
+func TestListingPagedByBytes(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	cl := c.Dial()
+	if err := cl.Mkdir(ctx, "/big", false); err != nil {
+		t.Fatal(err)
+	}
+	d, err := cl.Stat(ctx, "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	want := map[string]bool{}
+	for i := range n {
+		name := fmt.Sprintf("%03d%s", i, strings.Repeat("<", 252))
+		if _, err := cl.Symlink(ctx, d.Ino, name, strings.Repeat("t", 4000), 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = true
+	}
+	ents, err := cl.ReadDir(ctx, "/big")
+	if err != nil {
+		t.Fatalf("listing: %v", err)
+	}
+	for _, e := range ents {
+		if !want[e.Name] {
+			t.Fatalf("listed %q: not created, or listed twice", e.Name)
+		}
+		delete(want, e.Name)
+	}
+	if len(want) > 0 {
+		t.Fatalf("%d of %d entries not listed", len(want), n)
 	}
 }

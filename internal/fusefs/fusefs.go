@@ -185,6 +185,8 @@ func errno(err error) syscall.Errno {
 		return syscall.EAGAIN
 	case errors.Is(err, braid.ErrTooBig):
 		return syscall.EFBIG
+	case errors.Is(err, braid.ErrOverflow):
+		return syscall.EOVERFLOW
 	}
 	return syscall.EIO
 }

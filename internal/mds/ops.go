@@ -466,12 +466,18 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto
 		}); err != nil {
 			return err
 		}
+		page := 0
 		for i, ino := range inos {
 			rec, err := getInode(r, ino)
 			if err != nil {
 				return err
 			}
-			out.Entries = append(out.Entries, mdsproto.DirEntry{Name: names[i], Inode: rec.Inode})
+			e := mdsproto.DirEntry{Name: names[i], Inode: rec.Inode}
+			if page += entryBytesBound(e); page > readdirPageBytes && i > 0 {
+				out.More = true // the rest comes with the next page
+				break
+			}
+			out.Entries = append(out.Entries, e)
 		}
 		return nil
 	})
@@ -507,4 +513,22 @@ func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, er
 		}
 		return s.dropLink(tx, rec)
 	})
+}
+
+// readdirPageBytes bounds a page of a listing, well inside the frame
+// (wire.MaxMetaBytes): a page is cut by bytes as well as by count, so
+// long names and symlink targets make more pages, never a reply too
+// large to send.
+const readdirPageBytes = 256 << 10
+
+// entryBytesBound is at least what e takes in a reply: its strings and
+// lists, and a bound for every other field with its key.
+func entryBytesBound(e mdsproto.DirEntry) int {
+	const fixed = 512 // keys and scalar fields of DirEntry and Inode
+	in := e.Inode
+	n := fixed + len(e.Name) + len(in.Target) + len(in.DirLayout) + len(in.Type) + 9*(len(in.Dirty)+len(in.Extents))
+	if l := in.Layout; l != nil {
+		n += 64 + len(l.Spec) + 5*len(l.OSDs)
+	}
+	return n
 }

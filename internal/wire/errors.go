@@ -32,6 +32,7 @@ const (
 	ErrPerm        Code = 18 // operation not permitted on this kind of inode (EPERM)
 	ErrTooBig      Code = 19 // past the largest file the layout can hold (EFBIG)
 	ErrLost        Code = 20 // a component object is gone, short, or unusable as a whole
+	ErrOverflow    Code = 21 // the answer does not fit one frame (EOVERFLOW)
 )
 
 var codeNames = map[Code]string{
@@ -42,6 +43,7 @@ var codeNames = map[Code]string{
 	ErrUnavail: "unavailable", ErrUnknownOp: "unknown operation", ErrInvalid: "invalid argument",
 	ErrNameTooLong: "name too long", ErrBusy: "busy, retry later", ErrNoData: "no such attribute",
 	ErrPerm: "operation not permitted", ErrTooBig: "file too large", ErrLost: "component object lost",
+	ErrOverflow: "reply too large",
 }
 
 func (c Code) Error() string {

@@ -243,6 +243,10 @@ func (sc *serverConn) handle(ctx context.Context, h Header, req *Request) {
 	sc.s.fences.end(sc)
 	sc.releaseData(req.Data)
 	out := Header{Kind: KindResponse, Op: h.Op, ID: h.ID}
+	if err == nil && (len(resp.Meta) > MaxMetaBytes || len(resp.Data) > MaxDataBytes) {
+		// Cut to fit, it would decode as something else, or not at all.
+		err = Errorf(ErrOverflow, "op %d: reply of %d+%d bytes past the frame's %d+%d", h.Op, len(resp.Meta), len(resp.Data), MaxMetaBytes, MaxDataBytes)
+	}
 	if err != nil {
 		out.Status = CodeOf(err)
 		resp = Response{Meta: []byte(err.Error()), Release: resp.Release}
@@ -268,7 +272,7 @@ func (sc *serverConn) call(ctx context.Context, req *Request) (resp Response, er
 }
 
 func (sc *serverConn) write(h Header, meta, data []byte) error {
-	if len(meta) > MaxMetaBytes {
+	if len(meta) > MaxMetaBytes { // only an error's text can be this long: see handle
 		meta = meta[:MaxMetaBytes]
 	}
 	h.MetaLen, h.DataLen, h.DataCRC = uint32(len(meta)), uint32(len(data)), CRC(data)

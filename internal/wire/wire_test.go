@@ -107,6 +107,27 @@ func TestRemoteErrorCode(t *testing.T) {
 	}
 }
 
+// A reply too large for a frame is an explicit error, never cut to fit
+// (a listing once came back cut, and failed to decode), and the
+// connection goes on.
+func TestOversizedReplyIsAnError(t *testing.T) {
+	addr := startServer(t, func(_ context.Context, r *Request) (Response, error) {
+		return Response{Meta: make([]byte, MaxMetaBytes+int(r.Meta[0]))}, nil
+	})
+	c, err := Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	meta, _, err := c.Call(context.Background(), 1, []byte{1}, nil, nil)
+	if !errors.Is(err, ErrOverflow) {
+		t.Fatalf("a reply one byte too large: %d bytes, err %v; want ErrOverflow", len(meta), err)
+	}
+	if meta, _, err := c.Call(context.Background(), 1, []byte{0}, nil, nil); err != nil || len(meta) != MaxMetaBytes {
+		t.Fatalf("a reply of the largest size after it: %d bytes, %v", len(meta), err)
+	}
+}
+
 // TestMalformedFramesCloseConnection sends hostile byte streams; the server
 // must drop the connection and keep serving others.
 func TestMalformedFramesCloseConnection(t *testing.T) {
