@@ -20,8 +20,8 @@ import (
 //	5      ...  body    CBOR, in the protocol's codec (mdsproto.Marshal)
 //
 // Names inside records (an inode's entry name, a symlink's target) are
-// bytes, as on the wire. Format 1 records were JSON objects (their first
-// byte is '{'); they are still read, and rewritten in format 2 on their
+// bytes, as on the wire. Format 1 records were JSON (objects, and the
+// lock incarnation a number); they are still read, and rewritten in format 2 on their
 // next update. A record whose checksum or body does not decode is an
 // error, never a zero value: a flipped bit in the store is reported, not
 // taken for an empty inode. Values that are not records (directory
@@ -47,14 +47,14 @@ func encodeRecord(v any) ([]byte, error) {
 
 // decodeRecord decodes record b into v.
 func decodeRecord(b []byte, v any) error {
-	if len(b) > 0 && b[0] == '{' { // format 1
+	if len(b) > 0 && b[0] != recordFormat { // format 1: JSON text never starts with byte 2
 		if err := json.Unmarshal(b, v); err != nil {
-			return fmt.Errorf("%w: format 1 record undecodable: %v", wire.ErrInternal, err)
+			return fmt.Errorf("%w: record of %d bytes is neither format 2 nor JSON: %v", wire.ErrInternal, len(b), err)
 		}
 		return nil
 	}
-	if len(b) < recordHeaderLen || b[0] != recordFormat {
-		return fmt.Errorf("%w: record of %d bytes has no known format", wire.ErrInternal, len(b))
+	if len(b) < recordHeaderLen {
+		return fmt.Errorf("%w: record of %d bytes is shorter than its header", wire.ErrInternal, len(b))
 	}
 	body := b[recordHeaderLen:]
 	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[1:]); got != want {

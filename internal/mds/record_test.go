@@ -27,6 +27,10 @@ func TestRecords(t *testing.T) {
 	if err := decodeRecord(legacy, &old); err != nil || old.Ino != 4 || old.Name != "old" {
 		t.Fatalf("format 1 record: %+v, %v", old, err)
 	}
+	var n uint64
+	if err := decodeRecord([]byte("7"), &n); err != nil || n != 7 {
+		t.Fatalf("format 1 number record: %d, %v", n, err)
+	}
 	for i := range b {
 		for _, bit := range []byte{1, 0x80} {
 			bad := append([]byte(nil), b...)
