@@ -409,3 +409,49 @@ func seededRand(t testing.TB, stream uint64) *rand.Rand {
 	t.Logf("seed %d", seed)
 	return rand.New(rand.NewPCG(seed, stream))
 }
+
+// The number of extended attributes is bounded below what an inode's
+// record may hold when read back: past it a set is ENOSPC, never a
+// record the MDS can write but not read (which made the inode, its
+// directory's listing and the cluster's status unreadable).
+func TestXattrCountBounded(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	cl := c.Dial()
+	put(t, cl, "/f", "", []byte("x"))
+	fi, err := cl.Stat(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := 0
+	for ; set < 5000; set++ {
+		_, err := cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "set", Name: fmt.Sprintf("u%d", set)})
+		if errors.Is(err, braid.ErrNoSpace) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("xattr %d: %v", set, err)
+		}
+	}
+	if set == 5000 {
+		t.Fatalf("5,000 extended attributes taken: no bound")
+	}
+	if _, err := cl.Stat(ctx, "/f"); err != nil {
+		t.Fatalf("after %d extended attributes: %v", set, err)
+	}
+	if ents, err := cl.ReadDir(ctx, "/"); err != nil || len(ents) != 1 {
+		t.Fatalf("listing / after %d extended attributes: %d entries, %v", set, len(ents), err)
+	}
+	xs, err := cl.Xattr(ctx, braid.XattrRequest{Ino: fi.Ino, Op: "list"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, n := range xs.Names {
+		listed[n] = true
+	}
+	for i := range set {
+		if !listed[fmt.Sprintf("u%d", i)] {
+			t.Fatalf("u%d not listed among %d names", i, len(xs.Names))
+		}
+	}
+}

@@ -609,15 +609,22 @@ func (s *Server) removeOSD(ctx context.Context, req mdsproto.DrainReq) (struct{}
 		return struct{}{}, wire.Errorf(wire.ErrBusy, "OSD %d is up; stop it first", req.ID)
 	}
 	var holds int64
+	var ferr error
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		return r.Scan([]byte{'i'}, []byte{'j'}, func(k, val []byte) bool {
 			var rec inodeRec
-			if decodeRecord(val, &rec) == nil && rec.Layout != nil && slices.Contains(rec.Layout.OSDs, req.ID) {
+			if ferr = decodeRecord(val, &rec); ferr != nil {
+				return false // an inode that cannot be read may hold the OSD: refuse
+			}
+			if rec.Layout != nil && slices.Contains(rec.Layout.OSDs, req.ID) {
 				holds++
 			}
 			return holds == 0
 		})
 	})
+	if err == nil {
+		err = ferr
+	}
 	if err != nil {
 		return struct{}{}, err
 	}

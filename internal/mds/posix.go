@@ -18,8 +18,12 @@ const (
 	maxXattrName     = 255   // XATTR_NAME_MAX
 	maxXattrValue    = 65536 // XATTR_SIZE_MAX
 	maxXattrBytes    = 65536 // all of one inode's attributes together
+	maxXattrs        = 1024  // attributes of one inode: its record must decode (mdsproto.MaxBodyMapPairs)
 	maxLinksPerInode = 65000
 )
+
+// An inode's record must decode however many attributes it holds.
+var _ [mdsproto.MaxBodyMapPairs - maxXattrs - 1]struct{}
 
 func (s *Server) setattr(ctx context.Context, req mdsproto.SetattrReq) (mdsproto.Inode, error) {
 	return s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
@@ -193,6 +197,9 @@ func (s *Server) xattr(ctx context.Context, req mdsproto.XattrReq) (mdsproto.Xat
 			}
 			if req.Flags&mdsproto.XattrReplace != 0 && !exists {
 				return wire.Errorf(wire.ErrNoData, "%s", req.Name)
+			}
+			if !exists && len(rec.Xattrs) >= maxXattrs {
+				return wire.Errorf(wire.ErrNoSpace, "inode %d has %d extended attributes", req.Ino, len(rec.Xattrs))
 			}
 			total := len(req.Name) + len(req.Value)
 			for k, v := range rec.Xattrs {

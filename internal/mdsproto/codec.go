@@ -27,7 +27,7 @@ import (
 const (
 	maxBodyNesting     = 16
 	maxBodyArrayLength = 1 << 17 // entries in one list (a page of names)
-	maxBodyMapPairs    = 1 << 12 // fields of one message, or entries of one map
+	MaxBodyMapPairs    = 1 << 12 // fields of one message, or entries of one map (an inode's extended attributes stay below it)
 )
 
 // codec holds the encoding and decoding modes. They are immutable once
@@ -50,7 +50,7 @@ func mustCodec() codec {
 		TagsMd:             cbor.TagsForbidden,
 		MaxNestedLevels:    maxBodyNesting,
 		MaxArrayElements:   maxBodyArrayLength,
-		MaxMapPairs:        maxBodyMapPairs,
+		MaxMapPairs:        MaxBodyMapPairs,
 		ByteStringToString: cbor.ByteStringToStringAllowed,
 	}.DecMode()
 	if err != nil {
