@@ -185,6 +185,8 @@ func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
 			if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) {
 				break
 			}
+		} else if errors.Is(err, wire.ErrPoolClosed) {
+			break // the client is closed: no retry can dial
 		}
 		if attempt == 0 {
 			continue // a pooled connection the MDS closed: retry at once

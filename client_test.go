@@ -12,9 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/testcluster"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 var ctx = context.Background()
@@ -454,4 +456,27 @@ func TestXattrCountBounded(t *testing.T) {
 			t.Fatalf("u%d not listed among %d names", i, len(xs.Names))
 		}
 	}
+}
+
+// A request to the MDS from a closed client fails at once with
+// ErrPoolClosed, however long its I/O timeout: retrying a pool that will
+// never dial again only held a read-ahead (or any request still running
+// at Close) for the whole timeout.
+func TestClosedClientFailsAtOnce(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	cl := c.DialWith(func(o *braid.Options) { o.IOTimeout = time.Hour })
+	if err := cl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.Stat(ctx, "/")
+		if !errors.Is(err, wire.ErrPoolClosed) {
+			err = fmt.Errorf("stat after close: %v, want ErrPoolClosed", err)
+		} else {
+			err = nil
+		}
+		done <- err
+	}()
+	mustFinish(t, done, time.Minute, "stat on a closed client still retrying after a minute")
 }
