@@ -453,11 +453,9 @@ func (f *File) fillWindowLocked(gs []*gathered, mayWait bool) (filledStripes, in
 			wb.staged = start < f.committed && spec.M > 0
 			wb.cols = fl.cols
 		}
-		for _, e := range g.ext {
-			copy(wb.buf[e.off:], e.data)
-		}
 		wb.lo, wb.hi = 0, max(fl.valid, g.ext[len(g.ext)-1].end())
 		for _, e := range g.ext {
+			copy(wb.buf[e.off:], e.data)
 			wire.PutBuf(e.data) // copied: nothing else holds the extents of a stripe no longer gathered
 		}
 		g.ext = nil

@@ -284,8 +284,9 @@ func (e *env) layoutCmd() *cobra.Command {
 // put through a tabwriter, which takes byte 0xff for its escape and
 // counts widths in UTF-8.
 func printListing(w io.Writer, ents []braid.FileInfo) error {
-	sizeWidth := 1
+	modeWidth, sizeWidth := 1, 1
 	for _, en := range ents {
+		modeWidth = max(modeWidth, len(en.Mode.String()))
 		sizeWidth = max(sizeWidth, len(strconv.FormatInt(en.Size, 10)))
 	}
 	bw := bufio.NewWriter(w)
@@ -294,7 +295,7 @@ func printListing(w io.Writer, ents []braid.FileInfo) error {
 		if en.IsDir {
 			name += "/"
 		}
-		fmt.Fprintf(bw, "%11s  %*d  %s  %s\n", en.Mode, sizeWidth, en.Size, en.ModTime.Format(time.DateTime), name)
+		fmt.Fprintf(bw, "%*s  %*d  %s  %s\n", modeWidth, en.Mode, sizeWidth, en.Size, en.ModTime.Format(time.DateTime), name)
 	}
 	return bw.Flush()
 }

@@ -473,7 +473,11 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto
 				return err
 			}
 			e := mdsproto.DirEntry{Name: names[i], Inode: rec.Inode}
-			if page += entryBytesBound(e); page > readdirPageBytes && i > 0 {
+			b, err := mdsproto.Marshal(e)
+			if err != nil {
+				return err
+			}
+			if page += len(b); page > readdirPageBytes && i > 0 {
 				out.More = true // the rest comes with the next page
 				break
 			}
@@ -520,15 +524,3 @@ func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, er
 // long names and symlink targets make more pages, never a reply too
 // large to send.
 const readdirPageBytes = 256 << 10
-
-// entryBytesBound is at least what e takes in a reply: its strings and
-// lists, and a bound for every other field with its key.
-func entryBytesBound(e mdsproto.DirEntry) int {
-	const fixed = 512 // keys and scalar fields of DirEntry and Inode
-	in := e.Inode
-	n := fixed + len(e.Name) + len(in.Target) + len(in.DirLayout) + len(in.Type) + 9*(len(in.Dirty)+len(in.Extents))
-	if l := in.Layout; l != nil {
-		n += 64 + len(l.Spec) + 5*len(l.OSDs)
-	}
-	return n
-}

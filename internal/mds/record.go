@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -21,8 +20,9 @@ import (
 //
 // Names inside records (an inode's entry name, a symlink's target) are
 // bytes, as on the wire. Format 1 records were JSON (objects, and the
-// lock incarnation a number); they are still read, and rewritten in format 2 on their
-// next update. A record whose checksum or body does not decode is an
+// lock incarnation a number); they are still read, and rewritten in
+// format 2 on their next update. The "v" field inside a body is the
+// record's own schema version, apart from the container's format byte. A record whose checksum or body does not decode is an
 // error, never a zero value: a flipped bit in the store is reported, not
 // taken for an empty inode. Values that are not records (directory
 // entries, counters, markers) are raw bytes documented at their keys.
@@ -30,8 +30,6 @@ const (
 	recordFormat    = 2
 	recordHeaderLen = 5
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // encodeRecord returns v as a record.
 func encodeRecord(v any) ([]byte, error) {
@@ -41,27 +39,33 @@ func encodeRecord(v any) ([]byte, error) {
 	}
 	b := make([]byte, recordHeaderLen, recordHeaderLen+len(body))
 	b[0] = recordFormat
-	binary.LittleEndian.PutUint32(b[1:], crc32.Checksum(body, castagnoli))
+	binary.LittleEndian.PutUint32(b[1:], wire.CRC(body))
 	return append(b, body...), nil
 }
 
 // decodeRecord decodes record b into v.
 func decodeRecord(b []byte, v any) error {
-	if len(b) > 0 && b[0] != recordFormat { // format 1: JSON text never starts with byte 2
-		if err := json.Unmarshal(b, v); err != nil {
-			return fmt.Errorf("%w: record of %d bytes is neither format 2 nor JSON: %v", wire.ErrInternal, len(b), err)
-		}
-		return nil
+	if len(b) > 0 && b[0] != recordFormat { // JSON text never starts with byte 2
+		return decodeFormat1(b, v)
 	}
 	if len(b) < recordHeaderLen {
 		return fmt.Errorf("%w: record of %d bytes is shorter than its header", wire.ErrInternal, len(b))
 	}
 	body := b[recordHeaderLen:]
-	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[1:]); got != want {
+	if got, want := wire.CRC(body), binary.LittleEndian.Uint32(b[1:]); got != want {
 		return fmt.Errorf("%w: record checksum %08x, want %08x", wire.ErrInternal, got, want)
 	}
 	if err := mdsproto.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("%w: record undecodable: %v", wire.ErrInternal, err)
+	}
+	return nil
+}
+
+// decodeFormat1 decodes what the MDS stored before format 2 (records,
+// object labels): JSON.
+func decodeFormat1(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %d stored bytes are neither format 2 nor format 1 (JSON): %v", wire.ErrInternal, len(b), err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package mds
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -48,24 +49,14 @@ func TestRecords(t *testing.T) {
 	}
 }
 
-// entryBytesBound bounds what an entry takes in a reply, for the largest
-// entries a directory can hold.
-func TestEntryBytesBound(t *testing.T) {
-	name := string(make([]byte, maxNameBytes))
-	for _, e := range []mdsproto.DirEntry{
-		{Name: "a", Inode: mdsproto.Inode{Ino: 1, Type: mdsproto.TypeFile}},
-		{Name: name, Inode: mdsproto.Inode{Ino: 1<<64 - 1, Type: mdsproto.TypeSymlink, Mode: 1<<32 - 1, Size: -1 << 63,
-			Nlink: 1<<32 - 1, MtimeNs: -1 << 63, CtimeNs: -1 << 63, AtimeNs: -1 << 63, Uid: 1<<32 - 1, Gid: 1<<32 - 1,
-			Target: string(make([]byte, maxSymlinkBytes)), DirLayout: "ec:16+4,unit=16MiB,visit=64", SizeGen: 1<<64 - 1,
-			Dirty: make([]uint32, 24), Extents: []int64{-1 << 63, -1 << 63},
-			Layout: &mdsproto.Layout{Spec: "ec:16+4,unit=16MiB,visit=64", Groups: 1 << 30, OSDs: []uint32{1<<32 - 1, 1<<32 - 1}, Version: 1<<64 - 1}}},
-	} {
-		b, err := mdsproto.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bound := entryBytesBound(e); len(b) > bound {
-			t.Errorf("entry of %d bytes, bound %d", len(b), bound)
-		}
+// A recovery lists at most maxRecoverProblems problems, and says when
+// there were more, so its answer fits a frame.
+func TestRecoverProblemsBounded(t *testing.T) {
+	var out mdsproto.RecoverResp
+	for i := range 3 * maxRecoverProblems {
+		addProblem(&out, fmt.Sprint("problem ", i))
+	}
+	if len(out.Problems) != maxRecoverProblems+1 || out.Problems[maxRecoverProblems] != "more problems not listed" {
+		t.Fatalf("%d problems, last %q", len(out.Problems), out.Problems[len(out.Problems)-1])
 	}
 }

@@ -188,7 +188,7 @@ func (s *Server) recoverMeta(ctx context.Context, req mdsproto.RecoverReq) (mdsp
 	dirs := map[string]bool{"/": true}
 	for _, f := range all {
 		if !f.labeled {
-			out.Problems = append(out.Problems, fmt.Sprintf("inode %d: %d objects without a label; not restored", f.label.Ino, f.objects))
+			addProblem(&out, fmt.Sprintf("inode %d: %d objects without a label; not restored", f.label.Ino, f.objects))
 			continue
 		}
 		s.restoreFile(ctx, f.label, dirs, &out)
@@ -204,7 +204,7 @@ func (s *Server) scavenge(ctx context.Context, out *mdsproto.RecoverResp) (map[u
 	files := map[uint64]*scavenged{}
 	for id, v := range s.cluster.views(now) {
 		if v.State != mdsproto.StateUp {
-			out.Problems = append(out.Problems, fmt.Sprintf("OSD %d is %s: its objects were not scanned", id, v.State))
+			addProblem(out, fmt.Sprintf("OSD %d is %s: its objects were not scanned", id, v.State))
 			continue
 		}
 		cursor := ""
@@ -271,7 +271,7 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 	}
 	lay := &mdsproto.Layout{Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs, Version: l.Version}
 	if _, err := lay.Decode(); err != nil || l.Size < 0 || l.Ino <= rootIno {
-		out.Problems = append(out.Problems, fmt.Sprintf("inode %d: label invalid (layout %v, size %d)", l.Ino, err, l.Size))
+		addProblem(out, fmt.Sprintf("inode %d: label invalid (layout %v, size %d)", l.Ino, err, l.Size))
 		return
 	}
 	for _, target := range []string{p, fmt.Sprintf("%s/%d", lostFound, l.Ino)} {
@@ -319,7 +319,7 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 			return
 		}
 		if target != p {
-			out.Problems = append(out.Problems, fmt.Sprintf("inode %d (%s): %v", l.Ino, l.Path, err))
+			addProblem(out, fmt.Sprintf("inode %d (%s): %v", l.Ino, l.Path, err))
 		}
 	}
 }
@@ -336,11 +336,24 @@ func raiseCounter(tx kv.Txn, key []byte, n uint64) error {
 	return tx.Put(key, binary.BigEndian.AppendUint64(nil, n))
 }
 
-// decodeLabel reads an object's label: the protocol's codec, or JSON for
-// labels written before it (their first byte is '{').
+// decodeLabel reads an object's label: the protocol's codec, or format 1
+// (JSON, first byte '{') for labels written before it.
 func decodeLabel(b []byte, l *mdsproto.ObjectLabel) error {
-	if b[0] == '{' {
-		return json.Unmarshal(b, l)
+	if len(b) > 0 && b[0] == '{' {
+		return decodeFormat1(b, l)
 	}
 	return mdsproto.Unmarshal(b, l)
+}
+
+// maxRecoverProblems bounds the problems a recovery reports, so its
+// answer fits a frame however many files it could not restore.
+const maxRecoverProblems = 1000
+
+func addProblem(out *mdsproto.RecoverResp, msg string) {
+	switch n := len(out.Problems); {
+	case n < maxRecoverProblems:
+		out.Problems = append(out.Problems, msg)
+	case n == maxRecoverProblems:
+		out.Problems = append(out.Problems, "more problems not listed")
+	}
 }

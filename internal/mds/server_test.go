@@ -3,8 +3,11 @@ package mds_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/testcluster"
 	"github.com/braidfs/braid/internal/wire"
+	"github.com/fxamacker/cbor/v2"
 )
 
 func TestRestartLosesNothing(t *testing.T) {
@@ -312,11 +316,52 @@ func TestExtentLockRequestsRefused(t *testing.T) {
 	}
 }
 
-// mustBody is a request body written as JSON (mdsproto.BodyFromJSON).
+// mustBody is a request body written as JSON, field for field, so
+// hostile requests read as what they are. Integers keep their exact
+// value (up to 64 bits, signed or not); strings become byte strings, as
+// the codec sends them.
 func mustBody(text string) []byte {
-	b, err := mdsproto.BodyFromJSON(text)
+	d := json.NewDecoder(strings.NewReader(text))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		panic(err)
+	}
+	b, err := mdsproto.Marshal(exactNumbers(v))
 	if err != nil {
 		panic(err)
 	}
 	return b
 }
+
+// exactNumbers replaces JSON numbers with the integers they are, and
+// object keys with field names.
+func exactNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
+			return u
+		}
+		panic("not an integer: " + x)
+	case []any:
+		for i := range x {
+			x[i] = exactNumbers(x[i])
+		}
+	case map[string]any:
+		m := make(map[fieldName]any, len(x))
+		for k, e := range x {
+			m[fieldName(k)] = exactNumbers(e)
+		}
+		return m
+	}
+	return v
+}
+
+// fieldName is a map key naming a field: text, as the codec writes
+// struct fields' names, where any other string is bytes.
+type fieldName string
+
+func (n fieldName) MarshalCBOR() ([]byte, error) { return cbor.Marshal(string(n)) }

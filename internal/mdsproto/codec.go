@@ -1,10 +1,7 @@
 package mdsproto
 
 import (
-	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -78,50 +75,3 @@ func Unmarshal(b []byte, v any) error {
 	}
 	return nil
 }
-
-// BodyFromJSON turns a JSON object into a body, field for field, for
-// tools and for tests that write hostile requests readably. Integers
-// keep their exact value (up to 64 bits, signed or not); strings become
-// byte strings, as the codec sends them.
-func BodyFromJSON(text string) ([]byte, error) {
-	d := json.NewDecoder(strings.NewReader(text))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, fmt.Errorf("%w: %v", wire.ErrBadRequest, err)
-	}
-	return Marshal(exactNumbers(v))
-}
-
-// exactNumbers replaces JSON numbers with the integer they are, if they
-// are one.
-func exactNumbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
-			return u
-		}
-		f, _ := x.Float64()
-		return f
-	case []any:
-		for i := range x {
-			x[i] = exactNumbers(x[i])
-		}
-	case map[string]any:
-		m := make(map[fieldName]any, len(x))
-		for k, e := range x {
-			m[fieldName(k)] = exactNumbers(e)
-		}
-		return m
-	}
-	return v
-}
-
-// fieldName is a map key naming a field: text, as the codec writes
-// struct fields' names, where any other string is bytes.
-type fieldName string
-
-func (n fieldName) MarshalCBOR() ([]byte, error) { return cbor.Marshal(string(n)) }
