@@ -12,18 +12,19 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// Key space of the metadata engine (format 1):
+// Key space of the metadata engine. A "record" is record.go's format 2
+// (format byte, CRC32C, CBOR body; format 1 JSON still read):
 //
-//	i<ino be64>              inode record (JSON inodeRec)
+//	i<ino be64>              inode record (inodeRec)
 //	d<parent be64><name>     directory entry → child ino (be64)
-//	g<ino be64><version be64> objects of a removed file awaiting deletion (JSON gcRec)
-//	n<ino be64><txid be64>   an intent: a staged partial-stripe write (JSON intentRec)
+//	g<ino be64><version be64> objects of a removed file awaiting deletion (gcRec)
+//	n<ino be64><txid be64>   an intent: a staged partial-stripe write (intentRec)
 //	x<ino be64>              an orphan: unlinked while open, deleted at the last close
 //	h<ino be64>              heal index: the file has dirty components or a repair lock
-//	o<osd id be32>           OSD record (JSON osdRec)
+//	o<osd id be32>           OSD record (osdRec)
 //	u<uuid>                  OSD uuid → id (be32)
 //	s/next_ino, s/next_osd   counters (be64)
-//	s/cluster                cluster record (JSON clusterRec)
+//	s/cluster                cluster record (clusterRec)
 const (
 	rootIno      = 1
 	maxNameBytes = 255

@@ -17,7 +17,7 @@ import (
 // S3 users: access keys for the S3 gateway, stored in the metadata engine
 // so that every gateway of the cluster accepts the same keys.
 //
-//	S3u/<name>    user record (JSON s3UserRec, with the secret)
+//	S3u/<name>    user record (s3UserRec, with the secret)
 //	S3k/<access>  access key → name
 const (
 	maxS3Users       = 10_000

@@ -28,7 +28,7 @@
 //	60 4  crc      CRC32C of bytes 0..59
 //
 // Format 2 then keeps bytes 64..4095 for the object's label (label.go:
-// length, CRC32C, JSON naming the file's path, layout and size, written by
+// length, CRC32C, an mdsproto.ObjectLabel (CBOR; JSON before) naming the file's path, layout and size, written by
 // the MDS for scavenging). Then comes one little-endian CRC32C per 4 KiB
 // block of the data file, block b at offset 4096+4b (64+4b in format 1). A block's CRC covers the whole 4 KiB with bytes
 // past the end of the data file taken as zeros, so the last block's

@@ -12,7 +12,7 @@ import (
 
 // Labels (Swift's scavenging). Each object's sum file keeps, after the
 // fixed header, a label the MDS writes: which file the object belongs to,
-// its path, layout and size (JSON, mdsproto.ObjectLabel). If the MDS's
+// its path, layout and size (an mdsproto.ObjectLabel, opaque here). If the MDS's
 // store is lost, `braid recover-metadata` reads every OSD's labels and
 // rebuilds the namespace from them.
 //

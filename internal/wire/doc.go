@@ -1,7 +1,8 @@
 // Package wire is braid's framed binary protocol on TCP, used for bulk data
 // between clients and OSDs and, with CBOR bodies (internal/mdsproto), for
-// control traffic to the MDS. Requests are pipelined: a connection carries many outstanding
-// requests, each tagged with an id, answered in any order.
+// control traffic to the MDS. Requests are pipelined: a connection carries
+// many outstanding requests, each tagged with an id, answered in any order.
+// A reply too large for a frame is sent as error ErrOverflow, never cut.
 //
 // Frame format, version 1 (all integers little-endian):
 //
@@ -17,7 +18,7 @@
 //	26     2    reserved must be 0
 //	28     4    dataCRC  CRC32C (Castagnoli) of the data section
 //	32     4    hdrCRC   CRC32C of bytes 0..31 followed by the meta section
-//	36     ...  meta     op-specific header (binary or JSON); error text when status != 0
+//	36     ...  meta     op-specific header (binary, or CBOR to the MDS); error text when status != 0
 //	...    ...  data     bulk payload
 //
 // A receiver that finds a bad magic, version, kind, length or checksum
