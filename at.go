@@ -27,11 +27,19 @@ type (
 
 // Inode types in Attr.Type.
 const (
-	TypeFile    = mdsproto.TypeFile
-	TypeDir     = mdsproto.TypeDir
-	TypeSymlink = mdsproto.TypeSymlink
-	LayoutXattr = mdsproto.LayoutXattr
+	TypeFile     = mdsproto.TypeFile
+	TypeDir      = mdsproto.TypeDir
+	TypeSymlink  = mdsproto.TypeSymlink
+	TypeFIFO     = mdsproto.TypeFIFO
+	TypeSocket   = mdsproto.TypeSocket
+	TypeCharDev  = mdsproto.TypeCharDev
+	TypeBlockDev = mdsproto.TypeBlockDev
+	LayoutXattr  = mdsproto.LayoutXattr
 )
+
+// IsSpecial reports whether typ is a FIFO, socket or device node: an
+// inode only, whose I/O the kernel serves.
+func IsSpecial(typ string) bool { return mdsproto.IsSpecial(typ) }
 
 // RootIno is the root directory's inode number.
 const RootIno = 1
@@ -57,7 +65,7 @@ func (c *Client) SetAttr(ctx context.Context, req SetAttrRequest) (Attr, error) 
 	return in, err
 }
 
-// MkdirAt makes directory name in dir.
+// MkdirAt makes directory name in dir with mode as given (0 is 0).
 func (c *Client) MkdirAt(ctx context.Context, dir uint64, name string, mode, uid, gid uint32) (Attr, error) {
 	var in Attr
 	err := c.mds(ctx, mdsproto.OpMkdir, mdsproto.MkdirReq{Dir: dir, Path: name, Mode: mode, Uid: uid, Gid: gid}, &in)
@@ -65,7 +73,7 @@ func (c *Client) MkdirAt(ctx context.Context, dir uint64, name string, mode, uid
 }
 
 // CreateAt makes (or with o.Exclusive unset, replaces) file name in dir and
-// opens it for writing.
+// opens it for writing. o.Mode is used as given (0 is 0).
 func (c *Client) CreateAt(ctx context.Context, dir uint64, name string, o CreateOptions) (*File, error) {
 	var r mdsproto.OpenResp
 	h, sent := newHandle(), time.Now()
@@ -115,6 +123,15 @@ func (c *Client) ReadDirAt(ctx context.Context, dir uint64, after string, limit 
 func (c *Client) Link(ctx context.Context, ino, dir uint64, name string) (Attr, error) {
 	var in Attr
 	err := c.mds(ctx, mdsproto.OpLink, mdsproto.LinkReq{Ino: ino, Dir: dir, Name: name}, &in)
+	return in, err
+}
+
+// MknodAt makes name in dir a FIFO, socket or device node (typ is
+// TypeFIFO, TypeSocket, TypeCharDev or TypeBlockDev; rdev the device
+// number of a device node). It holds no data: the kernel serves its I/O.
+func (c *Client) MknodAt(ctx context.Context, dir uint64, name, typ string, mode uint32, rdev uint64, uid, gid uint32) (Attr, error) {
+	var in Attr
+	err := c.mds(ctx, mdsproto.OpMknod, mdsproto.MknodReq{Dir: dir, Name: name, Type: typ, Mode: mode, Rdev: rdev, Uid: uid, Gid: gid}, &in)
 	return in, err
 }
 

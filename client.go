@@ -227,16 +227,46 @@ func (c *Client) mdsWaitBusy(ctx context.Context, op uint16, req, out any) error
 	}
 }
 
-// FileInfo describes a file or directory.
+// FileInfo describes a file, directory, symlink or special file.
 type FileInfo struct {
 	Name    string
 	Ino     uint64
+	Type    string // TypeFile, TypeDir, TypeSymlink, TypeFIFO, TypeSocket, TypeCharDev or TypeBlockDev
 	IsDir   bool
 	Size    int64
-	Mode    fs.FileMode
+	Mode    fs.FileMode // permission, set-ID and sticky bits, and the type as io/fs spells it
 	ModTime time.Time
 	Nlink   uint32
+	Uid     uint32
+	Gid     uint32
+	Rdev    uint64  // device nodes: the device number, encoded as stat's st_rdev
+	Target  string  // symlinks
 	Layout  *Layout // files only
+}
+
+// fileModeTypes are io/fs's type bits for braid's inode types.
+var fileModeTypes = map[string]fs.FileMode{
+	mdsproto.TypeDir:      fs.ModeDir,
+	mdsproto.TypeSymlink:  fs.ModeSymlink,
+	mdsproto.TypeFIFO:     fs.ModeNamedPipe,
+	mdsproto.TypeSocket:   fs.ModeSocket,
+	mdsproto.TypeCharDev:  fs.ModeDevice | fs.ModeCharDevice,
+	mdsproto.TypeBlockDev: fs.ModeDevice,
+}
+
+// fileMode is mode (POSIX bits) and typ as an io/fs FileMode.
+func fileMode(typ string, mode uint32) fs.FileMode {
+	m := fs.FileMode(mode&0o777) | fileModeTypes[typ]
+	if mode&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if mode&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if mode&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
 }
 
 // Layout is a file's placed layout.
@@ -258,14 +288,9 @@ type Component struct {
 }
 
 func infoOf(name string, in mdsproto.Inode, eps map[uint32]mdsproto.Endpoint) FileInfo {
-	fi := FileInfo{Name: name, Ino: in.Ino, IsDir: in.Type == mdsproto.TypeDir, Size: in.Size,
-		Mode: fs.FileMode(in.Mode & 0o777), ModTime: time.Unix(0, in.MtimeNs), Nlink: in.Nlink}
-	switch in.Type {
-	case mdsproto.TypeDir:
-		fi.Mode |= fs.ModeDir
-	case mdsproto.TypeSymlink:
-		fi.Mode |= fs.ModeSymlink
-	}
+	fi := FileInfo{Name: name, Ino: in.Ino, Type: in.Type, IsDir: in.Type == mdsproto.TypeDir, Size: in.Size,
+		Mode: fileMode(in.Type, in.Mode), ModTime: time.Unix(0, in.MtimeNs), Nlink: in.Nlink,
+		Uid: in.Uid, Gid: in.Gid, Rdev: in.Rdev, Target: in.Target}
 	if l := in.Layout; l != nil {
 		fi.Layout = &Layout{Spec: l.Spec, Groups: l.Groups, Version: l.Version}
 		width := len(l.OSDs) / max(1, l.Groups)
@@ -300,7 +325,7 @@ func (c *Client) Stat(ctx context.Context, p string) (FileInfo, error) {
 // Mkdir creates directory p; with parents, missing parents too and an
 // existing directory is not an error.
 func (c *Client) Mkdir(ctx context.Context, p string, parents bool) error {
-	return c.mds(ctx, mdsproto.OpMkdir, mdsproto.MkdirReq{Path: p, Parents: parents}, nil)
+	return c.mds(ctx, mdsproto.OpMkdir, mdsproto.MkdirReq{Path: p, Parents: parents, Mode: 0o755}, nil)
 }
 
 // ReadDir lists directory p in name order.

@@ -28,7 +28,7 @@ type CreateOptions struct {
 	Layout    string // layout spec; "" inherits the directory's default
 	SizeHint  int64  // expected size, or -1 if unknown; files under 64 KiB are mirrored
 	Exclusive bool   // fail if the name exists instead of replacing it
-	Mode      uint32 // permission bits; 0 means 0644
+	Mode      uint32 // permission bits; Create takes 0 as 0644, CreateAt as given
 	Uid, Gid  uint32 // owner
 	// Atomic creates the file without a name and gives it the name (in
 	// place of any file there) only when Close succeeds: readers see the
@@ -126,6 +126,9 @@ func (c *Client) Create(ctx context.Context, p string, o CreateOptions) (*File, 
 		if _, err := layout.Parse(o.Layout); err != nil {
 			return nil, err
 		}
+	}
+	if o.Mode == 0 {
+		o.Mode = 0o644
 	}
 	var r mdsproto.OpenResp
 	h, sent := newHandle(), time.Now()

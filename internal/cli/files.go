@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/braidfs/braid"
@@ -171,15 +171,14 @@ func (e *env) statCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				kind := "file"
-				switch {
-				case fi.IsDir:
-					kind = "directory"
-				case fi.Mode&fs.ModeSymlink != 0:
-					kind = "symlink"
+				fmt.Fprintf(e.stdout, "path:     %s\ntype:     %s\nino:      %d\nsize:     %d\nmode:     %s\nowner:    %d:%d\nmodified: %s\nlinks:    %d\n",
+					args[0], typeName(fi.Type), fi.Ino, fi.Size, fi.Mode, fi.Uid, fi.Gid, fi.ModTime.Format(time.RFC3339Nano), fi.Nlink)
+				switch fi.Type {
+				case braid.TypeSymlink:
+					fmt.Fprintf(e.stdout, "target:   %s\n", fi.Target)
+				case braid.TypeCharDev, braid.TypeBlockDev:
+					fmt.Fprintf(e.stdout, "device:   %d:%d\n", unix.Major(fi.Rdev), unix.Minor(fi.Rdev))
 				}
-				fmt.Fprintf(e.stdout, "path:     %s\ntype:     %s\nino:      %d\nsize:     %d\nmode:     %s\nmodified: %s\nlinks:    %d\n",
-					args[0], kind, fi.Ino, fi.Size, fi.Mode, fi.ModTime.Format(time.RFC3339Nano), fi.Nlink)
 				if fi.IsDir {
 					li, err := c.GetLayout(ctx, args[0])
 					if err == nil {
@@ -189,7 +188,7 @@ func (e *env) statCmd() *cobra.Command {
 				}
 				l := fi.Layout
 				if l == nil {
-					return nil // a symlink holds no data
+					return nil // symlinks and special files hold no data
 				}
 				fmt.Fprintf(e.stdout, "layout:   %s\ngroups:   %d\nversion:  %d\ncomponents:\n", l.Spec, l.Groups, l.Version)
 				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -208,6 +207,25 @@ func (e *env) statCmd() *cobra.Command {
 			})
 		},
 	}
+}
+
+// typeName is how braid stat names an inode type.
+func typeName(t string) string {
+	if name, ok := typeNames[t]; ok {
+		return name
+	}
+	return t
+}
+
+// typeNames are how braid stat names inode types.
+var typeNames = map[string]string{
+	braid.TypeFile:     "file",
+	braid.TypeDir:      "directory",
+	braid.TypeSymlink:  "symlink",
+	braid.TypeFIFO:     "fifo",
+	braid.TypeSocket:   "socket",
+	braid.TypeCharDev:  "character device",
+	braid.TypeBlockDev: "block device",
 }
 
 func (e *env) rmCmd() *cobra.Command {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/testcluster"
+	"golang.org/x/sys/unix"
 )
 
 // cliEnv runs braid commands the way a user in a second terminal would:
@@ -297,5 +298,65 @@ func TestCLINamesAreBytes(t *testing.T) {
 		if got := e.must("get", "/"+n, "-"); got != string(rune('0'+i)) {
 			t.Errorf("get %q: %q, want %q", n, got, string(rune('0'+i)))
 		}
+	}
+}
+
+// braid stat, ls and check handle every file type: made through the
+// mount, each is described for what it is (a symlink once printed "type:
+// file" and then panicked), listed, and skipped by check, which verifies
+// only what holds data.
+func TestCLIEveryFileType(t *testing.T) {
+	e := cliEnv{t: t, bin: Binary(t), state: t.TempDir()}
+	mnt := t.TempDir()
+	startUp(t, e, filepath.Join(t.TempDir(), "cluster"), "--mount", mnt)
+	testcluster.Eventually(t, 30*time.Second, func() bool { return isMounted(mnt) },
+		func() string { return "braid up --mount: no mount" })
+	at := func(name string) string { return filepath.Join(mnt, name) }
+	testcluster.Eventually(t, 30*time.Second, func() bool {
+		return os.WriteFile(at("file"), []byte("data"), 0o755) == nil
+	}, func() string { return "no write through the mount" })
+	for what, err := range map[string]error{
+		"symlink": os.Symlink("file", at("link")),
+		"mkdir":   unix.Mkdir(at("dir"), 0o755),
+		"fifo":    unix.Mkfifo(at("fifo"), 0o600),
+		"chardev": unix.Mknod(at("chardev"), unix.S_IFCHR|0o600, int(unix.Mkdev(4, 64))),
+		"blkdev":  unix.Mknod(at("blkdev"), unix.S_IFBLK|0o600, int(unix.Mkdev(8, 1))),
+		"socket":  unix.Mknod(at("socket"), unix.S_IFSOCK|0o755, 0),
+	} {
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// Modes past the umask.
+	for name, mode := range map[string]uint32{"file": 0o4755, "dir": 0o1777, "chardev": 0o620} {
+		if err := unix.Chmod(at(name), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string][]string{
+		"/file":    {"type:     file", "mode:     urwxr-xr-x", "layout:"},
+		"/link":    {"type:     symlink", "target:   file"},
+		"/dir":     {"type:     directory", "mode:     dtrwxrwxrwx"},
+		"/fifo":    {"type:     fifo", "mode:     prw-------"},
+		"/chardev": {"type:     character device", "mode:     Dcrw--w----", "device:   4:64"},
+		"/blkdev":  {"type:     block device", "mode:     Drw-------", "device:   8:1"},
+		"/socket":  {"type:     socket", "mode:     Srwxr-xr-x"},
+	} {
+		out := e.must("stat", name)
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("braid stat %s: no %q in\n%s", name, w, out)
+			}
+		}
+	}
+	listing := e.must("ls", "/")
+	for _, w := range []string{"prw------- ", "Dcrw--w---- ", "Drw------- ", "Srwxr-xr-x ", "Lrwxrwxrwx ", "dtrwxrwxrwx "} {
+		if !strings.Contains(listing, w) {
+			t.Errorf("braid ls /: no %q in\n%s", w, listing)
+		}
+	}
+	out := e.must("check", "/")
+	if !strings.Contains(out, "0 problems") {
+		t.Errorf("braid check /: %s", out)
 	}
 }

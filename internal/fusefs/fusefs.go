@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -54,6 +55,8 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 	root := &node{m: m, ino: braid.RootIno}
 	neg := time.Duration(0)
 	srv, err := fs.Mount(dir, root, &fs.Options{
+		// Modes are braid's, 0 included (go-fuse otherwise shows 0 as 0644).
+		NullPermissions: true,
 		EntryTimeout:    &o.EntryTimeout,
 		AttrTimeout:     &o.AttrTimeout,
 		NegativeTimeout: &neg,
@@ -123,6 +126,10 @@ type node struct {
 	mu         sync.Mutex // guards writer and writerRefs
 	writer     *braid.File
 	writerRefs int
+
+	// privileged: the mode last seen has bits a write by another user
+	// may clear (set-user-ID or set-group-ID).
+	privileged atomic.Bool
 }
 
 var (
@@ -138,6 +145,7 @@ var (
 	_ = (fs.NodeOpendirHandler)((*node)(nil))
 	_ = (fs.NodeLinker)((*node)(nil))
 	_ = (fs.NodeSymlinker)((*node)(nil))
+	_ = (fs.NodeMknoder)((*node)(nil))
 	_ = (fs.NodeReadlinker)((*node)(nil))
 	_ = (fs.NodeStatfser)((*node)(nil))
 	_ = (fs.NodeGetxattrer)((*node)(nil))
@@ -191,14 +199,32 @@ func errno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
+// fileTypes maps braid's inode types to the kernel's.
+var fileTypes = map[string]uint32{
+	braid.TypeFile:     syscall.S_IFREG,
+	braid.TypeDir:      syscall.S_IFDIR,
+	braid.TypeSymlink:  syscall.S_IFLNK,
+	braid.TypeFIFO:     syscall.S_IFIFO,
+	braid.TypeSocket:   syscall.S_IFSOCK,
+	braid.TypeCharDev:  syscall.S_IFCHR,
+	braid.TypeBlockDev: syscall.S_IFBLK,
+}
+
 func typeBits(t string) uint32 {
-	switch t {
-	case braid.TypeDir:
-		return syscall.S_IFDIR
-	case braid.TypeSymlink:
-		return syscall.S_IFLNK
+	if bits, ok := fileTypes[t]; ok {
+		return bits
 	}
 	return syscall.S_IFREG
+}
+
+// typeOf is the braid type of the kernel's type bits in mode.
+func typeOf(mode uint32) (string, bool) {
+	for t, bits := range fileTypes {
+		if mode&syscall.S_IFMT == bits {
+			return t, true
+		}
+	}
+	return "", false
 }
 
 func fillAttr(a braid.Attr, out *fuse.Attr) {
@@ -207,7 +233,8 @@ func fillAttr(a braid.Attr, out *fuse.Attr) {
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = maxWriteBytes
 	out.Mode = typeBits(a.Type) | a.Mode&0o7777
-	out.Nlink = max(a.Nlink, 1)
+	out.Nlink = a.Nlink // 0 for an open file whose last name is gone
+	out.Rdev = uint32(a.Rdev)
 	out.Owner = fuse.Owner{Uid: a.Uid, Gid: a.Gid}
 	setTime := func(ns int64) (uint64, uint32) { return uint64(ns / 1e9), uint32(ns % 1e9) }
 	atime := a.AtimeNs
@@ -229,7 +256,59 @@ func (n *node) child(ctx context.Context, a braid.Attr, out *fuse.EntryOut) *fs.
 	fillAttr(a, &out.Attr)
 	out.SetEntryTimeout(n.m.opts.EntryTimeout)
 	out.SetAttrTimeout(n.m.opts.AttrTimeout)
-	return n.NewInode(ctx, &node{m: n.m, ino: a.Ino}, fs.StableAttr{Mode: typeBits(a.Type), Ino: a.Ino})
+	child := n.NewInode(ctx, &node{m: n.m, ino: a.Ino}, fs.StableAttr{Mode: typeBits(a.Type), Ino: a.Ino})
+	child.Operations().(*node).saw(a)
+	return child
+}
+
+// saw notes the attributes a reply carried.
+func (n *node) saw(a braid.Attr) {
+	n.privileged.Store(a.Mode&0o6000 != 0)
+}
+
+// dropPrivileges clears set-user-ID and set-group-ID before a write by a
+// caller without CAP_FSETID, as Linux does (should_remove_suid). The kernel
+// leaves it to the file system for direct-I/O writes, and braid's writers
+// use direct I/O. Caller identity stands in for the capability: uid 0 keeps
+// the bits (a root process that dropped CAP_FSETID is the one case missed).
+func (n *node) dropPrivileges(ctx context.Context) syscall.Errno {
+	if uid, _ := owner(ctx); uid == 0 || !n.privileged.CompareAndSwap(true, false) {
+		return 0
+	}
+	a, err := n.m.cl.SetAttr(uninterrupted(ctx), braid.SetAttrRequest{Ino: n.ino, KillSuidgid: true, WriterGroups: callerGroups(ctx)})
+	if err != nil {
+		n.privileged.Store(true)
+		return errno(err)
+	}
+	n.saw(a)
+	// The kernel still holds the old mode; a negative offset drops only
+	// the attributes, never pages under this write.
+	_ = n.NotifyContent(-1, 0)
+	return 0
+}
+
+// callerGroups lists the calling process's group and supplementary groups
+// (FUSE carries only the first; the rest are read from /proc).
+func callerGroups(ctx context.Context) []uint32 {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	groups := []uint32{c.Gid}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid))
+	if err != nil {
+		return groups // the process is gone: its supplementary groups no longer matter
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
+			for _, f := range strings.Fields(rest) {
+				if g, err := strconv.ParseUint(f, 10, 32); err == nil {
+					groups = append(groups, uint32(g))
+				}
+			}
+		}
+	}
+	return groups
 }
 
 func owner(ctx context.Context) (uid, gid uint32) {
@@ -257,6 +336,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	if err != nil {
 		return errno(err)
 	}
+	n.saw(a)
 	n.m.withWriterSize(&a)
 	fillAttr(a, &out.Attr)
 	out.SetTimeout(n.m.opts.AttrTimeout)
@@ -415,6 +495,43 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	a, err := n.m.cl.Link(ctx, t.ino, n.ino, name)
 	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, a, out), 0
+}
+
+func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
+	typ, ok := typeOf(mode)
+	if typ == braid.TypeFile {
+		return n.mknodFile(ctx, name, mode, out)
+	}
+	if !ok || !braid.IsSpecial(typ) {
+		return nil, syscall.EINVAL
+	}
+	if typ != braid.TypeCharDev && typ != braid.TypeBlockDev {
+		dev = 0
+	}
+	uid, gid := owner(ctx)
+	// dev is the kernel's 32-bit encoding, which is also st_rdev's for
+	// every number it can carry.
+	a, err := n.m.cl.MknodAt(ctx, n.ino, name, typ, mode&0o7777, uint64(dev), uid, gid)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, a, out), 0
+}
+
+// mknodFile makes an empty regular file (mknod S_IFREG): created and
+// closed at once.
+func (n *node) mknodFile(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	uid, gid := owner(ctx)
+	f, err := n.m.cl.CreateAt(ctx, n.ino, name, braid.CreateOptions{Mode: mode & 0o7777, SizeHint: 0, Exclusive: true, Uid: uid, Gid: gid})
+	if err != nil {
+		return nil, errno(err)
+	}
+	a := f.Attr()
+	if err := f.Close(); err != nil {
 		return nil, errno(err)
 	}
 	return n.child(ctx, a, out), 0
@@ -641,6 +758,9 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if e := h.n.dropPrivileges(ctx); e != 0 {
+		return 0, e
+	}
 	n, err := h.f.WriteAt(data, off)
 	if err != nil {
 		return uint32(n), errno(err)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -372,19 +371,6 @@ func TestPermissionsAsAnotherUser(t *testing.T) {
 	}
 	if err := os.Mkdir(filepath.Join(m, "rootdir"), 0o755); err != nil {
 		t.Fatal(err)
-	}
-	asUser := func(uid int, fn func() error) error {
-		done := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread() // the fsuid change stays on this thread, which then exits
-			if err := unix.Setfsgid(uid); err != nil {
-				done <- err
-				return
-			}
-			unix.Setfsuid(uid)
-			done <- fn()
-		}()
-		return <-done
 	}
 	_, err := os.ReadFile(secret)
 	if err != nil {

@@ -295,6 +295,7 @@ func (s *Server) dropLink(tx kv.Txn, rec *inodeRec) error {
 	}
 	if rec.Nlink > 1 {
 		rec.Nlink--
+		rec.CtimeNs = s.cfg.Now().UnixNano()
 		return putInode(tx, rec)
 	}
 	if kept, err := s.orphan(tx, rec); err != nil || kept {

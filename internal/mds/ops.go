@@ -39,9 +39,6 @@ func link(tx kv.Txn, dir *inodeRec, name string, child *inodeRec) error {
 }
 
 func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Inode, error) {
-	if req.Mode == 0 {
-		req.Mode = 0o755
-	}
 	parts, err := splitPath(req.Path)
 	if err != nil {
 		return mdsproto.Inode{}, err
@@ -99,7 +96,7 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 				return err
 			}
 			cur.Nlink++
-			cur.MtimeNs = d.MtimeNs
+			cur.MtimeNs, cur.CtimeNs = d.MtimeNs, d.MtimeNs
 			if err := putInode(tx, cur); err != nil {
 				return err
 			}
@@ -124,9 +121,6 @@ func (s *Server) place(spec layout.Spec, sizeHint int64) (layout.Layout, error) 
 // create makes a new file, replacing an existing one unless Exclusive; the
 // replaced file's objects are deleted once no name refers to it.
 func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.OpenResp, error) {
-	if req.Mode == 0 {
-		req.Mode = 0o644
-	}
 	if req.Unlinked && req.Handle == 0 {
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrInvalid, "an unlinked file needs a handle to hold it")
 	}
@@ -181,7 +175,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		if err := putInode(tx, rec); err != nil {
 			return err
 		}
-		dir.MtimeNs = rec.MtimeNs
+		dir.MtimeNs, dir.CtimeNs = rec.MtimeNs, rec.MtimeNs
 		if err := putInode(tx, dir); err != nil {
 			return err
 		}
@@ -291,8 +285,11 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 	if err != nil {
 		return mdsproto.OpenResp{}, err
 	}
-	if rec.Type != mdsproto.TypeFile || rec.Layout == nil {
+	switch {
+	case rec.Type == mdsproto.TypeDir:
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrIsDir, "%s", req.Path)
+	case rec.Type != mdsproto.TypeFile || rec.Layout == nil:
+		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrInvalid, "%s is a %s, which holds no data", req.Path, rec.Type)
 	}
 	if req.Write && rec.Repair.active(s.cfg.Now()) {
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", rec.Ino)
@@ -512,6 +509,7 @@ func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, er
 			return err
 		}
 		dir.MtimeNs = s.cfg.Now().UnixNano()
+		dir.CtimeNs = dir.MtimeNs
 		if err := putInode(tx, dir); err != nil {
 			return err
 		}

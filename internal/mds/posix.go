@@ -42,9 +42,50 @@ func (s *Server) setattr(ctx context.Context, req mdsproto.SetattrReq) (mdsproto
 		if req.MtimeNs != nil {
 			rec.MtimeNs = *req.MtimeNs
 		}
+		if req.KillSuidgid {
+			rec.Mode &^= killedOnWrite(rec.Mode, rec.Gid, req.WriterGroups)
+		}
 		rec.CtimeNs = s.cfg.Now().UnixNano()
 		return nil
 	})
+}
+
+// killedOnWrite is what a write by an unprivileged user clears from the
+// mode of a file of group gid (Linux's setattr_should_drop_suidgid):
+// set-user-ID always; set-group-ID with group execute, or without it when
+// the writer is not in the file's group.
+func killedOnWrite(mode, gid uint32, writerGroups []uint32) uint32 {
+	kill := mode & 0o4000
+	if mode&0o2000 != 0 && (mode&0o010 != 0 || !slices.Contains(writerGroups, gid)) {
+		kill |= 0o2000
+	}
+	return kill
+}
+
+// mknod makes a FIFO, socket or device node: an inode and a name, no data.
+func (s *Server) mknod(ctx context.Context, req mdsproto.MknodReq) (mdsproto.Inode, error) {
+	if !mdsproto.IsSpecial(req.Type) {
+		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "mknod of type %q", req.Type)
+	}
+	if req.Rdev != 0 && req.Type != mdsproto.TypeCharDev && req.Type != mdsproto.TypeBlockDev {
+		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "a %s has no device number", req.Type)
+	}
+	var out mdsproto.Inode
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		dir, err := newEntry(tx, req.Dir, req.Name)
+		if err != nil {
+			return err
+		}
+		rec, err := s.newInode(tx, req.Type, req.Mode)
+		if err != nil {
+			return err
+		}
+		rec.Rdev, rec.Uid, rec.Gid = req.Rdev, req.Uid, req.Gid
+		rec.Parent, rec.Name = dir.Ino, req.Name
+		out = rec.Inode
+		return addEntry(tx, dir, req.Name, rec)
+	})
+	return out, err
 }
 
 // checkName refuses names a directory entry cannot have.

@@ -57,6 +57,7 @@ func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, 
 			return err
 		}
 		srcDir.MtimeNs, dstDir.MtimeNs = now, now
+		srcDir.CtimeNs, dstDir.CtimeNs = now, now
 		if err := putInode(tx, srcDir); err != nil {
 			return err
 		}

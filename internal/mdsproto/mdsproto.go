@@ -50,14 +50,29 @@ const (
 	OpExtentRelease
 	OpLockWait
 	OpExtentReclaim
+	OpMknod
 )
 
-// File types.
+// File types. FIFOs, sockets and device nodes are inodes only: the
+// kernel serves their I/O, and their data never touches the OSDs.
 const (
-	TypeFile    = "file"
-	TypeDir     = "dir"
-	TypeSymlink = "symlink"
+	TypeFile     = "file"
+	TypeDir      = "dir"
+	TypeSymlink  = "symlink"
+	TypeFIFO     = "fifo"
+	TypeSocket   = "socket"
+	TypeCharDev  = "chardev"
+	TypeBlockDev = "blockdev"
 )
+
+// IsSpecial reports whether typ is a FIFO, socket or device node.
+func IsSpecial(typ string) bool {
+	switch typ {
+	case TypeFIFO, TypeSocket, TypeCharDev, TypeBlockDev:
+		return true
+	}
+	return false
+}
 
 // Layout is a placed layout as sent on the wire.
 type Layout struct {
@@ -90,6 +105,7 @@ type Inode struct {
 	Uid       uint32  `json:"uid,omitempty"`
 	Gid       uint32  `json:"gid,omitempty"`
 	Target    string  `json:"target,omitempty"`     // symlinks
+	Rdev      uint64  `json:"rdev,omitempty"`       // device nodes: the device number (Linux encoding)
 	Layout    *Layout `json:"layout,omitempty"`     // files
 	DirLayout string  `json:"dir_layout,omitempty"` // directories: default spec for new files
 	// Dirty lists components that missed writes while their OSD was
@@ -158,7 +174,7 @@ type MkdirReq struct {
 	Dir     uint64 `json:"dir,omitempty"`
 	Uid     uint32 `json:"uid,omitempty"`
 	Gid     uint32 `json:"gid,omitempty"`
-	Mode    uint32 `json:"mode"`
+	Mode    uint32 `json:"mode"` // as given: 0 is 0 (clients choose defaults)
 	Parents bool   `json:"parents"`
 }
 
@@ -167,7 +183,7 @@ type CreateReq struct {
 	Dir       uint64 `json:"dir,omitempty"`
 	Uid       uint32 `json:"uid,omitempty"`
 	Gid       uint32 `json:"gid,omitempty"`
-	Mode      uint32 `json:"mode"`
+	Mode      uint32 `json:"mode"`             // as given: 0 is 0 (clients choose defaults)
 	Layout    string `json:"layout,omitempty"` // empty: inherit
 	SizeHint  int64  `json:"size_hint"`        // -1 unknown; below 64 KiB the file is mirrored
 	Exclusive bool   `json:"exclusive"`
@@ -618,6 +634,13 @@ type SetattrReq struct {
 	Gid     *uint32 `json:"gid,omitempty"`
 	AtimeNs *int64  `json:"atime_ns,omitempty"`
 	MtimeNs *int64  `json:"mtime_ns,omitempty"`
+	// KillSuidgid clears set-user-ID and set-group-ID as a write by a
+	// user without CAP_FSETID does on Linux: set-group-ID without group
+	// execute stays if the file's group is one of WriterGroups (the
+	// writer's group and supplementary groups). Applied to the mode the
+	// MDS holds, so it cannot undo a chmod made since the client looked.
+	KillSuidgid  bool     `json:"kill_suidgid,omitempty"`
+	WriterGroups []uint32 `json:"writer_groups,omitempty"`
 }
 
 // LinkReq adds the name Name in directory Dir for file Ino (a hard link).
@@ -634,6 +657,17 @@ type SymlinkReq struct {
 	Target string `json:"target"`
 	Uid    uint32 `json:"uid,omitempty"`
 	Gid    uint32 `json:"gid,omitempty"`
+}
+
+// MknodReq makes a FIFO, socket or device node Name in Dir.
+type MknodReq struct {
+	Dir  uint64 `json:"dir"`
+	Name string `json:"name"`
+	Type string `json:"type"` // TypeFIFO, TypeSocket, TypeCharDev or TypeBlockDev
+	Mode uint32 `json:"mode"`
+	Rdev uint64 `json:"rdev,omitempty"`
+	Uid  uint32 `json:"uid,omitempty"`
+	Gid  uint32 `json:"gid,omitempty"`
 }
 
 // Xattr ops.
