@@ -46,6 +46,7 @@ var (
 	ErrTooBig      error = wire.ErrTooBig
 	ErrOverflow    error = wire.ErrOverflow // an answer too large for one frame
 	ErrLost        error = wire.ErrLost
+	ErrProtocol    error = wire.ErrProtocol // the server speaks no version this client does, or is not what was asked for
 	ErrBadLayout   error = layout.ErrBadSpec
 )
 
@@ -102,10 +103,25 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(opts.Network), encoders: map[[2]int]reedsolomon.Encoder{}}
 	c.life, c.endLife = context.WithCancel(context.Background())
 	c.locks = newLockSession(c)
-	if _, err := c.conns.Get(ctx, addr); err != nil {
+	if _, err := c.mdsConn(ctx); err != nil {
+		c.conns.Close()
+		c.endLife()
 		return nil, fmt.Errorf("braid: connect to MDS: %w", err)
 	}
 	return c, nil
+}
+
+// mdsConn is the connection to the MDS, dialled if needed: a server that
+// answers the handshake as something else is refused (ErrProtocol).
+func (c *Client) mdsConn(ctx context.Context) (*wire.Client, error) {
+	conn, err := c.conns.Get(ctx, c.mdsAddr)
+	if err != nil {
+		return nil, err
+	}
+	if role := conn.Welcome().Role; role != wire.RoleMDS {
+		return nil, wire.Errorf(wire.ErrProtocol, "%s answers as %q, not as the MDS", c.mdsAddr, role)
+	}
+	return conn, nil
 }
 
 // closeNoticeGrace bounds how long Close waits for requests still on
@@ -181,12 +197,12 @@ func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
 	backoff := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		var conn *wire.Client
-		if conn, err = c.conns.Get(ctx, c.mdsAddr); err == nil {
+		if conn, err = c.mdsConn(ctx); err == nil {
 			if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) {
 				break
 			}
-		} else if errors.Is(err, wire.ErrPoolClosed) {
-			break // the client is closed: no retry can dial
+		} else if errors.Is(err, wire.ErrPoolClosed) || errors.Is(err, wire.ErrProtocol) {
+			break // the client is closed, or the server will not speak with it: no retry helps
 		}
 		if attempt == 0 {
 			continue // a pooled connection the MDS closed: retry at once

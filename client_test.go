@@ -480,3 +480,26 @@ func TestClosedClientFailsAtOnce(t *testing.T) {
 	}()
 	mustFinish(t, done, time.Minute, "stat on a closed client still retrying after a minute")
 }
+
+// A client pointed at something that is not the MDS (an OSD's port, a
+// typo) is told so at once by the handshake, however long its I/O
+// timeout, instead of retrying or misreading answers.
+func TestDialingAnOSDAsTheMDS(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	opts := braid.DefaultOptions
+	opts.IOTimeout = time.Hour
+	done := make(chan error, 1)
+	go func() {
+		cl, err := braid.DialOptions(ctx, c.OSDs[0].Addr(), opts)
+		if err == nil {
+			cl.Close()
+			err = errors.New("dialled an OSD as the MDS")
+		} else if !errors.Is(err, braid.ErrProtocol) || !strings.Contains(err.Error(), `answers as "osd"`) {
+			err = fmt.Errorf("dial an OSD as the MDS: %v, want ErrProtocol naming the role", err)
+		} else {
+			err = nil
+		}
+		done <- err
+	}()
+	mustFinish(t, done, time.Minute, "dialling an OSD as the MDS still retrying after a minute")
+}

@@ -133,6 +133,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.ln = ln
 	ctx, s.stop = context.WithCancel(ctx)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.Limits{MaxInflightPerConn: 256, MaxInflightBytes: 64 << 20})
+	s.wsrv.Identify(wire.RoleMDS, 0)
 	s.labels.in = map[uint64]bool{}
 	s.wg.Add(6)
 	go func() { defer s.wg.Done(); s.labelLoop(ctx) }()

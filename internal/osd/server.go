@@ -102,6 +102,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, store: store, ln: ln, sb: sb, stop: cancel, boot: newBoot()}
 	s.id.Store(sb.OSDID)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.DefaultLimits)
+	s.wsrv.Identify(wire.RoleOSD, 0)
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
 	go func() { defer s.wg.Done(); s.heartbeatLoop(ctx) }()
@@ -316,7 +317,18 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 			if mds != nil {
 				mds.Close()
 			}
-			mds, _ = wire.DialOn(ctx, s.cfg.Network, s.cfg.MDSAddr)
+			var err error
+			mds, err = wire.DialOn(ctx, s.cfg.Network, s.cfg.MDSAddr)
+			if err == nil && mds.Welcome().Role != wire.RoleMDS {
+				err = wire.Errorf(wire.ErrProtocol, "%s answers as %q, not as the MDS", s.cfg.MDSAddr, mds.Welcome().Role)
+				mds.Close()
+			}
+			if err != nil {
+				mds = nil
+				if errors.Is(err, wire.ErrProtocol) {
+					s.cfg.Log.Warn("cannot heartbeat", "mds", s.cfg.MDSAddr, "err", err)
+				}
+			}
 		}
 		if mds != nil {
 			if err := s.heartbeat(ctx, mds); err != nil && ctx.Err() == nil {

@@ -25,8 +25,11 @@ type Client struct {
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]*call
-	err     error // set once the connection has failed
-	done    chan struct{}
+	err     error         // set once the connection has failed
+	done    chan struct{} // closed once the connection has failed
+
+	welcomed chan struct{} // closed when the server's welcome arrives
+	welcome  Welcome       // set before welcomed closes
 }
 
 type call struct {
@@ -44,7 +47,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 
 // NewClient starts a client on an established connection.
 func NewClient(conn net.Conn) *Client {
-	c := &Client{conn: conn, pending: map[uint64]*call{}, done: make(chan struct{})}
+	c := &Client{conn: conn, pending: map[uint64]*call{}, done: make(chan struct{}), welcomed: make(chan struct{})}
 	go c.readLoop()
 	return c
 }
@@ -128,8 +131,9 @@ func (c *Client) send(h Header, meta []byte, data [][]byte) error {
 // transport calls it: EOF, a reset, a closed pipe) as ErrClosed, so
 // callers retry on a new connection; a malformed frame stays ErrFrame.
 func transportErr(err error) error {
+	var remote *RemoteError
 	switch {
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrFrame):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrFrame), errors.As(err, &remote):
 		return err
 	case errors.Is(err, io.EOF):
 		return ErrClosed
@@ -148,6 +152,7 @@ func (c *Client) fail(err error) {
 	pending := c.pending
 	c.pending = map[uint64]*call{}
 	c.mu.Unlock()
+	close(c.done)
 	_ = c.conn.Close()
 	for _, cl := range pending {
 		cl.err = err
@@ -184,6 +189,9 @@ func (c *Client) readOne(br *bufio.Reader, hb []byte) error {
 	if err := checkHeaderCRC(hb, meta); err != nil {
 		return err
 	}
+	if h.ID == 0 && h.Op == OpHello {
+		return c.takeWelcome(h, meta)
+	}
 	c.mu.Lock()
 	cl := c.pending[h.ID]
 	delete(c.pending, h.ID)
@@ -213,4 +221,41 @@ func (c *Client) readOne(br *bufio.Reader, hb []byte) error {
 	}
 	close(cl.ready)
 	return nil
+}
+
+// takeWelcome takes the server's answer to the hello: a refusal ends the
+// connection with the server's reason (an ErrProtocol RemoteError, which
+// no caller retries); a welcome must name a version this build speaks.
+func (c *Client) takeWelcome(h Header, meta []byte) error {
+	select {
+	case <-c.welcomed:
+		return fmt.Errorf("%w: a second welcome", ErrFrame)
+	default:
+	}
+	if h.DataLen != 0 {
+		return fmt.Errorf("%w: welcome with data", ErrFrame)
+	}
+	if h.Status != OK {
+		return &RemoteError{Code: h.Status, Msg: string(meta)}
+	}
+	w, err := decodeWelcome(meta)
+	if err != nil {
+		return err
+	}
+	if w.Version < MinProtocolVersion || w.Version > ProtocolVersion {
+		return &RemoteError{Code: ErrProtocol, Msg: fmt.Sprintf("the %s chose braid protocol %d; this client speaks %d to %d", roleOr(w.Role), w.Version, MinProtocolVersion, ProtocolVersion)}
+	}
+	c.welcome = w
+	close(c.welcomed)
+	return nil
+}
+
+// Welcome is what the handshake settled (zero before it completes).
+func (c *Client) Welcome() Welcome {
+	select {
+	case <-c.welcomed:
+		return c.welcome
+	default:
+		return Welcome{}
+	}
 }

@@ -24,16 +24,21 @@
 // A receiver that finds a bad magic, version, kind, length or checksum
 // closes the connection: a byte stream cannot be resynchronised.
 //
-// Hello: a client's first frame on a connection is a request with op
-// OpHello (0xFFFF), id 0, no data, and meta = peer id u64, generation u64
-// (both non-zero). It gets no response. A connection whose first frame is
-// anything else is anonymous; a hello anywhere but first, or malformed,
-// closes the connection. A hello of a newer generation than the peer's
-// newest closes the peer's older connections and waits for their running
-// requests; nothing read from them runs afterwards (fence.go says why).
-// Servers from before the hello answer it as an unknown op, which a client
-// takes for a response to no request and closes the connection: clients
-// and servers are upgraded together (the version field stays 1). Meta and
-// data are separately bounded so a hostile peer cannot make a receiver
+// Handshake: a client's first frame on a connection is a hello (op
+// OpHello 0xFFFF, id 0, no data; handshake.go has its layout): the peer id
+// and generation fencing needs, the protocol versions the client speaks,
+// its features, and room for credentials. The server answers with a
+// welcome (id 0): the version both speak, the features both have, and its
+// role ("mds", "osd"), before it reads another frame. A server that shares
+// no version with the client, a hello of protocol 1 (16 bytes, from before
+// the handshake), a hello with credentials the server cannot check, and a
+// first frame that is not a hello are answered with ErrProtocol and why,
+// and the connection closes; a client refuses a welcome it cannot speak,
+// and the braid client refuses a server whose role is not the MDS it was
+// pointed at. A hello anywhere but first closes the connection. A hello of
+// a newer generation than the peer's newest closes the peer's older
+// connections and waits for their running requests; nothing read from
+// them runs afterwards (fence.go says why). Meta and data are separately
+// bounded so a hostile peer cannot make a receiver
 // allocate more than MaxMetaBytes+MaxDataBytes per frame.
 package wire

@@ -33,6 +33,7 @@ const (
 	ErrTooBig      Code = 19 // past the largest file the layout can hold (EFBIG)
 	ErrLost        Code = 20 // a component object is gone, short, or unusable as a whole
 	ErrOverflow    Code = 21 // the answer does not fit one frame (EOVERFLOW)
+	ErrProtocol    Code = 22 // the peers share no protocol version, or the server is not what the client wanted
 )
 
 var codeNames = map[Code]string{
@@ -43,7 +44,7 @@ var codeNames = map[Code]string{
 	ErrUnavail: "unavailable", ErrUnknownOp: "unknown operation", ErrInvalid: "invalid argument",
 	ErrNameTooLong: "name too long", ErrBusy: "busy, retry later", ErrNoData: "no such attribute",
 	ErrPerm: "operation not permitted", ErrTooBig: "file too large", ErrLost: "component object lost",
-	ErrOverflow: "reply too large",
+	ErrOverflow: "reply too large", ErrProtocol: "protocol mismatch",
 }
 
 func (c Code) Error() string {

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -38,39 +37,18 @@ import (
 // the server closed the connection it came on, so forgetting a peer whose
 // connections are all gone loses nothing (but for a connection the kernel
 // accepted and Serve has not taken yet, while over maxPeers/2 other peers
-// came and went). A connection that starts without a hello (an old client,
-// a test speaking raw frames) is anonymous and never fenced.
+// came and went). Every connection starts with a hello: one that does not
+// is refused (handshake.go).
 
-// OpHello is the first request of a fenced connection: meta = peer id u64,
-// generation u64. The server answers nothing: the client pipelines its
-// requests behind it; a refused hello closes the connection.
+// OpHello is the first request of every connection: the handshake
+// (handshake.go), which names the peer and generation fencing needs.
 const OpHello uint16 = 0xFFFF
-
-const helloMetaBytes = 16
 
 // maxPeers bounds the peers a server remembers without a connection.
 const maxPeers = 1 << 16
 
 // NewPeerID returns a random peer id for a Pool or a lone Client.
 func NewPeerID() uint64 { return rand.Uint64() | 1 } // never 0
-
-func encodeHello(id, gen uint64) []byte {
-	b := make([]byte, helloMetaBytes)
-	binary.LittleEndian.PutUint64(b, id)
-	binary.LittleEndian.PutUint64(b[8:], gen)
-	return b
-}
-
-func decodeHello(meta []byte) (id, gen uint64, err error) {
-	if len(meta) != helloMetaBytes {
-		return 0, 0, fmt.Errorf("%w: hello of %d bytes", ErrFrame, len(meta))
-	}
-	id, gen = binary.LittleEndian.Uint64(meta), binary.LittleEndian.Uint64(meta[8:])
-	if id == 0 || gen == 0 {
-		return 0, 0, fmt.Errorf("%w: hello without a peer or generation", ErrFrame)
-	}
-	return id, gen, nil
-}
 
 // peer is what a server knows of one client's connections.
 type peer struct {

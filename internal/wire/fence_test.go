@@ -167,7 +167,7 @@ func TestFencedConnectionRunsNothingMore(t *testing.T) {
 	}
 	defer raw.Close()
 	var stream []byte
-	stream = AppendFrame(stream, Header{Kind: KindRequest, Op: OpHello}, encodeHello(id, 1), nil)
+	stream = AppendFrame(stream, Header{Kind: KindRequest, Op: OpHello}, helloMeta(id, 1), nil)
 	stream = AppendFrame(stream, Header{Kind: KindRequest, Op: 1, ID: 1}, []byte("slow"), nil)
 	stream = AppendFrame(stream, Header{Kind: KindRequest, Op: 1, ID: 2}, []byte("queued"), nil)
 	if _, err := raw.Write(stream); err != nil {
@@ -211,11 +211,11 @@ func TestMalformedHellos(t *testing.T) {
 	req := AppendFrame(nil, Header{Kind: KindRequest, Op: 1, ID: 1}, []byte("x"), nil)
 	for name, stream := range map[string][]byte{
 		"short":       hello([]byte{1, 2, 3}, nil),
-		"zero peer":   hello(encodeHello(0, 1), nil),
-		"zero gen":    hello(encodeHello(1, 0), nil),
-		"with data":   hello(encodeHello(1, 1), []byte("data")),
-		"not first":   append(slices.Clone(req), hello(encodeHello(2, 1), nil)...),
-		"hello twice": append(hello(encodeHello(3, 1), nil), hello(encodeHello(3, 2), nil)...),
+		"zero peer":   hello(helloMeta(0, 1), nil),
+		"zero gen":    hello(helloMeta(1, 0), nil),
+		"with data":   hello(helloMeta(1, 1), []byte("data")),
+		"not first":   append(slices.Clone(req), hello(helloMeta(2, 1), nil)...),
+		"hello twice": append(hello(helloMeta(3, 1), nil), hello(helloMeta(3, 2), nil)...),
 	} {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -241,48 +241,31 @@ func TestMalformedHellos(t *testing.T) {
 	}
 }
 
-// BenchmarkSmallCalls: small calls from 16 goroutines over one loopback
-// connection, fenced (a Pool's, with a hello) and anonymous (raw frames
-// with no hello, never fenced): what fencing costs per request.
+// BenchmarkSmallCalls: small calls from 16 goroutines over one fenced
+// loopback connection (a Pool's): what a request costs with fencing.
 func BenchmarkSmallCalls(b *testing.B) {
-	for _, fenced := range []bool{true, false} {
-		name := "anonymous"
-		if fenced {
-			name = "fenced"
-		}
-		b.Run(name, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			s := NewServer(echo, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultLimits)
-			go s.Serve(context.Background(), ln)
-			defer s.Close()
-			var c *Client
-			if fenced {
-				c, err = NewPool().Get(context.Background(), ln.Addr().String())
-			} else {
-				var conn net.Conn
-				if conn, err = net.Dial("tcp", ln.Addr().String()); err == nil {
-					c = NewClient(conn)
-				}
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			b.SetParallelism(8) // 16 goroutines on 2 cores
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, _, err := c.Call(context.Background(), 1, []byte("m"), nil, nil); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
 	}
+	s := NewServer(echo, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultLimits)
+	go s.Serve(context.Background(), ln)
+	defer s.Close()
+	c, err := NewPool().Get(context.Background(), ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.SetParallelism(8) // 16 goroutines on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, _, err := c.Call(context.Background(), 1, []byte("m"), nil, nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
 
 // A closed pool dials nothing more: a request its owner started before

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 )
 
 // Network is how servers listen and clients dial: TCP in production, an
@@ -52,9 +53,26 @@ func dialFenced(ctx context.Context, nw Network, addr string, id, gen uint64) (*
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	c := NewClient(conn)
-	if err := c.send(Header{Kind: KindRequest, Op: OpHello}, encodeHello(id, gen), nil); err != nil {
+	hello := Hello{Peer: id, Gen: gen, MinVersion: MinProtocolVersion, MaxVersion: ProtocolVersion}
+	if err := c.send(Header{Kind: KindRequest, Op: OpHello}, hello.encode(), nil); err != nil {
 		c.fail(transportErr(err))
 		return nil, fmt.Errorf("dial %s: hello: %w", addr, c.Err())
 	}
-	return c, nil
+	t := time.NewTimer(handshakeTimeout)
+	defer t.Stop()
+	select {
+	case <-c.welcomed:
+		return c, nil
+	case <-c.done:
+		return nil, fmt.Errorf("dial %s: %w", addr, c.Err())
+	case <-ctx.Done():
+		c.fail(ErrClosed)
+		return nil, fmt.Errorf("dial %s: handshake: %w", addr, ctx.Err())
+	case <-t.C:
+		c.fail(ErrClosed)
+		return nil, fmt.Errorf("dial %s: %w: no answer to the handshake in %v (a server older than braid protocol 2 answers none)", addr, ErrClosed, handshakeTimeout)
+	}
 }
+
+// handshakeTimeout bounds the wait for a server's welcome.
+const handshakeTimeout = 10 * time.Second

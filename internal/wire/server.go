@@ -51,6 +51,8 @@ type Server struct {
 	limits   Limits
 	inflight *semaphore.Weighted
 	fences   *fences
+	role     string   // announced in the handshake
+	features Features // offered in the handshake
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -65,6 +67,12 @@ type Server struct {
 func NewServer(h Handler, log *slog.Logger, limits Limits) *Server {
 	return &Server{handler: h, log: log, limits: limits,
 		inflight: semaphore.NewWeighted(limits.MaxInflightBytes), fences: newFences(), conns: map[net.Conn]struct{}{}}
+}
+
+// Identify sets what the server announces in the handshake: its role
+// (RoleMDS, RoleOSD) and the features it has. Call it before Serve.
+func (s *Server) Identify(role string, features Features) {
+	s.role, s.features = role, features
 }
 
 // Serve accepts on ln until it is closed.
@@ -179,7 +187,7 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		if err := checkHeaderCRC(hb[:], meta); err != nil {
 			return err
 		}
-		if h.Op == OpHello {
+		if first || h.Op == OpHello {
 			if err := sc.hello(first, h, meta); err != nil {
 				return err
 			}
@@ -208,18 +216,37 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 	}
 }
 
-// hello attaches the connection to its peer (fence.go): only as its
-// first frame, without data.
+// hello answers the handshake (handshake.go) and attaches the connection
+// to its peer (fence.go). It must be the first frame, without data; a
+// first frame that is not one is answered with why, and the connection
+// closes.
 func (sc *serverConn) hello(first bool, h Header, meta []byte) error {
 	if !first || h.DataLen > 0 {
 		return fmt.Errorf("%w: hello must come first, without data", ErrFrame)
 	}
-	id, gen, err := decodeHello(meta)
-	if err != nil {
+	refuse := func(err error) error {
+		_ = sc.write(Header{Kind: KindResponse, Op: h.Op, ID: h.ID, Status: CodeOf(err)}, []byte(err.Error()), nil)
 		return err
 	}
+	if h.Op != OpHello {
+		return refuse(Errorf(ErrProtocol, "op %d before the handshake: this %s speaks braid protocol %d to %d, and every connection starts with a hello",
+			h.Op, roleOr(sc.s.role), MinProtocolVersion, ProtocolVersion))
+	}
+	hello, err := decodeHello(meta)
+	if err != nil {
+		return refuse(err)
+	}
+	w, err := negotiate(hello, sc.s.role, sc.s.features)
+	if err != nil {
+		return refuse(err)
+	}
 	_ = sc.conn.SetReadDeadline(time.Time{})
-	return sc.s.fences.hello(sc, id, gen)
+	// Welcome first: fencing may wait for an older connection's requests,
+	// and the client waits for the welcome before it sends any.
+	if err := sc.write(Header{Kind: KindResponse, Op: OpHello, ID: h.ID}, w.encode(), nil); err != nil {
+		return err
+	}
+	return sc.s.fences.hello(sc, hello.Peer, hello.Gen)
 }
 
 func (sc *serverConn) releaseData(data []byte) {
