@@ -68,7 +68,7 @@ func (c *Client) SetAttr(ctx context.Context, req SetAttrRequest) (Attr, error) 
 // MkdirAt makes directory name in dir with mode as given (0 is 0).
 func (c *Client) MkdirAt(ctx context.Context, dir uint64, name string, mode, uid, gid uint32) (Attr, error) {
 	var in Attr
-	err := c.mds(ctx, mdsproto.OpMkdir, mdsproto.MkdirReq{Dir: dir, Path: name, Mode: mode, Uid: uid, Gid: gid}, &in)
+	err := c.mutate(ctx, mdsproto.OpMkdir, &mdsproto.MkdirReq{Dir: dir, Path: name, Mode: mode, Uid: uid, Gid: gid}, &in)
 	return in, err
 }
 
@@ -77,7 +77,7 @@ func (c *Client) MkdirAt(ctx context.Context, dir uint64, name string, mode, uid
 func (c *Client) CreateAt(ctx context.Context, dir uint64, name string, o CreateOptions) (*File, error) {
 	var r mdsproto.OpenResp
 	h, sent := newHandle(), time.Now()
-	err := c.mds(ctx, mdsproto.OpCreate, mdsproto.CreateReq{Dir: dir, Path: name, Mode: o.Mode, Layout: o.Layout,
+	err := c.mutate(ctx, mdsproto.OpCreate, &mdsproto.CreateReq{Dir: dir, Path: name, Mode: o.Mode, Layout: o.Layout,
 		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid, Handle: h, Session: c.locks.id}, &r)
 	if err != nil {
 		return nil, err
@@ -102,13 +102,13 @@ func (c *Client) RemoveAt(ctx context.Context, dir uint64, name string, dirOnly 
 	if dirOnly {
 		want = "dir"
 	}
-	return c.mds(ctx, mdsproto.OpRemove, mdsproto.PathReq{Dir: dir, Path: name, Want: want}, nil)
+	return c.mutate(ctx, mdsproto.OpRemove, &mdsproto.PathReq{Dir: dir, Path: name, Want: want}, nil)
 }
 
 // RenameAt moves fromDir/from to toDir/to atomically; with noReplace an
 // existing target is an error (ErrExists) instead of being replaced.
 func (c *Client) RenameAt(ctx context.Context, fromDir uint64, from string, toDir uint64, to string, noReplace bool) error {
-	return c.mds(ctx, mdsproto.OpRename, mdsproto.RenameReq{FromDir: fromDir, From: from, ToDir: toDir, To: to, NoReplace: noReplace}, nil)
+	return c.mutate(ctx, mdsproto.OpRename, &mdsproto.RenameReq{FromDir: fromDir, From: from, ToDir: toDir, To: to, NoReplace: noReplace}, nil)
 }
 
 // ReadDirAt lists up to limit entries of dir after the name after, in name
@@ -122,7 +122,7 @@ func (c *Client) ReadDirAt(ctx context.Context, dir uint64, after string, limit 
 // Link adds name in dir as another name of file ino.
 func (c *Client) Link(ctx context.Context, ino, dir uint64, name string) (Attr, error) {
 	var in Attr
-	err := c.mds(ctx, mdsproto.OpLink, mdsproto.LinkReq{Ino: ino, Dir: dir, Name: name}, &in)
+	err := c.mutate(ctx, mdsproto.OpLink, &mdsproto.LinkReq{Ino: ino, Dir: dir, Name: name}, &in)
 	return in, err
 }
 
@@ -131,21 +131,26 @@ func (c *Client) Link(ctx context.Context, ino, dir uint64, name string) (Attr, 
 // number of a device node). It holds no data: the kernel serves its I/O.
 func (c *Client) MknodAt(ctx context.Context, dir uint64, name, typ string, mode uint32, rdev uint64, uid, gid uint32) (Attr, error) {
 	var in Attr
-	err := c.mds(ctx, mdsproto.OpMknod, mdsproto.MknodReq{Dir: dir, Name: name, Type: typ, Mode: mode, Rdev: rdev, Uid: uid, Gid: gid}, &in)
+	err := c.mutate(ctx, mdsproto.OpMknod, &mdsproto.MknodReq{Dir: dir, Name: name, Type: typ, Mode: mode, Rdev: rdev, Uid: uid, Gid: gid}, &in)
 	return in, err
 }
 
 // Symlink makes name in dir a symbolic link to target.
 func (c *Client) Symlink(ctx context.Context, dir uint64, name, target string, uid, gid uint32) (Attr, error) {
 	var in Attr
-	err := c.mds(ctx, mdsproto.OpSymlink, mdsproto.SymlinkReq{Dir: dir, Name: name, Target: target, Uid: uid, Gid: gid}, &in)
+	err := c.mutate(ctx, mdsproto.OpSymlink, &mdsproto.SymlinkReq{Dir: dir, Name: name, Target: target, Uid: uid, Gid: gid}, &in)
 	return in, err
 }
 
 // Xattr gets, sets, lists or removes extended attributes of an inode.
 func (c *Client) Xattr(ctx context.Context, req XattrRequest) (XattrResult, error) {
 	var out XattrResult
-	err := c.mds(ctx, mdsproto.OpXattr, req, &out)
+	var err error
+	if req.Op == mdsproto.XattrSet || req.Op == mdsproto.XattrRemove {
+		err = c.mutate(ctx, mdsproto.OpXattr, &req, &out)
+	} else {
+		err = c.mds(ctx, mdsproto.OpXattr, req, &out)
+	}
 	return out, err
 }
 

@@ -80,6 +80,7 @@ type Client struct {
 	// their leases then, as they would if the process had died.
 	life    context.Context
 	endLife context.CancelFunc
+	once    *onceSession // names namespace mutations (once.go)
 	// notices are requests sent behind the caller for no longer than
 	// the client lives (a reader's lease release, a scrub request);
 	// Close waits for them, so none outlives the client.
@@ -103,6 +104,7 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(opts.Network), encoders: map[[2]int]reedsolomon.Encoder{}}
 	c.life, c.endLife = context.WithCancel(context.Background())
 	c.locks = newLockSession(c)
+	c.once = newOnceSession()
 	if _, err := c.mdsConn(ctx); err != nil {
 		c.conns.Close()
 		c.endLife()
@@ -341,7 +343,7 @@ func (c *Client) Stat(ctx context.Context, p string) (FileInfo, error) {
 // Mkdir creates directory p; with parents, missing parents too and an
 // existing directory is not an error.
 func (c *Client) Mkdir(ctx context.Context, p string, parents bool) error {
-	return c.mds(ctx, mdsproto.OpMkdir, mdsproto.MkdirReq{Path: p, Parents: parents, Mode: 0o755}, nil)
+	return c.mutate(ctx, mdsproto.OpMkdir, &mdsproto.MkdirReq{Path: p, Parents: parents, Mode: 0o755}, nil)
 }
 
 // ReadDir lists directory p in name order.
@@ -366,12 +368,12 @@ func (c *Client) ReadDir(ctx context.Context, p string) ([]FileInfo, error) {
 // Remove deletes a file or an empty directory. A file's objects are
 // deleted from the OSDs in the background.
 func (c *Client) Remove(ctx context.Context, p string) error {
-	return c.mds(ctx, mdsproto.OpRemove, mdsproto.PathReq{Path: p}, nil)
+	return c.mutate(ctx, mdsproto.OpRemove, &mdsproto.PathReq{Path: p}, nil)
 }
 
 // Rename moves from to to atomically, replacing a file or empty directory.
 func (c *Client) Rename(ctx context.Context, from, to string) error {
-	return c.mds(ctx, mdsproto.OpRename, mdsproto.RenameReq{From: from, To: to}, nil)
+	return c.mutate(ctx, mdsproto.OpRename, &mdsproto.RenameReq{From: from, To: to}, nil)
 }
 
 // LayoutInfo is what `braid layout get` shows.

@@ -132,7 +132,7 @@ func (c *Client) Create(ctx context.Context, p string, o CreateOptions) (*File, 
 	}
 	var r mdsproto.OpenResp
 	h, sent := newHandle(), time.Now()
-	err := c.mds(ctx, mdsproto.OpCreate, mdsproto.CreateReq{Path: p, Mode: o.Mode, Layout: o.Layout,
+	err := c.mutate(ctx, mdsproto.OpCreate, &mdsproto.CreateReq{Path: p, Mode: o.Mode, Layout: o.Layout,
 		SizeHint: o.SizeHint, Exclusive: o.Exclusive, Uid: o.Uid, Gid: o.Gid, Handle: h, Session: c.locks.id, Unlinked: o.Atomic}, &r)
 	if err != nil {
 		return nil, err

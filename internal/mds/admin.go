@@ -297,7 +297,7 @@ func layoutBytes(rec *inodeRec, comps []uint32) int64 {
 func (s *Server) gcLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.GCEvery)
 	defer t.Stop()
-	var cursor []byte
+	var cursor, onceCursor []byte
 	for {
 		select {
 		case <-ctx.Done():
@@ -309,6 +309,9 @@ func (s *Server) gcLoop(ctx context.Context) {
 			s.cfg.Log.Warn("object deletion pass", "err", err)
 		}
 		cursor = next
+		if onceCursor, err = s.sweepOnce(ctx, onceCursor); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("mutation record sweep", "err", err)
+		}
 	}
 }
 

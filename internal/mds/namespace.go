@@ -22,6 +22,7 @@ import (
 //	x<ino be64>              an orphan: unlinked while open, deleted at the last close
 //	h<ino be64>              heal index: the file has dirty components or a repair lock
 //	o<osd id be32>           OSD record (osdRec)
+//	r<session be64><seq be64> a named mutation's outcome, for its retries (onceRec; once.go)
 //	u<uuid>                  OSD uuid → id (be32)
 //	s/next_ino, s/next_osd   counters (be64)
 //	s/cluster                cluster record (clusterRec)

@@ -50,7 +50,7 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrExists, "/")
 	}
 	var out *inodeRec
-	err = s.kv.Update(ctx, func(tx kv.Txn) error {
+	err = s.mutate(ctx, func(tx kv.Txn) error {
 		base := req.Dir
 		if base == 0 {
 			base = rootIno
@@ -103,6 +103,7 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 			cur = d
 		}
 		out = cur
+		noteOnce(ctx, cur.Ino)
 		return nil
 	})
 	if err != nil {
@@ -125,7 +126,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrInvalid, "an unlinked file needs a handle to hold it")
 	}
 	var rec *inodeRec
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+	err := s.mutate(ctx, func(tx kv.Txn) error {
 		dir, name, err := resolveParent(tx, req.Dir, req.Path)
 		if err != nil {
 			return err
@@ -168,6 +169,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		}
 		rec.Uid, rec.Gid = req.Uid, req.Gid
 		rec.Layout = toWire(l)
+		noteOnce(ctx, rec.Ino)
 		if req.Unlinked {
 			return s.createUnlinked(tx, rec, req.Handle)
 		}
@@ -301,7 +303,7 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 // other records in it too).
 func (s *Server) updateInode(ctx context.Context, ino uint64, fn func(kv.Txn, *inodeRec) error) (mdsproto.Inode, error) {
 	var out *inodeRec
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+	err := s.mutate(ctx, func(tx kv.Txn) error {
 		rec, err := getInode(tx, ino)
 		if err != nil {
 			return err
@@ -486,7 +488,7 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto
 }
 
 func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, error) {
-	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error {
+	return struct{}{}, s.mutate(ctx, func(tx kv.Txn) error {
 		dir, name, rec, err := resolveEntry(tx, req.Dir, req.Path)
 		if err != nil {
 			return err

@@ -71,7 +71,7 @@ func (s *Server) mknod(ctx context.Context, req mdsproto.MknodReq) (mdsproto.Ino
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "a %s has no device number", req.Type)
 	}
 	var out mdsproto.Inode
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+	err := s.mutate(ctx, func(tx kv.Txn) error {
 		dir, err := newEntry(tx, req.Dir, req.Name)
 		if err != nil {
 			return err
@@ -82,6 +82,7 @@ func (s *Server) mknod(ctx context.Context, req mdsproto.MknodReq) (mdsproto.Ino
 		}
 		rec.Rdev, rec.Uid, rec.Gid = req.Rdev, req.Uid, req.Gid
 		rec.Parent, rec.Name = dir.Ino, req.Name
+		noteOnce(ctx, rec.Ino)
 		out = rec.Inode
 		return addEntry(tx, dir, req.Name, rec)
 	})
@@ -126,7 +127,7 @@ func newEntry(tx kv.Txn, dirIno uint64, name string) (*inodeRec, error) {
 // link adds a hard link to a file.
 func (s *Server) hardLink(ctx context.Context, req mdsproto.LinkReq) (mdsproto.Inode, error) {
 	var out mdsproto.Inode
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+	err := s.mutate(ctx, func(tx kv.Txn) error {
 		dir, err := newEntry(tx, req.Dir, req.Name)
 		if err != nil {
 			return err
@@ -143,6 +144,7 @@ func (s *Server) hardLink(ctx context.Context, req mdsproto.LinkReq) (mdsproto.I
 		}
 		rec.Nlink++
 		rec.CtimeNs = s.cfg.Now().UnixNano()
+		noteOnce(ctx, rec.Ino)
 		out = rec.Inode
 		return addEntry(tx, dir, req.Name, rec)
 	})
@@ -166,7 +168,7 @@ func (s *Server) symlink(ctx context.Context, req mdsproto.SymlinkReq) (mdsproto
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrNameTooLong, "symlink target of %d bytes", len(req.Target))
 	}
 	var out mdsproto.Inode
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+	err := s.mutate(ctx, func(tx kv.Txn) error {
 		dir, err := newEntry(tx, req.Dir, req.Name)
 		if err != nil {
 			return err
@@ -177,6 +179,7 @@ func (s *Server) symlink(ctx context.Context, req mdsproto.SymlinkReq) (mdsproto
 		}
 		rec.Target, rec.Size, rec.Uid, rec.Gid = req.Target, int64(len(req.Target)), req.Uid, req.Gid
 		rec.Parent, rec.Name = dir.Ino, req.Name
+		noteOnce(ctx, rec.Ino)
 		out = rec.Inode
 		return addEntry(tx, dir, req.Name, rec)
 	})

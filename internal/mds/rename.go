@@ -14,7 +14,7 @@ import (
 // not move into its own subtree.
 func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, error) {
 	var renamed *inodeRec
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+	err := s.mutate(ctx, func(tx kv.Txn) error {
 		renamed = nil
 		srcDir, srcName, src, err := resolveEntry(tx, req.FromDir, req.From)
 		if err != nil {

@@ -265,7 +265,10 @@ func (s *Server) Close() {
 
 // handle decodes a request, runs its op and encodes the answer.
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
-	out, err := s.dispatch(ctx, r)
+	ctx, out, done, err := s.onceBegin(ctx, r)
+	if err == nil && !done {
+		out, err = s.dispatch(ctx, r)
+	}
 	if err != nil {
 		return wire.Response{}, err
 	}

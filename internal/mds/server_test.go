@@ -77,6 +77,8 @@ func FuzzHandler(f *testing.F) {
 		f.Add(op, mustBody(`{"path":"/a/b","from":"/a","to":"/a/b/c","spec":"ec:2+1","layout":"mirror:2","size_hint":10,"ino":2,"size":-5,"dirty":[99]}`))
 	}
 	f.Add(mdsproto.OpCreate, mustBody(`{"path":"/x","layout":"ec:1+1,unit=16MiB"}`))
+	f.Add(mdsproto.OpRemove, mustBody(`{"once_session":5,"once_seq":1,"once_floor":18446744073709551615,"path":"/a"}`))
+	f.Add(mdsproto.OpMkdir, mustBody(`{"once_session":5,"once_seq":18446744073709551615,"once_floor":2,"path":"/a"}`))
 	f.Add(mdsproto.OpMkdir, mustBody(`{"path":"`+string(bytes.Repeat([]byte("a/"), 3000))+`","parents":true}`))
 	f.Add(mdsproto.OpMkdir, []byte(`{"path":"/json","parents":true}`)) // format 1: refused, nothing else
 	f.Add(uint16(9999), []byte{0xf6})                                  // CBOR null

@@ -161,7 +161,21 @@ type HeartbeatResp struct {
 // PathReq names a file or directory: Path from the root, or, with Dir
 // set, Path relative to directory Dir (by ino; a FUSE mount names entries
 // this way).
+// Once names a namespace mutation for exactly-once execution (MDS
+// once.go): the client session, the mutation's sequence number in it
+// (sent again unchanged on every retry), and the session's floor, below
+// which every mutation has been answered. Zero: unnamed, runs each time.
+type Once struct {
+	Session uint64 `json:"once_session,omitempty"`
+	Seq     uint64 `json:"once_seq,omitempty"`
+	Floor   uint64 `json:"once_floor,omitempty"`
+}
+
+// SetOnce names the request it is embedded in.
+func (o *Once) SetOnce(v Once) { *o = v }
+
 type PathReq struct {
+	Once
 	Path string `json:"path"`
 	Dir  uint64 `json:"dir,omitempty"`
 	// Want, for Remove: "file" refuses directories (unlink, EISDIR), "dir"
@@ -170,6 +184,7 @@ type PathReq struct {
 }
 
 type MkdirReq struct {
+	Once
 	Path    string `json:"path"`
 	Dir     uint64 `json:"dir,omitempty"`
 	Uid     uint32 `json:"uid,omitempty"`
@@ -179,6 +194,7 @@ type MkdirReq struct {
 }
 
 type CreateReq struct {
+	Once
 	Path      string `json:"path"`
 	Dir       uint64 `json:"dir,omitempty"`
 	Uid       uint32 `json:"uid,omitempty"`
@@ -376,6 +392,7 @@ type ReaddirResp struct {
 }
 
 type RenameReq struct {
+	Once
 	From    string `json:"from"`
 	To      string `json:"to"`
 	FromDir uint64 `json:"from_dir,omitempty"` // From is relative to this directory
@@ -645,6 +662,7 @@ type SetattrReq struct {
 
 // LinkReq adds the name Name in directory Dir for file Ino (a hard link).
 type LinkReq struct {
+	Once
 	Ino  uint64 `json:"ino"`
 	Dir  uint64 `json:"dir"`
 	Name string `json:"name"`
@@ -652,6 +670,7 @@ type LinkReq struct {
 
 // SymlinkReq makes a symbolic link Name in Dir pointing at Target.
 type SymlinkReq struct {
+	Once
 	Dir    uint64 `json:"dir"`
 	Name   string `json:"name"`
 	Target string `json:"target"`
@@ -661,6 +680,7 @@ type SymlinkReq struct {
 
 // MknodReq makes a FIFO, socket or device node Name in Dir.
 type MknodReq struct {
+	Once
 	Dir  uint64 `json:"dir"`
 	Name string `json:"name"`
 	Type string `json:"type"` // TypeFIFO, TypeSocket, TypeCharDev or TypeBlockDev
@@ -684,6 +704,7 @@ const (
 )
 
 type XattrReq struct {
+	Once
 	Ino   uint64 `json:"ino"`
 	Op    string `json:"op"`
 	Name  string `json:"name,omitempty"`

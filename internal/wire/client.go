@@ -90,7 +90,9 @@ func (c *Client) CallV(ctx context.Context, op uint16, meta []byte, data [][]byt
 	if err := c.send(Header{Kind: KindRequest, Op: op, ID: id}, meta, data); err != nil {
 		c.fail(transportErr(err))
 		<-cl.ready
-		return nil, 0, cl.err
+		// The answer may have come before the failure (a request sent
+		// whole, and the connection broken after): it stands.
+		return cl.meta, cl.n, cl.err
 	}
 	select {
 	case <-cl.ready:

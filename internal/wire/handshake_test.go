@@ -156,3 +156,54 @@ func TestHandshakeRefusalsReachTheCaller(t *testing.T) {
 		}
 	}
 }
+
+// failLastWrite is a client connection whose last write of a request
+// (the empty data piece) fails, but only once the server's answer to the
+// request has been read: the request arrived whole, the answer came, and
+// the connection broke after.
+type failLastWrite struct {
+	net.Conn
+	writes int
+	c      *Client
+}
+
+func (f *failLastWrite) Write(p []byte) (int, error) {
+	f.writes++
+	if f.writes == 5 { // hello: header, meta; request: header, meta, data
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			f.c.mu.Lock()
+			answered := len(f.c.pending) == 0
+			f.c.mu.Unlock()
+			if answered || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return 0, net.ErrClosed
+	}
+	return f.Conn.Write(p)
+}
+
+// A call whose answer arrived is answered, even if sending the request's
+// last (empty) piece failed afterwards: it returned no answer and no
+// error, which a caller decoded as an empty reply ("bad request: EOF",
+// found by TestMutationsRunOnceDespiteLostReplies).
+func TestAnswerBeforeASendErrorIsKept(t *testing.T) {
+	addr := startServer(t, echo)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &failLastWrite{Conn: conn}
+	c := NewClient(f)
+	f.c = c
+	defer c.Close()
+	if err := c.send(Header{Kind: KindRequest, Op: OpHello}, helloMeta(NewPeerID(), 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	meta, _, err := c.Call(context.Background(), 1, []byte("ping"), nil, nil)
+	if err == nil && string(meta) != "PING" {
+		t.Fatalf("call answered %q and no error; want the echo or an error", meta)
+	}
+}

@@ -1,0 +1,57 @@
+package braid
+
+import (
+	"context"
+	"sync"
+
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// onceSession names this client's namespace mutations so the MDS applies
+// each once however often it is sent (the MDS's once.go): a retry after a
+// lost reply, a reconnect or an MDS restart gets the original answer.
+type onceSession struct {
+	id       uint64
+	mu       sync.Mutex
+	last     uint64              // the last sequence number given out
+	inflight map[uint64]struct{} // sequence numbers not yet answered
+}
+
+func newOnceSession() *onceSession {
+	return &onceSession{id: wire.NewPeerID(), inflight: map[uint64]struct{}{}}
+}
+
+// begin names a new mutation. Its floor is the lowest sequence number
+// still unanswered: the MDS may forget every record below it.
+func (o *onceSession) begin() mdsproto.Once {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.last++
+	o.inflight[o.last] = struct{}{}
+	floor := o.last
+	for seq := range o.inflight {
+		floor = min(floor, seq)
+	}
+	return mdsproto.Once{Session: o.id, Seq: o.last, Floor: floor}
+}
+
+// end marks a mutation answered (or abandoned: the caller stopped
+// retrying it, and will not send it again).
+func (o *onceSession) end(seq uint64) {
+	o.mu.Lock()
+	delete(o.inflight, seq)
+	o.mu.Unlock()
+}
+
+// onceRequest is a request that carries a mutation's name.
+type onceRequest interface{ SetOnce(mdsproto.Once) }
+
+// mutate sends a namespace mutation named for exactly-once execution:
+// every retry inside mds sends the same name.
+func (c *Client) mutate(ctx context.Context, op uint16, req onceRequest, out any) error {
+	o := c.once.begin()
+	defer c.once.end(o.Seq)
+	req.SetOnce(o)
+	return c.mds(ctx, op, req, out)
+}
