@@ -326,18 +326,11 @@ func infoOf(name string, in mdsproto.Inode, eps map[uint32]mdsproto.Endpoint) Fi
 // Stat describes the file or directory at p. For files the layout's
 // components carry the OSD addresses and states.
 func (c *Client) Stat(ctx context.Context, p string) (FileInfo, error) {
-	var in mdsproto.Inode
-	if err := c.mds(ctx, mdsproto.OpLookup, mdsproto.PathReq{Path: p}, &in); err != nil {
+	var st mdsproto.StatResp
+	if err := c.mds(ctx, mdsproto.OpStat, mdsproto.PathReq{Path: p}, &st); err != nil {
 		return FileInfo{}, err
 	}
-	var eps map[uint32]mdsproto.Endpoint
-	if in.Type == mdsproto.TypeFile {
-		var o mdsproto.OpenResp
-		if err := c.mds(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: in.Ino}, &o); err == nil {
-			in, eps = o.Inode, o.Endpoints
-		}
-	}
-	return infoOf(path.Base(path.Clean("/"+p)), in, eps), nil
+	return infoOf(path.Base(path.Clean("/"+p)), st.Inode, st.Endpoints), nil
 }
 
 // Mkdir creates directory p; with parents, missing parents too and an

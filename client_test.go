@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -502,4 +504,68 @@ func TestDialingAnOSDAsTheMDS(t *testing.T) {
 		done <- err
 	}()
 	mustFinish(t, done, time.Minute, "dialling an OSD as the MDS still retrying after a minute")
+}
+
+// countingNet counts the request frames clients send to one address.
+type countingNet struct {
+	wire.TCP
+	to     string
+	frames atomic.Int64
+}
+
+type countingConn struct {
+	net.Conn
+	n *countingNet
+}
+
+func (n *countingNet) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	conn, err := n.TCP.Dial(ctx, addr)
+	if err != nil || addr != n.to {
+		return conn, err
+	}
+	return &countingConn{Conn: conn, n: n}, nil
+}
+
+// Write sees a frame's header as its own write (net.Buffers writes each
+// piece to a connection that cannot write them at once).
+func (c *countingConn) Write(p []byte) (int, error) {
+	if len(p) == 36 && string(p[:4]) == "BRD1" {
+		c.n.frames.Add(1)
+	}
+	return c.Conn.Write(p)
+}
+
+// Stat is one round trip to the MDS and signs no capability: describing a
+// file, its layout and where its components live grants nothing (it was
+// a lookup and an open).
+func TestStatIsOneRoundTrip(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	nw := &countingNet{to: c.MDS.Addr()}
+	cl := c.DialWith(func(o *braid.Options) { o.Network = nw })
+	f, err := cl.Create(ctx, "/f", braid.CreateOptions{Layout: "ec:2+1", SizeHint: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := nw.frames.Load()
+	fi, err := cl.Stat(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent := nw.frames.Load() - before; sent != 1 {
+		t.Errorf("stat sent %d requests to the MDS, want 1", sent)
+	}
+	if fi.Size != 4 || fi.Layout == nil || len(fi.Layout.Components) != 3 {
+		t.Fatalf("stat: %+v", fi)
+	}
+	for _, comp := range fi.Layout.Components {
+		if comp.Addr == "" || !comp.Up {
+			t.Errorf("component %d: address %q, up %v", comp.Index, comp.Addr, comp.Up)
+		}
+	}
 }

@@ -25,6 +25,20 @@ func (s *Server) lookup(ctx context.Context, req mdsproto.PathReq) (mdsproto.Ino
 	return rec.Inode, nil
 }
 
+// stat describes an inode and where a file's components live, in one
+// round trip and without a capability.
+func (s *Server) stat(ctx context.Context, req mdsproto.PathReq) (mdsproto.StatResp, error) {
+	in, err := s.lookup(ctx, req)
+	if err != nil {
+		return mdsproto.StatResp{}, err
+	}
+	out := mdsproto.StatResp{Inode: in}
+	if in.Layout != nil {
+		out.Endpoints = s.cluster.endpoints(in.Layout.OSDs, s.cfg.Now())
+	}
+	return out, nil
+}
+
 func (s *Server) newInode(tx kv.Txn, typ string, mode uint32) (*inodeRec, error) {
 	ino, err := nextCounter(tx, keyNextIno, rootIno+1)
 	if err != nil {

@@ -340,6 +340,8 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.symlink)
 	case mdsproto.OpMknod:
 		return call(ctx, r.Meta, s.mknod)
+	case mdsproto.OpStat:
+		return call(ctx, r.Meta, s.stat)
 	case mdsproto.OpXattr:
 		return call(ctx, r.Meta, s.xattr)
 	case mdsproto.OpStatfs:

@@ -51,6 +51,7 @@ const (
 	OpLockWait
 	OpExtentReclaim
 	OpMknod
+	OpStat
 )
 
 // File types. FIFOs, sockets and device nodes are inodes only: the
@@ -676,6 +677,14 @@ type SymlinkReq struct {
 	Target string `json:"target"`
 	Uid    uint32 `json:"uid,omitempty"`
 	Gid    uint32 `json:"gid,omitempty"`
+}
+
+// StatResp answers OpStat (a PathReq): an inode's attributes and, for a
+// file, where its components live, with no capability: describing a file
+// grants nothing.
+type StatResp struct {
+	Inode     Inode               `json:"inode"`
+	Endpoints map[uint32]Endpoint `json:"endpoints,omitempty"`
 }
 
 // MknodReq makes a FIFO, socket or device node Name in Dir.
