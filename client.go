@@ -80,7 +80,8 @@ type Client struct {
 	// their leases then, as they would if the process had died.
 	life    context.Context
 	endLife context.CancelFunc
-	once    *onceSession // names namespace mutations (once.go)
+	once    *onceSession  // names namespace mutations (once.go)
+	renewer *leaseRenewer // renews open handles' leases, all at once (renew.go)
 	// notices are requests sent behind the caller for no longer than
 	// the client lives (a reader's lease release, a scrub request);
 	// Close waits for them, so none outlives the client.
@@ -105,6 +106,7 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 	c.life, c.endLife = context.WithCancel(context.Background())
 	c.locks = newLockSession(c)
 	c.once = newOnceSession()
+	c.renewer = newLeaseRenewer(c)
 	if _, err := c.mdsConn(ctx); err != nil {
 		c.conns.Close()
 		c.endLife()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/testcluster"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -506,11 +509,20 @@ func TestDialingAnOSDAsTheMDS(t *testing.T) {
 	mustFinish(t, done, time.Minute, "dialling an OSD as the MDS still retrying after a minute")
 }
 
-// countingNet counts the request frames clients send to one address.
+// countingNet counts the request frames clients send to one address,
+// and by op.
 type countingNet struct {
 	wire.TCP
 	to     string
 	frames atomic.Int64
+	mu     sync.Mutex
+	ops    map[uint16]int
+}
+
+func (n *countingNet) count(op uint16) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ops[op]
 }
 
 type countingConn struct {
@@ -531,6 +543,12 @@ func (n *countingNet) Dial(ctx context.Context, addr string) (net.Conn, error) {
 func (c *countingConn) Write(p []byte) (int, error) {
 	if len(p) == 36 && string(p[:4]) == "BRD1" {
 		c.n.frames.Add(1)
+		c.n.mu.Lock()
+		if c.n.ops == nil {
+			c.n.ops = map[uint16]int{}
+		}
+		c.n.ops[binary.LittleEndian.Uint16(p[6:])]++
+		c.n.mu.Unlock()
 	}
 	return c.Conn.Write(p)
 }
@@ -568,4 +586,60 @@ func TestStatIsOneRoundTrip(t *testing.T) {
 			t.Errorf("component %d: address %q, up %v", comp.Index, comp.Addr, comp.Up)
 		}
 	}
+}
+
+// A client renews the leases of all its open handles in one request per
+// round, not one per handle, and the leases hold: files unlinked while
+// open keep their objects for many lease periods, until closed.
+func TestLeasesRenewedTogether(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	nw := &countingNet{to: c.MDS.Addr()}
+	cl := c.DialWith(func(o *braid.Options) { o.Network = nw })
+	const files = 30
+	var open []*braid.File
+	for i := range files {
+		name := fmt.Sprint("/f", i)
+		f, err := cl.Create(ctx, name, braid.CreateOptions{Layout: "mirror:2", SizeHint: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte("kept while open"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := cl.Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, r)
+		if err := cl.Remove(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objects := c.ObjectFiles()
+	if objects < 2*files {
+		t.Fatalf("%d object files for %d mirrored files", objects, files)
+	}
+	// The leases last a second (testcluster): ten rounds are over three.
+	start, singles := nw.count(mdsproto.OpRenewBatch), nw.count(mdsproto.OpRenew) // writers' releases
+	testcluster.Eventually(t, 30*time.Second, func() bool { return nw.count(mdsproto.OpRenewBatch) >= start+10 },
+		func() string { return "fewer than ten renewal rounds in 30 s" })
+	if n := nw.count(mdsproto.OpRenew) - singles; n != 0 {
+		t.Errorf("%d single renewals: leases were renewed one by one", n)
+	}
+	if rounds := nw.count(mdsproto.OpRenewBatch) - start; rounds > 40 {
+		t.Errorf("%d renewal rounds for ten periods of %d leases: not batched", rounds, files)
+	}
+	if n := c.ObjectFiles(); n != objects {
+		t.Fatalf("%d of %d object files left while the unlinked files are open: their leases ran out", n, objects)
+	}
+	for _, r := range open {
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testcluster.Eventually(t, 30*time.Second, func() bool { return c.ObjectFiles() == 0 },
+		func() string { return "closed orphans' objects never deleted" })
 }

@@ -198,38 +198,42 @@ func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenRes
 }
 
 // startLease keeps renewing the lease the open took, for as long as the
-// MDS says it lasts (it counts the handle as open until Close).
+// MDS says it lasts (it counts the handle as open until Close), with the
+// client's other leases (renew.go), and the capability before it expires.
 func (f *File) startLease(ctx context.Context, lease time.Duration) {
 	if lease <= 0 {
 		return // an MDS that gives no leases
 	}
-	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Read: !f.write}
-	every := max(lease/3, 10*time.Millisecond)
+	f.c.renewer.add(mdsproto.LeaseRef{Ino: f.layoutIno(), Handle: f.handle, Read: !f.write}, max(lease/3, 10*time.Millisecond))
 	f.stopLease, f.leaseDone = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(f.leaseDone)
-		nextLease := time.Now().Add(every)
-		t := time.NewTimer(every)
-		defer t.Stop()
 		for {
+			f.lmu.Lock()
+			wake := time.Until(f.capRenewAt)
+			f.lmu.Unlock()
+			t := time.NewTimer(max(wake, 10*time.Millisecond))
 			select {
 			case <-f.stopLease:
+				t.Stop()
 				return
 			case <-ctx.Done():
+				t.Stop()
 				return
 			case <-t.C:
 			}
-			if now := time.Now(); !now.Before(nextLease) {
-				_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) // a missed renewal costs at most a scrub
-				nextLease = now.Add(every)
-			}
 			f.renewCapIfDue(ctx)
-			f.lmu.Lock()
-			wake := min(time.Until(nextLease), time.Until(f.capRenewAt))
-			f.lmu.Unlock()
-			t.Reset(max(wake, 10*time.Millisecond))
 		}
 	}()
+}
+
+// stopRenewing ends the lease's renewals: none is on its way once it
+// returns.
+func (f *File) stopRenewing() {
+	f.c.renewer.remove(f.handle)
+	close(f.stopLease)
+	<-f.leaseDone
+	f.stopLease = nil
 }
 
 // endLease stops renewing and releases the lease.
@@ -240,9 +244,7 @@ func (f *File) endLease(ctx context.Context, uncommitted []int64) {
 		}
 		return
 	}
-	close(f.stopLease)
-	<-f.leaseDone
-	f.stopLease = nil
+	f.stopRenewing()
 	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Release: true, Read: !f.write, Uncommitted: uncommitted}
 	if f.write {
 		f.c.locks.leave(f)                           // the release drops its extent locks at the MDS
@@ -659,8 +661,6 @@ func (f *File) stopLeaseRenewals() {
 		f.releaseLocks(context.Background())
 	}
 	if f.stopLease != nil {
-		close(f.stopLease)
-		<-f.leaseDone
-		f.stopLease = nil
+		f.stopRenewing()
 	}
 }

@@ -155,6 +155,22 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	return resp, err
 }
 
+// renewBatch renews the leases of many handles of one client.
+func (s *Server) renewBatch(ctx context.Context, req mdsproto.RenewBatchReq) (mdsproto.RenewResp, error) {
+	if len(req.Leases) > mdsproto.MaxRenewBatch {
+		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrInvalid, "%d leases in one renewal, at most %d", len(req.Leases), mdsproto.MaxRenewBatch)
+	}
+	var out mdsproto.RenewResp
+	for _, l := range req.Leases {
+		resp, err := s.renew(ctx, mdsproto.RenewReq{Ino: l.Ino, Handle: l.Handle, Read: l.Read})
+		if err != nil {
+			return mdsproto.RenewResp{}, err
+		}
+		out = resp
+	}
+	return out, nil
+}
+
 // noteUncommitted raises the extents of a file that never had a name (an
 // Atomic create its writer, holding the lease, gave up on) to how far the
 // writer's uncommitted writes reached, so the deletion queue counts the

@@ -330,6 +330,8 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.intentDone)
 	case mdsproto.OpRenew:
 		return call(ctx, r.Meta, s.renew)
+	case mdsproto.OpRenewBatch:
+		return call(ctx, r.Meta, s.renewBatch)
 	case mdsproto.OpRecover:
 		return call(ctx, r.Meta, s.recoverMeta)
 	case mdsproto.OpSetattr:

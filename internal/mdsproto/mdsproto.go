@@ -52,6 +52,7 @@ const (
 	OpExtentReclaim
 	OpMknod
 	OpStat
+	OpRenewBatch
 )
 
 // File types. FIFOs, sockets and device nodes are inodes only: the
@@ -586,6 +587,23 @@ type RenewReq struct {
 	// in the objects, so the space they hold is counted until deleted.
 	Uncommitted []int64 `json:"uncommitted,omitempty"`
 }
+
+// RenewBatchReq renews many handles' leases (never releases: a release
+// is its own RenewReq) in one request: a client renews every lease it
+// holds at once, not one request per open file. At most MaxRenewBatch.
+type RenewBatchReq struct {
+	Leases []LeaseRef `json:"leases"`
+}
+
+// LeaseRef names one handle's lease.
+type LeaseRef struct {
+	Ino    uint64 `json:"ino"`
+	Handle uint64 `json:"handle"`
+	Read   bool   `json:"read,omitempty"`
+}
+
+// MaxRenewBatch bounds the leases one RenewBatchReq renews.
+const MaxRenewBatch = 4096
 
 type RenewResp struct {
 	LeaseNs int64 `json:"lease_ns"` // renew well within this
