@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,15 +15,23 @@ import (
 )
 
 func (e *env) benchCmd() *cobra.Command {
-	var size, layouts, diskDir string
+	var size, layouts, diskDir, workers string
+	var meta bool
+	var files int
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "measure one client's sequential write and read throughput against a running cluster",
 		Long: "bench writes and reads back one file per layout and prints GB/s next to raw loopback TCP and\n" +
 			"raw disk write throughput measured in the same run, as ratios. Writes are timed through close,\n" +
-			"which returns only when every OSD has the data on disk.",
+			"which returns only when every OSD has the data on disk.\n\n" +
+			"With --meta it measures metadata instead, through the client library: create (and close), stat,\n" +
+			"readdir and remove of --files empty files in one directory, by each count of --workers clients\n" +
+			"(bench/meta.sh runs the same through the mount, next to a loopback FUSE file system).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if meta {
+				return e.benchMeta(files, workers)
+			}
 			n, err := layout.ParseSize(size)
 			if err != nil || n < 1<<20 {
 				return fmt.Errorf("--size %q: want at least 1MiB", size)
@@ -44,7 +53,46 @@ func (e *env) benchCmd() *cobra.Command {
 	f.StringVar(&size, "size", "1GiB", "bytes per file")
 	f.StringVar(&layouts, "layouts", "stripe:6;mirror:3;ec:4+2", "layouts to measure, separated by ;")
 	f.StringVar(&diskDir, "disk-dir", "", "directory for the raw disk measurement (default: the cluster's directory)")
+	f.BoolVar(&meta, "meta", false, "measure metadata operations instead of throughput")
+	f.IntVar(&files, "files", 100_000, "with --meta: files in the directory")
+	f.StringVar(&workers, "workers", "1,4", "with --meta: counts of concurrent clients, separated by ,")
 	return cmd
+}
+
+func (e *env) benchMeta(files int, workers string) error {
+	var counts []int
+	for _, w := range strings.Split(workers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n < 1 || n > 64 {
+			return fmt.Errorf("--workers %q: want counts from 1 to 64", workers)
+		}
+		counts = append(counts, n)
+	}
+	if files < 1 || files > 10_000_000 {
+		return fmt.Errorf("--files %d: want 1 to 10,000,000", files)
+	}
+	return e.withClient(func(ctx context.Context, c *braid.Client) error {
+		var results []bench.MetaResult
+		for _, n := range counts {
+			clients := []*braid.Client{c}
+			for len(clients) < n {
+				extra, err := e.client(ctx)
+				if err != nil {
+					return err
+				}
+				defer extra.Close()
+				clients = append(clients, extra)
+			}
+			r, err := bench.Meta(ctx, clients, fmt.Sprintf(".bench-meta-%d", n), files)
+			if err != nil {
+				return fmt.Errorf("%d workers: %w", n, err)
+			}
+			results = append(results, r)
+		}
+		fmt.Fprintln(e.stdout, "metadata through the client library, one directory, empty files")
+		bench.ReportMeta(e.stdout, results)
+		return nil
+	})
 }
 
 func (e *env) bench(ctx context.Context, c *braid.Client, n int64, specs []string, diskDir string) error {

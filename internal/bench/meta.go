@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/braidfs/braid"
+)
+
+// MetaResult is one metadata benchmark: operations per second of each
+// phase over one directory of Files entries, by Workers clients at once.
+type MetaResult struct {
+	Workers, Files                int
+	Create, Stat, Readdir, Remove float64 // per second (Readdir: entries)
+}
+
+// Meta creates files empty files in a new directory dir through the
+// library (create and close, as touch does), stats each, lists the
+// directory, and removes every file, each phase split among the clients
+// (one worker each), and reports each phase's rate.
+func Meta(ctx context.Context, clients []*braid.Client, dir string, files int) (MetaResult, error) {
+	res := MetaResult{Workers: len(clients), Files: files}
+	if len(clients) == 0 || files < len(clients) {
+		return res, fmt.Errorf("need at least one client and a file per client")
+	}
+	d, err := clients[0].MkdirAt(ctx, braid.RootIno, dir, 0o755, 0, 0)
+	if err != nil {
+		return res, err
+	}
+	name := func(i int) string { return fmt.Sprintf("f%07d", i) }
+	phase := func(op func(c *braid.Client, i int) error) (float64, error) {
+		start := time.Now()
+		errs := make(chan error, len(clients))
+		var wg sync.WaitGroup
+		for w, c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < files; i += len(clients) {
+					if err := op(c, i); err != nil {
+						errs <- fmt.Errorf("%s: %w", name(i), err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		return float64(files) / time.Since(start).Seconds(), <-errs
+	}
+	if res.Create, err = phase(func(c *braid.Client, i int) error {
+		f, err := c.CreateAt(ctx, d.Ino, name(i), braid.CreateOptions{Mode: 0o644, SizeHint: 0, Exclusive: true})
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}); err != nil {
+		return res, err
+	}
+	if res.Stat, err = phase(func(c *braid.Client, i int) error {
+		_, err := c.LookupAt(ctx, d.Ino, name(i))
+		return err
+	}); err != nil {
+		return res, err
+	}
+	start, listed := time.Now(), 0
+	for after, more := "", true; more; {
+		var ents []braid.DirEntry
+		if ents, more, err = clients[0].ReadDirAt(ctx, d.Ino, after, 1000); err != nil {
+			return res, err
+		}
+		if len(ents) == 0 {
+			break
+		}
+		listed += len(ents)
+		after = ents[len(ents)-1].Name
+	}
+	if listed != files {
+		return res, fmt.Errorf("listed %d of %d entries", listed, files)
+	}
+	res.Readdir = float64(files) / time.Since(start).Seconds()
+	if res.Remove, err = phase(func(c *braid.Client, i int) error {
+		return c.RemoveAt(ctx, d.Ino, name(i), false)
+	}); err != nil {
+		return res, err
+	}
+	return res, clients[0].RemoveAt(ctx, braid.RootIno, dir, true)
+}
+
+// ReportMeta prints metadata results as a table.
+func ReportMeta(w io.Writer, results []MetaResult) {
+	fmt.Fprintf(w, "%-8s %8s %10s %10s %12s %10s\n", "workers", "files", "create/s", "stat/s", "readdir/s", "remove/s")
+	for _, r := range results {
+		fmt.Fprintf(w, "%-8d %8d %10.0f %10.0f %12.0f %10.0f\n", r.Workers, r.Files, r.Create, r.Stat, r.Readdir, r.Remove)
+	}
+}
