@@ -187,9 +187,9 @@ func (c *Client) encoder(k, m int) (reedsolomon.Encoder, error) {
 
 // mds sends one request to the MDS and decodes the answer into out.
 // While the MDS is unreachable (restarting) it retries, backing off, for
-// up to IOTimeout, so an MDS restart is a pause, not an error. A request
-// whose answer was lost may be applied twice; namespace changes then
-// report what the first attempt did (ErrExists, ErrNotFound).
+// up to IOTimeout, so an MDS restart is a pause, not an error. Namespace
+// changes are sent through mutate, named so the MDS applies each once and
+// answers a retry with the first attempt's outcome (once.go).
 func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
 	body, err := mdsproto.Marshal(req)
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 )
 
 // FIFOs, sockets and device nodes are inodes only: made with their type,
-// mode, owner and device number, described by Stat, refused by Open (they
-// hold no data), removed like files. A mknod of anything else is refused.
+// mode, owner and device number, described by Stat, refused by Open and
+// by a layout (they hold no data), removed like files. A mknod of anything else is refused.
 func TestSpecialFiles(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
 	cl := c.Dial()
@@ -42,6 +42,12 @@ func TestSpecialFiles(t *testing.T) {
 		}
 		if _, err := cl.Open(ctx, "/"+typ); !errors.Is(err, braid.ErrInvalid) {
 			t.Errorf("open %s: %v, want ErrInvalid", typ, err)
+		}
+		if err := cl.SetLayout(ctx, "/"+typ, "mirror:2"); !errors.Is(err, braid.ErrInvalid) {
+			t.Errorf("set a layout on a %s: %v, want ErrInvalid (it holds no data)", typ, err)
+		}
+		if _, err := cl.Xattr(ctx, braid.XattrRequest{Ino: a.Ino, Op: "set", Name: braid.LayoutXattr, Value: []byte("mirror:2")}); !errors.Is(err, braid.ErrInvalid) {
+			t.Errorf("set braid.layout on a %s: %v, want ErrInvalid", typ, err)
 		}
 		if _, err := cl.MknodAt(ctx, braid.RootIno, typ, typ, 0o600, rdev, 0, 0); !errors.Is(err, braid.ErrExists) {
 			t.Errorf("second mknod %s: %v, want ErrExists", typ, err)

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,9 +128,9 @@ type node struct {
 	writer     *braid.File
 	writerRefs int
 
-	// privileged: the mode last seen has bits a write by another user
-	// may clear (set-user-ID or set-group-ID).
-	privileged atomic.Bool
+	// modeGid is the mode (low 32 bits) and group last seen, for the
+	// set-ID bits a write clears (dropPrivileges).
+	modeGid atomic.Uint64
 }
 
 var (
@@ -263,7 +264,7 @@ func (n *node) child(ctx context.Context, a braid.Attr, out *fuse.EntryOut) *fs.
 
 // saw notes the attributes a reply carried.
 func (n *node) saw(a braid.Attr) {
-	n.privileged.Store(a.Mode&0o6000 != 0)
+	n.modeGid.Store(uint64(a.Gid)<<32 | uint64(a.Mode))
 }
 
 // dropPrivileges clears set-user-ID and set-group-ID before a write by a
@@ -272,12 +273,20 @@ func (n *node) saw(a braid.Attr) {
 // use direct I/O. Caller identity stands in for the capability: uid 0 keeps
 // the bits (a root process that dropped CAP_FSETID is the one case missed).
 func (n *node) dropPrivileges(ctx context.Context) syscall.Errno {
-	if uid, _ := owner(ctx); uid == 0 || !n.privileged.CompareAndSwap(true, false) {
+	mg := n.modeGid.Load()
+	mode, gid := uint32(mg), uint32(mg>>32)
+	if uid, _ := owner(ctx); uid == 0 || mode&0o6000 == 0 {
 		return 0
 	}
-	a, err := n.m.cl.SetAttr(uninterrupted(ctx), braid.SetAttrRequest{Ino: n.ino, KillSuidgid: true, WriterGroups: callerGroups(ctx)})
+	var groups []uint32
+	if mode&0o2010 == 0o2000 {
+		groups = callerGroups(ctx) // only then does the group matter
+	}
+	if killedOnWrite(mode, gid, groups) == 0 {
+		return 0 // a group member's write keeps set-group-ID without group execute
+	}
+	a, err := n.m.cl.SetAttr(uninterrupted(ctx), braid.SetAttrRequest{Ino: n.ino, KillSuidgid: true, WriterGroups: groups})
 	if err != nil {
-		n.privileged.Store(true)
 		return errno(err)
 	}
 	n.saw(a)
@@ -285,6 +294,17 @@ func (n *node) dropPrivileges(ctx context.Context) syscall.Errno {
 	// the attributes, never pages under this write.
 	_ = n.NotifyContent(-1, 0)
 	return 0
+}
+
+// killedOnWrite is what a write by an unprivileged user clears from the
+// mode of a file of group gid (Linux's setattr_should_drop_suidgid; the
+// MDS applies the same rule to the mode it holds).
+func killedOnWrite(mode, gid uint32, writerGroups []uint32) uint32 {
+	kill := mode & 0o4000
+	if mode&0o2000 != 0 && (mode&0o010 != 0 || !slices.Contains(writerGroups, gid)) {
+		kill |= 0o2000
+	}
+	return kill
 }
 
 // callerGroups lists the calling process's group and supplementary groups
@@ -401,6 +421,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		f, err = n.openWriter(ctx)
 	} else {
 		f, err = n.m.cl.OpenIno(ctx, n.ino, false)
+		if err == nil {
+			n.saw(f.Attr())
+		}
 	}
 	if err != nil {
 		return nil, 0, errno(err)

@@ -27,6 +27,7 @@ func (n *node) openWriter(ctx context.Context) (*braid.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.saw(f.Attr()) // fresh: a mode changed elsewhere is seen before this writer's first write
 	n.setWriter(f)
 	return f, nil
 }

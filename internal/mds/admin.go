@@ -24,14 +24,18 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 	if n := s.cluster.known(); spec.Width() > n {
 		return mdsproto.GetLayoutResp{}, wire.Errorf(wire.ErrInvalid, "layout %s needs %d OSDs, cluster has %d", spec, spec.Width(), n)
 	}
-	err = s.kv.Update(ctx, func(tx kv.Txn) error {
+	err = s.mutate(ctx, func(tx kv.Txn) error {
 		rec, err := resolve(tx, req.Dir, req.Path)
 		if err != nil {
 			return err
 		}
-		if rec.Type == mdsproto.TypeDir {
+		switch rec.Type {
+		case mdsproto.TypeDir:
 			rec.DirLayout = spec.String()
 			return putInode(tx, rec)
+		case mdsproto.TypeFile:
+		default:
+			return wire.Errorf(wire.ErrInvalid, "%s is a %s, which holds no data and has no layout", req.Path, rec.Type)
 		}
 		if rec.Size != 0 {
 			return wire.Errorf(wire.ErrInvalid, "%s holds data; its layout is fixed (copy it to a file with the new layout)", req.Path)

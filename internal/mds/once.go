@@ -3,6 +3,7 @@ package mds
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"time"
 
 	"github.com/braidfs/braid/internal/kv"
@@ -41,9 +42,11 @@ const (
 
 // onceRec is what a mutation left for its retries.
 type onceRec struct {
-	Op     uint16 `json:"op"`
-	Ino    uint64 `json:"ino,omitempty"` // the inode the answer describes (create, mkdir, link, symlink, mknod)
-	TimeNs int64  `json:"t"`             // when it committed, for the sweep
+	Op  uint16 `json:"op"`
+	Ino uint64 `json:"ino,omitempty"` // the inode a create made (its retry opens it again)
+	// Inode is the answer of mkdir, link, symlink and mknod, as first sent.
+	Inode  *mdsproto.Inode `json:"inode,omitempty"`
+	TimeNs int64           `json:"t"` // when it committed, for the sweep
 }
 
 func onceKey(session, seq uint64) []byte {
@@ -65,7 +68,8 @@ type onceSlot struct {
 	op  uint16
 	key []byte
 	mdsproto.Once
-	ino uint64
+	ino   uint64
+	inode *mdsproto.Inode
 }
 
 // onceBegin looks up a named mutation: a done one is answered from its
@@ -103,6 +107,8 @@ func (s *Server) onceBegin(ctx context.Context, r *wire.Request) (context.Contex
 func (s *Server) onceReplay(ctx context.Context, r *wire.Request, rec onceRec) (any, error) {
 	switch r.Op {
 	case mdsproto.OpCreate:
+		// The file is opened again, as its create did: the capability,
+		// lease and lock are the retry's (same handle and session).
 		req, err := decode[mdsproto.CreateReq](r.Meta)
 		if err != nil {
 			return nil, err
@@ -112,12 +118,20 @@ func (s *Server) onceReplay(ctx context.Context, r *wire.Request, rec onceRec) (
 			var err error
 			ino, err = getInode(rd, rec.Ino)
 			return err
-		}); err != nil {
+		}); errors.Is(err, wire.ErrNotFound) {
+			return nil, wire.Errorf(wire.ErrNotFound, "the create of inode %d was applied, and the file removed since", rec.Ino)
+		} else if err != nil {
 			return nil, err
+		}
+		if ino.Repair.active(s.cfg.Now()) {
+			return nil, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", ino.Ino)
 		}
 		return s.openResp(ctx, ino, true, req.Handle, req.Session), nil
 	case mdsproto.OpMkdir, mdsproto.OpLink, mdsproto.OpSymlink, mdsproto.OpMknod:
-		return s.lookup(ctx, mdsproto.PathReq{Dir: rec.Ino})
+		if rec.Inode == nil {
+			return nil, wire.Errorf(wire.ErrInternal, "the record of op %d holds no answer", r.Op)
+		}
+		return *rec.Inode, nil
 	case mdsproto.OpXattr:
 		return mdsproto.XattrResp{}, nil
 	}
@@ -125,10 +139,16 @@ func (s *Server) onceReplay(ctx context.Context, r *wire.Request, rec onceRec) (
 }
 
 // noteOnce records, inside a mutation's transaction, the inode its
-// answer describes.
-func noteOnce(ctx context.Context, ino uint64) {
-	if slot, ok := ctx.Value(onceCtxKey{}).(*onceSlot); ok {
-		slot.ino = ino
+// answer describes (a create's is opened again; the others are kept as
+// sent).
+func noteOnce(ctx context.Context, in mdsproto.Inode) {
+	slot, ok := ctx.Value(onceCtxKey{}).(*onceSlot)
+	if !ok {
+		return
+	}
+	slot.ino, slot.inode = in.Ino, nil
+	if slot.op != mdsproto.OpCreate {
+		slot.inode = &in
 	}
 }
 
@@ -146,7 +166,7 @@ func (s *Server) mutate(ctx context.Context, fn func(kv.Txn) error) error {
 		if err := dropBelowFloor(tx, slot.Once); err != nil {
 			return err
 		}
-		return putRecord(tx, slot.key, &onceRec{Op: slot.op, Ino: slot.ino, TimeNs: s.cfg.Now().UnixNano()})
+		return putRecord(tx, slot.key, &onceRec{Op: slot.op, Ino: slot.ino, Inode: slot.inode, TimeNs: s.cfg.Now().UnixNano()})
 	})
 }
 
@@ -174,18 +194,19 @@ func dropBelowFloor(tx kv.Txn, o mdsproto.Once) error {
 }
 
 // sweepOnce deletes records older than onceKeep, a batch from cursor on,
-// and returns where the next sweep starts.
+// and returns where the next sweep starts. It reads first and writes
+// only if something is stale: an idle sweep costs no commit.
 func (s *Server) sweepOnce(ctx context.Context, cursor []byte) ([]byte, error) {
 	if cursor == nil {
 		cursor = []byte{'r'}
 	}
 	oldest := s.cfg.Now().Add(-onceKeep).UnixNano()
 	var next []byte
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
-		var stale [][]byte
+	var stale [][]byte
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		next, stale = nil, nil
 		seen := 0
-		next = nil
-		err := tx.Scan(cursor, []byte{'s'}, func(k, v []byte) bool {
+		return r.Scan(cursor, []byte{'s'}, func(k, v []byte) bool {
 			if seen++; seen > onceSweepBatch {
 				next = append([]byte{}, k...)
 				return false
@@ -196,9 +217,11 @@ func (s *Server) sweepOnce(ctx context.Context, cursor []byte) ([]byte, error) {
 			}
 			return true
 		})
-		if err != nil {
-			return err
-		}
+	})
+	if err != nil || len(stale) == 0 {
+		return next, err
+	}
+	return next, s.kv.Update(ctx, func(tx kv.Txn) error {
 		for _, k := range stale {
 			if err := tx.Delete(k); err != nil {
 				return err
@@ -206,5 +229,4 @@ func (s *Server) sweepOnce(ctx context.Context, cursor []byte) ([]byte, error) {
 		}
 		return nil
 	})
-	return next, err
 }

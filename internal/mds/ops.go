@@ -102,6 +102,7 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 				return err
 			}
 			d.Uid, d.Gid = req.Uid, req.Gid
+			inheritGroup(cur, d)
 			d.Nlink, d.Parent, d.Name = 2, cur.Ino, name
 			if err := putInode(tx, d); err != nil {
 				return err
@@ -117,7 +118,7 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 			cur = d
 		}
 		out = cur
-		noteOnce(ctx, cur.Ino)
+		noteOnce(ctx, cur.Inode)
 		return nil
 	})
 	if err != nil {
@@ -182,8 +183,9 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 			return err
 		}
 		rec.Uid, rec.Gid = req.Uid, req.Gid
+		inheritGroup(dir, rec)
 		rec.Layout = toWire(l)
-		noteOnce(ctx, rec.Ino)
+		noteOnce(ctx, rec.Inode)
 		if req.Unlinked {
 			return s.createUnlinked(tx, rec, req.Handle)
 		}

@@ -50,6 +50,18 @@ func (s *Server) setattr(ctx context.Context, req mdsproto.SetattrReq) (mdsproto
 	})
 }
 
+// inheritGroup gives rec, new in dir, the directory's group if dir is
+// set-group-ID (and a new directory the bit too), as Linux does.
+func inheritGroup(dir, rec *inodeRec) {
+	if dir.Mode&0o2000 == 0 {
+		return
+	}
+	rec.Gid = dir.Gid
+	if rec.Type == mdsproto.TypeDir {
+		rec.Mode |= 0o2000
+	}
+}
+
 // killedOnWrite is what a write by an unprivileged user clears from the
 // mode of a file of group gid (Linux's setattr_should_drop_suidgid):
 // set-user-ID always; set-group-ID with group execute, or without it when
@@ -81,8 +93,9 @@ func (s *Server) mknod(ctx context.Context, req mdsproto.MknodReq) (mdsproto.Ino
 			return err
 		}
 		rec.Rdev, rec.Uid, rec.Gid = req.Rdev, req.Uid, req.Gid
+		inheritGroup(dir, rec)
 		rec.Parent, rec.Name = dir.Ino, req.Name
-		noteOnce(ctx, rec.Ino)
+		noteOnce(ctx, rec.Inode)
 		out = rec.Inode
 		return addEntry(tx, dir, req.Name, rec)
 	})
@@ -144,7 +157,7 @@ func (s *Server) hardLink(ctx context.Context, req mdsproto.LinkReq) (mdsproto.I
 		}
 		rec.Nlink++
 		rec.CtimeNs = s.cfg.Now().UnixNano()
-		noteOnce(ctx, rec.Ino)
+		noteOnce(ctx, rec.Inode)
 		out = rec.Inode
 		return addEntry(tx, dir, req.Name, rec)
 	})
@@ -178,8 +191,9 @@ func (s *Server) symlink(ctx context.Context, req mdsproto.SymlinkReq) (mdsproto
 			return err
 		}
 		rec.Target, rec.Size, rec.Uid, rec.Gid = req.Target, int64(len(req.Target)), req.Uid, req.Gid
+		inheritGroup(dir, rec)
 		rec.Parent, rec.Name = dir.Ino, req.Name
-		noteOnce(ctx, rec.Ino)
+		noteOnce(ctx, rec.Inode)
 		out = rec.Inode
 		return addEntry(tx, dir, req.Name, rec)
 	})

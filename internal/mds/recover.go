@@ -280,7 +280,7 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 		}
 		dir := path.Dir(target)
 		if !dirs[dir] {
-			if _, err := s.mkdir(ctx, mdsproto.MkdirReq{Path: dir, Parents: true}); err != nil {
+			if _, err := s.mkdir(ctx, mdsproto.MkdirReq{Path: dir, Parents: true, Mode: 0o755}); err != nil {
 				continue
 			}
 			for d := dir; d != "/" && !dirs[d]; d = path.Dir(d) {

@@ -160,9 +160,6 @@ type HeartbeatResp struct {
 	ID uint32 `json:"id"`
 }
 
-// PathReq names a file or directory: Path from the root, or, with Dir
-// set, Path relative to directory Dir (by ino; a FUSE mount names entries
-// this way).
 // Once names a namespace mutation for exactly-once execution (MDS
 // once.go): the client session, the mutation's sequence number in it
 // (sent again unchanged on every retry), and the session's floor, below
@@ -176,6 +173,9 @@ type Once struct {
 // SetOnce names the request it is embedded in.
 func (o *Once) SetOnce(v Once) { *o = v }
 
+// PathReq names a file or directory: Path from the root, or, with Dir
+// set, Path relative to directory Dir (by ino; a FUSE mount names entries
+// this way).
 type PathReq struct {
 	Once
 	Path string `json:"path"`

@@ -99,9 +99,13 @@ func (c *Client) CallV(ctx context.Context, op uint16, meta []byte, data [][]byt
 		return cl.meta, cl.n, cl.err
 	case <-ctx.Done():
 		// The reader may be filling cl.into right now; the only safe way
-		// to hand the buffer back is to end the connection.
+		// to hand the buffer back is to end the connection. An answer that
+		// came meanwhile stands.
 		c.fail(fmt.Errorf("call abandoned: %w", ctx.Err()))
 		<-cl.ready
+		if cl.err == nil {
+			return cl.meta, cl.n, nil
+		}
 		return nil, 0, ctx.Err()
 	}
 }

@@ -33,7 +33,8 @@
 // no version with the client, a hello of protocol 1 (16 bytes, from before
 // the handshake), a hello with credentials the server cannot check, and a
 // first frame that is not a hello are answered with ErrProtocol and why,
-// and the connection closes; a client refuses a welcome it cannot speak,
+// and the connection closes (a server older than protocol 2 closes on the
+// hello without answering); a client refuses a welcome it cannot speak,
 // and the braid client refuses a server whose role is not the MDS it was
 // pointed at. A hello anywhere but first closes the connection. A hello of
 // a newer generation than the peer's newest closes the peer's older

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -64,13 +65,20 @@ func dialFenced(ctx context.Context, nw Network, addr string, id, gen uint64) (*
 	case <-c.welcomed:
 		return c, nil
 	case <-c.done:
-		return nil, fmt.Errorf("dial %s: %w", addr, c.Err())
+		err := c.Err()
+		var remote *RemoteError
+		if !errors.As(err, &remote) {
+			// Cut before the welcome: the network, or a server older than
+			// braid protocol 2, which closes on the new hello.
+			return nil, fmt.Errorf("dial %s: closed before answering the handshake (a server older than braid protocol 2 does that): %w", addr, err)
+		}
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	case <-ctx.Done():
 		c.fail(ErrClosed)
 		return nil, fmt.Errorf("dial %s: handshake: %w", addr, ctx.Err())
 	case <-t.C:
 		c.fail(ErrClosed)
-		return nil, fmt.Errorf("dial %s: %w: no answer to the handshake in %v (a server older than braid protocol 2 answers none)", addr, ErrClosed, handshakeTimeout)
+		return nil, fmt.Errorf("dial %s: %w: no answer to the handshake in %v", addr, ErrClosed, handshakeTimeout)
 	}
 }
 

@@ -221,12 +221,15 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 // first frame that is not one is answered with why, and the connection
 // closes.
 func (sc *serverConn) hello(first bool, h Header, meta []byte) error {
-	if !first || h.DataLen > 0 {
-		return fmt.Errorf("%w: hello must come first, without data", ErrFrame)
+	if !first {
+		return fmt.Errorf("%w: a hello after the first frame", ErrFrame)
 	}
 	refuse := func(err error) error {
 		_ = sc.write(Header{Kind: KindResponse, Op: h.Op, ID: h.ID, Status: CodeOf(err)}, []byte(err.Error()), nil)
 		return err
+	}
+	if h.DataLen > 0 && h.Op == OpHello {
+		return refuse(Errorf(ErrProtocol, "a hello with data"))
 	}
 	if h.Op != OpHello {
 		return refuse(Errorf(ErrProtocol, "op %d before the handshake: this %s speaks braid protocol %d to %d, and every connection starts with a hello",

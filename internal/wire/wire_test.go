@@ -128,8 +128,8 @@ func TestOversizedReplyIsAnError(t *testing.T) {
 	}
 }
 
-// TestMalformedFramesCloseConnection sends hostile byte streams; the server
-// must drop the connection and keep serving others.
+// TestMalformedFramesCloseConnection sends hostile byte streams after a
+// handshake; the server must drop the connection and keep serving others.
 func TestMalformedFramesCloseConnection(t *testing.T) {
 	addr := startServer(t, echo)
 	good := AppendFrame(nil, Header{Kind: KindRequest, Op: 1, ID: 1}, []byte("m"), []byte("data"))
@@ -151,13 +151,17 @@ func TestMalformedFramesCloseConnection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := conn.Write(stream); err != nil {
+		hello := AppendFrame(nil, Header{Kind: KindRequest, Op: OpHello}, helloMeta(NewPeerID(), 1), nil)
+		if _, err := conn.Write(append(hello, stream...)); err != nil {
 			t.Fatal(err)
 		}
 		if tc, ok := conn.(*net.TCPConn); ok && name == "truncated" {
 			_ = tc.CloseWrite()
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if w, err := ReadFrame(conn); err != nil || w.Header.Status != OK || w.Header.Op != OpHello {
+			t.Fatalf("%s: no welcome: %+v, %v", name, w.Header, err)
+		}
 		f, err := ReadFrame(conn)
 		if err == nil {
 			t.Errorf("%s: server answered %+v instead of closing", name, f.Header)
