@@ -82,22 +82,30 @@ func (s *Server) mknod(ctx context.Context, req mdsproto.MknodReq) (mdsproto.Ino
 	if req.Rdev != 0 && req.Type != mdsproto.TypeCharDev && req.Type != mdsproto.TypeBlockDev {
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "a %s has no device number", req.Type)
 	}
+	return s.makeEntry(ctx, req.Dir, req.Name, req.Type, req.Mode, func(rec *inodeRec) {
+		rec.Rdev, rec.Uid, rec.Gid = req.Rdev, req.Uid, req.Gid
+	})
+}
+
+// makeEntry makes a new inode of typ with mode, set up by fill, named
+// name in directory dirIno: symlinks and special files.
+func (s *Server) makeEntry(ctx context.Context, dirIno uint64, name, typ string, mode uint32, fill func(*inodeRec)) (mdsproto.Inode, error) {
 	var out mdsproto.Inode
 	err := s.mutate(ctx, func(tx kv.Txn) error {
-		dir, err := newEntry(tx, req.Dir, req.Name)
+		dir, err := newEntry(tx, dirIno, name)
 		if err != nil {
 			return err
 		}
-		rec, err := s.newInode(tx, req.Type, req.Mode)
+		rec, err := s.newInode(tx, typ, mode)
 		if err != nil {
 			return err
 		}
-		rec.Rdev, rec.Uid, rec.Gid = req.Rdev, req.Uid, req.Gid
+		fill(rec)
 		inheritGroup(dir, rec)
-		rec.Parent, rec.Name = dir.Ino, req.Name
+		rec.Parent, rec.Name = dir.Ino, name
 		noteOnce(ctx, rec.Inode)
 		out = rec.Inode
-		return addEntry(tx, dir, req.Name, rec)
+		return addEntry(tx, dir, name, rec)
 	})
 	return out, err
 }
@@ -180,24 +188,9 @@ func (s *Server) symlink(ctx context.Context, req mdsproto.SymlinkReq) (mdsproto
 	if req.Target == "" || len(req.Target) > maxSymlinkBytes {
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrNameTooLong, "symlink target of %d bytes", len(req.Target))
 	}
-	var out mdsproto.Inode
-	err := s.mutate(ctx, func(tx kv.Txn) error {
-		dir, err := newEntry(tx, req.Dir, req.Name)
-		if err != nil {
-			return err
-		}
-		rec, err := s.newInode(tx, mdsproto.TypeSymlink, 0o777)
-		if err != nil {
-			return err
-		}
+	return s.makeEntry(ctx, req.Dir, req.Name, mdsproto.TypeSymlink, 0o777, func(rec *inodeRec) {
 		rec.Target, rec.Size, rec.Uid, rec.Gid = req.Target, int64(len(req.Target)), req.Uid, req.Gid
-		inheritGroup(dir, rec)
-		rec.Parent, rec.Name = dir.Ino, req.Name
-		noteOnce(ctx, rec.Inode)
-		out = rec.Inode
-		return addEntry(tx, dir, req.Name, rec)
 	})
-	return out, err
 }
 
 // xattr gets, sets, lists or removes extended attributes. braid.layout is
