@@ -41,6 +41,13 @@ const (
 // inode only, whose I/O the kernel serves.
 func IsSpecial(typ string) bool { return mdsproto.IsSpecial(typ) }
 
+// KilledOnWrite is what a write by a user without CAP_FSETID clears from
+// the mode of a file of group gid (set-user-ID, set-group-ID as Linux
+// says); SetAttrRequest.KillSuidgid applies it at the MDS.
+func KilledOnWrite(mode, gid uint32, writerGroups []uint32) uint32 {
+	return mdsproto.KilledOnWrite(mode, gid, writerGroups)
+}
+
 // RootIno is the root directory's inode number.
 const RootIno = 1
 

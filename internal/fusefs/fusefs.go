@@ -17,9 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -200,34 +198,6 @@ func errno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// fileTypes maps braid's inode types to the kernel's.
-var fileTypes = map[string]uint32{
-	braid.TypeFile:     syscall.S_IFREG,
-	braid.TypeDir:      syscall.S_IFDIR,
-	braid.TypeSymlink:  syscall.S_IFLNK,
-	braid.TypeFIFO:     syscall.S_IFIFO,
-	braid.TypeSocket:   syscall.S_IFSOCK,
-	braid.TypeCharDev:  syscall.S_IFCHR,
-	braid.TypeBlockDev: syscall.S_IFBLK,
-}
-
-func typeBits(t string) uint32 {
-	if bits, ok := fileTypes[t]; ok {
-		return bits
-	}
-	return syscall.S_IFREG
-}
-
-// typeOf is the braid type of the kernel's type bits in mode.
-func typeOf(mode uint32) (string, bool) {
-	for t, bits := range fileTypes {
-		if mode&syscall.S_IFMT == bits {
-			return t, true
-		}
-	}
-	return "", false
-}
-
 func fillAttr(a braid.Attr, out *fuse.Attr) {
 	out.Ino = a.Ino
 	out.Size = uint64(max(a.Size, 0))
@@ -260,75 +230,6 @@ func (n *node) child(ctx context.Context, a braid.Attr, out *fuse.EntryOut) *fs.
 	child := n.NewInode(ctx, &node{m: n.m, ino: a.Ino}, fs.StableAttr{Mode: typeBits(a.Type), Ino: a.Ino})
 	child.Operations().(*node).saw(a)
 	return child
-}
-
-// saw notes the attributes a reply carried.
-func (n *node) saw(a braid.Attr) {
-	n.modeGid.Store(uint64(a.Gid)<<32 | uint64(a.Mode))
-}
-
-// dropPrivileges clears set-user-ID and set-group-ID before a write by a
-// caller without CAP_FSETID, as Linux does (should_remove_suid). The kernel
-// leaves it to the file system for direct-I/O writes, and braid's writers
-// use direct I/O. Caller identity stands in for the capability: uid 0 keeps
-// the bits (a root process that dropped CAP_FSETID is the one case missed).
-func (n *node) dropPrivileges(ctx context.Context) syscall.Errno {
-	mg := n.modeGid.Load()
-	mode, gid := uint32(mg), uint32(mg>>32)
-	if uid, _ := owner(ctx); uid == 0 || mode&0o6000 == 0 {
-		return 0
-	}
-	var groups []uint32
-	if mode&0o2010 == 0o2000 {
-		groups = callerGroups(ctx) // only then does the group matter
-	}
-	if killedOnWrite(mode, gid, groups) == 0 {
-		return 0 // a group member's write keeps set-group-ID without group execute
-	}
-	a, err := n.m.cl.SetAttr(uninterrupted(ctx), braid.SetAttrRequest{Ino: n.ino, KillSuidgid: true, WriterGroups: groups})
-	if err != nil {
-		return errno(err)
-	}
-	n.saw(a)
-	// The kernel still holds the old mode; a negative offset drops only
-	// the attributes, never pages under this write.
-	_ = n.NotifyContent(-1, 0)
-	return 0
-}
-
-// killedOnWrite is what a write by an unprivileged user clears from the
-// mode of a file of group gid (Linux's setattr_should_drop_suidgid; the
-// MDS applies the same rule to the mode it holds).
-func killedOnWrite(mode, gid uint32, writerGroups []uint32) uint32 {
-	kill := mode & 0o4000
-	if mode&0o2000 != 0 && (mode&0o010 != 0 || !slices.Contains(writerGroups, gid)) {
-		kill |= 0o2000
-	}
-	return kill
-}
-
-// callerGroups lists the calling process's group and supplementary groups
-// (FUSE carries only the first; the rest are read from /proc).
-func callerGroups(ctx context.Context) []uint32 {
-	c, ok := fuse.FromContext(ctx)
-	if !ok {
-		return nil
-	}
-	groups := []uint32{c.Gid}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid))
-	if err != nil {
-		return groups // the process is gone: its supplementary groups no longer matter
-	}
-	for line := range strings.Lines(string(status)) {
-		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
-			for _, f := range strings.Fields(rest) {
-				if g, err := strconv.ParseUint(f, 10, 32); err == nil {
-					groups = append(groups, uint32(g))
-				}
-			}
-		}
-	}
-	return groups
 }
 
 func owner(ctx context.Context) (uid, gid uint32) {
@@ -523,65 +424,6 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	return n.child(ctx, a, out), 0
 }
 
-func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = uninterrupted(ctx)
-	typ, ok := typeOf(mode)
-	if typ == braid.TypeFile {
-		return n.mknodFile(ctx, name, mode, out)
-	}
-	if !ok || !braid.IsSpecial(typ) {
-		return nil, syscall.EINVAL
-	}
-	if typ != braid.TypeCharDev && typ != braid.TypeBlockDev {
-		dev = 0
-	}
-	uid, gid := owner(ctx)
-	// dev is the kernel's 32-bit encoding, which is also st_rdev's for
-	// every number it can carry.
-	a, err := n.m.cl.MknodAt(ctx, n.ino, name, typ, mode&0o7777, uint64(dev), uid, gid)
-	if err != nil {
-		return nil, errno(err)
-	}
-	return n.child(ctx, a, out), 0
-}
-
-// mknodFile makes an empty regular file (mknod S_IFREG): created and
-// closed at once.
-func (n *node) mknodFile(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	uid, gid := owner(ctx)
-	f, err := n.m.cl.CreateAt(ctx, n.ino, name, braid.CreateOptions{Mode: mode & 0o7777, SizeHint: 0, Exclusive: true, Uid: uid, Gid: gid})
-	if err != nil {
-		return nil, errno(err)
-	}
-	a := f.Attr()
-	if err := f.Close(); err != nil {
-		return nil, errno(err)
-	}
-	return n.child(ctx, a, out), 0
-}
-
-func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = uninterrupted(ctx)
-	uid, gid := owner(ctx)
-	a, err := n.m.cl.Symlink(ctx, n.ino, name, target, uid, gid)
-	if err != nil {
-		return nil, errno(err)
-	}
-	return n.child(ctx, a, out), 0
-}
-
-func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	ctx = uninterrupted(ctx)
-	a, err := n.m.cl.GetAttr(ctx, n.ino)
-	if err != nil {
-		return nil, errno(err)
-	}
-	if a.Type != braid.TypeSymlink {
-		return nil, syscall.EINVAL
-	}
-	return []byte(a.Target), 0
-}
-
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	st, err := n.m.cl.Statfs(ctx)
@@ -596,107 +438,6 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	out.Ffree = out.Files - uint64(max(st.Inodes, 0))
 	out.NameLen = 255
 	return 0
-}
-
-// OpendirHandle opens a directory listing. Its offsets are cookies that
-// stand for "after this name" (the MDS lists in name order), so a listing
-// resumed at an offset — after seekdir, or after entries were added or
-// removed meanwhile — returns every remaining entry exactly once.
-func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	ctx = uninterrupted(ctx)
-	parent := n.ino // the root is its own parent
-	if _, p := n.Parent(); p != nil {
-		parent = p.StableAttr().Ino
-	}
-	return &dirHandle{n: n, parent: parent, more: true, cookies: map[uint64]dirPos{}}, 0, 0
-}
-
-// dirPos is where a listing stands: past the dot entries, after a name.
-type dirPos struct {
-	dots  int // "." and ".." returned so far
-	after string
-}
-
-type dirHandle struct {
-	n      *node
-	parent uint64
-
-	mu      sync.Mutex
-	pos     dirPos
-	page    []braid.DirEntry // fetched, not yet returned
-	more    bool
-	last    *braid.DirEntry // the entry returned last, for READDIRPLUS
-	cookie  uint64
-	cookies map[uint64]dirPos // position after each returned entry
-}
-
-var (
-	_ = (fs.FileReaddirenter)((*dirHandle)(nil))
-	_ = (fs.FileSeekdirer)((*dirHandle)(nil))
-	_ = (fs.FileLookuper)((*dirHandle)(nil))
-)
-
-// maxDirCookies bounds the positions one open listing remembers.
-const maxDirCookies = 1 << 20
-
-func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	ctx = uninterrupted(ctx)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var e fuse.DirEntry
-	switch d.pos.dots {
-	case 0:
-		e = fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: d.n.ino}
-		d.pos.dots, d.last = 1, nil
-	case 1:
-		e = fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: d.parent}
-		d.pos.dots, d.last = 2, nil
-	default:
-		if len(d.page) == 0 && d.more {
-			entries, more, err := d.n.m.cl.ReadDirAt(ctx, d.n.ino, d.pos.after, readdirPage)
-			if err != nil {
-				return nil, errno(err)
-			}
-			d.page, d.more = entries, more && len(entries) > 0
-		}
-		if len(d.page) == 0 {
-			return nil, 0 // end of the directory
-		}
-		be := d.page[0]
-		d.page = d.page[1:]
-		d.pos.after, d.last = be.Name, &be
-		e = fuse.DirEntry{Name: be.Name, Mode: typeBits(be.Inode.Type), Ino: be.Inode.Ino}
-	}
-	d.cookie++
-	if len(d.cookies) < maxDirCookies {
-		d.cookies[d.cookie] = d.pos
-	}
-	e.Off = d.cookie
-	return &e, 0
-}
-
-func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	pos, ok := d.cookies[off]
-	if off != 0 && !ok {
-		return syscall.EINVAL
-	}
-	d.pos, d.page, d.more, d.last = pos, nil, true, nil // off 0: the zero position, the start
-	return 0
-}
-
-// Lookup answers READDIRPLUS from the entry just listed: the MDS sent its
-// attributes along, so no lookup round trip per entry.
-func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = uninterrupted(ctx)
-	d.mu.Lock()
-	last := d.last
-	d.mu.Unlock()
-	if last == nil || last.Name != name {
-		return d.n.Lookup(ctx, name, out)
-	}
-	return d.n.child(ctx, last.Inode, out), 0
 }
 
 // Extended attributes. braid.layout reads and sets the layout.

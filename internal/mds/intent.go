@@ -3,6 +3,7 @@ package mds
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"time"
 
@@ -160,13 +161,19 @@ func (s *Server) renewBatch(ctx context.Context, req mdsproto.RenewBatchReq) (md
 	if len(req.Leases) > mdsproto.MaxRenewBatch {
 		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrInvalid, "%d leases in one renewal, at most %d", len(req.Leases), mdsproto.MaxRenewBatch)
 	}
+	// One bad entry does not cost the others their renewal.
 	var out mdsproto.RenewResp
+	var errs []error
 	for _, l := range req.Leases {
 		resp, err := s.renew(ctx, mdsproto.RenewReq{Ino: l.Ino, Handle: l.Handle, Read: l.Read})
 		if err != nil {
-			return mdsproto.RenewResp{}, err
+			errs = append(errs, err)
+			continue
 		}
 		out = resp
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("%d of %d leases not renewed: %w", len(errs), len(req.Leases), errs[0])
 	}
 	return out, nil
 }

@@ -36,7 +36,7 @@ import (
 // onceKeep.
 const (
 	onceKeep       = time.Hour
-	onceSweepBatch = 1024 // records a sweep transaction deletes at most
+	onceSweepBatch = 1024 // records one sweep reads at most
 	onceFloorBatch = 64   // records below the floor one mutation deletes at most
 )
 
@@ -53,11 +53,15 @@ func onceKey(session, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(be64('r', session), seq)
 }
 
-// onceOps are the mutations that carry a name. Others are idempotent
-// (setattr, commit's publish, layouts) or administrative.
-var onceOps = map[uint16]bool{
-	mdsproto.OpCreate: true, mdsproto.OpMkdir: true, mdsproto.OpRemove: true, mdsproto.OpRename: true,
-	mdsproto.OpLink: true, mdsproto.OpSymlink: true, mdsproto.OpMknod: true, mdsproto.OpXattr: true,
+// namedOp reports whether op is a mutation that carries a name. Others
+// are idempotent (setattr, commit's publish, layouts) or administrative.
+func namedOp(op uint16) bool {
+	switch op {
+	case mdsproto.OpCreate, mdsproto.OpMkdir, mdsproto.OpRemove, mdsproto.OpRename,
+		mdsproto.OpLink, mdsproto.OpSymlink, mdsproto.OpMknod, mdsproto.OpXattr:
+		return true
+	}
+	return false
 }
 
 type onceCtxKey struct{}
@@ -75,7 +79,7 @@ type onceSlot struct {
 // onceBegin looks up a named mutation: a done one is answered from its
 // record; a new one runs with ctx carrying its slot.
 func (s *Server) onceBegin(ctx context.Context, r *wire.Request) (context.Context, any, bool, error) {
-	if !onceOps[r.Op] {
+	if !namedOp(r.Op) {
 		return ctx, nil, false, nil
 	}
 	o, err := decode[mdsproto.Once](r.Meta)

@@ -104,15 +104,8 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 			d.Uid, d.Gid = req.Uid, req.Gid
 			inheritGroup(cur, d)
 			d.Nlink, d.Parent, d.Name = 2, cur.Ino, name
-			if err := putInode(tx, d); err != nil {
-				return err
-			}
-			if err := link(tx, cur, name, d); err != nil {
-				return err
-			}
 			cur.Nlink++
-			cur.MtimeNs, cur.CtimeNs = d.MtimeNs, d.MtimeNs
-			if err := putInode(tx, cur); err != nil {
+			if err := addEntry(tx, cur, name, d); err != nil {
 				return err
 			}
 			cur = d
@@ -190,14 +183,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 			return s.createUnlinked(tx, rec, req.Handle)
 		}
 		rec.Parent, rec.Name = dir.Ino, name
-		if err := putInode(tx, rec); err != nil {
-			return err
-		}
-		dir.MtimeNs, dir.CtimeNs = rec.MtimeNs, rec.MtimeNs
-		if err := putInode(tx, dir); err != nil {
-			return err
-		}
-		return link(tx, dir, name, rec)
+		return addEntry(tx, dir, name, rec)
 	})
 	if err != nil {
 		return mdsproto.OpenResp{}, err

@@ -43,7 +43,7 @@ func (s *Server) setattr(ctx context.Context, req mdsproto.SetattrReq) (mdsproto
 			rec.MtimeNs = *req.MtimeNs
 		}
 		if req.KillSuidgid {
-			rec.Mode &^= killedOnWrite(rec.Mode, rec.Gid, req.WriterGroups)
+			rec.Mode &^= mdsproto.KilledOnWrite(rec.Mode, rec.Gid, req.WriterGroups)
 		}
 		rec.CtimeNs = s.cfg.Now().UnixNano()
 		return nil
@@ -60,18 +60,6 @@ func inheritGroup(dir, rec *inodeRec) {
 	if rec.Type == mdsproto.TypeDir {
 		rec.Mode |= 0o2000
 	}
-}
-
-// killedOnWrite is what a write by an unprivileged user clears from the
-// mode of a file of group gid (Linux's setattr_should_drop_suidgid):
-// set-user-ID always; set-group-ID with group execute, or without it when
-// the writer is not in the file's group.
-func killedOnWrite(mode, gid uint32, writerGroups []uint32) uint32 {
-	kill := mode & 0o4000
-	if mode&0o2000 != 0 && (mode&0o010 != 0 || !slices.Contains(writerGroups, gid)) {
-		kill |= 0o2000
-	}
-	return kill
 }
 
 // mknod makes a FIFO, socket or device node: an inode and a name, no data.

@@ -8,6 +8,7 @@ package mdsproto
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/braidfs/braid/internal/layout"
 )
@@ -66,6 +67,19 @@ const (
 	TypeCharDev  = "chardev"
 	TypeBlockDev = "blockdev"
 )
+
+// KilledOnWrite is what a write by an unprivileged user clears from the
+// mode of a file of group gid (Linux's setattr_should_drop_suidgid):
+// set-user-ID always; set-group-ID with group execute, or without it when
+// the writer is not in the file's group. The mount decides by it whether
+// to ask; the MDS applies it to the mode it holds.
+func KilledOnWrite(mode, gid uint32, writerGroups []uint32) uint32 {
+	kill := mode & 0o4000
+	if mode&0o2000 != 0 && (mode&0o010 != 0 || !slices.Contains(writerGroups, gid)) {
+		kill |= 0o2000
+	}
+	return kill
+}
 
 // IsSpecial reports whether typ is a FIFO, socket or device node.
 func IsSpecial(typ string) bool {
