@@ -433,12 +433,19 @@ func commitExtents(rec *inodeRec, l layout.Layout, req mdsproto.CommitReq) error
 	return nil
 }
 
-func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto.ReaddirResp, error) {
+// readdirPage is a ReaddirResp as the MDS sends it: each entry encoded
+// once, when the page is cut by bytes, and sent as it is.
+type readdirPage struct {
+	Entries []mdsproto.Raw `json:"entries"`
+	More    bool           `json:"more"`
+}
+
+func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirPage, error) {
 	limit := req.Limit
 	if limit <= 0 || limit > maxReaddir {
 		limit = maxReaddir
 	}
-	var out mdsproto.ReaddirResp
+	var out readdirPage
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		dir, err := resolve(r, req.Dir, req.Path)
 		if err != nil {
@@ -467,22 +474,23 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (mdsproto
 		}); err != nil {
 			return err
 		}
-		page := 0
+		// Entries are encoded into one buffer; each is a piece of it
+		// (a piece stays valid when the buffer grows elsewhere).
+		buf := make([]byte, 0, 64<<10)
 		for i, ino := range inos {
 			rec, err := getInode(r, ino)
 			if err != nil {
 				return err
 			}
-			e := mdsproto.DirEntry{Name: names[i], Inode: rec.Inode}
-			b, err := mdsproto.Marshal(e)
-			if err != nil {
+			start := len(buf)
+			if buf, err = mdsproto.AppendMarshal(buf, mdsproto.DirEntry{Name: names[i], Inode: rec.Inode}); err != nil {
 				return err
 			}
-			if page += len(b); page > readdirPageBytes && i > 0 {
+			if len(buf) > readdirPageBytes && i > 0 {
 				out.More = true // the rest comes with the next page
 				break
 			}
-			out.Entries = append(out.Entries, e)
+			out.Entries = append(out.Entries, buf[start:len(buf):len(buf)])
 		}
 		return nil
 	})

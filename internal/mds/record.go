@@ -33,14 +33,13 @@ const (
 
 // encodeRecord returns v as a record.
 func encodeRecord(v any) ([]byte, error) {
-	body, err := mdsproto.Marshal(v)
+	b, err := mdsproto.AppendMarshal(make([]byte, recordHeaderLen, 512), v)
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, recordHeaderLen, recordHeaderLen+len(body))
 	b[0] = recordFormat
-	binary.LittleEndian.PutUint32(b[1:], wire.CRC(body))
-	return append(b, body...), nil
+	binary.LittleEndian.PutUint32(b[1:], wire.CRC(b[recordHeaderLen:]))
+	return b, nil
 }
 
 // decodeRecord decodes record b into v.
@@ -55,7 +54,7 @@ func decodeRecord(b []byte, v any) error {
 	if got, want := wire.CRC(body), binary.LittleEndian.Uint32(b[1:]); got != want {
 		return fmt.Errorf("%w: record checksum %08x, want %08x", wire.ErrInternal, got, want)
 	}
-	if err := mdsproto.Unmarshal(body, v); err != nil {
+	if err := mdsproto.UnmarshalStored(body, v); err != nil {
 		return fmt.Errorf("%w: record undecodable: %v", wire.ErrInternal, err)
 	}
 	return nil

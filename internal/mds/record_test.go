@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -53,10 +54,41 @@ func TestRecords(t *testing.T) {
 // there were more, so its answer fits a frame.
 func TestRecoverProblemsBounded(t *testing.T) {
 	var out mdsproto.RecoverResp
+	longPath := strings.Repeat("/d", 2000) // a label's path can be 4 KB
 	for i := range 3 * maxRecoverProblems {
-		addProblem(&out, fmt.Sprint("problem ", i))
+		addProblem(&out, fmt.Sprint("problem ", i, " at ", longPath))
 	}
 	if len(out.Problems) != maxRecoverProblems+1 || out.Problems[maxRecoverProblems] != "more problems not listed" {
 		t.Fatalf("%d problems, last %q", len(out.Problems), out.Problems[len(out.Problems)-1])
+	}
+	if b, err := mdsproto.Marshal(out); err != nil || len(b) > wire.MaxMetaBytes {
+		t.Fatalf("the answer takes %d bytes (%v), past a frame's %d", len(b), err, wire.MaxMetaBytes)
+	}
+}
+
+// An inode written by an older release with more extended attributes
+// than a network body may carry (format 1 had no count bound) still
+// reads, is rewritten as format 2, and reads again: records decode with
+// the store's limits, not the network's.
+func TestRecordsKeepManyAttributes(t *testing.T) {
+	in := inodeRec{Format: recFormat, Inode: mdsproto.Inode{Ino: 9, Type: mdsproto.TypeFile}, Xattrs: map[string][]byte{}}
+	for i := range 10_000 {
+		in.Xattrs[fmt.Sprint("user.", i)] = []byte{1}
+	}
+	old, err := json.Marshal(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got inodeRec
+	if err := decodeRecord(old, &got); err != nil || len(got.Xattrs) != 10_000 {
+		t.Fatalf("format 1: %d attributes, %v", len(got.Xattrs), err)
+	}
+	b, err := encodeRecord(&got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again inodeRec
+	if err := decodeRecord(b, &again); err != nil || len(again.Xattrs) != 10_000 {
+		t.Fatalf("rewritten as format 2: %d attributes, %v", len(again.Xattrs), err)
 	}
 }

@@ -345,11 +345,18 @@ func decodeLabel(b []byte, l *mdsproto.ObjectLabel) error {
 	return mdsproto.Unmarshal(b, l)
 }
 
-// maxRecoverProblems bounds the problems a recovery reports, so its
-// answer fits a frame however many files it could not restore.
-const maxRecoverProblems = 1000
+// maxRecoverProblems and maxProblemBytes bound the problems a recovery
+// reports, so its answer fits a frame (1 MiB) however many files it could
+// not restore and however long their paths.
+const (
+	maxRecoverProblems = 1000
+	maxProblemBytes    = 512
+)
 
 func addProblem(out *mdsproto.RecoverResp, msg string) {
+	if len(msg) > maxProblemBytes { // a label's path may be 4 KB: the list must fit a reply
+		msg = msg[:maxProblemBytes] + "..."
+	}
 	switch n := len(out.Problems); {
 	case n < maxRecoverProblems:
 		out.Problems = append(out.Problems, msg)

@@ -1,6 +1,7 @@
 package mdsproto
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/fxamacker/cbor/v2"
@@ -19,41 +20,53 @@ import (
 // refused) and lenient where versions differ: fields it does not know
 // are skipped, fields missing are zero. Bounds on lengths come from the
 // frame (wire.MaxMetaBytes) and the limits below.
+//
+// What the MDS stored itself (records) decodes with the same strictness
+// but no count limits: whatever it once wrote, an older release's inode
+// with many attributes included, must read back.
 
-// Limits on a decoded body, below the library's defaults.
+// Limits on a decoded body from the network, below the library's defaults.
 const (
 	maxBodyNesting     = 16
 	maxBodyArrayLength = 1 << 17 // entries in one list (a page of names)
-	MaxBodyMapPairs    = 1 << 12 // fields of one message, or entries of one map (an inode's extended attributes stay below it)
+	maxBodyMapPairs    = 1 << 12 // fields of one message, or entries of one map
+	maxStoredCount     = 1<<31 - 1
 )
 
 // codec holds the encoding and decoding modes. They are immutable once
 // built and safe for concurrent use.
 type codec struct {
-	enc cbor.EncMode
-	dec cbor.DecMode
+	enc    cbor.UserBufferEncMode
+	dec    cbor.DecMode // bodies from the network
+	stored cbor.DecMode // what the MDS wrote itself
 }
 
 var bodyCodec = mustCodec()
 
 func mustCodec() codec {
-	enc, err := cbor.EncOptions{String: cbor.StringToByteString}.EncMode()
+	enc, err := cbor.EncOptions{String: cbor.StringToByteString}.UserBufferEncMode()
 	if err != nil {
 		panic(err) // the options are constants: a failure is a programming error
 	}
-	dec, err := cbor.DecOptions{
+	opts := cbor.DecOptions{
 		DupMapKey:          cbor.DupMapKeyEnforcedAPF,
 		IndefLength:        cbor.IndefLengthForbidden,
 		TagsMd:             cbor.TagsForbidden,
 		MaxNestedLevels:    maxBodyNesting,
 		MaxArrayElements:   maxBodyArrayLength,
-		MaxMapPairs:        MaxBodyMapPairs,
+		MaxMapPairs:        maxBodyMapPairs,
 		ByteStringToString: cbor.ByteStringToStringAllowed,
-	}.DecMode()
+	}
+	dec, err := opts.DecMode()
 	if err != nil {
 		panic(err)
 	}
-	return codec{enc: enc, dec: dec}
+	opts.MaxArrayElements, opts.MaxMapPairs = maxStoredCount, maxStoredCount
+	stored, err := opts.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return codec{enc: enc, dec: dec, stored: stored}
 }
 
 // Marshal encodes a request or response body.
@@ -63,6 +76,28 @@ func Marshal(v any) ([]byte, error) {
 		return nil, fmt.Errorf("%w: encode %T: %v", wire.ErrInternal, v, err)
 	}
 	return b, nil
+}
+
+// AppendMarshal appends v's encoding to dst: one encode, no copy of its
+// own (records put their header first; listings gather entries).
+func AppendMarshal(dst []byte, v any) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	if err := bodyCodec.enc.MarshalToBuffer(v, buf); err != nil {
+		return dst, fmt.Errorf("%w: encode %T: %v", wire.ErrInternal, v, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Raw is an encoded body or part of one, sent as it is.
+type Raw = cbor.RawMessage
+
+// UnmarshalStored decodes what the MDS stored itself: as strict as
+// Unmarshal, but with no limit on counts.
+func UnmarshalStored(b []byte, v any) error {
+	if err := bodyCodec.stored.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %v", wire.ErrBadRequest, err)
+	}
+	return nil
 }
 
 // Unmarshal decodes a body strictly, as a bad-request error.
