@@ -51,15 +51,23 @@ func KilledOnWrite(mode, gid uint32, writerGroups []uint32) uint32 {
 // RootIno is the root directory's inode number.
 const RootIno = 1
 
-// LookupAt finds name in directory dir.
+// LookupAt finds name in directory dir (from the cache, if the client
+// caches metadata and holds it).
 func (c *Client) LookupAt(ctx context.Context, dir uint64, name string) (Attr, error) {
+	if m := c.metaCache(); m != nil && name != "" {
+		return m.lookup(ctx, dir, name)
+	}
 	var in Attr
 	err := c.mds(ctx, mdsproto.OpLookup, mdsproto.PathReq{Dir: dir, Path: name}, &in)
 	return in, err
 }
 
-// GetAttr fetches inode ino's attributes.
+// GetAttr fetches inode ino's attributes (from the cache, if the client
+// caches metadata and holds them).
 func (c *Client) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
+	if m := c.metaCache(); m != nil {
+		return m.lookup(ctx, ino, "")
+	}
 	var in Attr
 	err := c.mds(ctx, mdsproto.OpLookup, mdsproto.PathReq{Dir: ino}, &in)
 	return in, err

@@ -93,6 +93,9 @@ type Client struct {
 	encoders map[[2]int]reedsolomon.Encoder
 
 	locks *lockSession // extent locks of the handles writing (lock.go)
+
+	cacheMu sync.Mutex
+	mdc     *mdCache // names and attributes kept coherent by the MDS (mdcache.go); nil: none
 }
 
 // Dial connects to the MDS at addr.

@@ -9,3 +9,12 @@ func LockEpoch(c *Client) uint64 { return c.locks.sessionEpoch() }
 // LockSessionValid reports whether the client's extent locks can be
 // trusted now (renewed within the lease).
 func LockSessionValid(c *Client) bool { return c.locks.valid(time.Now()) }
+
+// CacheHits counts the lookups and getattrs the client's metadata cache
+// answered from memory.
+func CacheHits(c *Client) uint64 {
+	if m := c.metaCache(); m != nil {
+		return m.hits.Load()
+	}
+	return 0
+}

@@ -53,5 +53,8 @@ func (c *Client) mutate(ctx context.Context, op uint16, req onceRequest, out any
 	o := c.once.begin()
 	defer c.once.end(o.Seq)
 	req.SetOnce(o)
+	m := c.metaCache()
+	m.changing()
+	defer m.changing()
 	return c.mds(ctx, op, req, out)
 }

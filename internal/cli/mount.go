@@ -66,8 +66,9 @@ func (e *env) mountCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&o.AttrTimeout, "attr-timeout", o.AttrTimeout, "how long the kernel may cache attributes")
-	f.DurationVar(&o.EntryTimeout, "entry-timeout", o.EntryTimeout, "how long the kernel may cache names")
+	f.BoolVar(&o.CacheMetadata, "cache", o.CacheMetadata, "cache names and attributes as long as the MDS keeps them coherent (--cache=false: fixed timeouts)")
+	f.DurationVar(&o.AttrTimeout, "attr-timeout", o.AttrTimeout, "with --cache=false, how long the kernel may cache attributes")
+	f.DurationVar(&o.EntryTimeout, "entry-timeout", o.EntryTimeout, "with --cache=false, how long the kernel may cache names")
 	f.BoolVar(&o.Debug, "debug", false, "log every FUSE request")
 	f.StringVar(&addrFile, "addr-file", "", "write the mount point to this file once mounted")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the mount to this file (for tuning)")

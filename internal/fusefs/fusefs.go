@@ -5,9 +5,16 @@
 //
 // Consistency is close-to-open (as NFS): close and fsync make a file's
 // bytes durable on every OSD and its size visible at the MDS; an open
-// fetches fresh attributes and drops cached pages. Attributes and entries
-// are cached for AttrTimeout/EntryTimeout (1 s), so a change made through
-// another mount is seen within that time by stat and lookup.
+// fetches fresh attributes and drops cached pages. Names and attributes
+// are cached under the MDS's callbacks (Options.CacheMetadata): the mount
+// answers lookups and getattr from memory for as long as the MDS lets it,
+// and the MDS tells it of every change before committing it, so a change
+// made through another mount is seen at once. The kernel revalidates
+// every name with the mount (the answer comes from memory) and keeps
+// attributes for the rest of the cache's lease; a change drops them
+// (FUSE_NOTIFY_INVAL_INODE). Names are not invalidated in the kernel:
+// that takes the directory's lock, which an operation of this mount may
+// hold while it waits for another mount's acknowledgement.
 package fusefs
 
 import (
@@ -32,14 +39,19 @@ import (
 
 // Options tune a mount.
 type Options struct {
-	EntryTimeout time.Duration // how long the kernel caches a name → inode
-	AttrTimeout  time.Duration // how long the kernel caches attributes
-	Debug        bool          // log every FUSE request
-	Name         string        // shown as the file system's source (df, mount)
+	// CacheMetadata caches names and attributes as long as the MDS
+	// keeps them coherent; without it the kernel caches them for
+	// EntryTimeout and AttrTimeout, and a change made elsewhere is seen
+	// that late.
+	CacheMetadata bool
+	EntryTimeout  time.Duration // how long the kernel caches a name → inode, without CacheMetadata
+	AttrTimeout   time.Duration // how long the kernel caches attributes, without CacheMetadata
+	Debug         bool          // log every FUSE request
+	Name          string        // shown as the file system's source (df, mount)
 }
 
 // DefaultOptions suit interactive use and close-to-open consistency.
-var DefaultOptions = Options{EntryTimeout: time.Second, AttrTimeout: time.Second, Name: "braid"}
+var DefaultOptions = Options{CacheMetadata: true, EntryTimeout: time.Second, AttrTimeout: time.Second, Name: "braid"}
 
 const (
 	maxWriteBytes = 1 << 20 // largest FUSE read/write request
@@ -53,12 +65,25 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 	m := &mount{cl: cl, opts: o}
 	root := &node{m: m, ino: braid.RootIno}
 	neg := time.Duration(0)
+	if o.CacheMetadata {
+		o.EntryTimeout, o.AttrTimeout = 0, 0
+		m.opts = o
+		cl.CacheMetadata(func(ino uint64) {
+			if s := m.srv.Load(); s != nil {
+				_ = s.InodeNotify(ino, -1, 0) // attributes only; ENOENT if the kernel has forgotten it
+			}
+		})
+	}
 	srv, err := fs.Mount(dir, root, &fs.Options{
 		// Modes are braid's, 0 included (go-fuse otherwise shows 0 as 0644).
 		NullPermissions: true,
 		EntryTimeout:    &o.EntryTimeout,
 		AttrTimeout:     &o.AttrTimeout,
 		NegativeTimeout: &neg,
+		// Kernel node ids are braid inode numbers (never reused), so a
+		// change the MDS reports by inode is invalidated by number.
+		ExternalNodeID: true,
+		RootStableAttr: &fs.StableAttr{Ino: braid.RootIno},
 		MountOptions: fuse.MountOptions{
 			DirectMount:  true,
 			FsName:       o.Name,
@@ -76,6 +101,7 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 		},
 	})
 	if err == nil {
+		m.srv.Store(srv)
 		raiseReadahead(dir)
 		// Direct I/O for writers only where the kernel still lets
 		// programs mmap such files (Linux 6.6 and later).
@@ -104,6 +130,7 @@ type mount struct {
 	cl           *braid.Client
 	opts         Options
 	directWrites atomic.Bool // write handles bypass the page cache
+	srv          atomic.Pointer[fuse.Server]
 
 	// writing are the nodes holding a writer (writer.go), by inode: a
 	// lookup answers with their size. go-fuse hands a lookup a new node
@@ -226,7 +253,7 @@ func (n *node) child(ctx context.Context, a braid.Attr, out *fuse.EntryOut) *fs.
 	n.m.withWriterSize(&a)
 	fillAttr(a, &out.Attr)
 	out.SetEntryTimeout(n.m.opts.EntryTimeout)
-	out.SetAttrTimeout(n.m.opts.AttrTimeout)
+	out.SetAttrTimeout(n.m.attrTimeout(a))
 	child := n.NewInode(ctx, &node{m: n.m, ino: a.Ino}, fs.StableAttr{Mode: typeBits(a.Type), Ino: a.Ino})
 	child.Operations().(*node).saw(a)
 	return child
@@ -260,8 +287,18 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	n.saw(a)
 	n.m.withWriterSize(&a)
 	fillAttr(a, &out.Attr)
-	out.SetTimeout(n.m.opts.AttrTimeout)
+	out.SetTimeout(n.m.attrTimeout(a))
 	return 0
+}
+
+// attrTimeout is how long the kernel may keep a: with CacheMetadata, as
+// long as the cache holds it under its lease (a change is invalidated
+// in the kernel too), else AttrTimeout.
+func (m *mount) attrTimeout(a braid.Attr) time.Duration {
+	if !m.opts.CacheMetadata {
+		return m.opts.AttrTimeout
+	}
+	return m.cl.CachedFor(a)
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {

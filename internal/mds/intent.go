@@ -231,6 +231,9 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		if err := s.clearLocksHeld(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("extent lock mark", "err", err)
 		}
+		if err := s.expireCaches(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("metadata cache mark", "err", err)
+		}
 	}
 }
 

@@ -90,6 +90,10 @@ type Server struct {
 	locksMarked atomic.Bool // keyLocksHeld is stored
 	lockMarkMu  sync.RWMutex
 
+	cache       *cacheTable // who caches which inodes (cache.go)
+	cacheMarked atomic.Bool // keyCacheHeld is stored
+	cacheMarkMu sync.RWMutex
+
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 }
@@ -122,6 +126,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if err := s.startLocks(ctx); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	if err := s.startCache(ctx); err != nil {
 		eng.Close()
 		return nil, err
 	}
@@ -364,6 +372,10 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.lockWait)
 	case mdsproto.OpExtentReclaim:
 		return call(ctx, r.Meta, s.extentReclaim)
+	case mdsproto.OpCacheWait:
+		return call(ctx, r.Meta, s.cacheWait)
+	case mdsproto.OpCacheLookup:
+		return call(ctx, r.Meta, s.cacheLookup)
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }

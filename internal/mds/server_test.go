@@ -86,6 +86,9 @@ func FuzzHandler(f *testing.F) {
 		f.Add(op, mustBody(`{"ino":1,"handle":7,"session":9,"lo":-1,"hi":4611686018427387905,"end":-3,"seq":18446744073709551615,"wait_ns":9223372036854775807,"spans":[[5,2],[0,1]]}`))
 		f.Add(op, mustBody(`{"ino":2,"handle":7,"session":9,"lo":0,"hi":1,"wait_ns":1000000}`))
 	}
+	f.Add(mdsproto.OpCacheWait, mustBody(`{"session":3,"epoch":0,"acked":18446744073709551615,"wait_ns":-1}`))
+	f.Add(mdsproto.OpCacheLookup, mustBody(`{"dir":1,"name":"a/..","session":3,"epoch":4294967297}`))
+	f.Add(mdsproto.OpCacheLookup, mustBody(`{"dir":18446744073709551615,"name":""}`))
 	ctx := context.Background()
 	conn, err := wire.Dial(ctx, c.MDS.Addr())
 	if err != nil {

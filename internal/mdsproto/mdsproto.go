@@ -54,6 +54,8 @@ const (
 	OpMknod
 	OpStat
 	OpRenewBatch
+	OpCacheWait
+	OpCacheLookup
 )
 
 // File types. FIFOs, sockets and device nodes are inodes only: the
@@ -332,6 +334,69 @@ type LockWaitResp struct {
 	LeaseNs      int64    `json:"lease_ns"` // the session's locks last this long from the request
 	Incarnation  uint64   `json:"incarnation"`
 	SessionEpoch uint64   `json:"session_epoch"`
+}
+
+// Metadata caches kept coherent by callbacks (the MDS's cache.go). A
+// client that caches names and attributes keeps a CacheWait at the MDS:
+// it renews the session's cache lease and carries back invalidations.
+// A CacheLookup answered with Grant set (the session's epoch) registers
+// the session on the inodes it names; the MDS sends every registered
+// session an invalidation, and waits until it is acknowledged, before it
+// commits a change to those inodes.
+
+// CacheWaitReq is a session's standing request for invalidations. Acked
+// is the newest invalidation the client has applied; Epoch the epoch it
+// caches under (0 before it has one, or to start over: the MDS then ends
+// the session's registrations).
+type CacheWaitReq struct {
+	Session uint64 `json:"session"`
+	Epoch   uint64 `json:"epoch,omitempty"`
+	Acked   uint64 `json:"acked,omitempty"`
+	WaitNs  int64  `json:"wait_ns"`
+}
+
+// CacheWaitResp answers a CacheWait. An Epoch other than the request's
+// means the session's registrations are gone (new session, eviction, or
+// another MDS process): the client drops everything it caches. Its cache
+// lasts LeaseNs from when it sent the request.
+type CacheWaitResp struct {
+	Epoch         uint64         `json:"epoch"`
+	LeaseNs       int64          `json:"lease_ns"`
+	Invalidations []Invalidation `json:"invalidations,omitempty"`
+}
+
+// Invalidation tells a caching session that inode Ino changed: its
+// attributes if Attr, and in a directory the entries Names (every entry
+// if AllNames).
+type Invalidation struct {
+	Seq      uint64   `json:"seq"`
+	Ino      uint64   `json:"ino"`
+	Attr     bool     `json:"attr,omitempty"`
+	Names    []string `json:"names,omitempty"`
+	AllNames bool     `json:"all_names,omitempty"`
+}
+
+// MaxInvalidationNames bounds the names one invalidation lists; a change
+// to more entries of a directory invalidates all of them.
+const MaxInvalidationNames = 16
+
+// CacheLookupReq looks up Name in directory Dir, or with Name empty
+// fetches inode Dir's attributes, for a session that caches.
+type CacheLookupReq struct {
+	Dir     uint64 `json:"dir"`
+	Name    string `json:"name,omitempty"`
+	Session uint64 `json:"session,omitempty"`
+	Epoch   uint64 `json:"epoch,omitempty"`
+}
+
+// CacheLookupResp is the inode found (nil: no such entry) and, if the
+// answer may be cached, the epoch it was granted in (Grant) and the
+// newest invalidation queued to the session before it (Seq): a client
+// that has applied a newer one must not cache the answer.
+type CacheLookupResp struct {
+	Inode *Inode `json:"inode,omitempty"`
+	Grant uint64 `json:"grant,omitempty"`
+	Seq   uint64 `json:"seq,omitempty"`
 }
 
 // ReclaimReq asks a restarted MDS (another incarnation than the one

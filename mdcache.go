@@ -1,0 +1,282 @@
+package braid
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// A metadata cache kept coherent by the MDS's callbacks (the MDS's
+// cache.go): lookups and attributes are answered from memory while the
+// MDS has granted them, for as long as that lasts — no fixed timeout. The
+// MDS tells this client of every change to what it caches and waits for
+// the acknowledgement before committing the change, so a change made
+// anywhere is seen here at once. The cache is trusted only while the
+// session's lease holds (counted from before the last CacheWait that was
+// answered was sent), so a client cut off from the MDS stops answering
+// from it before the MDS may commit without it.
+type mdCache struct {
+	c *Client
+
+	mu         sync.Mutex
+	epoch      uint64    // the MDS's name for this cache's registrations; 0 while there is none
+	validUntil time.Time // the lease
+	applied    uint64    // the newest invalidation applied
+	localGen   uint64    // lookups sent before this changed are not kept
+	attrs      map[uint64]Attr
+	entries    map[uint64]map[string]uint64 // dir → name → ino (0: no such entry)
+	nEntries   int
+	registered map[uint64]struct{} // inodes the MDS counts this client as caching
+	full       bool                // the bounds are reached: start a new epoch
+	onChange   func(ino uint64)    // told of every inode whose attributes changed
+	hits       atomic.Uint64       // answers from memory (for tests)
+}
+
+const (
+	maxCachedInodes  = 1 << 18 // inodes a client caches (the MDS's bound per session)
+	maxCachedEntries = 1 << 20 // names a client caches
+)
+
+// CacheMetadata makes the client answer LookupAt and GetAttr from a cache
+// the MDS keeps coherent. onChange, if set, is called (never with the
+// cache's lock held) with every inode whose cached attributes were
+// dropped because it changed, so a caller that caches further (a
+// kernel) can drop its copy too. It starts a standing request at the MDS
+// that lives as long as the client.
+func (c *Client) CacheMetadata(onChange func(ino uint64)) {
+	m := &mdCache{c: c, attrs: map[uint64]Attr{}, entries: map[uint64]map[string]uint64{},
+		registered: map[uint64]struct{}{}, onChange: onChange}
+	c.cacheMu.Lock()
+	defer c.cacheMu.Unlock()
+	if c.mdc != nil {
+		return
+	}
+	c.mdc = m
+	go m.run()
+}
+
+// CacheLease reports how long what the cache answers may still be
+// trusted without another word from the MDS (0: nothing is cached).
+func (c *Client) CacheLease() time.Duration {
+	m := c.metaCache()
+	if m == nil {
+		return 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.epoch == 0 {
+		return 0
+	}
+	return max(time.Until(m.validUntil), 0)
+}
+
+func (c *Client) metaCache() *mdCache {
+	c.cacheMu.Lock()
+	defer c.cacheMu.Unlock()
+	return c.mdc
+}
+
+// run keeps a CacheWait at the MDS for as long as the client lives.
+func (m *mdCache) run() {
+	backoff := 20 * time.Millisecond
+	for m.c.life.Err() == nil {
+		m.mu.Lock()
+		req := mdsproto.CacheWaitReq{Session: m.c.once.id, Epoch: m.epoch, Acked: m.applied, WaitNs: int64(time.Second)}
+		if m.full {
+			// Start over: the MDS ends this epoch's registrations, and
+			// the answer's new epoch drops the cache.
+			req.Epoch, m.full = 0, false
+		}
+		m.mu.Unlock()
+		sent := time.Now()
+		var resp mdsproto.CacheWaitResp
+		if err := m.c.mds(m.c.life, mdsproto.OpCacheWait, req, &resp); err != nil {
+			// The cache lapses with its lease; the MDS counts the same.
+			sleepCtx(m.c.life, backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 20 * time.Millisecond
+		m.notify(m.apply(req, resp, sent))
+	}
+}
+
+// apply takes a CacheWait's answer and returns the inodes whose
+// attributes changed.
+func (m *mdCache) apply(req mdsproto.CacheWaitReq, resp mdsproto.CacheWaitResp, sent time.Time) []uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var changed []uint64
+	if resp.Epoch != m.epoch {
+		// A new epoch: the MDS no longer counts this client as caching
+		// anything it had (new session, eviction, another MDS process).
+		changed = m.flushLocked()
+		m.epoch, m.applied = resp.Epoch, 0
+	}
+	for _, inv := range resp.Invalidations {
+		if inv.Seq <= m.applied {
+			continue
+		}
+		m.applied = inv.Seq
+		if inv.Attr {
+			delete(m.attrs, inv.Ino)
+			changed = append(changed, inv.Ino)
+		}
+		if inv.AllNames {
+			m.nEntries -= len(m.entries[inv.Ino])
+			delete(m.entries, inv.Ino)
+		} else if ents := m.entries[inv.Ino]; ents != nil {
+			for _, n := range inv.Names {
+				if _, ok := ents[n]; ok {
+					delete(ents, n)
+					m.nEntries--
+				}
+			}
+		}
+	}
+	if resp.Epoch != 0 {
+		m.validUntil = sent.Add(time.Duration(resp.LeaseNs))
+	}
+	return changed
+}
+
+// flushLocked drops everything and returns the inodes it held.
+func (m *mdCache) flushLocked() []uint64 {
+	var all []uint64
+	for ino := range m.registered {
+		all = append(all, ino)
+	}
+	m.attrs, m.entries, m.nEntries = map[uint64]Attr{}, map[uint64]map[string]uint64{}, 0
+	m.registered = map[uint64]struct{}{}
+	m.localGen++
+	return all
+}
+
+func (m *mdCache) notify(inos []uint64) {
+	if m.onChange == nil {
+		return
+	}
+	for _, ino := range inos {
+		m.onChange(ino)
+	}
+}
+
+// validLocked reports whether the cache may answer now.
+func (m *mdCache) validLocked() bool {
+	return m.epoch != 0 && time.Now().Before(m.validUntil)
+}
+
+// get answers a lookup (name set) or getattr from memory: found reports
+// whether the cache knew, ok whether the entry exists.
+func (m *mdCache) get(dir uint64, name string) (a Attr, ok, found bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.validLocked() {
+		return Attr{}, false, false
+	}
+	ino := dir
+	if name != "" {
+		var known bool
+		if ino, known = m.entries[dir][name]; !known {
+			return Attr{}, false, false
+		}
+		if ino == 0 {
+			return Attr{}, false, true
+		}
+	}
+	a, found = m.attrs[ino]
+	return a, found, found
+}
+
+// lookup asks the MDS for what get did not know and keeps the answer
+// if it was granted and nothing changed since the request was sent.
+func (m *mdCache) lookup(ctx context.Context, dir uint64, name string) (Attr, error) {
+	if a, ok, found := m.get(dir, name); found {
+		m.hits.Add(1)
+		if !ok {
+			return Attr{}, wire.Errorf(wire.ErrNotFound, "%q in directory %d", name, dir)
+		}
+		return a, nil
+	}
+	m.mu.Lock()
+	req := mdsproto.CacheLookupReq{Dir: dir, Name: name, Session: m.c.once.id, Epoch: m.epoch}
+	gen := m.localGen
+	m.mu.Unlock()
+	var resp mdsproto.CacheLookupResp
+	if err := m.c.mds(ctx, mdsproto.OpCacheLookup, req, &resp); err != nil {
+		return Attr{}, err
+	}
+	m.keep(dir, name, gen, resp)
+	if resp.Inode == nil {
+		return Attr{}, wire.Errorf(wire.ErrNotFound, "%q in directory %d", name, dir)
+	}
+	return *resp.Inode, nil
+}
+
+// keep caches a granted answer unless an invalidation the MDS queued
+// after granting it has been applied already, or a change of this
+// client's began since its request was sent (either may concern it).
+func (m *mdCache) keep(dir uint64, name string, gen uint64, resp mdsproto.CacheLookupResp) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if resp.Grant == 0 || resp.Grant != m.epoch || m.applied > resp.Seq || gen != m.localGen || !m.validLocked() {
+		return
+	}
+	if len(m.registered) >= maxCachedInodes-2 || m.nEntries >= maxCachedEntries {
+		m.full = true
+		return
+	}
+	m.registered[dir] = struct{}{}
+	if name == "" {
+		m.attrs[dir] = *resp.Inode
+		return
+	}
+	ents := m.entries[dir]
+	if ents == nil {
+		ents = map[string]uint64{}
+		m.entries[dir] = ents
+	}
+	if _, ok := ents[name]; !ok {
+		m.nEntries++
+	}
+	if resp.Inode == nil {
+		ents[name] = 0
+		return
+	}
+	ents[name] = resp.Inode.Ino
+	m.attrs[resp.Inode.Ino] = *resp.Inode
+	m.registered[resp.Inode.Ino] = struct{}{}
+}
+
+// changing is called around each change this client makes: lookups on
+// their way meanwhile are not kept.
+func (m *mdCache) changing() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.localGen++
+	m.mu.Unlock()
+}
+
+// CachedFor reports how long a may be cached further by the caller (a
+// kernel): the rest of the lease if the cache holds a's inode as a has
+// it, else 0 (the answer was not granted, or has changed since).
+func (c *Client) CachedFor(a Attr) time.Duration {
+	m := c.metaCache()
+	if m == nil {
+		return 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	held, ok := m.attrs[a.Ino]
+	if !ok || !m.validLocked() || held.CtimeNs != a.CtimeNs || held.MtimeNs != a.MtimeNs || held.Size != a.Size ||
+		held.Mode != a.Mode || held.Nlink != a.Nlink || held.Uid != a.Uid || held.Gid != a.Gid {
+		return 0
+	}
+	return time.Until(m.validUntil)
+}

@@ -1,0 +1,133 @@
+package braid_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/testcluster"
+)
+
+// A client that caches metadata answers lookups and getattrs from memory,
+// and sees every change another client makes at once: the MDS invalidates
+// its cache before the change commits.
+func TestMetadataCacheSeesOtherClientsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	a, b := c.Dial(), c.Dial()
+	a.CacheMetadata(nil)
+	if _, err := b.MkdirAt(ctx, braid.RootIno, "d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	dir := lookupUntilCached(t, a, braid.RootIno, "d")
+
+	// A negative entry is cached, then the name appears.
+	if _, err := a.LookupAt(ctx, dir.Ino, "x"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("lookup of a missing name: %v", err)
+	}
+	hits := braid.CacheHits(a)
+	if _, err := a.LookupAt(ctx, dir.Ino, "x"); !errors.Is(err, braid.ErrNotFound) || braid.CacheHits(a) != hits+1 {
+		t.Fatalf("a missing name again: %v, hits %d → %d (want it from memory)", err, hits, braid.CacheHits(a))
+	}
+	f, err := b.CreateAt(ctx, dir.Ino, "x", braid.CreateOptions{Mode: 0o640, Layout: "mirror:3", SizeHint: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("hello"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	x, err := a.LookupAt(ctx, dir.Ino, "x")
+	if err != nil || x.Size != 5 || x.Mode != 0o640 {
+		t.Fatalf("after another client created x: %+v %v", x, err)
+	}
+	x = lookupUntilCached(t, a, dir.Ino, "x")
+
+	// Attributes: a chmod, and a write that changes the size.
+	mode := uint32(0o600)
+	if _, err := b.SetAttr(ctx, braid.SetAttrRequest{Ino: x.Ino, Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.GetAttr(ctx, x.Ino); err != nil || got.Mode != 0o600 {
+		t.Fatalf("after chmod elsewhere: mode %o %v", got.Mode, err)
+	}
+	if got, err := a.LookupAt(ctx, dir.Ino, "x"); err != nil || got.Mode != 0o600 {
+		t.Fatalf("lookup after chmod elsewhere: mode %o %v", got.Mode, err)
+	}
+	w, err := b.OpenIno(ctx, x.Ino, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte(" world"), 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.GetAttr(ctx, x.Ino); err != nil || got.Size != 11 {
+		t.Fatalf("size after a write elsewhere: %d %v", got.Size, err)
+	}
+
+	// Names: a rename, a hard link's count, a removal.
+	lookupUntilCached(t, a, dir.Ino, "x")
+	if err := b.RenameAt(ctx, dir.Ino, "x", dir.Ino, "y", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LookupAt(ctx, dir.Ino, "x"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("old name after a rename elsewhere: %v", err)
+	}
+	if got, err := a.LookupAt(ctx, dir.Ino, "y"); err != nil || got.Ino != x.Ino {
+		t.Fatalf("new name after a rename elsewhere: %+v %v", got, err)
+	}
+	lookupUntilCached(t, a, dir.Ino, "y")
+	if _, err := b.Link(ctx, x.Ino, braid.RootIno, "z"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.GetAttr(ctx, x.Ino); err != nil || got.Nlink != 2 {
+		t.Fatalf("link count after a link elsewhere: %d %v", got.Nlink, err)
+	}
+	if err := b.RemoveAt(ctx, dir.Ino, "y", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LookupAt(ctx, dir.Ino, "y"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("a removed name: %v", err)
+	}
+	if got, err := a.GetAttr(ctx, x.Ino); err != nil || got.Nlink != 1 {
+		t.Fatalf("link count after a removal elsewhere: %d %v", got.Nlink, err)
+	}
+
+	// The caching client's own changes are seen by itself too.
+	lookupUntilCached(t, a, braid.RootIno, "z")
+	if err := a.RenameAt(ctx, braid.RootIno, "z", dir.Ino, "back", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LookupAt(ctx, braid.RootIno, "z"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("own rename, old name: %v", err)
+	}
+	if got, err := a.LookupAt(ctx, dir.Ino, "back"); err != nil || got.Ino != x.Ino {
+		t.Fatalf("own rename, new name: %+v %v", got, err)
+	}
+}
+
+// lookupUntilCached looks name up until the cache answers it from memory
+// (a grant is refused while a change of it is in flight, and for a
+// moment after).
+func lookupUntilCached(t *testing.T, c *braid.Client, dir uint64, name string) braid.Attr {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < 100; i++ {
+		hits := braid.CacheHits(c)
+		a, err := c.LookupAt(ctx, dir, name)
+		if err != nil {
+			t.Fatalf("lookup %q: %v", name, err)
+		}
+		if braid.CacheHits(c) > hits {
+			return a
+		}
+	}
+	t.Fatalf("%q in %d never cached", name, dir)
+	return braid.Attr{}
+}
