@@ -122,21 +122,11 @@ func (m *mdCache) apply(req mdsproto.CacheWaitReq, resp mdsproto.CacheWaitResp, 
 			continue
 		}
 		m.applied = inv.Seq
-		if inv.Attr {
-			delete(m.attrs, inv.Ino)
-			changed = append(changed, inv.Ino)
-		}
-		if inv.AllNames {
-			m.nEntries -= len(m.entries[inv.Ino])
-			delete(m.entries, inv.Ino)
-		} else if ents := m.entries[inv.Ino]; ents != nil {
-			for _, n := range inv.Names {
-				if _, ok := ents[n]; ok {
-					delete(ents, n)
-					m.nEntries--
-				}
-			}
-		}
+		delete(m.registered, inv.Ino)
+		delete(m.attrs, inv.Ino)
+		m.nEntries -= len(m.entries[inv.Ino])
+		delete(m.entries, inv.Ino)
+		changed = append(changed, inv.Ino)
 	}
 	if resp.Epoch != 0 {
 		m.validUntil = sent.Add(time.Duration(resp.LeaseNs))

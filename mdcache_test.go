@@ -131,3 +131,31 @@ func lookupUntilCached(t *testing.T, c *braid.Client, dir uint64, name string) b
 	t.Fatalf("%q in %d never cached", name, dir)
 	return braid.Attr{}
 }
+
+// After an MDS restart the new process knows nothing of what clients
+// cache: it changes nothing until their leases have run out, and the
+// caching client drops its cache when it meets the new process.
+func TestMetadataCacheAcrossMDSRestart(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	a, b := c.Dial(), c.Dial()
+	a.CacheMetadata(nil)
+	if _, err := b.MkdirAt(ctx, braid.RootIno, "d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	lookupUntilCached(t, a, braid.RootIno, "d")
+	if _, err := a.LookupAt(ctx, braid.RootIno, "e"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatal(err)
+	}
+	c.RestartMDS()
+	if err := b.RenameAt(ctx, braid.RootIno, "d", braid.RootIno, "e", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LookupAt(ctx, braid.RootIno, "d"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("a name renamed after an MDS restart: %v", err)
+	}
+	if _, err := a.LookupAt(ctx, braid.RootIno, "e"); err != nil {
+		t.Fatalf("the new name after an MDS restart: %v", err)
+	}
+	lookupUntilCached(t, a, braid.RootIno, "e") // caching resumes with the new process
+}

@@ -9,16 +9,20 @@ import (
 
 // Metadata caches kept coherent by callbacks (Panasas' callbacks, Ceph's
 // capabilities, Sigma's leases). A client session that caches names and
-// attributes is registered on each inode it was granted; before a change
-// to an inode's attributes or to a directory's entries commits, every
-// registered session is sent an invalidation naming what changed and the
-// change waits until each has acknowledged it (the session that made the
-// change is sent it too, but not waited for: it drops what it changed
-// itself). A session that does not acknowledge within cacheRecallWait is
-// evicted (its registrations end, its next CacheWait starts a new epoch,
-// and the client drops everything); the change then waits until the
-// evicted session's lease has run out, counted from the newest CacheWait
-// it sent, since the client counts its own lease from before it sent that
+// attributes is registered on each inode it was granted (a directory's
+// registration covers its entries). Before a change to a registered
+// inode's attributes or entries commits, each registered session is sent
+// a recall of that inode, its registration ends, and the change waits
+// until the session has acknowledged it, the session that asked for the
+// change included (its own cache holds the old state too, and its
+// lookups may be on their way). A session caches the inode again only by
+// asking again, so a stream of changes to one directory costs a session
+// that is not looking at it one recall, not one per change. A session
+// that does not acknowledge within cacheRecallWait is evicted (its
+// registrations end, its next CacheWait starts a new epoch, and the
+// client drops everything); the change then waits until the evicted
+// session's lease has run out, counted from the newest CacheWait it
+// sent, since the client counts its own lease from before it sent that
 // request and so stops trusting its cache no later.
 //
 // A grant is refused while a change to one of its inodes is in flight,
@@ -217,19 +221,10 @@ func (t *cacheTable) endLocked(s *cacheSession) {
 }
 
 // change is one change's view of the table: what it marked as changing
-// (no grant of those until it ends) and which invalidations it has sent.
+// (no grant of those until it ends) and the acknowledgements it waits for.
 type change struct {
 	marked map[uint64]bool
-	sent   map[uint64]*touch // per inode: what holders were told
 	waits  []ackWait
-}
-
-// touch is what a change does to one inode: its attributes, and in a
-// directory the entries named (all if allNames).
-type touch struct {
-	attr     bool
-	names    map[string]struct{}
-	allNames bool
 }
 
 type ackWait struct {
@@ -237,68 +232,31 @@ type ackWait struct {
 	seq uint64
 }
 
-func (c *touch) covers(o *touch) bool {
-	if o.attr && !c.attr {
-		return false
-	}
-	if c.allNames {
-		return true
-	}
-	if o.allNames {
-		return false
-	}
-	for n := range o.names {
-		if _, ok := c.names[n]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
-func (c *touch) add(o *touch) {
-	c.attr = c.attr || o.attr
-	if c.allNames || o.allNames || len(c.names)+len(o.names) > mdsproto.MaxInvalidationNames {
-		c.allNames, c.names = true, nil
-		return
-	}
-	if c.names == nil {
-		c.names = map[string]struct{}{}
-	}
-	for n := range o.names {
-		c.names[n] = struct{}{}
-	}
-}
-
 func newChange() *change {
-	return &change{marked: map[uint64]bool{}, sent: map[uint64]*touch{}}
+	return &change{marked: map[uint64]bool{}}
 }
 
-// cover marks what a transaction touched as changing (no grant of it
-// until the change ends) and queues an invalidation of whatever its
-// holders have not been told yet. It reports whether the change must
-// wait for acknowledgements before it commits (the transaction is then
-// rolled back and run again after them), and whether the table is in its
-// grace (nothing may change yet).
-func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]*touch) (mustWait, inGrace bool) {
+// cover marks the inodes a transaction touched as changing (no grant of
+// them until the change ends) and recalls them from their holders. It
+// reports whether the change must wait for acknowledgements before it
+// commits (the transaction is then rolled back and run again after
+// them), and whether the table is in its grace (nothing may change yet).
+func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]bool) (mustWait, inGrace bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if now.Before(t.graceUntil) {
 		return false, true
 	}
-	for ino, tc := range touched {
+	for ino := range touched {
 		if !c.marked[ino] {
 			c.marked[ino] = true
 			t.changing[ino]++
 			t.gen++
 			t.recent[t.gen%recentChanges] = recentChange{gen: t.gen, ino: ino}
 		}
-		if len(t.holders[ino]) == 0 {
-			continue
+		for _, s := range t.holders[ino] {
+			t.recallLocked(c, s, ino)
 		}
-		if s := c.sent[ino]; s != nil && s.covers(tc) {
-			continue
-		}
-		t.invalidateLocked(c, ino, tc)
 	}
 	// Every wait counts, not only those queued now: an engine may run a
 	// transaction again on its own (bbolt's group commit reruns a failed
@@ -307,31 +265,20 @@ func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]*touch) 
 	return mustWait, false
 }
 
-// invalidateLocked queues what tc says of ino to every holder and notes
-// the acknowledgements the change waits for. A holder whose queue is full is evicted instead.
-func (t *cacheTable) invalidateLocked(c *change, ino uint64, tc *touch) {
-	sent := c.sent[ino]
-	if sent == nil {
-		sent = &touch{}
-		c.sent[ino] = sent
+// recallLocked ends s's registration on ino, queues the recall and notes
+// the acknowledgement c waits for. A holder whose queue is full is
+// evicted instead.
+func (t *cacheTable) recallLocked(c *change, s *cacheSession, ino uint64) {
+	if len(s.queue) >= maxQueuedInvalidations {
+		t.evictLocked(c, s)
+		return
 	}
-	sent.add(tc)
-	inv := mdsproto.Invalidation{Ino: ino, Attr: sent.attr, AllNames: sent.allNames}
-	for n := range sent.names {
-		inv.Names = append(inv.Names, n)
-	}
-	for _, s := range t.holders[ino] {
-		if len(s.queue) >= maxQueuedInvalidations {
-			t.evictLocked(c, s)
-			continue
-		}
-		s.seq++
-		inv.Seq = s.seq
-		s.queue = append(s.queue, inv)
-		close(s.wake)
-		s.wake = make(chan struct{})
-		c.waits = append(c.waits, ackWait{s: s, seq: s.seq})
-	}
+	t.unregisterLocked(s, ino)
+	s.seq++
+	s.queue = append(s.queue, mdsproto.Invalidation{Seq: s.seq, Ino: ino})
+	close(s.wake)
+	s.wake = make(chan struct{})
+	c.waits = append(c.waits, ackWait{s: s, seq: s.seq})
 }
 
 // evictLocked ends a session that did not keep up; c waits for its lease.

@@ -131,11 +131,11 @@ func (e *coherentEngine) sleepUntil(ctx context.Context, until time.Time) error 
 	}
 }
 
-// touchTxn notes the inodes ('i' keys: attributes) and directory entries
+// touchTxn notes the inodes whose attributes ('i' keys) or entries
 // ('d' keys) a transaction writes.
 type touchTxn struct {
 	kv.Txn
-	touched map[uint64]*touch
+	touched map[uint64]bool
 }
 
 func (t *touchTxn) Put(key, value []byte) error { t.note(key); return t.Txn.Put(key, value) }
@@ -145,20 +145,10 @@ func (t *touchTxn) note(key []byte) {
 	if len(key) < 9 || (key[0] != 'i' && key[0] != 'd') || (key[0] == 'i' && len(key) != 9) {
 		return
 	}
-	ino := beUint64(key[1:9])
 	if t.touched == nil {
-		t.touched = map[uint64]*touch{}
+		t.touched = map[uint64]bool{}
 	}
-	tc := t.touched[ino]
-	if tc == nil {
-		tc = &touch{}
-		t.touched[ino] = tc
-	}
-	if key[0] == 'i' {
-		tc.attr = true
-		return
-	}
-	tc.add(&touch{names: map[string]struct{}{string(key[9:]): {}}})
+	t.touched[beUint64(key[1:9])] = true
 }
 
 // startCache sets up the table, in grace if the store says clients of a
@@ -215,12 +205,8 @@ func (s *Server) cacheWait(ctx context.Context, req mdsproto.CacheWaitReq) (mdsp
 // in the next.
 func firstBytes(invs []mdsproto.Invalidation) []mdsproto.Invalidation {
 	size := 0
-	for i, inv := range invs {
-		size += 32
-		for _, n := range inv.Names {
-			size += len(n) + 4
-		}
-		if size > maxInvalidationBytes {
+	for i := range invs {
+		if size += 24; size > maxInvalidationBytes {
 			return invs[:max(i, 1)]
 		}
 	}

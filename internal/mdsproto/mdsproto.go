@@ -340,9 +340,9 @@ type LockWaitResp struct {
 // client that caches names and attributes keeps a CacheWait at the MDS:
 // it renews the session's cache lease and carries back invalidations.
 // A CacheLookup answered with Grant set (the session's epoch) registers
-// the session on the inodes it names; the MDS sends every registered
-// session an invalidation, and waits until it is acknowledged, before it
-// commits a change to those inodes.
+// the session on the inodes it names; before a change to one of them
+// commits, the MDS recalls it from every registered session and waits
+// until each has acknowledged.
 
 // CacheWaitReq is a session's standing request for invalidations. Acked
 // is the newest invalidation the client has applied; Epoch the epoch it
@@ -365,20 +365,13 @@ type CacheWaitResp struct {
 	Invalidations []Invalidation `json:"invalidations,omitempty"`
 }
 
-// Invalidation tells a caching session that inode Ino changed: its
-// attributes if Attr, and in a directory the entries Names (every entry
-// if AllNames).
+// Invalidation recalls inode Ino from a caching session: its attributes
+// and, for a directory, its entries changed (or are about to, once the
+// session has acknowledged). The session is no longer registered on it.
 type Invalidation struct {
-	Seq      uint64   `json:"seq"`
-	Ino      uint64   `json:"ino"`
-	Attr     bool     `json:"attr,omitempty"`
-	Names    []string `json:"names,omitempty"`
-	AllNames bool     `json:"all_names,omitempty"`
+	Seq uint64 `json:"seq"`
+	Ino uint64 `json:"ino"`
 }
-
-// MaxInvalidationNames bounds the names one invalidation lists; a change
-// to more entries of a directory invalidates all of them.
-const MaxInvalidationNames = 16
 
 // CacheLookupReq looks up Name in directory Dir, or with Name empty
 // fetches inode Dir's attributes, for a session that caches.
