@@ -194,9 +194,18 @@ func (c *Client) encoder(k, m int) (reedsolomon.Encoder, error) {
 // changes are sent through mutate, named so the MDS applies each once and
 // answers a retry with the first attempt's outcome (once.go).
 func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
+	meta, err := c.mdsMeta(ctx, op, req)
+	if err != nil || out == nil {
+		return err
+	}
+	return mdsproto.Unmarshal(meta, out)
+}
+
+// mdsMeta is mds, returning the answer undecoded.
+func (c *Client) mdsMeta(ctx context.Context, op uint16, req any) ([]byte, error) {
 	body, err := mdsproto.Marshal(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.IOTimeout)
 	defer cancel()
@@ -220,13 +229,7 @@ func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
 		sleepCtx(ctx, backoff)
 		backoff = min(2*backoff, time.Second)
 	}
-	if err != nil {
-		return err
-	}
-	if out == nil {
-		return nil
-	}
-	return mdsproto.Unmarshal(meta, out)
+	return meta, err
 }
 
 // mdsWaitBusy is mds for requests the MDS may refuse while the file is

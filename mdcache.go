@@ -29,6 +29,8 @@ type mdCache struct {
 	localGen   uint64    // lookups sent before this changed are not kept
 	attrs      map[uint64]Attr
 	entries    map[uint64]map[string]uint64 // dir → name → ino (0: no such entry)
+	complete   map[uint64]bool              // dirs whose every entry is in entries (a name not there is not in the dir)
+	suspended  map[uint64]suspendedDir      // dirs recalled by this client's own change, until its answer
 	nEntries   int
 	registered map[uint64]struct{} // inodes the MDS counts this client as caching
 	full       bool                // the bounds are reached: start a new epoch
@@ -39,7 +41,16 @@ type mdCache struct {
 const (
 	maxCachedInodes  = 1 << 18 // inodes a client caches (the MDS's bound per session)
 	maxCachedEntries = 1 << 20 // names a client caches
+	maxSuspendedDirs = 1 << 12 // directories awaiting their own change's answer
 )
+
+// suspendedDir is what was cached of a directory that a change of this
+// client's recalled: its answer may say the rest is still good (Kept).
+type suspendedDir struct {
+	entries  map[string]uint64
+	complete bool
+	seq      uint64 // the recall's
+}
 
 // CacheMetadata makes the client answer LookupAt and GetAttr from a cache
 // the MDS keeps coherent. onChange, if set, is called (never with the
@@ -48,8 +59,8 @@ const (
 // kernel) can drop its copy too. It starts a standing request at the MDS
 // that lives as long as the client.
 func (c *Client) CacheMetadata(onChange func(ino uint64)) {
-	m := &mdCache{c: c, attrs: map[uint64]Attr{}, entries: map[uint64]map[string]uint64{},
-		registered: map[uint64]struct{}{}, onChange: onChange}
+	m := &mdCache{c: c, onChange: onChange}
+	m.flushLocked()
 	c.cacheMu.Lock()
 	defer c.cacheMu.Unlock()
 	if c.mdc != nil {
@@ -122,10 +133,12 @@ func (m *mdCache) apply(req mdsproto.CacheWaitReq, resp mdsproto.CacheWaitResp, 
 			continue
 		}
 		m.applied = inv.Seq
-		delete(m.registered, inv.Ino)
-		delete(m.attrs, inv.Ino)
-		m.nEntries -= len(m.entries[inv.Ino])
-		delete(m.entries, inv.Ino)
+		if inv.Self && len(m.suspended) < maxSuspendedDirs {
+			m.suspended[inv.Ino] = suspendedDir{entries: m.entries[inv.Ino], complete: m.complete[inv.Ino], seq: inv.Seq}
+		} else {
+			delete(m.suspended, inv.Ino)
+		}
+		m.dropLocked(inv.Ino)
 		changed = append(changed, inv.Ino)
 	}
 	if resp.Epoch != 0 {
@@ -141,9 +154,19 @@ func (m *mdCache) flushLocked() []uint64 {
 		all = append(all, ino)
 	}
 	m.attrs, m.entries, m.nEntries = map[uint64]Attr{}, map[uint64]map[string]uint64{}, 0
+	m.complete, m.suspended = map[uint64]bool{}, map[uint64]suspendedDir{}
 	m.registered = map[uint64]struct{}{}
 	m.localGen++
 	return all
+}
+
+// dropLocked forgets ino: its attributes and entries.
+func (m *mdCache) dropLocked(ino uint64) {
+	delete(m.registered, ino)
+	delete(m.attrs, ino)
+	m.nEntries -= len(m.entries[ino])
+	delete(m.entries, ino)
+	delete(m.complete, ino)
 }
 
 func (m *mdCache) notify(inos []uint64) {
@@ -172,7 +195,8 @@ func (m *mdCache) get(dir uint64, name string) (a Attr, ok, found bool) {
 	if name != "" {
 		var known bool
 		if ino, known = m.entries[dir][name]; !known {
-			return Attr{}, false, false
+			// A directory known whole has no such entry.
+			return Attr{}, false, m.complete[dir]
 		}
 		if ino == 0 {
 			return Attr{}, false, true
@@ -240,6 +264,57 @@ func (m *mdCache) keep(dir uint64, name string, gen uint64, resp mdsproto.CacheL
 	ents[name] = resp.Inode.Ino
 	m.attrs[resp.Inode.Ino] = *resp.Inode
 	m.registered[resp.Inode.Ino] = struct{}{}
+}
+
+// self takes what the MDS granted again with a change this client asked
+// for (mdsproto.CacheSelf): the inodes as committed, the entries the
+// change wrote, and what was cached of the directories it kept. made is a
+// directory the change created, empty (known whole from now on).
+func (m *mdCache) self(s *mdsproto.CacheSelf, made uint64) {
+	if m == nil || s == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ok := s.Epoch == m.epoch && m.applied <= s.Seq && m.validLocked() &&
+		len(m.registered)+len(s.Inodes) < maxCachedInodes && m.nEntries+len(s.Entries) < maxCachedEntries
+	if !ok {
+		for _, in := range s.Inodes {
+			delete(m.suspended, in.Ino)
+		}
+		return
+	}
+	for _, k := range s.Kept {
+		if sp, found := m.suspended[k.Ino]; found && sp.seq == k.Seq {
+			if sp.entries != nil {
+				m.entries[k.Ino] = sp.entries
+				m.nEntries += len(sp.entries)
+			}
+			m.complete[k.Ino] = sp.complete
+		}
+	}
+	for _, in := range s.Inodes {
+		delete(m.suspended, in.Ino)
+		m.attrs[in.Ino] = in
+		m.registered[in.Ino] = struct{}{}
+		if in.Ino == made && in.Type == TypeDir {
+			m.complete[in.Ino] = true
+		}
+	}
+	for _, e := range s.Entries {
+		if _, registered := m.registered[e.Dir]; !registered {
+			continue
+		}
+		ents := m.entries[e.Dir]
+		if ents == nil {
+			ents = map[string]uint64{}
+			m.entries[e.Dir] = ents
+		}
+		if _, had := ents[e.Name]; !had {
+			m.nEntries++
+		}
+		ents[e.Name] = e.Ino
+	}
 }
 
 // changing is called around each change this client makes: lookups on

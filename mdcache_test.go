@@ -3,6 +3,7 @@ package braid_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/braidfs/braid"
@@ -158,4 +159,65 @@ func TestMetadataCacheAcrossMDSRestart(t *testing.T) {
 		t.Fatalf("the new name after an MDS restart: %v", err)
 	}
 	lookupUntilCached(t, a, braid.RootIno, "e") // caching resumes with the new process
+}
+
+// The caching client's own changes come back with their answers: what it
+// made, the directory as changed and what it knew of the directory before
+// are answered from memory, a directory it made is known whole (a name
+// not in it is answered missing from memory) — and a change by another
+// client still reaches it at once.
+func TestMetadataCacheKeepsOwnChanges(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	a, b := c.Dial(), c.Dial()
+	a.CacheMetadata(nil)
+	for i := 0; i < 100 && braid.CacheHits(a) == 0; i++ { // until the session has its epoch
+		_, _ = a.LookupAt(ctx, braid.RootIno, "nothing")
+	}
+	dir, err := a.MkdirAt(ctx, braid.RootIno, "own", 0o755, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		name := fmt.Sprintf("f%d", i)
+		hits := braid.CacheHits(a)
+		if _, err := a.LookupAt(ctx, dir.Ino, name); !errors.Is(err, braid.ErrNotFound) || braid.CacheHits(a) != hits+1 {
+			t.Fatalf("%s before its create: %v, from memory %v", name, err, braid.CacheHits(a) == hits+1)
+		}
+		f, err := a.CreateAt(ctx, dir.Ino, name, braid.CreateOptions{Mode: 0o644, Layout: "mirror:3", SizeHint: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hits := braid.CacheHits(a)
+	for i := range 20 {
+		if got, err := a.LookupAt(ctx, dir.Ino, fmt.Sprintf("f%d", i)); err != nil || got.Mode != 0o644 {
+			t.Fatalf("own file: %+v %v", got, err)
+		}
+	}
+	if got, err := a.GetAttr(ctx, dir.Ino); err != nil || got.Type != braid.TypeDir {
+		t.Fatalf("own directory: %+v %v", got, err)
+	}
+	if n := braid.CacheHits(a) - hits; n != 21 {
+		t.Fatalf("%d of 21 lookups of own changes answered from memory", n)
+	}
+	if err := a.RemoveAt(ctx, dir.Ino, "f3", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LookupAt(ctx, dir.Ino, "f3"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("own removal: %v", err)
+	}
+	// Another client's create in the directory known whole.
+	if _, err := b.MkdirAt(ctx, dir.Ino, "theirs", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.LookupAt(ctx, dir.Ino, "theirs"); err != nil || got.Type != braid.TypeDir {
+		t.Fatalf("another client's entry in a directory known whole: %+v %v", got, err)
+	}
+	if got, err := a.LookupAt(ctx, dir.Ino, "f4"); err != nil || got.Mode != 0o644 {
+		t.Fatalf("own file after another client's change: %+v %v", got, err)
+	}
 }

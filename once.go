@@ -56,5 +56,26 @@ func (c *Client) mutate(ctx context.Context, op uint16, req onceRequest, out any
 	m := c.metaCache()
 	m.changing()
 	defer m.changing()
-	return c.mds(ctx, op, req, out)
+	meta, err := c.mdsMeta(ctx, op, req)
+	if err != nil {
+		return err
+	}
+	if out != nil {
+		if err := mdsproto.Unmarshal(meta, out); err != nil {
+			return err
+		}
+	}
+	if m != nil {
+		var s struct {
+			Self *mdsproto.CacheSelf `json:"cache_self"`
+		}
+		if mdsproto.Unmarshal(meta, &s) == nil {
+			var made uint64
+			if in, ok := out.(*mdsproto.Inode); ok && op == mdsproto.OpMkdir {
+				made = in.Ino
+			}
+			m.self(s.Self, made)
+		}
+	}
+	return nil
 }

@@ -55,6 +55,7 @@ const (
 	maxSessionRegistration = 1 << 18 // inodes one session may cache
 	maxRegistrations       = 1 << 21 // inodes all sessions may cache
 	maxQueuedInvalidations = 4096    // unacknowledged invalidations a session may have
+	maxSelfEntries         = 16      // entries of one directory a change may hand its requester
 	cacheRecallWait        = time.Second
 )
 
@@ -168,16 +169,20 @@ func (t *cacheTable) grant(now time.Time, id, epoch, gen uint64, inos ...uint64)
 		if len(s.inos) >= maxSessionRegistration || t.registered >= maxRegistrations {
 			return 0, false
 		}
-		s.inos[ino] = struct{}{}
-		h := t.holders[ino]
-		if h == nil {
-			h = map[uint64]*cacheSession{}
-			t.holders[ino] = h
-		}
-		h[id] = s
-		t.registered++
+		t.registerLocked(s, ino)
 	}
 	return s.seq, true
+}
+
+func (t *cacheTable) registerLocked(s *cacheSession, ino uint64) {
+	s.inos[ino] = struct{}{}
+	h := t.holders[ino]
+	if h == nil {
+		h = map[uint64]*cacheSession{}
+		t.holders[ino] = h
+	}
+	h[s.id] = s
+	t.registered++
 }
 
 func (t *cacheTable) changedSinceLocked(ino, gen uint64) bool {
@@ -225,6 +230,17 @@ func (t *cacheTable) endLocked(s *cacheSession) {
 type change struct {
 	marked map[uint64]bool
 	waits  []ackWait
+	// The requester's session, and what its last run granted it again
+	// as committed (cacheTable.regrant).
+	requester uint64
+	self      map[uint64]bool
+	selfSeq   uint64
+	selfEpoch uint64
+	// recalledAt is, per inode recalled from the requester, that recall's
+	// sequence number and the change counter then: if no other change
+	// began on the inode since, the requester may keep its entries.
+	recalledAt map[uint64][2]uint64
+	kept       map[uint64]uint64 // what regrant found kept, with the recall's seq
 }
 
 type ackWait struct {
@@ -232,8 +248,8 @@ type ackWait struct {
 	seq uint64
 }
 
-func newChange() *change {
-	return &change{marked: map[uint64]bool{}}
+func newChange(requester uint64) *change {
+	return &change{marked: map[uint64]bool{}, requester: requester}
 }
 
 // cover marks the inodes a transaction touched as changing (no grant of
@@ -241,7 +257,7 @@ func newChange() *change {
 // reports whether the change must wait for acknowledgements before it
 // commits (the transaction is then rolled back and run again after
 // them), and whether the table is in its grace (nothing may change yet).
-func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]bool) (mustWait, inGrace bool) {
+func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]*touched) (mustWait, inGrace bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if now.Before(t.graceUntil) {
@@ -262,7 +278,44 @@ func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]bool) (m
 	// transaction again on its own (bbolt's group commit reruns a failed
 	// member alone), and that run must not commit before them either.
 	_, _, mustWait = t.pendingLocked(now, c)
+	if !mustWait {
+		t.regrantLocked(now, c, touched)
+	}
 	return mustWait, false
+}
+
+// regrantLocked registers the requester again on what the change writes
+// and no other change has in flight: the answer carries it as committed
+// (mdsproto.CacheSelf), so the requester's cache holds its own change
+// without asking. Deleted inodes stay recalled.
+func (t *cacheTable) regrantLocked(now time.Time, c *change, touched map[uint64]*touched) {
+	c.self, c.kept = nil, nil
+	s := t.sessions[c.requester]
+	if s == nil || s.gone || !now.Before(s.seen.Add(t.lease)) || now.Before(t.graceUntil) {
+		return
+	}
+	for ino, tc := range touched {
+		if tc.rec == nil || t.changing[ino] != 1 || len(tc.entries) > maxSelfEntries {
+			continue
+		}
+		if _, ok := s.inos[ino]; !ok {
+			if len(s.inos) >= maxSessionRegistration || t.registered >= maxRegistrations {
+				continue
+			}
+			t.registerLocked(s, ino)
+		}
+		if c.self == nil {
+			c.self = map[uint64]bool{}
+		}
+		c.self[ino] = true
+		if at, ok := c.recalledAt[ino]; ok && !t.changedSinceLocked(ino, at[1]) {
+			if c.kept == nil {
+				c.kept = map[uint64]uint64{}
+			}
+			c.kept[ino] = at[0]
+		}
+	}
+	c.selfSeq, c.selfEpoch = s.seq, s.epoch
 }
 
 // recallLocked ends s's registration on ino, queues the recall and notes
@@ -275,7 +328,15 @@ func (t *cacheTable) recallLocked(c *change, s *cacheSession, ino uint64) {
 	}
 	t.unregisterLocked(s, ino)
 	s.seq++
-	s.queue = append(s.queue, mdsproto.Invalidation{Seq: s.seq, Ino: ino})
+	inv := mdsproto.Invalidation{Seq: s.seq, Ino: ino}
+	if s.id == c.requester {
+		inv.Self = true
+		if c.recalledAt == nil {
+			c.recalledAt = map[uint64][2]uint64{}
+		}
+		c.recalledAt[ino] = [2]uint64{s.seq, t.gen}
+	}
+	s.queue = append(s.queue, inv)
 	close(s.wake)
 	s.wake = make(chan struct{})
 	c.waits = append(c.waits, ackWait{s: s, seq: s.seq})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/braidfs/braid/internal/kv"
@@ -40,6 +41,7 @@ type coherentEngine struct {
 // their holders invalidated, and run again (at most maxInvalidateRounds).
 func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) error {
 	var c *change
+	var last map[uint64]*touched
 	defer func() {
 		if c != nil {
 			e.t.end(c)
@@ -53,11 +55,12 @@ func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) erro
 			if err := fn(rt); err != nil {
 				return err
 			}
+			last = rt.touched
 			if len(rt.touched) == 0 {
 				return nil
 			}
 			if c == nil {
-				c = newChange()
+				c = newChange(requesterOf(ctx))
 			}
 			mustWait, inGrace = e.t.cover(e.now(), c, rt.touched)
 			if inGrace || mustWait {
@@ -66,6 +69,9 @@ func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) erro
 			return nil
 		})
 		if !errors.Is(err, errMustInvalidate) {
+			if err == nil && c != nil {
+				noteSelf(ctx, c, last)
+			}
 			return err
 		}
 		if round == maxInvalidateRounds {
@@ -81,6 +87,14 @@ func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) erro
 			return err
 		}
 	}
+}
+
+// requesterOf is the caching session a named mutation came from.
+func requesterOf(ctx context.Context) uint64 {
+	if slot, ok := ctx.Value(onceCtxKey{}).(*onceSlot); ok {
+		return slot.Session
+	}
+	return 0
 }
 
 // awaitAcks waits until every session c invalidated has acknowledged, or
@@ -131,24 +145,136 @@ func (e *coherentEngine) sleepUntil(ctx context.Context, until time.Time) error 
 	}
 }
 
-// touchTxn notes the inodes whose attributes ('i' keys) or entries
-// ('d' keys) a transaction writes.
+// touchTxn notes the inodes whose record ('i' keys) or entries ('d'
+// keys) a transaction writes, with what it wrote last.
 type touchTxn struct {
 	kv.Txn
-	touched map[uint64]bool
+	touched map[uint64]*touched
 }
 
-func (t *touchTxn) Put(key, value []byte) error { t.note(key); return t.Txn.Put(key, value) }
-func (t *touchTxn) Delete(key []byte) error     { t.note(key); return t.Txn.Delete(key) }
+// touched is what a transaction wrote of one inode: its record (nil if
+// deleted, or not written) and, for a directory, its entries (0: removed).
+type touched struct {
+	rec     []byte
+	entries map[string]uint64
+}
 
-func (t *touchTxn) note(key []byte) {
+func (t *touchTxn) Put(key, value []byte) error { t.note(key, value); return t.Txn.Put(key, value) }
+func (t *touchTxn) Delete(key []byte) error     { t.note(key, nil); return t.Txn.Delete(key) }
+
+func (t *touchTxn) note(key, value []byte) {
 	if len(key) < 9 || (key[0] != 'i' && key[0] != 'd') || (key[0] == 'i' && len(key) != 9) {
 		return
 	}
 	if t.touched == nil {
-		t.touched = map[uint64]bool{}
+		t.touched = map[uint64]*touched{}
 	}
-	t.touched[beUint64(key[1:9])] = true
+	ino := beUint64(key[1:9])
+	tc := t.touched[ino]
+	if tc == nil {
+		tc = &touched{}
+		t.touched[ino] = tc
+	}
+	if key[0] == 'i' {
+		tc.rec = value
+		return
+	}
+	if tc.entries == nil {
+		tc.entries = map[string]uint64{}
+	}
+	tc.entries[string(key[9:])] = 0
+	if len(value) == 8 {
+		tc.entries[string(key[9:])] = beUint64(value)
+	}
+}
+
+// noteSelf adds what a committed change granted its requester again to
+// the named mutation's answer (several updates of one request merge: a
+// later one's inodes replace an earlier one's, and one it touched without
+// granting is taken out, since the requester no longer holds it).
+func noteSelf(ctx context.Context, c *change, touched map[uint64]*touched) {
+	slot, ok := ctx.Value(onceCtxKey{}).(*onceSlot)
+	if !ok || c == nil {
+		return
+	}
+	if slot.self == nil {
+		slot.self = &selfNote{inodes: map[uint64]mdsproto.Inode{}, kept: map[uint64]uint64{}}
+	}
+	n := slot.self
+	for ino, tc := range touched {
+		delete(n.inodes, ino)
+		delete(n.kept, ino)
+		n.entries = slices.DeleteFunc(n.entries, func(e mdsproto.SelfEntry) bool { return e.Dir == ino })
+		if !c.self[ino] {
+			continue
+		}
+		var rec inodeRec
+		if decodeRecord(tc.rec, &rec) != nil {
+			continue
+		}
+		n.inodes[ino] = rec.Inode
+		if seq, ok := c.kept[ino]; ok {
+			n.kept[ino] = seq
+		}
+		for name, child := range tc.entries {
+			n.entries = append(n.entries, mdsproto.SelfEntry{Dir: ino, Name: name, Ino: child})
+		}
+	}
+	n.seq, n.epoch = c.selfSeq, c.selfEpoch
+}
+
+// selfNote is a named mutation's CacheSelf as its updates commit.
+type selfNote struct {
+	epoch, seq uint64
+	inodes     map[uint64]mdsproto.Inode
+	entries    []mdsproto.SelfEntry
+	kept       map[uint64]uint64
+}
+
+func (n *selfNote) answer() *mdsproto.CacheSelf {
+	if n == nil || n.epoch == 0 || len(n.inodes) == 0 {
+		return nil
+	}
+	out := &mdsproto.CacheSelf{Epoch: n.epoch, Seq: n.seq, Entries: n.entries}
+	for _, in := range n.inodes {
+		out.Inodes = append(out.Inodes, in)
+	}
+	for ino, seq := range n.kept {
+		out.Kept = append(out.Kept, mdsproto.SelfKept{Ino: ino, Seq: seq})
+	}
+	return out
+}
+
+// appendSelf adds "cache_self": self to an answer encoded as a CBOR map
+// (every MDS answer is a struct); another encoding is left as it is.
+func appendSelf(meta []byte, self *mdsproto.CacheSelf) []byte {
+	field, err := mdsproto.Marshal(struct {
+		Self *mdsproto.CacheSelf `json:"cache_self"`
+	}{self})
+	if err != nil || len(field) == 0 || field[0] != 0xa1 || len(meta) == 0 {
+		return meta
+	}
+	var n int
+	var body []byte
+	switch h := meta[0]; {
+	case h >= 0xa0 && h <= 0xb7:
+		n, body = int(h-0xa0), meta[1:]
+	case h == 0xb8 && len(meta) >= 2:
+		n, body = int(meta[1]), meta[2:]
+	default:
+		return meta
+	}
+	out := make([]byte, 0, len(meta)+len(field)+1)
+	switch n++; {
+	case n < 24:
+		out = append(out, 0xa0+byte(n))
+	case n < 256:
+		out = append(out, 0xb8, byte(n))
+	default:
+		return meta
+	}
+	out = append(out, body...)
+	return append(out, field[1:]...)
 }
 
 // startCache sets up the table, in grace if the store says clients of a

@@ -74,6 +74,7 @@ type onceSlot struct {
 	mdsproto.Once
 	ino   uint64
 	inode *mdsproto.Inode
+	self  *selfNote // what the requester's cache is granted again (cache_ops.go)
 }
 
 // onceBegin looks up a named mutation: a done one is answered from its

@@ -284,6 +284,11 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	if err != nil {
 		return wire.Response{}, err
 	}
+	if slot, ok := ctx.Value(onceCtxKey{}).(*onceSlot); ok {
+		if self := slot.self.answer(); self != nil {
+			b = appendSelf(b, self)
+		}
+	}
 	return wire.Response{Meta: b}, nil
 }
 

@@ -368,9 +368,45 @@ type CacheWaitResp struct {
 // Invalidation recalls inode Ino from a caching session: its attributes
 // and, for a directory, its entries changed (or are about to, once the
 // session has acknowledged). The session is no longer registered on it.
+// Self marks a recall by a change the session asked for itself: the
+// change's answer will carry the inode as committed (CacheSelf), and may
+// let the session keep the directory entries it recalls (Kept).
 type Invalidation struct {
-	Seq uint64 `json:"seq"`
+	Seq  uint64 `json:"seq"`
+	Ino  uint64 `json:"ino"`
+	Self bool   `json:"self,omitempty"`
+}
+
+// CacheSelf rides on the answer of a named change (as the field
+// "cache_self", added to whatever the answer is) to the caching session
+// that asked for it: the change recalled what it touched from the session
+// too, and here grants it again as committed, so the session need not
+// ask. Inodes are the attributes of the inodes the session is now
+// registered on; Entries the entries of those directories the change
+// wrote (Ino 0: removed). Kept names directories whose other entries no
+// change but this one has touched since the recall Seq of the session
+// (marked Self): the session may keep what it cached of them. Seq is as
+// in CacheLookupResp.
+type CacheSelf struct {
+	Epoch   uint64      `json:"epoch"`
+	Seq     uint64      `json:"seq"`
+	Inodes  []Inode     `json:"inodes,omitempty"`
+	Entries []SelfEntry `json:"entries,omitempty"`
+	Kept    []SelfKept  `json:"kept,omitempty"`
+}
+
+// SelfKept is a directory whose entries a session cached before the
+// recall Seq are still as they were, but for the change's own Entries.
+type SelfKept struct {
 	Ino uint64 `json:"ino"`
+	Seq uint64 `json:"seq"`
+}
+
+// SelfEntry is one directory entry a change wrote.
+type SelfEntry struct {
+	Dir  uint64 `json:"dir"`
+	Name string `json:"name"`
+	Ino  uint64 `json:"ino,omitempty"`
 }
 
 // CacheLookupReq looks up Name in directory Dir, or with Name empty
