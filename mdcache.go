@@ -26,6 +26,7 @@ type mdCache struct {
 	epoch      uint64    // the MDS's name for this cache's registrations; 0 while there is none
 	validUntil time.Time // the lease
 	applied    uint64    // the newest invalidation applied
+	recent     []recall  // the newest invalidations applied, oldest first (at most recentRecalls)
 	localGen   uint64    // lookups sent before this changed are not kept
 	attrs      map[uint64]Attr
 	entries    map[uint64]map[string]uint64 // dir → name → ino (0: no such entry)
@@ -43,6 +44,31 @@ const (
 	maxCachedEntries = 1 << 20 // names a client caches
 	maxSuspendedDirs = 1 << 12 // directories awaiting their own change's answer
 )
+
+// recentRecalls bounds the invalidations a client remembers, to tell
+// whether an answer granted before some of them concerns what they
+// recalled.
+const recentRecalls = 4096
+
+type recall struct{ seq, ino uint64 }
+
+// recalledSinceLocked reports whether an invalidation newer than seq
+// (the newest one queued before a grant) recalled ino, or may have:
+// such a grant is stale for ino.
+func (m *mdCache) recalledSinceLocked(ino, seq uint64) bool {
+	if m.applied <= seq {
+		return false
+	}
+	if len(m.recent) == 0 || m.recent[0].seq > seq+1 {
+		return true // forgotten: assume it did
+	}
+	for i := len(m.recent) - 1; i >= 0 && m.recent[i].seq > seq; i-- {
+		if m.recent[i].ino == ino {
+			return true
+		}
+	}
+	return false
+}
 
 // suspendedDir is what was cached of a directory that a change of this
 // client's recalled: its answer may say the rest is still good (Kept).
@@ -126,13 +152,17 @@ func (m *mdCache) apply(req mdsproto.CacheWaitReq, resp mdsproto.CacheWaitResp, 
 		// A new epoch: the MDS no longer counts this client as caching
 		// anything it had (new session, eviction, another MDS process).
 		changed = m.flushLocked()
-		m.epoch, m.applied = resp.Epoch, 0
+		m.epoch, m.applied, m.recent = resp.Epoch, 0, m.recent[:0]
 	}
 	for _, inv := range resp.Invalidations {
 		if inv.Seq <= m.applied {
 			continue
 		}
 		m.applied = inv.Seq
+		if len(m.recent) == recentRecalls {
+			m.recent = append(m.recent[:0], m.recent[recentRecalls/2:]...)
+		}
+		m.recent = append(m.recent, recall{seq: inv.Seq, ino: inv.Ino})
 		if inv.Self && len(m.suspended) < maxSuspendedDirs {
 			m.suspended[inv.Ino] = suspendedDir{entries: m.entries[inv.Ino], complete: m.complete[inv.Ino], seq: inv.Seq}
 		} else {
@@ -237,7 +267,8 @@ func (m *mdCache) lookup(ctx context.Context, dir uint64, name string) (Attr, er
 func (m *mdCache) keep(dir uint64, name string, gen uint64, resp mdsproto.CacheLookupResp) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if resp.Grant == 0 || resp.Grant != m.epoch || m.applied > resp.Seq || gen != m.localGen || !m.validLocked() {
+	if resp.Grant == 0 || resp.Grant != m.epoch || gen != m.localGen || !m.validLocked() ||
+		m.recalledSinceLocked(dir, resp.Seq) || (resp.Inode != nil && m.recalledSinceLocked(resp.Inode.Ino, resp.Seq)) {
 		return
 	}
 	if len(m.registered) >= maxCachedInodes-2 || m.nEntries >= maxCachedEntries {
@@ -276,25 +307,30 @@ func (m *mdCache) self(s *mdsproto.CacheSelf, made uint64) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ok := s.Epoch == m.epoch && m.applied <= s.Seq && m.validLocked() &&
+	ok := s.Epoch == m.epoch && m.validLocked() &&
 		len(m.registered)+len(s.Inodes) < maxCachedInodes && m.nEntries+len(s.Entries) < maxCachedEntries
-	if !ok {
-		for _, in := range s.Inodes {
-			delete(m.suspended, in.Ino)
+	// An inode recalled again since the change (by a later change)
+	// is not taken: the later change is newer than this answer.
+	stale := map[uint64]bool{}
+	for _, in := range s.Inodes {
+		if !ok || m.recalledSinceLocked(in.Ino, s.Seq) {
+			stale[in.Ino] = true
 		}
-		return
 	}
 	for _, k := range s.Kept {
-		if sp, found := m.suspended[k.Ino]; found && sp.seq == k.Seq {
+		if sp, found := m.suspended[k.Ino]; found && sp.seq == k.Seq && !stale[k.Ino] {
 			if sp.entries != nil {
+				m.nEntries += len(sp.entries) - len(m.entries[k.Ino])
 				m.entries[k.Ino] = sp.entries
-				m.nEntries += len(sp.entries)
 			}
 			m.complete[k.Ino] = sp.complete
 		}
 	}
 	for _, in := range s.Inodes {
 		delete(m.suspended, in.Ino)
+		if stale[in.Ino] {
+			continue
+		}
 		m.attrs[in.Ino] = in
 		m.registered[in.Ino] = struct{}{}
 		if in.Ino == made && in.Type == TypeDir {
@@ -302,7 +338,7 @@ func (m *mdCache) self(s *mdsproto.CacheSelf, made uint64) {
 		}
 	}
 	for _, e := range s.Entries {
-		if _, registered := m.registered[e.Dir]; !registered {
+		if _, registered := m.registered[e.Dir]; !registered || stale[e.Dir] {
 			continue
 		}
 		ents := m.entries[e.Dir]

@@ -97,3 +97,35 @@ func ReportMeta(w io.Writer, results []MetaResult) {
 		fmt.Fprintf(w, "%-8d %8d %10.0f %10.0f %12.0f %10.0f\n", r.Workers, r.Files, r.Create, r.Stat, r.Readdir, r.Remove)
 	}
 }
+
+// Fill creates files empty files (f0000000, f0000001, ...) in the
+// directory of inode dir through the library, split among the clients,
+// and keeps them: the large directories listing benchmarks read. It
+// returns the creates per second.
+func Fill(ctx context.Context, clients []*braid.Client, dir uint64, files int) (float64, error) {
+	if len(clients) == 0 {
+		return 0, fmt.Errorf("need at least one client")
+	}
+	start := time.Now()
+	errs := make(chan error, len(clients))
+	var wg sync.WaitGroup
+	for w, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < files; i += len(clients) {
+				f, err := c.CreateAt(ctx, dir, fmt.Sprintf("f%07d", i), braid.CreateOptions{Mode: 0o644, SizeHint: 0, Exclusive: true})
+				if err == nil {
+					err = f.Close()
+				}
+				if err != nil {
+					errs <- fmt.Errorf("f%07d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return float64(files) / time.Since(start).Seconds(), <-errs
+}

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,6 +20,7 @@ func (e *env) benchCmd() *cobra.Command {
 	var size, layouts, diskDir, workers string
 	var meta bool
 	var files int
+	var fill string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "measure one client's sequential write and read throughput against a running cluster",
@@ -26,9 +29,14 @@ func (e *env) benchCmd() *cobra.Command {
 			"which returns only when every OSD has the data on disk.\n\n" +
 			"With --meta it measures metadata instead, through the client library: create (and close), stat,\n" +
 			"readdir and remove of --files empty files in one directory, by each count of --workers clients\n" +
-			"(bench/meta.sh runs the same through the mount, next to a loopback FUSE file system).",
+			"(bench/meta.sh runs the same through the mount, next to a loopback FUSE file system).\n\n" +
+			"With --fill DIR it creates --files empty files in DIR (made if missing) by the largest count of\n" +
+			"--workers clients and keeps them, for listing benchmarks (bench/bigdir.sh).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if fill != "" {
+				return e.benchFill(fill, files, workers)
+			}
 			if meta {
 				return e.benchMeta(files, workers)
 			}
@@ -56,20 +64,61 @@ func (e *env) benchCmd() *cobra.Command {
 	f.BoolVar(&meta, "meta", false, "measure metadata operations instead of throughput")
 	f.IntVar(&files, "files", 100_000, "with --meta: files in the directory")
 	f.StringVar(&workers, "workers", "1,4", "with --meta: counts of concurrent clients, separated by ,")
+	f.StringVar(&fill, "fill", "", "create --files empty files in this directory and keep them")
 	return cmd
 }
 
-func (e *env) benchMeta(files int, workers string) error {
+// benchCounts parses --workers and checks --files.
+func benchCounts(files int, workers string) ([]int, error) {
 	var counts []int
 	for _, w := range strings.Split(workers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n < 1 || n > 64 {
-			return fmt.Errorf("--workers %q: want counts from 1 to 64", workers)
+			return nil, fmt.Errorf("--workers %q: want counts from 1 to 64", workers)
 		}
 		counts = append(counts, n)
 	}
 	if files < 1 || files > 10_000_000 {
-		return fmt.Errorf("--files %d: want 1 to 10,000,000", files)
+		return nil, fmt.Errorf("--files %d: want 1 to 10,000,000", files)
+	}
+	return counts, nil
+}
+
+func (e *env) benchFill(dir string, files int, workers string) error {
+	counts, err := benchCounts(files, workers)
+	if err != nil {
+		return err
+	}
+	return e.withClient(func(ctx context.Context, c *braid.Client) error {
+		if err := c.Mkdir(ctx, dir, true); err != nil && !errors.Is(err, braid.ErrExists) {
+			return err
+		}
+		st, err := c.Stat(ctx, dir)
+		if err != nil {
+			return err
+		}
+		clients := []*braid.Client{c}
+		for len(clients) < slices.Max(counts) {
+			extra, err := e.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer extra.Close()
+			clients = append(clients, extra)
+		}
+		rate, err := bench.Fill(ctx, clients, st.Ino, files)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "created %d files in %s by %d clients: %.0f/s\n", files, dir, len(clients), rate)
+		return nil
+	})
+}
+
+func (e *env) benchMeta(files int, workers string) error {
+	counts, err := benchCounts(files, workers)
+	if err != nil {
+		return err
 	}
 	return e.withClient(func(ctx context.Context, c *braid.Client) error {
 		var results []bench.MetaResult

@@ -17,6 +17,8 @@ func messages() []any {
 		&PendingDelete{}, &MarkDirtyReq{}, &RepairClaimReq{}, &RepairTask{}, &RepairDoneReq{}, &IntentReq{},
 		&RenewReq{}, &RenewResp{}, &ScrubReq{}, &ScrubResp{}, &DrainReq{}, &ObjectLabel{}, &RecoverReq{},
 		&RecoverResp{}, &SetattrReq{}, &LinkReq{}, &SymlinkReq{}, &XattrReq{}, &XattrResp{}, &StatfsResp{},
+		&CacheWaitReq{}, &CacheWaitResp{}, &Invalidation{}, &CacheLookupReq{}, &CacheLookupResp{}, &CacheSelf{},
+		&SelfEntry{}, &SelfKept{},
 	}
 }
 
