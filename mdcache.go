@@ -163,10 +163,16 @@ func (m *mdCache) apply(req mdsproto.CacheWaitReq, resp mdsproto.CacheWaitResp, 
 			m.recent = append(m.recent[:0], m.recent[recentRecalls/2:]...)
 		}
 		m.recent = append(m.recent, recall{seq: inv.Seq, ino: inv.Ino})
-		if inv.Self && len(m.suspended) < maxSuspendedDirs {
+		delete(m.suspended, inv.Ino)
+		if inv.Self && (m.entries[inv.Ino] != nil || m.complete[inv.Ino]) {
+			// A directory this client changes: set aside what it knew,
+			// for the change's answer to give back (mdsproto.CacheSelf
+			// Kept). Only the newest recall's can be given back, so
+			// clearing the lot loses nothing that could be.
+			if len(m.suspended) >= maxSuspendedDirs {
+				clear(m.suspended)
+			}
 			m.suspended[inv.Ino] = suspendedDir{entries: m.entries[inv.Ino], complete: m.complete[inv.Ino], seq: inv.Seq}
-		} else {
-			delete(m.suspended, inv.Ino)
 		}
 		m.dropLocked(inv.Ino)
 		changed = append(changed, inv.Ino)
