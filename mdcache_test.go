@@ -221,3 +221,48 @@ func TestMetadataCacheKeepsOwnChanges(t *testing.T) {
 		t.Fatalf("own file after another client's change: %+v %v", got, err)
 	}
 }
+
+// Removing many files must not stop the client from keeping what it
+// knows of a directory across its own changes: each removal's recall of
+// the file was once set aside like a directory's and never given back,
+// and after 4,096 of them nothing more was.
+func TestMetadataCacheKeepsDirectoriesAfterManyRemovals(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	a := c.Dial()
+	a.CacheMetadata(nil)
+	for i := 0; i < 100 && braid.CacheHits(a) == 0; i++ {
+		_, _ = a.LookupAt(ctx, braid.RootIno, "nothing")
+	}
+	junk, err := a.MkdirAt(ctx, braid.RootIno, "junk", 0o755, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const files = 4200
+	for i := range files {
+		if _, err := a.Symlink(ctx, junk.Ino, fmt.Sprint(i), "t", 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range files {
+		if err := a.RemoveAt(ctx, junk.Ino, fmt.Sprint(i), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, err := a.MkdirAt(ctx, braid.RootIno, "d", 0o755, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := a.Symlink(ctx, dir.Ino, fmt.Sprint(i), "t", 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hits := braid.CacheHits(a)
+	for i := range 4 {
+		_, _ = a.LookupAt(ctx, dir.Ino, fmt.Sprint(i))
+	}
+	if n := braid.CacheHits(a) - hits; n != 4 {
+		t.Fatalf("%d of 4 lookups in a directory the client made and changed answered from memory", n)
+	}
+}
