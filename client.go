@@ -121,7 +121,12 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 // mdsConn is the connection to the MDS, dialled if needed: a server that
 // answers the handshake as something else is refused (ErrProtocol).
 func (c *Client) mdsConn(ctx context.Context) (*wire.Client, error) {
-	conn, err := c.conns.Get(ctx, c.mdsAddr)
+	return c.mdsConnOn(ctx, c.conns)
+}
+
+// mdsConnOn is mdsConn from another pool.
+func (c *Client) mdsConnOn(ctx context.Context, pool *wire.Pool) (*wire.Client, error) {
+	conn, err := pool.Get(ctx, c.mdsAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +208,11 @@ func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
 
 // mdsMeta is mds, returning the answer undecoded.
 func (c *Client) mdsMeta(ctx context.Context, op uint16, req any) ([]byte, error) {
+	return c.mdsMetaOn(ctx, c.conns, op, req)
+}
+
+// mdsMetaOn is mdsMeta over a connection from pool.
+func (c *Client) mdsMetaOn(ctx context.Context, pool *wire.Pool, op uint16, req any) ([]byte, error) {
 	body, err := mdsproto.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -213,7 +223,7 @@ func (c *Client) mdsMeta(ctx context.Context, op uint16, req any) ([]byte, error
 	backoff := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		var conn *wire.Client
-		if conn, err = c.mdsConn(ctx); err == nil {
+		if conn, err = c.mdsConnOn(ctx, pool); err == nil {
 			if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) {
 				break
 			}

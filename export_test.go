@@ -18,3 +18,14 @@ func CacheHits(c *Client) uint64 {
 	}
 	return 0
 }
+
+// CacheEpoch is the epoch the client's metadata cache holds (0: none); it
+// changes when the MDS ends the cache's registrations (an eviction).
+func CacheEpoch(c *Client) uint64 {
+	if m := c.metaCache(); m != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.epoch
+	}
+	return 0
+}

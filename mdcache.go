@@ -21,6 +21,11 @@ import (
 // from it before the MDS may commit without it.
 type mdCache struct {
 	c *Client
+	// pool carries the CacheWait on a connection of its own: the MDS
+	// handles a bounded number of requests per connection at once, and
+	// changes waiting for this client's acknowledgement must not keep
+	// the request that carries it from being read.
+	pool *wire.Pool
 
 	mu         sync.Mutex
 	epoch      uint64    // the MDS's name for this cache's registrations; 0 while there is none
@@ -85,7 +90,7 @@ type suspendedDir struct {
 // kernel) can drop its copy too. It starts a standing request at the MDS
 // that lives as long as the client.
 func (c *Client) CacheMetadata(onChange func(ino uint64)) {
-	m := &mdCache{c: c, onChange: onChange}
+	m := &mdCache{c: c, onChange: onChange, pool: wire.NewPoolOn(c.opts.Network)}
 	m.flushLocked()
 	c.cacheMu.Lock()
 	defer c.cacheMu.Unlock()
@@ -119,6 +124,7 @@ func (c *Client) metaCache() *mdCache {
 
 // run keeps a CacheWait at the MDS for as long as the client lives.
 func (m *mdCache) run() {
+	defer m.pool.Close()
 	backoff := 20 * time.Millisecond
 	for m.c.life.Err() == nil {
 		m.mu.Lock()
@@ -131,7 +137,11 @@ func (m *mdCache) run() {
 		m.mu.Unlock()
 		sent := time.Now()
 		var resp mdsproto.CacheWaitResp
-		if err := m.c.mds(m.c.life, mdsproto.OpCacheWait, req, &resp); err != nil {
+		meta, err := m.c.mdsMetaOn(m.c.life, m.pool, mdsproto.OpCacheWait, req)
+		if err == nil {
+			err = mdsproto.Unmarshal(meta, &resp)
+		}
+		if err != nil {
 			// The cache lapses with its lease; the MDS counts the same.
 			sleepCtx(m.c.life, backoff)
 			backoff = min(2*backoff, time.Second)

@@ -266,3 +266,54 @@ func TestMetadataCacheKeepsDirectoriesAfterManyRemovals(t *testing.T) {
 		t.Fatalf("%d of 4 lookups in a directory the client made and changed answered from memory", n)
 	}
 }
+
+// A client with more changes waiting at the MDS than one connection
+// carries at once (256) must still acknowledge their recalls: its
+// standing CacheWait does not queue behind them, so it is not evicted.
+func TestMetadataCacheManyChangesAtOnce(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	a := c.Dial()
+	a.CacheMetadata(nil)
+	for i := 0; i < 100 && braid.CacheHits(a) == 0; i++ {
+		_, _ = a.LookupAt(ctx, braid.RootIno, "nothing")
+	}
+	epoch := braid.CacheEpoch(a)
+	if epoch == 0 {
+		t.Fatal("no epoch")
+	}
+	const changes = 400
+	var inos []uint64
+	for i := range changes {
+		in, err := a.Symlink(ctx, braid.RootIno, fmt.Sprint("s", i), "t", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inos = append(inos, in.Ino)
+	}
+	hits := braid.CacheHits(a)
+	for _, ino := range inos {
+		if _, err := a.GetAttr(ctx, ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if braid.CacheHits(a)-hits < changes/2 {
+		t.Fatalf("only %d of %d new inodes cached", braid.CacheHits(a)-hits, changes)
+	}
+	errs := make(chan error, changes)
+	for _, ino := range inos {
+		go func() {
+			uid := uint32(7)
+			_, err := a.SetAttr(ctx, braid.SetAttrRequest{Ino: ino, Uid: &uid})
+			errs <- err
+		}()
+	}
+	for range changes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := braid.CacheEpoch(a); got != epoch {
+		t.Fatalf("the cache was evicted (epoch %x → %x) while its own changes waited for it", epoch, got)
+	}
+}
