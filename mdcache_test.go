@@ -17,7 +17,7 @@ func TestMetadataCacheSeesOtherClientsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
 	a, b := c.Dial(), c.Dial()
-	a.CacheMetadata(nil)
+	a.CacheMetadata(braid.CacheHooks{})
 	if _, err := b.MkdirAt(ctx, braid.RootIno, "d", 0o755, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestMetadataCacheAcrossMDSRestart(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
 	a, b := c.Dial(), c.Dial()
-	a.CacheMetadata(nil)
+	a.CacheMetadata(braid.CacheHooks{})
 	if _, err := b.MkdirAt(ctx, braid.RootIno, "d", 0o755, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestMetadataCacheKeepsOwnChanges(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
 	a, b := c.Dial(), c.Dial()
-	a.CacheMetadata(nil)
+	a.CacheMetadata(braid.CacheHooks{})
 	for i := 0; i < 100 && braid.CacheHits(a) == 0; i++ { // until the session has its epoch
 		_, _ = a.LookupAt(ctx, braid.RootIno, "nothing")
 	}
@@ -230,7 +230,7 @@ func TestMetadataCacheKeepsDirectoriesAfterManyRemovals(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
 	a := c.Dial()
-	a.CacheMetadata(nil)
+	a.CacheMetadata(braid.CacheHooks{})
 	for i := 0; i < 100 && braid.CacheHits(a) == 0; i++ {
 		_, _ = a.LookupAt(ctx, braid.RootIno, "nothing")
 	}
@@ -274,7 +274,7 @@ func TestMetadataCacheManyChangesAtOnce(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
 	a := c.Dial()
-	a.CacheMetadata(nil)
+	a.CacheMetadata(braid.CacheHooks{})
 	for i := 0; i < 100 && braid.CacheHits(a) == 0; i++ {
 		_, _ = a.LookupAt(ctx, braid.RootIno, "nothing")
 	}

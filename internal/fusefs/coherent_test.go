@@ -85,6 +85,35 @@ func TestTwoMountsSeeChangesAtOnce(t *testing.T) {
 	if err := os.Remove(p2("d/h")); err != nil {
 		t.Fatal(err)
 	}
+	// A directory's name, which the kernel may keep: renamed, made
+	// again, removed elsewhere.
+	if err := os.Mkdir(p2("d/sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		statOf(t, p1("d/sub"))
+	}
+	if err := os.Rename(p2("d/sub"), p2("d/sub2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p1("d/sub")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a directory renamed elsewhere, old name: %v", err)
+	}
+	statOf(t, p1("d/sub2"))
+	if err := os.Mkdir(p2("d/sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if st := statOf(t, p1("d/sub")); st.Mode&0o777 != 0o700 {
+		t.Fatalf("a directory made again elsewhere: mode %o", st.Mode)
+	}
+	for _, d := range []string{"d/sub", "d/sub2"} {
+		if err := os.Remove(p2(d)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p1(d)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a directory removed elsewhere: %v", err)
+		}
+	}
 	if err := os.Remove(p2("d")); err != nil {
 		t.Fatal(err)
 	}

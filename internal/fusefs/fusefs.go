@@ -68,10 +68,17 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 	if o.CacheMetadata {
 		o.EntryTimeout, o.AttrTimeout = 0, 0
 		m.opts = o
-		cl.CacheMetadata(func(ino uint64) {
-			if s := m.srv.Load(); s != nil {
-				_ = s.InodeNotify(ino, -1, 0) // attributes only; ENOENT if the kernel has forgotten it
-			}
+		cl.CacheMetadata(braid.CacheHooks{
+			Attr: func(ino uint64) {
+				if s := m.srv.Load(); s != nil {
+					_ = s.InodeNotify(ino, -1, 0) // attributes only; ENOENT if the kernel has forgotten it
+				}
+			},
+			Entry: func(dir uint64, name string) {
+				if s := m.srv.Load(); s != nil {
+					_ = s.EntryNotify(dir, name)
+				}
+			},
 		})
 	}
 	srv, err := fs.Mount(dir, root, &fs.Options{
@@ -275,7 +282,21 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.child(ctx, a, out), 0
+	child := n.child(ctx, a, out)
+	out.SetEntryTimeout(n.m.entryTimeout(n.ino, name, a))
+	return child, 0
+}
+
+// entryTimeout is how long the kernel may keep name in dir as a's: with
+// CacheMetadata, a directory's name for the rest of the cache's lease (a
+// change by another client drops it, FUSE_NOTIFY_INVAL_ENTRY), other
+// names not at all (the kernel asks the mount, which answers from
+// memory); else EntryTimeout.
+func (m *mount) entryTimeout(dir uint64, name string, a braid.Attr) time.Duration {
+	if !m.opts.CacheMetadata {
+		return m.opts.EntryTimeout
+	}
+	return m.cl.EntryCachedFor(dir, name, a)
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -417,7 +438,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.child(ctx, a, out), 0
+	child := n.child(ctx, a, out)
+	out.SetEntryTimeout(n.m.entryTimeout(n.ino, name, a))
+	return child, 0
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {

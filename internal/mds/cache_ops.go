@@ -220,7 +220,16 @@ func noteSelf(ctx context.Context, c *change, touched map[uint64]*touched) {
 			n.entries = append(n.entries, mdsproto.SelfEntry{Dir: ino, Name: name, Ino: child})
 		}
 	}
-	n.seq, n.epoch = c.selfSeq, c.selfEpoch
+	// The answer's Seq is the first grant's: a recall queued after it
+	// may concern what that grant handed over.
+	switch {
+	case n.epoch == 0 && n.seq == 0:
+		n.seq, n.epoch = c.selfSeq, c.selfEpoch
+	case n.epoch != c.selfEpoch:
+		n.epoch = 0 // granted in two epochs: the client takes none of it
+	default:
+		n.seq = min(n.seq, c.selfSeq)
+	}
 }
 
 // selfNote is a named mutation's CacheSelf as its updates commit.
