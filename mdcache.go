@@ -38,12 +38,12 @@ type mdCache struct {
 	complete   map[uint64]bool              // dirs whose every entry is in entries (a name not there is not in the dir)
 	suspended  map[uint64]suspendedDir      // dirs recalled by this client's own change, until its answer
 	nEntries   int
-	registered map[uint64]struct{} // inodes the MDS counts this client as caching
-	full       bool                // the bounds are reached: start a new epoch
+	registered map[uint64]struct{}            // inodes the MDS counts this client as caching
+	full       bool                           // the bounds are reached: start a new epoch
 	kernelDirs map[uint64]map[string]struct{} // names of directories a caller (the kernel) caches, by parent
 	nKernel    int
 	hooks      CacheHooks
-	hits       atomic.Uint64       // answers from memory (for tests)
+	hits       atomic.Uint64 // answers from memory (for tests)
 }
 
 // CacheHooks tell a caller that caches further (a kernel) what to drop.
