@@ -169,11 +169,7 @@ func TestMetadataCacheAcrossMDSRestart(t *testing.T) {
 func TestMetadataCacheKeepsOwnChanges(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
-	a, b := c.Dial(), c.Dial()
-	a.CacheMetadata(braid.CacheHooks{})
-	for i := 0; i < 100 && braid.CacheHits(a) == 0; i++ { // until the session has its epoch
-		_, _ = a.LookupAt(ctx, braid.RootIno, "nothing")
-	}
+	a, b := cachingClient(t, c), c.Dial()
 	dir, err := a.MkdirAt(ctx, braid.RootIno, "own", 0o755, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -229,11 +225,7 @@ func TestMetadataCacheKeepsOwnChanges(t *testing.T) {
 func TestMetadataCacheKeepsDirectoriesAfterManyRemovals(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
-	a := c.Dial()
-	a.CacheMetadata(braid.CacheHooks{})
-	for i := 0; i < 100 && braid.CacheHits(a) == 0; i++ {
-		_, _ = a.LookupAt(ctx, braid.RootIno, "nothing")
-	}
+	a := cachingClient(t, c)
 	junk, err := a.MkdirAt(ctx, braid.RootIno, "junk", 0o755, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -273,11 +265,7 @@ func TestMetadataCacheKeepsDirectoriesAfterManyRemovals(t *testing.T) {
 func TestMetadataCacheManyChangesAtOnce(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
-	a := c.Dial()
-	a.CacheMetadata(braid.CacheHooks{})
-	for i := 0; i < 100 && braid.CacheHits(a) == 0; i++ {
-		_, _ = a.LookupAt(ctx, braid.RootIno, "nothing")
-	}
+	a := cachingClient(t, c)
 	epoch := braid.CacheEpoch(a)
 	if epoch == 0 {
 		t.Fatal("no epoch")
@@ -316,4 +304,19 @@ func TestMetadataCacheManyChangesAtOnce(t *testing.T) {
 	if got := braid.CacheEpoch(a); got != epoch {
 		t.Fatalf("the cache was evicted (epoch %x → %x) while its own changes waited for it", epoch, got)
 	}
+}
+
+// cachingClient dials a client that caches metadata, once its session
+// has an epoch (it answers a lookup from memory).
+func cachingClient(t *testing.T, c *testcluster.Cluster) *braid.Client {
+	t.Helper()
+	a := c.Dial()
+	a.CacheMetadata(braid.CacheHooks{})
+	for i := 0; i < 1000 && braid.CacheHits(a) == 0; i++ {
+		_, _ = a.LookupAt(context.Background(), braid.RootIno, "nothing")
+	}
+	if braid.CacheHits(a) == 0 {
+		t.Fatal("the cache never got an epoch")
+	}
+	return a
 }

@@ -30,34 +30,8 @@ func Meta(ctx context.Context, clients []*braid.Client, dir string, files int) (
 	if err != nil {
 		return res, err
 	}
-	name := func(i int) string { return fmt.Sprintf("f%07d", i) }
-	phase := func(op func(c *braid.Client, i int) error) (float64, error) {
-		start := time.Now()
-		errs := make(chan error, len(clients))
-		var wg sync.WaitGroup
-		for w, c := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := w; i < files; i += len(clients) {
-					if err := op(c, i); err != nil {
-						errs <- fmt.Errorf("%s: %w", name(i), err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		return float64(files) / time.Since(start).Seconds(), <-errs
-	}
-	if res.Create, err = phase(func(c *braid.Client, i int) error {
-		f, err := c.CreateAt(ctx, d.Ino, name(i), braid.CreateOptions{Mode: 0o644, SizeHint: 0, Exclusive: true})
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	}); err != nil {
+	phase := func(op func(c *braid.Client, i int) error) (float64, error) { return split(clients, files, op) }
+	if res.Create, err = phase(func(c *braid.Client, i int) error { return touch(ctx, c, d.Ino, i) }); err != nil {
 		return res, err
 	}
 	if res.Stat, err = phase(func(c *braid.Client, i int) error {
@@ -106,6 +80,23 @@ func Fill(ctx context.Context, clients []*braid.Client, dir uint64, files int) (
 	if len(clients) == 0 {
 		return 0, fmt.Errorf("need at least one client")
 	}
+	return split(clients, files, func(c *braid.Client, i int) error { return touch(ctx, c, dir, i) })
+}
+
+func name(i int) string { return fmt.Sprintf("f%07d", i) }
+
+// touch creates file i in dir empty and closes it, as touch does.
+func touch(ctx context.Context, c *braid.Client, dir uint64, i int) error {
+	f, err := c.CreateAt(ctx, dir, name(i), braid.CreateOptions{Mode: 0o644, SizeHint: 0, Exclusive: true})
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// split runs op on files 0..files-1, each client (one worker each)
+// taking every len(clients)-th, and returns files per second.
+func split(clients []*braid.Client, files int, op func(c *braid.Client, i int) error) (float64, error) {
 	start := time.Now()
 	errs := make(chan error, len(clients))
 	var wg sync.WaitGroup
@@ -114,12 +105,8 @@ func Fill(ctx context.Context, clients []*braid.Client, dir uint64, files int) (
 		go func() {
 			defer wg.Done()
 			for i := w; i < files; i += len(clients) {
-				f, err := c.CreateAt(ctx, dir, fmt.Sprintf("f%07d", i), braid.CreateOptions{Mode: 0o644, SizeHint: 0, Exclusive: true})
-				if err == nil {
-					err = f.Close()
-				}
-				if err != nil {
-					errs <- fmt.Errorf("f%07d: %w", i, err)
+				if err := op(c, i); err != nil {
+					errs <- fmt.Errorf("%s: %w", name(i), err)
 					return
 				}
 			}
