@@ -38,27 +38,13 @@ type mdCache struct {
 	complete   map[uint64]bool              // dirs whose every entry is in entries (a name not there is not in the dir)
 	suspended  map[uint64]suspendedDir      // dirs recalled by this client's own change, until its answer
 	nEntries   int
-	registered map[uint64]struct{}            // inodes the MDS counts this client as caching
-	full       bool                           // the bounds are reached: start a new epoch
-	kernelDirs map[uint64]map[string]struct{} // names of directories a caller (the kernel) caches, by parent
-	nKernel    int
-	hooks      CacheHooks
-	hits       atomic.Uint64 // answers from memory (for tests)
-}
-
-// CacheHooks tell a caller that caches further (a kernel) what to drop.
-// They are called without the cache's lock, before the client
-// acknowledges the change to the MDS.
-type CacheHooks struct {
-	// Attr: inode ino's attributes may have changed.
-	Attr func(ino uint64)
-	// Entry: name in directory dir, a name EntryCachedFor let the caller
-	// cache, may have changed.
-	Entry func(dir uint64, name string)
+	registered map[uint64]struct{} // inodes the MDS counts this client as caching
+	full       bool                // the bounds are reached: start a new epoch
+	onChange   func(ino uint64)    // told of every inode whose attributes changed
+	hits       atomic.Uint64       // answers from memory (for tests)
 }
 
 const (
-	maxKernelDirs    = 1 << 16 // directory names a caller may be let cache
 	maxCachedInodes  = 1 << 18 // inodes a client caches (the MDS's bound per session)
 	maxCachedEntries = 1 << 20 // names a client caches
 	maxSuspendedDirs = 1 << 12 // directories awaiting their own change's answer
@@ -98,11 +84,13 @@ type suspendedDir struct {
 }
 
 // CacheMetadata makes the client answer LookupAt and GetAttr from a cache
-// the MDS keeps coherent. hooks tell a caller that caches further (a
-// kernel) what to drop. It starts a standing request at the MDS that
-// lives as long as the client.
-func (c *Client) CacheMetadata(hooks CacheHooks) {
-	m := &mdCache{c: c, hooks: hooks, pool: wire.NewPoolOn(c.opts.Network)}
+// the MDS keeps coherent. onChange, if set, is called (never with the
+// cache's lock held) with every inode whose cached attributes were
+// dropped because it changed, so a caller that caches further (a
+// kernel) can drop its copy too. It starts a standing request at the MDS
+// that lives as long as the client.
+func (c *Client) CacheMetadata(onChange func(ino uint64)) {
+	m := &mdCache{c: c, onChange: onChange, pool: wire.NewPoolOn(c.opts.Network)}
 	m.flushLocked()
 	c.cacheMu.Lock()
 	defer c.cacheMu.Unlock()
@@ -142,15 +130,14 @@ func (m *mdCache) run() {
 		m.mu.Lock()
 		req := mdsproto.CacheWaitReq{Session: m.c.once.id, Epoch: m.epoch, Acked: m.applied, WaitNs: int64(time.Second)}
 		var dropped []uint64
-		var droppedNames [][2]any
 		if m.full {
 			// Start over: the MDS ends this epoch's registrations at
 			// once, so first drop everything here and in the caller.
-			dropped, droppedNames = m.flushLocked(), m.kernelNamesLocked()
+			dropped = m.flushLocked()
 			req.Epoch, req.Acked, m.epoch, m.applied, m.full = 0, 0, 0, 0, false
 		}
 		m.mu.Unlock()
-		m.notify(dropped, droppedNames)
+		m.notify(dropped)
 		sent := time.Now()
 		var resp mdsproto.CacheWaitResp
 		meta, err := m.c.mdsMetaOn(m.c.life, m.pool, mdsproto.OpCacheWait, req)
@@ -169,19 +156,15 @@ func (m *mdCache) run() {
 }
 
 // apply takes a CacheWait's answer and returns the inodes whose
-// attributes changed and the kernel-cached names that did.
-func (m *mdCache) apply(req mdsproto.CacheWaitReq, resp mdsproto.CacheWaitResp, sent time.Time) ([]uint64, [][2]any) {
+// attributes changed.
+func (m *mdCache) apply(req mdsproto.CacheWaitReq, resp mdsproto.CacheWaitResp, sent time.Time) []uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var changed []uint64
-	var names [][2]any
 	if resp.Epoch != m.epoch {
 		// A new epoch: the MDS no longer counts this client as caching
 		// anything it had (new session, eviction, another MDS process).
-		// Names and attributes a caller holds expire with the lease the
-		// MDS waited out (or were dropped before a reset).
 		changed = m.flushLocked()
-		m.kernelDirs, m.nKernel = map[uint64]map[string]struct{}{}, 0
 		m.epoch, m.applied, m.recent = resp.Epoch, 0, m.recent[:0]
 	}
 	for _, inv := range resp.Invalidations {
@@ -193,24 +176,6 @@ func (m *mdCache) apply(req mdsproto.CacheWaitReq, resp mdsproto.CacheWaitResp, 
 			m.recent = append(m.recent[:0], m.recent[recentRecalls/2:]...)
 		}
 		m.recent = append(m.recent, recall{seq: inv.Seq, ino: inv.Ino})
-		if kd := m.kernelDirs[inv.Ino]; kd != nil && !inv.Self {
-			// Another client changed these names: the caller drops them.
-			// (A change of this client's reached the kernel through it.)
-			for _, n := range inv.Names {
-				if _, ok := kd[n]; ok {
-					names = append(names, [2]any{inv.Ino, n})
-					delete(kd, n)
-					m.nKernel--
-				}
-			}
-			if inv.AllNames {
-				for n := range kd {
-					names = append(names, [2]any{inv.Ino, n})
-				}
-				m.nKernel -= len(kd)
-				delete(m.kernelDirs, inv.Ino)
-			}
-		}
 		delete(m.suspended, inv.Ino)
 		if inv.Self && (m.entries[inv.Ino] != nil || m.complete[inv.Ino]) {
 			// A directory this client changes: set aside what it knew,
@@ -228,20 +193,7 @@ func (m *mdCache) apply(req mdsproto.CacheWaitReq, resp mdsproto.CacheWaitResp, 
 	if resp.Epoch != 0 {
 		m.validUntil = sent.Add(time.Duration(resp.LeaseNs))
 	}
-	return changed, names
-}
-
-// kernelNamesLocked returns every name a caller was let cache, and
-// forgets them.
-func (m *mdCache) kernelNamesLocked() [][2]any {
-	var names [][2]any
-	for dir, kd := range m.kernelDirs {
-		for n := range kd {
-			names = append(names, [2]any{dir, n})
-		}
-	}
-	m.kernelDirs, m.nKernel = map[uint64]map[string]struct{}{}, 0
-	return names
+	return changed
 }
 
 // flushLocked drops everything and returns the inodes it held.
@@ -252,9 +204,6 @@ func (m *mdCache) flushLocked() []uint64 {
 	}
 	m.attrs, m.entries, m.nEntries = map[uint64]Attr{}, map[uint64]map[string]uint64{}, 0
 	m.complete, m.suspended = map[uint64]bool{}, map[uint64]suspendedDir{}
-	if m.kernelDirs == nil {
-		m.kernelDirs = map[uint64]map[string]struct{}{}
-	}
 	m.registered = map[uint64]struct{}{}
 	m.localGen++
 	return all
@@ -269,16 +218,12 @@ func (m *mdCache) dropLocked(ino uint64) {
 	delete(m.complete, ino)
 }
 
-func (m *mdCache) notify(inos []uint64, names [][2]any) {
-	if m.hooks.Entry != nil {
-		for _, n := range names {
-			m.hooks.Entry(n[0].(uint64), n[1].(string))
-		}
+func (m *mdCache) notify(inos []uint64) {
+	if m.onChange == nil {
+		return
 	}
-	if m.hooks.Attr != nil {
-		for _, ino := range inos {
-			m.hooks.Attr(ino)
-		}
+	for _, ino := range inos {
+		m.onChange(ino)
 	}
 }
 
@@ -436,40 +381,6 @@ func (m *mdCache) changing() {
 	m.mu.Lock()
 	m.localGen++
 	m.mu.Unlock()
-}
-
-// EntryCachedFor reports how long the caller (a kernel) may cache name
-// in dir as a's: the rest of the lease if a is a directory the cache
-// holds under that name (the caller is then told through
-// CacheHooks.Entry when another client changes the name), else 0.
-// Only directories' names: dropping a name in a kernel takes its
-// directory's lock, which the caller's own operations in that directory
-// may hold while they wait for other clients (files are created and
-// removed there far more often than directories are renamed).
-func (c *Client) EntryCachedFor(dir uint64, name string, a Attr) time.Duration {
-	m := c.metaCache()
-	if m == nil || a.Type != TypeDir {
-		return 0
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ino, ok := m.entries[dir][name]
-	if !ok || ino != a.Ino || !m.validLocked() {
-		return 0
-	}
-	kd := m.kernelDirs[dir]
-	if _, held := kd[name]; !held {
-		if m.nKernel >= maxKernelDirs {
-			return 0
-		}
-		if kd == nil {
-			kd = map[string]struct{}{}
-			m.kernelDirs[dir] = kd
-		}
-		kd[name] = struct{}{}
-		m.nKernel++
-	}
-	return time.Until(m.validUntil)
 }
 
 // CachedFor reports how long a may be cached further by the caller (a

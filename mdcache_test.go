@@ -17,7 +17,7 @@ func TestMetadataCacheSeesOtherClientsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
 	a, b := c.Dial(), c.Dial()
-	a.CacheMetadata(braid.CacheHooks{})
+	a.CacheMetadata(nil)
 	if _, err := b.MkdirAt(ctx, braid.RootIno, "d", 0o755, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestMetadataCacheAcrossMDSRestart(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
 	a, b := c.Dial(), c.Dial()
-	a.CacheMetadata(braid.CacheHooks{})
+	a.CacheMetadata(nil)
 	if _, err := b.MkdirAt(ctx, braid.RootIno, "d", 0o755, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestMetadataCacheManyChangesAtOnce(t *testing.T) {
 func cachingClient(t *testing.T, c *testcluster.Cluster) *braid.Client {
 	t.Helper()
 	a := c.Dial()
-	a.CacheMetadata(braid.CacheHooks{})
+	a.CacheMetadata(nil)
 	for i := 0; i < 1000 && braid.CacheHits(a) == 0; i++ {
 		_, _ = a.LookupAt(context.Background(), braid.RootIno, "nothing")
 	}

@@ -108,7 +108,5 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if last == nil || last.Name != name {
 		return d.n.Lookup(ctx, name, out)
 	}
-	child := d.n.child(ctx, last.Inode, out)
-	out.SetEntryTimeout(d.n.m.entryTimeout(d.n.ino, name, last.Inode))
-	return child, 0
+	return d.n.child(ctx, name, last.Inode, out), 0
 }

@@ -70,17 +70,10 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 	if o.CacheMetadata {
 		o.EntryTimeout, o.AttrTimeout = 0, 0
 		m.opts = o
-		cl.CacheMetadata(braid.CacheHooks{
-			Attr: func(ino uint64) {
-				if s := m.srv.Load(); s != nil {
-					_ = s.InodeNotify(ino, -1, 0) // attributes only; ENOENT if the kernel has forgotten it
-				}
-			},
-			Entry: func(dir uint64, name string) {
-				if s := m.srv.Load(); s != nil {
-					_ = s.EntryNotify(dir, name)
-				}
-			},
+		cl.CacheMetadata(func(ino uint64) {
+			if s := m.srv.Load(); s != nil {
+				_ = s.InodeNotify(ino, -1, 0) // attributes only; ENOENT if the kernel has forgotten it
+			}
 		})
 	}
 	srv, err := fs.Mount(dir, root, &fs.Options{
@@ -253,8 +246,9 @@ func fillAttr(a braid.Attr, out *fuse.Attr) {
 	out.Ctime, out.Ctimensec = setTime(a.CtimeNs)
 }
 
-// child makes (or finds) the kernel inode for a and fills out.
-func (n *node) child(ctx context.Context, a braid.Attr, out *fuse.EntryOut) *fs.Inode {
+// child makes (or finds) the kernel inode for a, named name in n, and
+// fills out.
+func (n *node) child(ctx context.Context, name string, a braid.Attr, out *fuse.EntryOut) *fs.Inode {
 	// The inode may have a writer on this mount whose bytes are not
 	// committed yet: the kernel takes the size from this reply, and must
 	// not shrink the file under its descriptors (a new descriptor read
@@ -262,7 +256,14 @@ func (n *node) child(ctx context.Context, a braid.Attr, out *fuse.EntryOut) *fs.
 	n.m.withWriterSize(&a)
 	fillAttr(a, &out.Attr)
 	out.SetEntryTimeout(n.m.opts.EntryTimeout)
-	out.SetAttrTimeout(n.m.attrTimeout(a))
+	// The kernel keeps these attributes only for an inode it has
+	// already: an invalidation that reaches it before this reply makes
+	// it drop the reply's attributes then (its attribute version), but
+	// one for an inode it does not have yet is lost (found by review).
+	out.SetAttrTimeout(0)
+	if known := n.GetChild(name); !n.m.opts.CacheMetadata || known != nil && known.StableAttr().Ino == a.Ino {
+		out.SetAttrTimeout(n.m.attrTimeout(a))
+	}
 	child := n.NewInode(ctx, &node{m: n.m, ino: a.Ino}, fs.StableAttr{Mode: typeBits(a.Type), Ino: a.Ino})
 	child.Operations().(*node).saw(a)
 	return child
@@ -284,21 +285,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if err != nil {
 		return nil, errno(err)
 	}
-	child := n.child(ctx, a, out)
-	out.SetEntryTimeout(n.m.entryTimeout(n.ino, name, a))
-	return child, 0
-}
-
-// entryTimeout is how long the kernel may keep name in dir as a's: with
-// CacheMetadata, a directory's name for the rest of the cache's lease (a
-// change by another client drops it, FUSE_NOTIFY_INVAL_ENTRY), other
-// names not at all (the kernel asks the mount, which answers from
-// memory); else EntryTimeout.
-func (m *mount) entryTimeout(dir uint64, name string, a braid.Attr) time.Duration {
-	if !m.opts.CacheMetadata {
-		return m.opts.EntryTimeout
-	}
-	return m.cl.EntryCachedFor(dir, name, a)
+	return n.child(ctx, name, a, out), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -418,7 +405,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		if lerr != nil {
 			return nil, nil, 0, errno(lerr)
 		}
-		child := n.child(ctx, a, out)
+		child := n.child(ctx, name, a, out)
 		fh, fl, e := child.Operations().(*node).Open(ctx, flags)
 		if e == 0 && flags&syscall.O_TRUNC != 0 {
 			e = errno(fh.(*handle).f.Truncate(0))
@@ -428,7 +415,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	child := n.child(ctx, f.Attr(), out)
+	child := n.child(ctx, name, f.Attr(), out)
 	cn := child.Operations().(*node)
 	return child, cn.newHandle(cn.adoptWriter(f), true), n.m.openFlags(true), 0
 }
@@ -440,9 +427,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, errno(err)
 	}
-	child := n.child(ctx, a, out)
-	out.SetEntryTimeout(n.m.entryTimeout(n.ino, name, a))
-	return child, 0
+	return n.child(ctx, name, a, out), 0
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -483,7 +468,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.child(ctx, a, out), 0
+	return n.child(ctx, name, a, out), 0
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {

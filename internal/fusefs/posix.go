@@ -121,7 +121,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.child(ctx, a, out), 0
+	return n.child(ctx, name, a, out), 0
 }
 
 // mknodFile makes an empty regular file (mknod S_IFREG): created and
@@ -136,7 +136,7 @@ func (n *node) mknodFile(ctx context.Context, name string, mode uint32, out *fus
 	if err := f.Close(); err != nil {
 		return nil, errno(err)
 	}
-	return n.child(ctx, a, out), 0
+	return n.child(ctx, name, a, out), 0
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -146,7 +146,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.child(ctx, a, out), 0
+	return n.child(ctx, name, a, out), 0
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {

@@ -241,10 +241,6 @@ type change struct {
 	// began on the inode since, the requester may keep its entries.
 	recalledAt map[uint64][2]uint64
 	kept       map[uint64]uint64 // what regrant found kept, with the recall's seq
-	// told is, per inode, the sessions recalled and the entry names they
-	// were told of (nil: all): a run that writes other names tells them
-	// too, though they are no longer registered (a kernel may hold one).
-	told map[uint64]map[*cacheSession]map[string]bool
 }
 
 type ackWait struct {
@@ -275,16 +271,7 @@ func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]*touched
 			t.recent[t.gen%recentChanges] = recentChange{gen: t.gen, ino: ino}
 		}
 		for _, s := range t.holders[ino] {
-			t.recallLocked(c, s, ino, touched[ino])
-		}
-		for s, names := range c.told[ino] {
-			if missing := untold(names, touched[ino]); !s.gone && (missing == nil || len(missing) > 0) {
-				if len(s.queue) >= maxQueuedInvalidations {
-					t.evictLocked(c, s)
-					continue
-				}
-				t.queueLocked(c, s, ino, false, missing, touched[ino])
-			}
+			t.recallLocked(c, s, ino)
 		}
 	}
 	// Every wait counts, not only those queued now: an engine may run a
@@ -334,69 +321,15 @@ func (t *cacheTable) regrantLocked(now time.Time, c *change, touched map[uint64]
 // recallLocked ends s's registration on ino, queues the recall and notes
 // the acknowledgement c waits for. A holder whose queue is full is
 // evicted instead.
-func (t *cacheTable) recallLocked(c *change, s *cacheSession, ino uint64, tc *touched) {
+func (t *cacheTable) recallLocked(c *change, s *cacheSession, ino uint64) {
 	if len(s.queue) >= maxQueuedInvalidations {
 		t.evictLocked(c, s)
 		return
 	}
 	t.unregisterLocked(s, ino)
-	t.queueLocked(c, s, ino, s.id == c.requester, nil, tc)
-}
-
-// untold returns the entry names tc writes that told does not hold (nil:
-// all of them, told being short of all names while tc writes too many).
-func untold(told map[string]bool, tc *touched) []string {
-	if told == nil || tc == nil {
-		return []string{} // all were told, or nothing is written
-	}
-	if len(tc.entries) > mdsproto.MaxInvalidationNames {
-		return nil
-	}
-	missing := []string{}
-	for n := range tc.entries {
-		if !told[n] {
-			missing = append(missing, n)
-		}
-	}
-	return missing
-}
-
-// queueLocked queues an invalidation of ino to s naming the entries tc
-// writes (only names, if set: those not told yet), notes what s was told
-// and the acknowledgement c waits for.
-func (t *cacheTable) queueLocked(c *change, s *cacheSession, ino uint64, self bool, names []string, tc *touched) {
 	s.seq++
 	inv := mdsproto.Invalidation{Seq: s.seq, Ino: ino}
-	if names == nil && tc != nil {
-		for n := range tc.entries {
-			names = append(names, n)
-		}
-	}
-	if len(names) > mdsproto.MaxInvalidationNames {
-		inv.AllNames = true
-	} else {
-		inv.Names = names
-	}
-	if c.told == nil {
-		c.told = map[uint64]map[*cacheSession]map[string]bool{}
-	}
-	if c.told[ino] == nil {
-		c.told[ino] = map[*cacheSession]map[string]bool{}
-	}
-	told, seen := c.told[ino][s]
-	switch {
-	case inv.AllNames:
-		told = nil
-	case !seen || told != nil:
-		if told == nil {
-			told = map[string]bool{}
-		}
-		for _, n := range inv.Names {
-			told[n] = true
-		}
-	}
-	c.told[ino][s] = told
-	if self {
+	if s.id == c.requester {
 		inv.Self = true
 		if c.recalledAt == nil {
 			c.recalledAt = map[uint64][2]uint64{}
@@ -466,6 +399,9 @@ func (t *cacheTable) evictLaggards(c *change) {
 }
 
 // end lets grants of what c changed go out again.
+//
+// The end counts as a change begun, for readers: one that began before
+// it may have read the state before the commit.
 func (t *cacheTable) end(c *change) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -473,6 +409,8 @@ func (t *cacheTable) end(c *change) {
 		if t.changing[ino]--; t.changing[ino] <= 0 {
 			delete(t.changing, ino)
 		}
+		t.gen++
+		t.recent[t.gen%recentChanges] = recentChange{gen: t.gen, ino: ino}
 	}
 }
 

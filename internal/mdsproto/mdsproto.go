@@ -371,20 +371,11 @@ type CacheWaitResp struct {
 // Self marks a recall by a change the session asked for itself: the
 // change's answer will carry the inode as committed (CacheSelf), and may
 // let the session keep the directory entries it recalls (Kept).
-//
-// Names are the entries of directory Ino the change writes (AllNames:
-// more than MaxInvalidationNames of them, or not known): a client that
-// let a kernel cache one of them as a directory's name drops it there.
 type Invalidation struct {
-	Seq      uint64   `json:"seq"`
-	Ino      uint64   `json:"ino"`
-	Self     bool     `json:"self,omitempty"`
-	Names    []string `json:"names,omitempty"`
-	AllNames bool     `json:"all_names,omitempty"`
+	Seq  uint64 `json:"seq"`
+	Ino  uint64 `json:"ino"`
+	Self bool   `json:"self,omitempty"`
 }
-
-// MaxInvalidationNames bounds the names one invalidation carries.
-const MaxInvalidationNames = 16
 
 // CacheSelf rides on the answer of a named change (as the field
 // "cache_self", added to whatever the answer is) to the caching session
