@@ -9,14 +9,12 @@
 // are cached under the MDS's callbacks (Options.CacheMetadata): the mount
 // answers lookups and getattr from memory for as long as the MDS lets it,
 // and the MDS tells it of every change before committing it, so a change
-// made through another mount is seen at once. The kernel keeps
-// attributes and directories' names for the rest of the cache's lease; a
-// change drops them (FUSE_NOTIFY_INVAL_INODE, FUSE_NOTIFY_INVAL_ENTRY).
-// Files' names the kernel revalidates with the mount every time (the
-// answer comes from memory): dropping a name in the kernel takes the
-// directory's lock, which an operation of this mount may hold while it
-// waits for another mount's acknowledgement, and files come and go in a
-// directory far more often than directories do.
+// made through another mount is seen at once. The kernel revalidates
+// every name with the mount (the answer comes from memory) and keeps
+// attributes for the rest of the cache's lease; a change drops them
+// (FUSE_NOTIFY_INVAL_INODE). Names are not invalidated in the kernel:
+// that takes the directory's lock, which an operation of this mount may
+// hold while it waits for another mount's acknowledgement.
 package fusefs
 
 import (
