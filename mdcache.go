@@ -101,21 +101,6 @@ func (c *Client) CacheMetadata(onChange func(ino uint64)) {
 	go m.run()
 }
 
-// CacheLease reports how long what the cache answers may still be
-// trusted without another word from the MDS (0: nothing is cached).
-func (c *Client) CacheLease() time.Duration {
-	m := c.metaCache()
-	if m == nil {
-		return 0
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.epoch == 0 {
-		return 0
-	}
-	return max(time.Until(m.validUntil), 0)
-}
-
 func (c *Client) metaCache() *mdCache {
 	c.cacheMu.Lock()
 	defer c.cacheMu.Unlock()
@@ -151,13 +136,13 @@ func (m *mdCache) run() {
 			continue
 		}
 		backoff = 20 * time.Millisecond
-		m.notify(m.apply(req, resp, sent))
+		m.notify(m.apply(resp, sent))
 	}
 }
 
 // apply takes a CacheWait's answer and returns the inodes whose
 // attributes changed.
-func (m *mdCache) apply(req mdsproto.CacheWaitReq, resp mdsproto.CacheWaitResp, sent time.Time) []uint64 {
+func (m *mdCache) apply(resp mdsproto.CacheWaitResp, sent time.Time) []uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var changed []uint64

@@ -54,7 +54,7 @@ const (
 	maxCacheSessions       = 4096    // sessions caching at once
 	maxSessionRegistration = 1 << 18 // inodes one session may cache
 	maxRegistrations       = 1 << 21 // inodes all sessions may cache
-	maxQueuedInvalidations = 4096    // unacknowledged invalidations a session may have
+	maxQueuedInvalidations = 4096    // unacknowledged invalidations a session may have (all fit one answer: ~100 KB)
 	maxSelfEntries         = 16      // entries of one directory a change may hand its requester
 	cacheRecallWait        = time.Second
 )

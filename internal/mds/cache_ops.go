@@ -1,10 +1,10 @@
 package mds
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/braidfs/braid/internal/kv"
@@ -19,8 +19,7 @@ import (
 var keyCacheHeld = []byte("s/cache_held")
 
 const (
-	maxInvalidateRounds  = 8         // invalidate-and-retry rounds one change may take
-	maxInvalidationBytes = 512 << 10 // invalidations one CacheWait answer carries, encoded (about)
+	maxInvalidateRounds = 8 // invalidate-and-retry rounds one change may take
 )
 
 // errMustInvalidate rolls back a transaction whose changes some caching
@@ -332,20 +331,8 @@ func (s *Server) cacheWait(ctx context.Context, req mdsproto.CacheWaitReq) (mdsp
 		t.Stop()
 		resp.Epoch, r.invs = s.cache.waited(req.Session, r.epoch)
 	}
-	resp.Invalidations = firstBytes(r.invs)
+	resp.Invalidations = r.invs
 	return resp, nil
-}
-
-// firstBytes cuts invalidations to what fits an answer; the rest follow
-// in the next.
-func firstBytes(invs []mdsproto.Invalidation) []mdsproto.Invalidation {
-	size := 0
-	for i := range invs {
-		if size += 24; size > maxInvalidationBytes {
-			return invs[:max(i, 1)]
-		}
-	}
-	return invs
 }
 
 // cacheLookup is a lookup (or with no name, a getattr) that the asking
@@ -397,7 +384,7 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 
 // validName reports whether name is one entry's name.
 func validName(name string) bool {
-	return len(name) <= 255 && name != "." && name != ".." && !bytes.ContainsAny([]byte(name), "/\x00")
+	return len(name) <= 255 && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 // markCacheHeld stores the mark before a grant, if it is not there, and
