@@ -3,8 +3,6 @@ package kv
 import (
 	"bytes"
 	"context"
-	"errors"
-	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -12,26 +10,15 @@ import (
 
 var bucket = []byte("braid")
 
-// Bolt is the embedded engine: a single-file B+tree with fsync per commit.
-// Updates are group-committed without waiting: the first caller commits at
-// once, and callers that arrive meanwhile share the next commit (a lone
-// client pays one commit per update, not a batching delay).
+// Bolt is the embedded B+tree engine: a commit writes the pages it
+// changed and then its meta page, with an fdatasync after each. It was the
+// MDS's engine before Pebble (see pebble.go); it stays for the stores it
+// made (OpenEmbedded moves them to Pebble) and as a second engine the
+// conformance tests hold to the same contract.
 type Bolt struct {
 	db *bolt.DB
-
-	mu         sync.Mutex
-	queue      []*pendingUpdate // waiting for the next commit
-	committing bool
+	committer
 }
-
-type pendingUpdate struct {
-	fn   func(Txn) error
-	err  error
-	done chan struct{}
-}
-
-// maxGroup bounds the updates one commit carries.
-const maxGroup = 256
 
 // OpenBolt opens or creates the database file at path.
 func OpenBolt(path string) (*Bolt, error) {
@@ -46,12 +33,17 @@ func OpenBolt(path string) (*Bolt, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Bolt{db: db}, nil
+	e := &Bolt{db: db}
+	e.apply = e.applyGroup
+	return e, nil
 }
 
-type boltTxn struct{ b *bolt.Bucket }
+type boltTxn struct {
+	b     *bolt.Bucket
+	wrote bool // a Put or Delete was made
+}
 
-func (t boltTxn) Get(key []byte) ([]byte, error) {
+func (t *boltTxn) Get(key []byte) ([]byte, error) {
 	v := t.b.Get(key)
 	if v == nil {
 		return nil, nil
@@ -59,7 +51,7 @@ func (t boltTxn) Get(key []byte) ([]byte, error) {
 	return bytes.Clone(v), nil
 }
 
-func (t boltTxn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
+func (t *boltTxn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	c := t.b.Cursor()
 	for k, v := c.Seek(start); k != nil && (end == nil || bytes.Compare(k, end) < 0); k, v = c.Next() {
 		if !fn(k, v) {
@@ -69,73 +61,59 @@ func (t boltTxn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	return nil
 }
 
-func (t boltTxn) Put(key, value []byte) error { return t.b.Put(key, value) }
-func (t boltTxn) Delete(key []byte) error     { return t.b.Delete(key) }
+func (t *boltTxn) Put(key, value []byte) error {
+	t.wrote = true
+	return t.b.Put(key, value)
+}
+
+func (t *boltTxn) Delete(key []byte) error {
+	t.wrote = true
+	return t.b.Delete(key)
+}
 
 func (e *Bolt) View(ctx context.Context, fn func(Reader) error) error {
-	return e.db.View(func(tx *bolt.Tx) error { return fn(boltTxn{tx.Bucket(bucket)}) })
+	return e.db.View(func(tx *bolt.Tx) error { return fn(&boltTxn{b: tx.Bucket(bucket)}) })
 }
 
 func (e *Bolt) Update(ctx context.Context, fn func(Txn) error) error {
-	return Retry(ctx, func() error { return e.group(fn) })
+	return Retry(ctx, func() error { return e.run(fn) })
 }
 
-// group runs fn in the next commit, leading the commit if none is running.
-func (e *Bolt) group(fn func(Txn) error) error {
-	p := &pendingUpdate{fn: fn, done: make(chan struct{})}
-	e.mu.Lock()
-	e.queue = append(e.queue, p)
-	if e.committing {
-		e.mu.Unlock()
-		<-p.done
-		return p.err
-	}
-	e.committing = true
-	for len(e.queue) > 0 {
-		n := min(len(e.queue), maxGroup)
-		batch := e.queue[:n:n]
-		e.queue = e.queue[n:]
-		e.mu.Unlock()
-		e.commit(batch)
-		e.mu.Lock()
-	}
-	e.committing = false
-	e.mu.Unlock()
-	<-p.done
-	return p.err
-}
-
-// errFailedInGroup rolls back a group commit in which one update failed.
-var errFailedInGroup = errors.New("an update in the group failed")
-
-// commit applies batch in one transaction. An update that fails is taken
-// out, the rest committed without it, and it is run alone so its error
-// reflects the state it would have seen on its own (as bbolt's Batch).
-func (e *Bolt) commit(batch []*pendingUpdate) {
-	for len(batch) > 0 {
-		failed := -1
-		err := e.db.Update(func(tx *bolt.Tx) error {
-			b := boltTxn{tx.Bucket(bucket)}
-			for i, p := range batch {
-				if err := p.fn(b); err != nil {
-					failed = i
-					return errFailedInGroup
-				}
+// applyGroup runs fns in one transaction (committer.apply).
+func (e *Bolt) applyGroup(fns []func(Txn) error) (int, error) {
+	failed := -1
+	var fnErr error
+	err := e.update(func(t *boltTxn) error {
+		for i, fn := range fns {
+			if fnErr = fn(t); fnErr != nil {
+				failed = i
+				return fnErr
 			}
-			return nil
-		})
-		if failed < 0 {
-			for _, p := range batch {
-				p.err = err
-				close(p.done)
-			}
-			return
 		}
-		p := batch[failed]
-		batch = append(batch[:failed:failed], batch[failed+1:]...)
-		p.err = e.db.Update(func(tx *bolt.Tx) error { return p.fn(boltTxn{tx.Bucket(bucket)}) })
-		close(p.done)
+		return nil
+	})
+	if failed >= 0 {
+		return failed, fnErr
 	}
+	return -1, err
+}
+
+// update runs fn in a write transaction and commits it, unless fn wrote
+// nothing: a commit costs two fdatasyncs even then.
+func (e *Bolt) update(fn func(*boltTxn) error) error {
+	tx, err := e.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	t := &boltTxn{b: tx.Bucket(bucket)}
+	if err := fn(t); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if !t.wrote {
+		return tx.Rollback()
+	}
+	return tx.Commit()
 }
 
 func (e *Bolt) Close() error { return e.db.Close() }

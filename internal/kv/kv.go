@@ -15,6 +15,9 @@ import (
 // another; Update retries such transactions.
 var ErrConflict = errors.New("kv: transaction conflict")
 
+// ErrClosed is returned by an engine's calls after its Close.
+var ErrClosed = errors.New("kv: engine closed")
+
 // maxTxnRetries bounds how often Update re-runs a conflicting transaction.
 const maxTxnRetries = 16
 

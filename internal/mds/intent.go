@@ -404,6 +404,7 @@ func (s *Server) osdCallData(ctx context.Context, id uint32, op uint16, req osdp
 func (s *Server) expireWriters(ctx context.Context) error {
 	if inos := s.leases.expireWriters(s.cfg.Now()); len(inos) > 0 {
 		s.queueScrub(inos)
+		s.queueLabel(inos...) // a writer that never committed left objects unlabelled
 	}
 	return nil
 }

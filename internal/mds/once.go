@@ -176,14 +176,18 @@ func (s *Server) mutate(ctx context.Context, fn func(kv.Txn) error) error {
 }
 
 // dropBelowFloor deletes the session's records of mutations answered
-// already (a few at a time: a floor that jumped far is caught up by the
-// next mutations, and the sweep).
+// already, looking only onceFloorBatch below the floor: the records
+// further down were dropped by earlier mutations, and a scan from the
+// session's first sequence number would step over every one of their
+// deletions (an LSM store keeps them until a compaction). Records a floor
+// that jumped further leaves behind are the sweep's.
 func dropBelowFloor(tx kv.Txn, o mdsproto.Once) error {
 	if o.Floor == 0 {
 		return nil
 	}
+	end := min(o.Floor, o.Seq)
 	var keys [][]byte
-	err := tx.Scan(onceKey(o.Session, 0), onceKey(o.Session, min(o.Floor, o.Seq)), func(k, _ []byte) bool {
+	err := tx.Scan(onceKey(o.Session, end-min(end, onceFloorBatch)), onceKey(o.Session, end), func(k, _ []byte) bool {
 		keys = append(keys, append([]byte{}, k...))
 		return len(keys) < onceFloorBatch
 	})

@@ -2,6 +2,9 @@ package mds
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -114,5 +117,59 @@ func BenchmarkNamedMutations(b *testing.B) {
 				run(mdsproto.OpRemove, &mdsproto.PathReq{Path: "/d"})
 			}
 		})
+	}
+}
+
+// Each mutation drops its session's records below the floor it names, so
+// a session that answers in order keeps one record, however long it runs;
+// a record at or above the floor stays for its retries.
+func TestRecordsBelowTheFloorAreDropped(t *testing.T) {
+	ctx := context.Background()
+	key, err := capability.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(ctx, Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Key: key, GCEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	seqs := func() []uint64 {
+		var out []uint64
+		_ = s.kv.View(ctx, func(r kv.Reader) error {
+			return r.Scan(onceKey(7, 0), onceKey(8, 0), func(k, _ []byte) bool {
+				out = append(out, binary.BigEndian.Uint64(k[9:]))
+				return true
+			})
+		})
+		return out
+	}
+	mkdir := func(seq, floor uint64) {
+		t.Helper()
+		body, err := mdsproto.Marshal(mdsproto.MkdirReq{Once: mdsproto.Once{Session: 7, Seq: seq, Floor: floor}, Path: fmt.Sprintf("/d%d", seq), Mode: 0o755})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.handle(ctx, &wire.Request{Op: mdsproto.OpMkdir, Meta: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seq := uint64(1); seq <= 3*onceFloorBatch; seq++ {
+		mkdir(seq, seq)
+	}
+	if got := seqs(); !slices.Equal(got, []uint64{3 * onceFloorBatch}) {
+		t.Fatalf("records %v after answering in order, want only the last", got)
+	}
+	// Three in flight: the floor stays at the first until it is answered.
+	first := uint64(3*onceFloorBatch + 1)
+	mkdir(first+1, first)
+	mkdir(first+2, first)
+	if got := seqs(); !slices.Equal(got, []uint64{first + 1, first + 2}) {
+		t.Fatalf("records %v with %d unanswered, want %d and %d", got, first, first+1, first+2)
+	}
+	mkdir(first, first)
+	mkdir(first+3, first+3)
+	if got := seqs(); !slices.Equal(got, []uint64{first + 3}) {
+		t.Fatalf("records %v after the floor passed them, want only %d", got, first+3)
 	}
 }

@@ -188,9 +188,8 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 	if err != nil {
 		return mdsproto.OpenResp{}, err
 	}
-	if !req.Unlinked {
-		s.queueLabel(rec.Ino)
-	}
+	// No label yet: a new file has no objects to carry one. Its commit
+	// labels them, or the expiry of its writer's lease if it never commits.
 	return s.openResp(ctx, rec, true, req.Handle, req.Session), nil
 }
 

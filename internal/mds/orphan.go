@@ -165,6 +165,9 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 		return err
 	}
 	for _, ino := range inos {
+		if s.leased(ino, now) {
+			continue // still open: no transaction (checked again inside one)
+		}
 		err := s.kv.Update(ctx, func(tx kv.Txn) error {
 			if s.leased(ino, now) {
 				return nil

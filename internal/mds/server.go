@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +25,7 @@ import (
 
 // Config configures an MDS.
 type Config struct {
-	Dir           string // holds meta.db when Engine is nil
+	Dir           string // holds the embedded store (kv.OpenEmbedded) when Engine is nil
 	Listen        string
 	Network       wire.Network // nil: TCP
 	Key           capability.Key
@@ -113,11 +112,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	eng := cfg.Engine
 	if eng == nil {
-		b, err := kv.OpenBolt(filepath.Join(cfg.Dir, "meta.db"))
+		e, err := kv.OpenEmbedded(ctx, cfg.Dir, cfg.Log)
 		if err != nil {
 			return nil, fmt.Errorf("open metadata store: %w", err)
 		}
-		eng = b
+		eng = e
 	}
 	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(cfg.Network), heal: newHealState(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}

@@ -44,7 +44,7 @@ func (c *Cluster) startMDS(listen string) {
 	var err error
 	c.eng = nil
 	if c.opts.KVConflicts > 0 {
-		b, err := kv.OpenBolt(filepath.Join(c.Dir, "meta.db"))
+		b, err := kv.OpenEmbedded(context.Background(), c.Dir, c.log)
 		if err != nil {
 			c.t.Fatal(err)
 		}
@@ -287,7 +287,7 @@ func (c *Cluster) WipeMDS() {
 	c.t.Helper()
 	addr := c.MDS.Addr()
 	c.MDS.Close()
-	if err := os.Remove(filepath.Join(c.Dir, "meta.db")); err != nil {
+	if err := os.RemoveAll(filepath.Join(c.Dir, "meta")); err != nil {
 		c.t.Fatal(err)
 	}
 	c.startMDS(addr)
