@@ -129,8 +129,14 @@ func (c *Client) RenameAt(ctx context.Context, fromDir uint64, from string, toDi
 // ReadDirAt lists up to limit entries of dir after the name after, in name
 // order; more reports whether entries follow.
 func (c *Client) ReadDirAt(ctx context.Context, dir uint64, after string, limit int) (entries []DirEntry, more bool, err error) {
+	return c.ReadDirXattrAt(ctx, dir, after, limit, "")
+}
+
+// ReadDirXattrAt is ReadDirAt with each entry's value of the extended
+// attribute xattr in its Xattr (nil where the inode has none).
+func (c *Client) ReadDirXattrAt(ctx context.Context, dir uint64, after string, limit int, xattr string) (entries []DirEntry, more bool, err error) {
 	var resp mdsproto.ReaddirResp
-	err = c.mds(ctx, mdsproto.OpReaddir, mdsproto.ReaddirReq{Dir: dir, After: after, Limit: limit}, &resp)
+	err = c.mds(ctx, mdsproto.OpReaddir, mdsproto.ReaddirReq{Dir: dir, After: after, Limit: limit, Xattr: xattr}, &resp)
 	return resp.Entries, resp.More, err
 }
 

@@ -355,6 +355,7 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 		return cursor, err
 	}
 	now := s.cfg.Now()
+	var progressed []gcItem // with rec now what is left to do
 	for _, it := range items {
 		if now.UnixNano() < it.rec.NotBeforeNs || s.repairing(ctx, it.ino, now) {
 			continue
@@ -363,17 +364,27 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 		if len(left.Comps) == len(it.rec.Comps) {
 			continue
 		}
-		err := s.kv.Update(ctx, func(tx kv.Txn) error {
-			if len(left.Comps) == 0 {
-				return tx.Delete(it.key)
-			}
-			return putRecord(tx, it.key, &left)
-		})
-		if err != nil {
-			return cursor, err
-		}
+		it.rec = left
+		progressed = append(progressed, it)
 	}
-	return cursor, nil
+	if len(progressed) == 0 {
+		return cursor, nil
+	}
+	// One commit for the pass, not one a file.
+	return cursor, s.kv.Update(ctx, func(tx kv.Txn) error {
+		for _, it := range progressed {
+			var err error
+			if len(it.rec.Comps) == 0 {
+				err = tx.Delete(it.key)
+			} else {
+				err = putRecord(tx, it.key, &it.rec)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // repairing reports whether ino is locked by a repair: the objects a

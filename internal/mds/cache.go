@@ -275,7 +275,7 @@ func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]*touched
 		}
 	}
 	// Every wait counts, not only those queued now: an engine may run a
-	// transaction again on its own (bbolt's group commit reruns a failed
+	// transaction again on its own (the group committer reruns a failed
 	// member alone), and that run must not commit before them either.
 	_, _, mustWait = t.pendingLocked(now, c)
 	if !mustWait {

@@ -444,6 +444,9 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirP
 	if limit <= 0 || limit > maxReaddir {
 		limit = maxReaddir
 	}
+	if len(req.Xattr) > maxXattrName {
+		return readdirPage{}, wire.Errorf(wire.ErrInvalid, "attribute name of %d bytes exceeds %d", len(req.Xattr), maxXattrName)
+	}
 	var out readdirPage
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		dir, err := resolve(r, req.Dir, req.Path)
@@ -482,7 +485,11 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirP
 				return err
 			}
 			start := len(buf)
-			if buf, err = mdsproto.AppendMarshal(buf, mdsproto.DirEntry{Name: names[i], Inode: rec.Inode}); err != nil {
+			e := mdsproto.DirEntry{Name: names[i], Inode: rec.Inode}
+			if req.Xattr != "" {
+				e.Xattr = rec.Xattrs[req.Xattr]
+			}
+			if buf, err = mdsproto.AppendMarshal(buf, e); err != nil {
 				return err
 			}
 			if len(buf) > readdirPageBytes && i > 0 {

@@ -35,7 +35,7 @@ type Config struct {
 	CapTTL        time.Duration // lifetime of issued capabilities
 	GCEvery       time.Duration // how often removed files' objects are deleted
 	DeleteDelay   time.Duration // how long a removed file's objects outlive it; default CapTTL+1m
-	Engine        kv.Engine     // nil: embedded bbolt in Dir
+	Engine        kv.Engine     // nil: the embedded store in Dir (kv.OpenEmbedded)
 	Log           *slog.Logger
 	Now           func() time.Time
 	Seed          uint64 // placement randomness; 0 picks one

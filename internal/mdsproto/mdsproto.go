@@ -397,11 +397,16 @@ type ReaddirReq struct {
 	Dir   uint64 `json:"dir,omitempty"`
 	After string `json:"after"` // resume after this name
 	Limit int    `json:"limit"`
+	// Xattr names an extended attribute whose value each entry carries
+	// (the S3 gateway's object metadata: a listing with ETags is then one
+	// request a page, not one an object).
+	Xattr string `json:"xattr,omitempty"`
 }
 
 type DirEntry struct {
 	Name  string `json:"name"`
 	Inode Inode  `json:"inode"`
+	Xattr []byte `json:"xattr,omitempty"` // the value of ReaddirReq.Xattr; nil if the inode has none
 }
 
 type ReaddirResp struct {

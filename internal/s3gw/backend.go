@@ -86,18 +86,25 @@ func (b *braidBackend) stat(ctx context.Context, p string) (objectInfo, error) {
 
 // fileInfo reads a file's S3 metadata and settles its ETag.
 func (b *braidBackend) fileInfo(ctx context.Context, ino uint64, size, mtimeNs int64) (objectInfo, error) {
-	oi := objectInfo{ino: ino, size: size, mtime: timeOf(mtimeNs)}
 	r, err := b.cl.Xattr(ctx, braid.XattrRequest{Ino: ino, Op: "get", Name: metaXattr})
-	if err == nil {
-		_ = json.Unmarshal(r.Value, &oi.meta) // unreadable metadata: the derived ETag below
-	} else if !errors.Is(err, braid.ErrNoData) {
+	if err != nil && !errors.Is(err, braid.ErrNoData) {
 		return objectInfo{}, err
+	}
+	return settledInfo(ino, size, mtimeNs, r.Value), nil
+}
+
+// settledInfo is a file's objectInfo from its metadata attribute's value
+// (nil if it has none), with its ETag settled.
+func settledInfo(ino uint64, size, mtimeNs int64, meta []byte) objectInfo {
+	oi := objectInfo{ino: ino, size: size, mtime: timeOf(mtimeNs)}
+	if meta != nil {
+		_ = json.Unmarshal(meta, &oi.meta) // unreadable metadata: the derived ETag below
 	}
 	if oi.meta.Size != size || oi.meta.MtimeNs != mtimeNs || oi.meta.ETag == "" {
 		// Written through a mount or NFS since (or never through S3).
 		oi.meta.ETag = derivedETag(ino, size, mtimeNs)
 	}
-	return oi, nil
+	return oi
 }
 
 // derivedETag names a version of a file that S3 did not write: it changes

@@ -26,6 +26,7 @@ type listItem struct {
 	key    string
 	prefix bool
 	inode  braid.Attr
+	meta   []byte // the file's metaXattr, nil if it has none
 }
 
 // listing is the result of one page.
@@ -215,7 +216,7 @@ func (w *walker) next() (listItem, bool, error) {
 func (w *walker) nextIn(d *dirIter) (listItem, bool, error) {
 	for {
 		if len(d.page) == 0 && d.more {
-			ents, more, err := w.b.cl.ReadDirAt(w.ctx, d.ino, d.after, listPage)
+			ents, more, err := w.b.cl.ReadDirXattrAt(w.ctx, d.ino, d.after, listPage, metaXattr)
 			if errors.Is(err, braid.ErrNotFound) {
 				ents, more = nil, false // removed while listed
 			} else if err != nil {
@@ -242,7 +243,7 @@ func (w *walker) nextIn(d *dirIter) (listItem, bool, error) {
 		if d.base == "" && e.Name == reservedDir {
 			continue
 		}
-		it := listItem{key: d.base + e.Name, inode: e.Inode}
+		it := listItem{key: d.base + e.Name, inode: e.Inode, meta: e.Xattr}
 		switch e.Inode.Type {
 		case braid.TypeDir:
 			it.key += "/"
@@ -276,16 +277,14 @@ func (h *itemHeap) Pop() any {
 	return it
 }
 
-// object is the listing entry of a file, with its ETag.
-func (b *braidBackend) object(ctx context.Context, it listItem) s3response.Object {
+// object is the listing entry of a file, with its ETag (from the metadata
+// the listing brought: no request an object).
+func (b *braidBackend) object(it listItem) s3response.Object {
 	size := it.inode.Size
 	mtime := timeOf(it.inode.MtimeNs)
 	etag := quote(emptyMD5)
 	if !it.prefix {
-		etag = derivedETag(it.inode.Ino, size, it.inode.MtimeNs) // should its metadata be unreadable
-		if oi, err := b.fileInfo(ctx, it.inode.Ino, size, it.inode.MtimeNs); err == nil {
-			etag = oi.meta.ETag
-		}
+		etag = settledInfo(it.inode.Ino, size, it.inode.MtimeNs, it.meta).meta.ETag
 	}
 	return s3response.Object{Key: ptr(it.key), Size: &size, LastModified: &mtime, ETag: ptr(etag), StorageClass: types.ObjectStorageClassStandard}
 }
@@ -294,7 +293,7 @@ func (b *braidBackend) object(ctx context.Context, it listItem) s3response.Objec
 func (b *braidBackend) entries(ctx context.Context, l listing) ([]s3response.Object, []types.CommonPrefix) {
 	objs := make([]s3response.Object, 0, len(l.objects))
 	for _, it := range l.objects {
-		objs = append(objs, b.object(ctx, it))
+		objs = append(objs, b.object(it))
 	}
 	cps := make([]types.CommonPrefix, 0, len(l.prefixes))
 	for _, p := range l.prefixes {

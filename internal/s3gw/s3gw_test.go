@@ -181,14 +181,17 @@ func TestListObjectsAgainstModel(t *testing.T) {
 	// after "a-b" and "a.c").
 	keys := []string{"a", "a-b", "a.c", "a/x", "a/y/z", "a/y-1", "ab", "b/c/d/e", "b/c-d", "c", "c/", "z z"}
 	keys = slices.DeleteFunc(keys, func(k string) bool { return k == "a" || k == "c" }) // a and c are directories here
+	etags := map[string]string{} // what each put answered: a listing tells the same
 	for _, k := range keys {
 		body := strings.NewReader(strings.Repeat(k, 3))
 		if strings.HasSuffix(k, "/") {
 			body = strings.NewReader("")
 		}
-		if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("list"), Key: aws.String(k), Body: body}); err != nil {
+		out, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("list"), Key: aws.String(k), Body: body})
+		if err != nil {
 			t.Fatalf("put %q: %v", k, err)
 		}
+		etags[k] = aws.ToString(out.ETag)
 	}
 	slices.Sort(keys)
 	for _, prefix := range []string{"", "a", "a/", "a/y", "b/c", "zz", "c/"} {
@@ -205,6 +208,9 @@ func TestListObjectsAgainstModel(t *testing.T) {
 					}
 					for _, o := range out.Contents {
 						gotKeys = append(gotKeys, aws.ToString(o.Key))
+						if k := aws.ToString(o.Key); aws.ToString(o.ETag) != etags[k] {
+							t.Fatalf("%q listed with ETag %s, put answered %s", k, aws.ToString(o.ETag), etags[k])
+						}
 					}
 					for _, p := range out.CommonPrefixes {
 						gotCPs = append(gotCPs, aws.ToString(p.Prefix))
