@@ -181,7 +181,8 @@ func TestListObjectsAgainstModel(t *testing.T) {
 	// after "a-b" and "a.c").
 	keys := []string{"a", "a-b", "a.c", "a/x", "a/y/z", "a/y-1", "ab", "b/c/d/e", "b/c-d", "c", "c/", "z z"}
 	keys = slices.DeleteFunc(keys, func(k string) bool { return k == "a" || k == "c" }) // a and c are directories here
-	etags := map[string]string{}                                                        // what each put answered: a listing tells the same
+	// What each put answered: a listing tells the same.
+	etags := map[string]string{}
 	for _, k := range keys {
 		body := strings.NewReader(strings.Repeat(k, 3))
 		if strings.HasSuffix(k, "/") {
