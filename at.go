@@ -2,6 +2,7 @@ package braid
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -137,7 +138,20 @@ func (c *Client) ReadDirAt(ctx context.Context, dir uint64, after string, limit 
 func (c *Client) ReadDirXattrAt(ctx context.Context, dir uint64, after string, limit int, xattr string) (entries []DirEntry, more bool, err error) {
 	var resp mdsproto.ReaddirResp
 	err = c.mds(ctx, mdsproto.OpReaddir, mdsproto.ReaddirReq{Dir: dir, After: after, Limit: limit, Xattr: xattr}, &resp)
-	return resp.Entries, resp.More, err
+	if err != nil || xattr == "" || resp.XattrFilled {
+		return resp.Entries, resp.More, err
+	}
+	// An MDS that predates the field: one request an entry.
+	for i, e := range resp.Entries {
+		r, err := c.Xattr(ctx, XattrRequest{Ino: e.Inode.Ino, Op: mdsproto.XattrGet, Name: xattr})
+		switch {
+		case err == nil:
+			resp.Entries[i].Xattr = r.Value
+		case !errors.Is(err, ErrNoData) && !errors.Is(err, ErrNotFound):
+			return nil, false, err
+		}
+	}
+	return resp.Entries, resp.More, nil
 }
 
 // Link adds name in dir as another name of file ino.

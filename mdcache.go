@@ -385,3 +385,21 @@ func (c *Client) CachedFor(a Attr) time.Duration {
 	}
 	return time.Until(m.validUntil)
 }
+
+// CachedEntryFor reports how long the caller (a kernel) may keep the name
+// in dir as naming ino: the rest of the lease if the cache holds that
+// entry under dir's registration, else 0. A caller that keeps names must
+// drop them all when it is told of a change to dir (CacheMetadata's
+// onChange), before that call returns.
+func (c *Client) CachedEntryFor(dir uint64, name string, ino uint64) time.Duration {
+	m := c.metaCache()
+	if m == nil || ino == 0 {
+		return 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if got, ok := m.entries[dir][name]; !ok || got != ino || !m.validLocked() {
+		return 0
+	}
+	return time.Until(m.validUntil)
+}

@@ -105,14 +105,17 @@ func (e *Bolt) update(fn func(*boltTxn) error) error {
 	if err != nil {
 		return err
 	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
 	t := &boltTxn{b: tx.Bucket(bucket)}
-	if err := fn(t); err != nil {
-		_ = tx.Rollback()
+	if err := fn(t); err != nil || !t.wrote {
 		return err
 	}
-	if !t.wrote {
-		return tx.Rollback()
-	}
+	committed = true
 	return tx.Commit()
 }
 

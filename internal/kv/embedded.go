@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
 )
 
 // The embedded store in an MDS directory:
 //
 //	meta/               the Pebble store
+//	meta/MOVED_FROM_BBOLT  present in a store made by moving meta.db
 //	meta.db             a bbolt store of an older braid, moved into meta/
 //	                    when the MDS starts, then renamed meta.db.moved
 //	meta.moving/        a move in progress (a crash leaves it; it is redone)
@@ -23,6 +25,7 @@ const (
 	boltFileName  = "meta.db"
 	movingDirName = "meta.moving"
 	movedSuffix   = ".moved"
+	movedMarker   = "MOVED_FROM_BBOLT"
 
 	// moveBatchBytes bounds one batch of keys copied from bbolt.
 	moveBatchBytes = 4 << 20
@@ -53,8 +56,13 @@ func OpenEmbedded(ctx context.Context, dir string, log *slog.Logger) (Engine, er
 func moveBoltToPebble(ctx context.Context, boltPath, pebbleDir string, log *slog.Logger) error {
 	dir := filepath.Dir(boltPath)
 	if _, err := os.Stat(pebbleDir); err == nil {
-		// A crash came between putting the store in place and renaming
-		// the bbolt file: the move is complete.
+		// A crash between putting the store in place and renaming the
+		// bbolt file leaves both; any other store beside meta.db is not
+		// the move's, and which one is the namespace is not for braid
+		// to guess.
+		if _, err := os.Stat(filepath.Join(pebbleDir, movedMarker)); err != nil {
+			return fmt.Errorf("both %s and %s exist, and %s was not made from it: move one of them away", boltPath, pebbleDir, pebbleDir)
+		}
 		return renameDurably(boltPath, boltPath+movedSuffix)
 	}
 	moving := filepath.Join(dir, movingDirName)
@@ -75,6 +83,9 @@ func moveBoltToPebble(ctx context.Context, boltPath, pebbleDir string, log *slog
 		err = cerr
 	}
 	if err != nil {
+		return err
+	}
+	if err := writeDurably(filepath.Join(moving, movedMarker), []byte(boltPath+"\n")); err != nil {
 		return err
 	}
 	if err := renameDurably(moving, pebbleDir); err != nil {
@@ -123,10 +134,11 @@ func scanAll(r Reader, fn func(k, v []byte) error) error {
 	return err
 }
 
-// renameDurably renames from to to and syncs their directory.
+// renameDurably renames from to to, which must not exist, and syncs
+// their directory.
 func renameDurably(from, to string) error {
-	if err := os.Rename(from, to); err != nil {
-		return err
+	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", from, to, err)
 	}
 	d, err := os.Open(filepath.Dir(to))
 	if err != nil {
@@ -134,4 +146,20 @@ func renameDurably(from, to string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// writeDurably writes a new file and syncs it.
+func writeDurably(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -54,6 +54,9 @@ func TestOpenEmbeddedMovesBoltStore(t *testing.T) {
 				}
 				src.Close()
 				p.Close()
+				if err := os.WriteFile(filepath.Join(dir, movingDirName, movedMarker), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
 				if err := os.Rename(filepath.Join(dir, movingDirName), filepath.Join(dir, pebbleDirName)); err != nil {
 					t.Fatal(err)
 				}
@@ -86,6 +89,40 @@ func TestOpenEmbeddedMovesBoltStore(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(dir, boltFileName+movedSuffix)); err != nil {
 				t.Errorf("the old store is not kept: %v", err)
+			}
+		})
+	}
+}
+
+// A store beside meta.db that the move did not make, or a kept old store
+// in the way, stops the MDS with an error instead of a guess.
+func TestOpenEmbeddedRefusesToGuess(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	for _, kind := range []string{"another store", "a kept old store"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			b, err := OpenBolt(filepath.Join(dir, boltFileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = b.Update(ctx, func(tx Txn) error { return tx.Put([]byte("k"), []byte("v")) })
+			b.Close()
+			if kind == "another store" {
+				p, err := OpenPebble(filepath.Join(dir, pebbleDirName), log)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Close()
+			} else if err := os.WriteFile(filepath.Join(dir, boltFileName+movedSuffix), []byte("older"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if e, err := OpenEmbedded(ctx, dir, log); err == nil {
+				e.Close()
+				t.Fatal("opened")
+			}
+			if _, err := os.Stat(filepath.Join(dir, boltFileName)); err != nil {
+				t.Fatalf("meta.db was moved: %v", err)
 			}
 		})
 	}

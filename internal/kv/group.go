@@ -1,6 +1,10 @@
 package kv
 
-import "sync"
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
 
 // committer group-commits updates without waiting: the first caller
 // commits at once, and callers that arrive meanwhile share the next
@@ -26,16 +30,27 @@ type pendingUpdate struct {
 const maxGroup = 256
 
 // run runs fn in the next commit, leading the commit if none is running.
+// A panic in fn is raised again here, in fn's caller, not in the leader's.
 func (c *committer) run(fn func(Txn) error) error {
-	p := &pendingUpdate{fn: fn, done: make(chan struct{})}
+	p := &pendingUpdate{fn: safely(fn), done: make(chan struct{})}
 	c.mu.Lock()
 	c.queue = append(c.queue, p)
-	if c.committing {
-		c.mu.Unlock()
-		<-p.done
-		return p.err
+	if !c.committing {
+		c.committing = true
+		c.lead()
 	}
-	c.committing = true
+	c.mu.Unlock()
+	<-p.done
+	var pe *fnPanic
+	if errors.As(p.err, &pe) {
+		panic(pe.value)
+	}
+	return p.err
+}
+
+// lead commits the queue until it is empty; c.mu is held on entry and
+// on return.
+func (c *committer) lead() {
 	for len(c.queue) > 0 {
 		n := min(len(c.queue), maxGroup)
 		batch := c.queue[:n:n]
@@ -45,9 +60,24 @@ func (c *committer) run(fn func(Txn) error) error {
 		c.mu.Lock()
 	}
 	c.committing = false
-	c.mu.Unlock()
-	<-p.done
-	return p.err
+}
+
+// fnPanic carries a panic of an update's fn to its caller.
+type fnPanic struct{ value any }
+
+func (p *fnPanic) Error() string { return fmt.Sprintf("update panicked: %v", p.value) }
+
+// safely turns a panic of fn into an error, so that the group it was in
+// commits without it and the committer goes on serving.
+func safely(fn func(Txn) error) func(Txn) error {
+	return func(t Txn) (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = &fnPanic{value: v}
+			}
+		}()
+		return fn(t)
+	}
 }
 
 // commit applies batch in one transaction. An update that fails is taken

@@ -302,3 +302,50 @@ func BenchmarkCreateTxn(b *testing.B) {
 		}
 	}
 }
+
+// An update whose fn panics fails alone, with the panic raised in its own
+// caller; the updates grouped with it commit, and the engine goes on.
+func TestEnginesSurviveAPanickingUpdate(t *testing.T) {
+	for _, eng := range engines {
+		t.Run(eng.name, func(t *testing.T) {
+			e, err := eng.open(filepath.Join(t.TempDir(), "meta"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			panics := make([]any, 32)
+			errs := make([]error, 32)
+			for i := range panics {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() { panics[i] = recover() }()
+					errs[i] = e.Update(ctx, func(tx Txn) error {
+						if err := tx.Put(fmt.Appendf(nil, "k/%02d", i), []byte("x")); err != nil {
+							return err
+						}
+						if i%7 == 3 {
+							panic(fmt.Sprintf("update %d", i))
+						}
+						return nil
+					})
+				}()
+			}
+			wg.Wait()
+			_ = e.View(ctx, func(r Reader) error {
+				for i := range panics {
+					v, _ := r.Get(fmt.Appendf(nil, "k/%02d", i))
+					if bad := i%7 == 3; bad != (panics[i] == fmt.Sprintf("update %d", i)) || bad == (v != nil) || errs[i] != nil {
+						t.Errorf("update %d: panic %v, err %v, stored %q", i, panics[i], errs[i], v)
+					}
+				}
+				return nil
+			})
+			if err := e.Update(ctx, func(tx Txn) error { return tx.Put([]byte("after"), []byte("y")) }); err != nil {
+				t.Fatalf("update after the panics: %v", err)
+			}
+		})
+	}
+}

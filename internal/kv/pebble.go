@@ -20,10 +20,15 @@ import (
 //
 // Transactions are serializable because one goroutine, the committer's
 // leader, runs every update, reading through its batch to the store; a
-// View reads a snapshot.
+// View reads a snapshot of what is durable.
 type Pebble struct {
 	db *pebble.DB
 	committer
+
+	// durable keeps snapshots from being taken while a commit runs:
+	// Pebble makes a batch visible before its log is synced, and a
+	// reader must not see what a crash could still take back.
+	durable sync.RWMutex
 
 	// Pebble panics when used after Close, so Close waits for the calls
 	// in progress and later ones get ErrClosed.
@@ -74,7 +79,9 @@ func (e *Pebble) View(ctx context.Context, fn func(Reader) error) error {
 		return err
 	}
 	defer e.leave()
+	e.durable.RLock()
 	snap := e.db.NewSnapshot()
+	e.durable.RUnlock()
 	defer snap.Close()
 	return fn(pebbleReader{snap})
 }
@@ -101,6 +108,8 @@ func (e *Pebble) applyGroup(fns []func(Txn) error) (int, error) {
 	if b.Empty() {
 		return -1, nil
 	}
+	e.durable.Lock()
+	defer e.durable.Unlock()
 	return -1, b.Commit(pebble.Sync)
 }
 

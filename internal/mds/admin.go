@@ -355,29 +355,46 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 		return cursor, err
 	}
 	now := s.cfg.Now()
-	var progressed []gcItem // with rec now what is left to do
+	type progress struct {
+		key     []byte
+		deleted map[gcPair]bool
+	}
+	var done []progress
 	for _, it := range items {
 		if now.UnixNano() < it.rec.NotBeforeNs || s.repairing(ctx, it.ino, now) {
 			continue
 		}
-		left := s.deleteObjects(ctx, it)
-		if len(left.Comps) == len(it.rec.Comps) {
-			continue
+		if deleted := s.deleteObjects(ctx, it); len(deleted) > 0 {
+			done = append(done, progress{it.key, deleted})
 		}
-		it.rec = left
-		progressed = append(progressed, it)
 	}
-	if len(progressed) == 0 {
+	if len(done) == 0 {
 		return cursor, nil
 	}
-	// One commit for the pass, not one a file.
+	// One commit for the pass, not one a file. Each record is read again:
+	// a repair or removal may have added to it since (addGC merges), and
+	// only what was confirmed deleted leaves it.
 	return cursor, s.kv.Update(ctx, func(tx kv.Txn) error {
-		for _, it := range progressed {
-			var err error
-			if len(it.rec.Comps) == 0 {
-				err = tx.Delete(it.key)
+		for _, d := range done {
+			var rec gcRec
+			found, err := getRecord(tx, d.key, &rec)
+			if err != nil {
+				return err
+			}
+			if !found {
+				continue
+			}
+			var comps, osds []uint32
+			for i, c := range rec.Comps {
+				if !d.deleted[gcPair{c, rec.OSDs[i]}] {
+					comps, osds = append(comps, c), append(osds, rec.OSDs[i])
+				}
+			}
+			if len(comps) == 0 {
+				err = tx.Delete(d.key)
 			} else {
-				err = putRecord(tx, it.key, &it.rec)
+				rec.Comps, rec.OSDs = comps, osds
+				err = putRecord(tx, d.key, &rec)
 			}
 			if err != nil {
 				return err
@@ -386,6 +403,9 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 		return nil
 	})
 }
+
+// gcPair is one object of a deletion record: a component on an OSD.
+type gcPair struct{ comp, osd uint32 }
 
 // repairing reports whether ino is locked by a repair: the objects a
 // move left behind are its copy sources until it finishes (deleted under
@@ -401,24 +421,23 @@ func (s *Server) repairing(ctx context.Context, ino uint64, now time.Time) bool 
 }
 
 // deleteObjects asks each OSD of the record to drop its components and
-// returns the record with what is still to do.
-func (s *Server) deleteObjects(ctx context.Context, it gcItem) gcRec {
+// returns those it confirmed.
+func (s *Server) deleteObjects(ctx context.Context, it gcItem) map[gcPair]bool {
 	byOSD := map[uint32][]uint32{}
 	for i, id := range it.rec.OSDs {
 		byOSD[id] = append(byOSD[id], it.rec.Comps[i])
 	}
 	now := s.cfg.Now()
 	c := s.cfg.Key.Issue(it.ino, capability.Write, it.ver, now.Add(time.Minute))
-	left := gcRec{Format: recFormat, NotBeforeNs: it.rec.NotBeforeNs, Bytes: it.rec.Bytes}
+	deleted := map[gcPair]bool{}
 	for id, comps := range byOSD {
-		if !s.deleteOn(ctx, id, osdproto.Req{Cap: c, Ino: it.ino, Comps: comps}, now) {
-			left.Comps = append(left.Comps, comps...)
-			for range comps {
-				left.OSDs = append(left.OSDs, id)
+		if s.deleteOn(ctx, id, osdproto.Req{Cap: c, Ino: it.ino, Comps: comps}, now) {
+			for _, comp := range comps {
+				deleted[gcPair{comp, id}] = true
 			}
 		}
 	}
-	return left
+	return deleted
 }
 
 func (s *Server) deleteOn(ctx context.Context, id uint32, req osdproto.Req, now time.Time) bool {

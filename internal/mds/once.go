@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/braidfs/braid/internal/kv"
@@ -164,42 +165,81 @@ func (s *Server) mutate(ctx context.Context, fn func(kv.Txn) error) error {
 	if slot == nil {
 		return s.kv.Update(ctx, fn)
 	}
-	return s.kv.Update(ctx, func(tx kv.Txn) error {
+	var low uint64
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		if err := fn(tx); err != nil {
 			return err
 		}
-		if err := dropBelowFloor(tx, slot.Once); err != nil {
+		var err error
+		if low, err = s.dropBelowFloor(tx, slot.Once); err != nil {
 			return err
 		}
 		return putRecord(tx, slot.key, &onceRec{Op: slot.op, Ino: slot.ino, Inode: slot.inode, TimeNs: s.cfg.Now().UnixNano()})
 	})
+	if err == nil {
+		s.onceLow.raise(slot.Once.Session, low)
+	}
+	return err
+}
+
+// onceLowWater remembers, per session, the sequence number below which
+// its records are all deleted, so that a mutation looks for records to
+// drop from there and not from the session's start: an LSM store keeps
+// deleted keys until a compaction, and a scan steps over each of them.
+// It is memory only: a session it does not know (after a restart, or
+// when it was full) is looked at from its start once.
+type onceLowWater struct {
+	mu sync.Mutex
+	m  map[uint64]uint64
+}
+
+// maxLowWaterSessions bounds onceLowWater; past it, it starts empty.
+const maxLowWaterSessions = 1 << 16
+
+func (w *onceLowWater) get(session uint64) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m[session]
+}
+
+func (w *onceLowWater) raise(session, low uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil || len(w.m) >= maxLowWaterSessions {
+		w.m = map[uint64]uint64{}
+	}
+	w.m[session] = max(w.m[session], low)
 }
 
 // dropBelowFloor deletes the session's records of mutations answered
-// already, looking only onceFloorBatch below the floor: the records
-// further down were dropped by earlier mutations, and a scan from the
-// session's first sequence number would step over every one of their
-// deletions (an LSM store keeps them until a compaction). Records a floor
-// that jumped further leaves behind are the sweep's.
-func dropBelowFloor(tx kv.Txn, o mdsproto.Once) error {
+// already, up to onceFloorBatch of them from the session's low-water mark
+// on, and returns the new mark (a floor that jumped far is caught up by
+// the next mutations).
+func (s *Server) dropBelowFloor(tx kv.Txn, o mdsproto.Once) (uint64, error) {
 	if o.Floor == 0 {
-		return nil
+		return 0, nil
 	}
-	end := min(o.Floor, o.Seq)
+	low, end := s.onceLow.get(o.Session), min(o.Floor, o.Seq)
+	if low >= end {
+		return low, nil
+	}
 	var keys [][]byte
-	err := tx.Scan(onceKey(o.Session, end-min(end, onceFloorBatch)), onceKey(o.Session, end), func(k, _ []byte) bool {
+	err := tx.Scan(onceKey(o.Session, low), onceKey(o.Session, end), func(k, _ []byte) bool {
 		keys = append(keys, append([]byte{}, k...))
 		return len(keys) < onceFloorBatch
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, k := range keys {
 		if err := tx.Delete(k); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	if len(keys) == onceFloorBatch {
+		return binary.BigEndian.Uint64(keys[len(keys)-1][9:]) + 1, nil
+	}
+	return end, nil
 }
 
 // sweepOnce deletes records older than onceKeep, a batch from cursor on,

@@ -172,4 +172,18 @@ func TestRecordsBelowTheFloorAreDropped(t *testing.T) {
 	if got := seqs(); !slices.Equal(got, []uint64{first + 3}) {
 		t.Fatalf("records %v after the floor passed them, want only %d", got, first+3)
 	}
+	// A floor held back by a slow mutation, then jumping past hundreds:
+	// the next few mutations catch up, a batch each.
+	slow := first + 4
+	for seq := slow + 1; seq <= slow+4*onceFloorBatch; seq++ {
+		mkdir(seq, slow)
+	}
+	mkdir(slow, slow)
+	next := slow + 4*onceFloorBatch + 1
+	for i := range uint64(5) {
+		mkdir(next+i, next+i)
+	}
+	if got := seqs(); !slices.Equal(got, []uint64{next + 4}) {
+		t.Fatalf("%d records after the floor jumped (%v...), want only %d", len(got), got[:min(len(got), 4)], next+4)
+	}
 }

@@ -435,8 +435,9 @@ func commitExtents(rec *inodeRec, l layout.Layout, req mdsproto.CommitReq) error
 // readdirPage is a ReaddirResp as the MDS sends it: each entry encoded
 // once, when the page is cut by bytes, and sent as it is.
 type readdirPage struct {
-	Entries []mdsproto.Raw `json:"entries"`
-	More    bool           `json:"more"`
+	Entries     []mdsproto.Raw `json:"entries"`
+	More        bool           `json:"more"`
+	XattrFilled bool           `json:"xattr_filled,omitempty"`
 }
 
 func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirPage, error) {
@@ -447,7 +448,7 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirP
 	if len(req.Xattr) > maxXattrName {
 		return readdirPage{}, wire.Errorf(wire.ErrInvalid, "attribute name of %d bytes exceeds %d", len(req.Xattr), maxXattrName)
 	}
-	var out readdirPage
+	out := readdirPage{XattrFilled: req.Xattr != ""}
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		dir, err := resolve(r, req.Dir, req.Path)
 		if err != nil {

@@ -71,6 +71,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	kv      kv.Engine
+	onceLow onceLowWater // exactly-once records below this are gone, per session
 	cluster *clusterMap
 	wsrv    *wire.Server
 	ln      net.Listener

@@ -412,6 +412,9 @@ type DirEntry struct {
 type ReaddirResp struct {
 	Entries []DirEntry `json:"entries"`
 	More    bool       `json:"more"`
+	// XattrFilled says the entries carry ReaddirReq.Xattr (an MDS
+	// older than that field leaves it false).
+	XattrFilled bool `json:"xattr_filled,omitempty"`
 }
 
 type RenameReq struct {
