@@ -130,3 +130,49 @@ func statOf(t *testing.T, p string) syscall.Stat_t {
 	}
 	return st
 }
+
+// The kernel keeps names for the cache's lease (epoch.go): stats of a
+// path it has looked up ask the mount nothing, until another mount
+// changes the directory; then the names are asked for again, and the
+// change is seen at once.
+func TestKernelKeepsNamesUntilAChange(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	srv1, m1 := mountServer(t, c)
+	m2 := mountAt(t, c)
+	if !srv1.KeepsNames() {
+		t.Skip("the kernel takes no FUSE_NOTIFY_INC_EPOCH (Linux 6.16 and later do): names are not kept")
+	}
+	if err := os.MkdirAll(filepath.Join(m1, "a/b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(m1, "a/b/f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(m1, "a/b/f")
+	statOf(t, f)
+	before := srv1.Lookups()
+	for range 20 {
+		statOf(t, f)
+	}
+	if n := srv1.Lookups() - before; n != 0 {
+		t.Fatalf("20 stats of a kept path asked the mount %d lookups", n)
+	}
+	if err := os.Rename(filepath.Join(m2, "a/b/f"), filepath.Join(m2, "a/b/g")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a name renamed elsewhere: %v", err)
+	}
+	if st := statOf(t, filepath.Join(m1, "a/b/g")); st.Size != 1 {
+		t.Fatalf("the new name: size %d", st.Size)
+	}
+	// The directory above, renamed elsewhere while its names are kept.
+	statOf(t, filepath.Join(m1, "a/b/g"))
+	if err := os.Rename(filepath.Join(m2, "a/b"), filepath.Join(m2, "a/c")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(m1, "a/b/g")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("below a directory renamed elsewhere: %v", err)
+	}
+	statOf(t, filepath.Join(m1, "a/c/g"))
+}

@@ -61,7 +61,7 @@ const (
 
 // Mount mounts the cluster behind cl at dir and serves it until the
 // returned server is unmounted.
-func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
+func Mount(cl *braid.Client, dir string, o Options) (*Server, error) {
 	m := &mount{cl: cl, opts: o}
 	root := &node{m: m, ino: braid.RootIno}
 	neg := time.Duration(0)
@@ -72,9 +72,42 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 			if s := m.srv.Load(); s != nil {
 				_ = s.InodeNotify(ino, -1, 0) // attributes only; ENOENT if the kernel has forgotten it
 			}
+			if e := m.epochs.Load(); e != nil {
+				if err := e.changed(ino); err != nil {
+					// The kernel may keep names it must not: stop
+					// giving any, and drop what it has from here on
+					// with every recall (best effort: the write failed).
+					m.epochs.Store(nil)
+				}
+			}
 		})
 	}
-	srv, err := fs.Mount(dir, root, &fs.Options{
+	mo := fuse.MountOptions{
+		DirectMount:  true,
+		FsName:       o.Name,
+		Name:         "braid",
+		MaxWrite:     maxWriteBytes,
+		MaxReadAhead: maxWriteBytes,
+		AllowOther:   true,
+		Options:      []string{"default_permissions"},
+		Debug:        o.Debug,
+		// Writers use direct I/O; programs may still mmap those files.
+		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+		// Replies are built in memory: splicing them only adds a pipe
+		// too small for a 1 MiB read and a log line per attempt.
+		DisableSplice: true,
+	}
+	out := &Server{m: m}
+	at := dir
+	fd := -1
+	if o.CacheMetadata {
+		// Mount /dev/fuse here, so the kernel's names can be dropped
+		// (epoch.go); without root, go-fuse mounts and names are not kept.
+		if fd, _ = mountFuse(dir, &mo); fd >= 0 {
+			at, mo.DirectMount, out.dir = fmt.Sprintf("/dev/fd/%d", fd), false, dir
+		}
+	}
+	srv, err := fs.Mount(at, root, &fs.Options{
 		// Modes are braid's, 0 included (go-fuse otherwise shows 0 as 0644).
 		NullPermissions: true,
 		EntryTimeout:    &o.EntryTimeout,
@@ -84,31 +117,35 @@ func Mount(cl *braid.Client, dir string, o Options) (*fuse.Server, error) {
 		// change the MDS reports by inode is invalidated by number.
 		ExternalNodeID: true,
 		RootStableAttr: &fs.StableAttr{Ino: braid.RootIno},
-		MountOptions: fuse.MountOptions{
-			DirectMount:  true,
-			FsName:       o.Name,
-			Name:         "braid",
-			MaxWrite:     maxWriteBytes,
-			MaxReadAhead: maxWriteBytes,
-			AllowOther:   true,
-			Options:      []string{"default_permissions"},
-			Debug:        o.Debug,
-			// Writers use direct I/O; programs may still mmap those files.
-			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
-			// Replies are built in memory: splicing them only adds a pipe
-			// too small for a 1 MiB read and a log line per attempt.
-			DisableSplice: true,
-		},
+		MountOptions:   mo,
 	})
-	if err == nil {
-		m.srv.Store(srv)
-		raiseReadahead(dir)
-		// Direct I/O for writers only where the kernel still lets
-		// programs mmap such files (Linux 6.6 and later).
-		m.directWrites.Store(srv.KernelSettings().Flags64()&fuse.CAP_DIRECT_IO_ALLOW_MMAP != 0)
+	if err != nil {
+		if out.dir != "" {
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+		return nil, err
 	}
-	return srv, err
+	out.Server = srv
+	m.srv.Store(srv)
+	if fd >= 0 {
+		if e, err := newEpochs(fd); err == nil {
+			out.epochs = e
+			m.epochs.Store(e)
+		}
+	}
+	raiseReadahead(dir)
+	// Direct I/O for writers only where the kernel still lets programs
+	// mmap such files (Linux 6.6 and later).
+	m.directWrites.Store(srv.KernelSettings().Flags64()&fuse.CAP_DIRECT_IO_ALLOW_MMAP != 0)
+	return out, nil
 }
+
+// Lookups reports how many name lookups the kernel has asked the mount.
+func (s *Server) Lookups() uint64 { return s.m.lookups.Load() }
+
+// KeepsNames reports whether the kernel keeps names (dentries) of this
+// mount for the cache's lease (epoch.go).
+func (s *Server) KeepsNames() bool { return s.epochs != nil }
 
 // readaheadKB is the kernel read-ahead braid asks for on its mounts: the
 // kernel offers FUSE file systems 128 KiB, too little to keep a striped
@@ -131,6 +168,8 @@ type mount struct {
 	opts         Options
 	directWrites atomic.Bool // write handles bypass the page cache
 	srv          atomic.Pointer[fuse.Server]
+	epochs       atomic.Pointer[epochs] // nil: the kernel keeps no names
+	lookups      atomic.Uint64          // FUSE LOOKUPs answered
 
 	// writing are the nodes holding a writer (writer.go), by inode: a
 	// lookup answers with their size. go-fuse hands a lookup a new node
@@ -254,6 +293,12 @@ func (n *node) child(ctx context.Context, name string, a braid.Attr, out *fuse.E
 	n.m.withWriterSize(&a)
 	fillAttr(a, &out.Attr)
 	out.SetEntryTimeout(n.m.opts.EntryTimeout)
+	if e := n.m.epochs.Load(); e != nil {
+		// Marked before the cache is asked: a recall of this directory
+		// from here on moves the kernel's epoch, which drops the name.
+		e.mark(n.ino)
+		out.SetEntryTimeout(n.m.cl.CachedEntryFor(n.ino, name, a.Ino))
+	}
 	// The kernel keeps these attributes only for an inode it has
 	// already: an invalidation that reaches it before this reply makes
 	// it drop the reply's attributes then (its attribute version), but
@@ -279,6 +324,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG
 	}
+	n.m.lookups.Add(1)
 	a, err := n.m.cl.LookupAt(ctx, n.ino, name)
 	if err != nil {
 		return nil, errno(err)

@@ -29,6 +29,13 @@ func mountCluster(t *testing.T, osds int) (*testcluster.Cluster, string) {
 
 func mountAt(t testing.TB, c *testcluster.Cluster) string {
 	t.Helper()
+	_, dir := mountServer(t, c)
+	return dir
+}
+
+// mountServer mounts c and returns the server too.
+func mountServer(t testing.TB, c *testcluster.Cluster) (*fusefs.Server, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("FUSE tests need root (the suite runs as root; see README)")
 	}
@@ -43,7 +50,7 @@ func mountAt(t testing.TB, c *testcluster.Cluster) string {
 			t.Errorf("unmount: %v", err)
 		}
 	})
-	return dir
+	return srv, dir
 }
 
 func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
