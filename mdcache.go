@@ -40,7 +40,7 @@ type mdCache struct {
 	nEntries   int
 	registered map[uint64]struct{} // inodes the MDS counts this client as caching
 	full       bool                // the bounds are reached: start a new epoch
-	onChange   func(ino uint64)    // told of every inode whose attributes changed
+	onChange   func(ino uint64, self bool) // told of every inode whose attributes changed
 	hits       atomic.Uint64       // answers from memory (for tests)
 }
 
@@ -87,9 +87,12 @@ type suspendedDir struct {
 // the MDS keeps coherent. onChange, if set, is called (never with the
 // cache's lock held) with every inode whose cached attributes were
 // dropped because it changed, so a caller that caches further (a
-// kernel) can drop its copy too. It starts a standing request at the MDS
-// that lives as long as the client.
-func (c *Client) CacheMetadata(onChange func(ino uint64)) {
+// kernel) can drop its copy too, before the MDS is told it was dropped.
+// self says the change is one this client asked for: the MDS keeps the
+// client registered on the inode while it runs, so a change by anyone
+// else meanwhile is reported as well. It starts a standing request at
+// the MDS that lives as long as the client.
+func (c *Client) CacheMetadata(onChange func(ino uint64, self bool)) {
 	m := &mdCache{c: c, onChange: onChange, pool: wire.NewPoolOn(c.opts.Network)}
 	m.flushLocked()
 	c.cacheMu.Lock()
@@ -114,7 +117,7 @@ func (m *mdCache) run() {
 	for m.c.life.Err() == nil {
 		m.mu.Lock()
 		req := mdsproto.CacheWaitReq{Session: m.c.once.id, Epoch: m.epoch, Acked: m.applied, WaitNs: int64(time.Second)}
-		var dropped []uint64
+		var dropped []changedInode
 		if m.full {
 			// Start over: the MDS ends this epoch's registrations at
 			// once, so first drop everything here and in the caller.
@@ -140,12 +143,19 @@ func (m *mdCache) run() {
 	}
 }
 
+// changedInode is an inode whose attributes changed, and whether by a
+// change of this client's.
+type changedInode struct {
+	ino  uint64
+	self bool
+}
+
 // apply takes a CacheWait's answer and returns the inodes whose
 // attributes changed.
-func (m *mdCache) apply(resp mdsproto.CacheWaitResp, sent time.Time) []uint64 {
+func (m *mdCache) apply(resp mdsproto.CacheWaitResp, sent time.Time) []changedInode {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var changed []uint64
+	var changed []changedInode
 	if resp.Epoch != m.epoch {
 		// A new epoch: the MDS no longer counts this client as caching
 		// anything it had (new session, eviction, another MDS process).
@@ -173,7 +183,7 @@ func (m *mdCache) apply(resp mdsproto.CacheWaitResp, sent time.Time) []uint64 {
 			m.suspended[inv.Ino] = suspendedDir{entries: m.entries[inv.Ino], complete: m.complete[inv.Ino], seq: inv.Seq}
 		}
 		m.dropLocked(inv.Ino)
-		changed = append(changed, inv.Ino)
+		changed = append(changed, changedInode{inv.Ino, inv.Self})
 	}
 	if resp.Epoch != 0 {
 		m.validUntil = sent.Add(time.Duration(resp.LeaseNs))
@@ -182,10 +192,10 @@ func (m *mdCache) apply(resp mdsproto.CacheWaitResp, sent time.Time) []uint64 {
 }
 
 // flushLocked drops everything and returns the inodes it held.
-func (m *mdCache) flushLocked() []uint64 {
-	var all []uint64
+func (m *mdCache) flushLocked() []changedInode {
+	var all []changedInode
 	for ino := range m.registered {
-		all = append(all, ino)
+		all = append(all, changedInode{ino: ino})
 	}
 	m.attrs, m.entries, m.nEntries = map[uint64]Attr{}, map[uint64]map[string]uint64{}, 0
 	m.complete, m.suspended = map[uint64]bool{}, map[uint64]suspendedDir{}
@@ -203,12 +213,12 @@ func (m *mdCache) dropLocked(ino uint64) {
 	delete(m.complete, ino)
 }
 
-func (m *mdCache) notify(inos []uint64) {
+func (m *mdCache) notify(inos []changedInode) {
 	if m.onChange == nil {
 		return
 	}
-	for _, ino := range inos {
-		m.onChange(ino)
+	for _, c := range inos {
+		m.onChange(c.ino, c.self)
 	}
 }
 

@@ -38,6 +38,7 @@ type epochs struct {
 	mu    sync.Mutex
 	fd    int                 // a duplicate of the mount's /dev/fuse descriptor; -1 when closed
 	timed map[uint64]struct{} // directories with names handed out since the last move
+	until time.Time           // when the last name handed out expires in the kernel
 }
 
 // newEpochs checks that the kernel takes the notification (it moves the
@@ -75,8 +76,19 @@ func (e *epochs) mark(dir uint64) {
 	e.timed[dir] = struct{}{}
 }
 
+// gave notes a name handed to the kernel for d.
+func (e *epochs) gave(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if u := time.Now().Add(d); u.After(e.until) {
+		e.until = u
+	}
+}
+
 // changed moves the epoch if the kernel may hold timed names in dir. It
-// returns once the kernel has taken the move.
+// returns once the kernel has taken the move. If the kernel refuses it,
+// it returns only once every name handed out has expired: the recall
+// must not be acknowledged while the kernel may still answer from one.
 func (e *epochs) changed(dir uint64) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -84,7 +96,26 @@ func (e *epochs) changed(dir uint64) error {
 		return nil
 	}
 	clear(e.timed)
-	return e.write()
+	err := e.write()
+	if err != nil {
+		time.Sleep(time.Until(e.until))
+	}
+	return err
+}
+
+// doubt moves the epoch if the kernel holds any timed names.
+func (e *epochs) doubt() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.timed) == 0 || e.fd < 0 {
+		return nil
+	}
+	clear(e.timed)
+	err := e.write()
+	if err != nil {
+		time.Sleep(time.Until(e.until))
+	}
+	return err
 }
 
 func (e *epochs) close() {

@@ -68,16 +68,17 @@ func Mount(cl *braid.Client, dir string, o Options) (*Server, error) {
 	if o.CacheMetadata {
 		o.EntryTimeout, o.AttrTimeout = 0, 0
 		m.opts = o
-		cl.CacheMetadata(func(ino uint64) {
+		cl.CacheMetadata(func(ino uint64, self bool) {
 			if s := m.srv.Load(); s != nil {
 				_ = s.InodeNotify(ino, -1, 0) // attributes only; ENOENT if the kernel has forgotten it
 			}
-			if e := m.epochs.Load(); e != nil {
+			// A change this mount asked for is one its kernel made
+			// and mirrors in its own names; a change by anyone else
+			// meanwhile is reported apart (the MDS keeps this client
+			// registered while its own change runs).
+			if e := m.epochs.Load(); e != nil && !self {
 				if err := e.changed(ino); err != nil {
-					// The kernel may keep names it must not: stop
-					// giving any, and drop what it has from here on
-					// with every recall (best effort: the write failed).
-					m.epochs.Store(nil)
+					m.epochs.Store(nil) // give the kernel no more names
 				}
 			}
 		})
@@ -297,7 +298,9 @@ func (n *node) child(ctx context.Context, name string, a braid.Attr, out *fuse.E
 		// Marked before the cache is asked: a recall of this directory
 		// from here on moves the kernel's epoch, which drops the name.
 		e.mark(n.ino)
-		out.SetEntryTimeout(n.m.cl.CachedEntryFor(n.ino, name, a.Ino))
+		d := n.m.cl.CachedEntryFor(n.ino, name, a.Ino)
+		e.gave(d)
+		out.SetEntryTimeout(d)
 	}
 	// The kernel keeps these attributes only for an inode it has
 	// already: an invalidation that reaches it before this reply makes
@@ -476,12 +479,12 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = uninterrupted(ctx)
-	return errno(n.m.cl.RemoveAt(ctx, n.ino, name, false))
+	return n.m.namesChanged(n.m.cl.RemoveAt(ctx, n.ino, name, false))
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = uninterrupted(ctx)
-	return errno(n.m.cl.RemoveAt(ctx, n.ino, name, true))
+	return n.m.namesChanged(n.m.cl.RemoveAt(ctx, n.ino, name, true))
 }
 
 // Linux rename flags.
@@ -499,7 +502,24 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok {
 		return syscall.EXDEV
 	}
-	return errno(n.m.cl.RenameAt(ctx, n.ino, name, np.ino, newName, flags&renameNoReplace != 0))
+	return n.m.namesChanged(n.m.cl.RenameAt(ctx, n.ino, name, np.ino, newName, flags&renameNoReplace != 0))
+}
+
+// namesChanged answers a name-changing operation. One that failed may
+// still have been done (an MDS reached, its answer lost past every
+// retry) where the kernel, told it failed, keeps the old names: all of
+// them are dropped then.
+func (m *mount) namesChanged(err error) syscall.Errno {
+	en := errno(err)
+	switch en {
+	case 0, syscall.ENOENT, syscall.EEXIST, syscall.ENOTEMPTY, syscall.ENOTDIR, syscall.EISDIR,
+		syscall.EINVAL, syscall.EPERM, syscall.EACCES, syscall.ENAMETOOLONG, syscall.EXDEV:
+		return en // done, or refused by the MDS: the kernel's names are right
+	}
+	if e := m.epochs.Load(); e != nil && e.doubt() != nil {
+		m.epochs.Store(nil)
+	}
+	return en
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {

@@ -271,6 +271,9 @@ func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]*touched
 			t.recent[t.gen%recentChanges] = recentChange{gen: t.gen, ino: ino}
 		}
 		for _, s := range t.holders[ino] {
+			if _, done := c.recalledAt[ino]; done && s.id == c.requester {
+				continue // the requester stays registered: recalled once is enough
+			}
 			t.recallLocked(c, s, ino)
 		}
 	}
@@ -291,7 +294,15 @@ func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]*touched
 func (t *cacheTable) regrantLocked(now time.Time, c *change, touched map[uint64]*touched) {
 	c.self, c.kept = nil, nil
 	s := t.sessions[c.requester]
-	if s == nil || s.gone || !now.Before(s.seen.Add(t.lease)) || now.Before(t.graceUntil) {
+	if s == nil || s.gone {
+		return
+	}
+	for ino, tc := range touched {
+		if tc.deleted {
+			t.unregisterLocked(s, ino) // it stayed registered through its recall
+		}
+	}
+	if !now.Before(s.seen.Add(t.lease)) || now.Before(t.graceUntil) {
 		return
 	}
 	for ino, tc := range touched {
@@ -320,13 +331,18 @@ func (t *cacheTable) regrantLocked(now time.Time, c *change, touched map[uint64]
 
 // recallLocked ends s's registration on ino, queues the recall and notes
 // the acknowledgement c waits for. A holder whose queue is full is
-// evicted instead.
+// evicted instead. The requester of the change stays registered: a
+// change by another client while this one runs is reported to it too (a
+// mount that lets its kernel keep names relies on that), and its answer
+// registers it again anyway.
 func (t *cacheTable) recallLocked(c *change, s *cacheSession, ino uint64) {
 	if len(s.queue) >= maxQueuedInvalidations {
 		t.evictLocked(c, s)
 		return
 	}
-	t.unregisterLocked(s, ino)
+	if s.id != c.requester {
+		t.unregisterLocked(s, ino)
+	}
 	s.seq++
 	inv := mdsproto.Invalidation{Seq: s.seq, Ino: ino}
 	if s.id == c.requester {

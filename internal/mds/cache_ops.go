@@ -155,6 +155,7 @@ type touchTxn struct {
 // deleted, or not written) and, for a directory, its entries (0: removed).
 type touched struct {
 	rec     []byte
+	deleted bool // the record was deleted
 	entries map[string]uint64
 }
 
@@ -175,7 +176,7 @@ func (t *touchTxn) note(key, value []byte) {
 		t.touched[ino] = tc
 	}
 	if key[0] == 'i' {
-		tc.rec = value
+		tc.rec, tc.deleted = value, value == nil
 		return
 	}
 	if tc.entries == nil {
