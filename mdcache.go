@@ -38,10 +38,10 @@ type mdCache struct {
 	complete   map[uint64]bool              // dirs whose every entry is in entries (a name not there is not in the dir)
 	suspended  map[uint64]suspendedDir      // dirs recalled by this client's own change, until its answer
 	nEntries   int
-	registered map[uint64]struct{} // inodes the MDS counts this client as caching
-	full       bool                // the bounds are reached: start a new epoch
+	registered map[uint64]struct{}         // inodes the MDS counts this client as caching
+	full       bool                        // the bounds are reached: start a new epoch
 	onChange   func(ino uint64, self bool) // told of every inode whose attributes changed
-	hits       atomic.Uint64       // answers from memory (for tests)
+	hits       atomic.Uint64               // answers from memory (for tests)
 }
 
 const (
