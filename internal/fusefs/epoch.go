@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // Names the kernel keeps. With the metadata cache, the kernel may keep a
@@ -192,4 +194,19 @@ func (s *Server) Unmount() error {
 // sleepBriefly backs off before retry try+1 of an unmount: 5, 15, 35 ms...
 func sleepBriefly(try int) {
 	time.Sleep(time.Duration(5*(1<<(try+1))-5) * time.Millisecond)
+}
+
+// pollHackName is the name go-fuse answers at the root to end the
+// kernel's FUSE_POLL requests (go-fuse's fuse/poll.go).
+const pollHackName = ".go-fuse-epoll-hack"
+
+// pollHack opens that name and polls it once, so the kernel asks FUSE_POLL,
+// is told ENOSYS, and asks no more.
+func pollHack(dir string) {
+	fd, err := syscall.Open(filepath.Join(dir, pollHackName), syscall.O_RDONLY, 0)
+	if err != nil {
+		return
+	}
+	_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}, 0)
+	syscall.Close(fd)
 }

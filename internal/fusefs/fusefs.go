@@ -128,6 +128,14 @@ func Mount(cl *braid.Client, dir string, o Options) (*Server, error) {
 	}
 	out.Server = srv
 	m.srv.Store(srv)
+	if out.dir != "" {
+		// What go-fuse does after mounting, and skips for /dev/fd/N:
+		// have the kernel ask FUSE_POLL once and be told ENOSYS. Without
+		// it the kernel asks at every epoll_ctl of a file here, and a
+		// program that serves its own mount (the tests) can deadlock on
+		// one: Go puts every file it opens in its epoll set.
+		pollHack(dir)
+	}
 	if fd >= 0 {
 		if e, err := newEpochs(fd); err == nil {
 			out.epochs = e
