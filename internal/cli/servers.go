@@ -21,7 +21,7 @@ import (
 
 func (e *env) mdsCmd() *cobra.Command {
 	var cfg mds.Config
-	var keyFile, addrFile, repairRate, scrubRate, balanceSlack string
+	var keyFile, addrFile, repairRate, scrubRate, balanceSlack, minFree string
 	cmd := &cobra.Command{
 		Use:   "mds",
 		Short: "run the metadata service",
@@ -37,6 +37,9 @@ func (e *env) mdsCmd() *cobra.Command {
 			}
 			if cfg.ScrubRateBytes, err = parseRate(scrubRate); err != nil {
 				return fmt.Errorf("--scrub-rate: %w", err)
+			}
+			if cfg.MinFreeBytes, err = parseRate(minFree); err != nil {
+				return fmt.Errorf("--min-free: %w", err)
 			}
 			if cfg.BalanceSlackBytes, err = parseRate(balanceSlack); err != nil {
 				return fmt.Errorf("--balance-slack: %w", err)
@@ -68,6 +71,7 @@ func (e *env) mdsCmd() *cobra.Command {
 	f.StringVar(&cfg.DefaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2)")
 	f.DurationVar(&cfg.OSDDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
 	addHealFlags(f, &cfg, &repairRate, &scrubRate)
+	f.StringVar(&minFree, "min-free", "256MiB", "free space the metadata store's disk keeps: below it, new files and directories are refused (ENOSPC) and removals go on")
 	f.StringVar(&balanceSlack, "balance-slack", "1GiB", "difference in stored bytes between the fullest and emptiest OSD left alone by rebalancing")
 	return cmd
 }

@@ -25,7 +25,12 @@ import (
 
 // Config configures an MDS.
 type Config struct {
-	Dir           string // holds the embedded store (kv.OpenEmbedded) when Engine is nil
+	Dir string // holds the embedded store (kv.OpenEmbedded) when Engine is nil
+	// MinFreeBytes is the free space Dir's disk must keep: below it,
+	// operations that add to the namespace are refused (ENOSPC) while
+	// removals go on, so the store never meets a full disk on a commit
+	// (Pebble stops the process on a failed log write). 0: 256 MiB.
+	MinFreeBytes  int64
 	Listen        string
 	Network       wire.Network // nil: TCP
 	Key           capability.Key
@@ -72,6 +77,7 @@ type Server struct {
 	cfg     Config
 	kv      kv.Engine
 	onceLow onceLowWater // exactly-once records below this are gone, per session
+	space   freeSpace    // whether the store's disk is nearly full
 	cluster *clusterMap
 	wsrv    *wire.Server
 	ln      net.Listener
@@ -178,6 +184,9 @@ func fillDefaults(cfg *Config) error {
 	}
 	if cfg.IntentTTL == 0 {
 		cfg.IntentTTL = 2 * time.Minute
+	}
+	if cfg.MinFreeBytes == 0 {
+		cfg.MinFreeBytes = 256 << 20
 	}
 	if cfg.WriterLease == 0 {
 		cfg.WriterLease = 30 * time.Second
@@ -298,6 +307,9 @@ func decode[T any](meta []byte) (T, error) {
 }
 
 func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
+	if addsToNamespace(r.Op) && s.space.low(s.cfg.Dir, s.cfg.MinFreeBytes, s.cfg.Now()) {
+		return nil, wire.Errorf(wire.ErrNoSpace, "the MDS's disk has less than %d bytes free", s.cfg.MinFreeBytes)
+	}
 	switch r.Op {
 	case mdsproto.OpHeartbeat:
 		return call(ctx, r.Meta, s.heartbeat)
