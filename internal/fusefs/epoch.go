@@ -88,13 +88,21 @@ func (e *epochs) gave(d time.Duration) {
 }
 
 // changed moves the epoch if the kernel may hold timed names in dir. It
-// returns once the kernel has taken the move. If the kernel refuses it,
-// it returns only once every name handed out has expired: the recall
-// must not be acknowledged while the kernel may still answer from one.
+// returns once the kernel has taken the move.
 func (e *epochs) changed(dir uint64) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, ok := e.timed[dir]; !ok || e.fd < 0 {
+	if _, ok := e.timed[dir]; !ok {
+		return nil
+	}
+	return e.moveLocked()
+}
+
+// moveLocked moves the epoch. If the kernel refuses it, it returns only
+// once every name handed out has expired: the caller must not go on
+// (acknowledge a recall) while the kernel may still answer from one.
+func (e *epochs) moveLocked() error {
+	if e.fd < 0 {
 		return nil
 	}
 	clear(e.timed)
@@ -109,15 +117,10 @@ func (e *epochs) changed(dir uint64) error {
 func (e *epochs) doubt() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.timed) == 0 || e.fd < 0 {
+	if len(e.timed) == 0 {
 		return nil
 	}
-	clear(e.timed)
-	err := e.write()
-	if err != nil {
-		time.Sleep(time.Until(e.until))
-	}
-	return err
+	return e.moveLocked()
 }
 
 func (e *epochs) close() {

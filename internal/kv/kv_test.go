@@ -146,123 +146,102 @@ func TestWithConflicts(t *testing.T) {
 // A transaction reads its own writes, by key and by scan, and deletes
 // hide keys from both.
 func TestEnginesReadOwnWrites(t *testing.T) {
-	for _, eng := range engines {
-		t.Run(eng.name, func(t *testing.T) {
-			e, err := eng.open(filepath.Join(t.TempDir(), "meta"))
-			if err != nil {
-				t.Fatal(err)
+	forEachEngine(t, func(t *testing.T, name string, e Engine) {
+		ctx := context.Background()
+		put := func(tx Txn, k string) { _ = tx.Put([]byte(k), []byte("v"+k)) }
+		if err := e.Update(ctx, func(tx Txn) error { put(tx, "a/1"); put(tx, "a/3"); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		err := e.Update(ctx, func(tx Txn) error {
+			put(tx, "a/2")
+			_ = tx.Delete([]byte("a/3"))
+			if v, _ := tx.Get([]byte("a/2")); string(v) != "va/2" {
+				t.Errorf("own write read as %q", v)
 			}
-			defer e.Close()
-			ctx := context.Background()
-			put := func(tx Txn, k string) { _ = tx.Put([]byte(k), []byte("v"+k)) }
-			if err := e.Update(ctx, func(tx Txn) error { put(tx, "a/1"); put(tx, "a/3"); return nil }); err != nil {
-				t.Fatal(err)
+			if v, _ := tx.Get([]byte("a/3")); v != nil {
+				t.Errorf("own delete read as %q", v)
 			}
-			err = e.Update(ctx, func(tx Txn) error {
-				put(tx, "a/2")
-				_ = tx.Delete([]byte("a/3"))
-				if v, _ := tx.Get([]byte("a/2")); string(v) != "va/2" {
-					t.Errorf("own write read as %q", v)
-				}
-				if v, _ := tx.Get([]byte("a/3")); v != nil {
-					t.Errorf("own delete read as %q", v)
-				}
-				var keys []string
-				_ = tx.Scan([]byte("a/"), []byte("a0"), func(k, v []byte) bool { keys = append(keys, string(k)+"="+string(v)); return true })
-				if fmt.Sprint(keys) != "[a/1=va/1 a/2=va/2]" {
-					t.Errorf("scan in transaction = %v", keys)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
+			var keys []string
+			_ = tx.Scan([]byte("a/"), []byte("a0"), func(k, v []byte) bool { keys = append(keys, string(k)+"="+string(v)); return true })
+			if fmt.Sprint(keys) != "[a/1=va/1 a/2=va/2]" {
+				t.Errorf("scan in transaction = %v", keys)
 			}
+			return nil
 		})
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // Updates grouped into one commit with one that fails: the others take
 // effect, the failing one leaves nothing, each caller gets its own result.
 func TestEnginesGroupWithAFailure(t *testing.T) {
-	for _, eng := range engines {
-		t.Run(eng.name, func(t *testing.T) {
-			e, err := eng.open(filepath.Join(t.TempDir(), "meta"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			ctx := context.Background()
-			boom := errors.New("boom")
-			var wg sync.WaitGroup
-			errs := make([]error, 64)
-			for i := range errs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[i] = e.Update(ctx, func(tx Txn) error {
-						if err := tx.Put(fmt.Appendf(nil, "k/%02d", i), []byte("x")); err != nil {
-							return err
-						}
-						if i%5 == 0 {
-							return fmt.Errorf("update %d: %w", i, boom)
-						}
-						return nil
-					})
-				}()
-			}
-			wg.Wait()
-			_ = e.View(ctx, func(r Reader) error {
-				for i, err := range errs {
-					v, _ := r.Get(fmt.Appendf(nil, "k/%02d", i))
-					if failing := i%5 == 0; failing != errors.Is(err, boom) || failing != (v == nil) {
-						t.Errorf("update %d: err %v, stored %q", i, err, v)
+	forEachEngine(t, func(t *testing.T, name string, e Engine) {
+		ctx := context.Background()
+		boom := errors.New("boom")
+		var wg sync.WaitGroup
+		errs := make([]error, 64)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = e.Update(ctx, func(tx Txn) error {
+					if err := tx.Put(fmt.Appendf(nil, "k/%02d", i), []byte("x")); err != nil {
+						return err
 					}
+					if i%5 == 0 {
+						return fmt.Errorf("update %d: %w", i, boom)
+					}
+					return nil
+				})
+			}()
+		}
+		wg.Wait()
+		_ = e.View(ctx, func(r Reader) error {
+			for i, err := range errs {
+				v, _ := r.Get(fmt.Appendf(nil, "k/%02d", i))
+				if failing := i%5 == 0; failing != errors.Is(err, boom) || failing != (v == nil) {
+					t.Errorf("update %d: err %v, stored %q", i, err, v)
 				}
-				return nil
-			})
+			}
+			return nil
 		})
-	}
+	})
 }
 
 // A View sees one state: an update committing meanwhile changes neither
 // what it has read nor what it reads next.
 func TestEnginesViewIsASnapshot(t *testing.T) {
-	for _, eng := range engines {
-		t.Run(eng.name, func(t *testing.T) {
-			e, err := eng.open(filepath.Join(t.TempDir(), "meta"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			ctx := context.Background()
-			set := func(v string) error {
-				return e.Update(ctx, func(tx Txn) error {
-					_ = tx.Put([]byte("a"), []byte(v))
-					return tx.Put([]byte("b"), []byte(v))
-				})
-			}
-			if err := set("1"); err != nil {
-				t.Fatal(err)
-			}
-			if eng.name == "bolt" {
-				return // bbolt: an Update inside a View on one goroutine deadlocks (its commit waits for the reader)
-			}
-			err = e.View(ctx, func(r Reader) error {
-				a, _ := r.Get([]byte("a"))
-				if err := set("2"); err != nil {
-					return err
-				}
-				b, _ := r.Get([]byte("b"))
-				if string(a) != "1" || string(b) != "1" {
-					t.Errorf("view read a=%q b=%q across a commit", a, b)
-				}
-				return nil
+	forEachEngine(t, func(t *testing.T, name string, e Engine) {
+		ctx := context.Background()
+		set := func(v string) error {
+			return e.Update(ctx, func(tx Txn) error {
+				_ = tx.Put([]byte("a"), []byte(v))
+				return tx.Put([]byte("b"), []byte(v))
 			})
-			if err != nil {
-				t.Fatal(err)
+		}
+		if err := set("1"); err != nil {
+			t.Fatal(err)
+		}
+		if name == "bolt" {
+			return // bbolt: an Update inside a View on one goroutine deadlocks (its commit waits for the reader)
+		}
+		err := e.View(ctx, func(r Reader) error {
+			a, _ := r.Get([]byte("a"))
+			if err := set("2"); err != nil {
+				return err
 			}
+			b, _ := r.Get([]byte("b"))
+			if string(a) != "1" || string(b) != "1" {
+				t.Errorf("view read a=%q b=%q across a commit", a, b)
+			}
+			return nil
 		})
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // BenchmarkCreateTxn runs transactions shaped like a create (three reads,
@@ -306,6 +285,46 @@ func BenchmarkCreateTxn(b *testing.B) {
 // An update whose fn panics fails alone, with the panic raised in its own
 // caller; the updates grouped with it commit, and the engine goes on.
 func TestEnginesSurviveAPanickingUpdate(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, name string, e Engine) {
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		panics := make([]any, 32)
+		errs := make([]error, 32)
+		for i := range panics {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { panics[i] = recover() }()
+				errs[i] = e.Update(ctx, func(tx Txn) error {
+					if err := tx.Put(fmt.Appendf(nil, "k/%02d", i), []byte("x")); err != nil {
+						return err
+					}
+					if i%7 == 3 {
+						panic(fmt.Sprintf("update %d", i))
+					}
+					return nil
+				})
+			}()
+		}
+		wg.Wait()
+		_ = e.View(ctx, func(r Reader) error {
+			for i := range panics {
+				v, _ := r.Get(fmt.Appendf(nil, "k/%02d", i))
+				if bad := i%7 == 3; bad != (panics[i] == fmt.Sprintf("update %d", i)) || bad == (v != nil) || errs[i] != nil {
+					t.Errorf("update %d: panic %v, err %v, stored %q", i, panics[i], errs[i], v)
+				}
+			}
+			return nil
+		})
+		if err := e.Update(ctx, func(tx Txn) error { return tx.Put([]byte("after"), []byte("y")) }); err != nil {
+			t.Fatalf("update after the panics: %v", err)
+		}
+	})
+}
+
+// forEachEngine runs fn as a subtest on each embedded engine, opened
+// fresh.
+func forEachEngine(t *testing.T, fn func(t *testing.T, name string, e Engine)) {
 	for _, eng := range engines {
 		t.Run(eng.name, func(t *testing.T) {
 			e, err := eng.open(filepath.Join(t.TempDir(), "meta"))
@@ -313,39 +332,7 @@ func TestEnginesSurviveAPanickingUpdate(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			ctx := context.Background()
-			var wg sync.WaitGroup
-			panics := make([]any, 32)
-			errs := make([]error, 32)
-			for i := range panics {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer func() { panics[i] = recover() }()
-					errs[i] = e.Update(ctx, func(tx Txn) error {
-						if err := tx.Put(fmt.Appendf(nil, "k/%02d", i), []byte("x")); err != nil {
-							return err
-						}
-						if i%7 == 3 {
-							panic(fmt.Sprintf("update %d", i))
-						}
-						return nil
-					})
-				}()
-			}
-			wg.Wait()
-			_ = e.View(ctx, func(r Reader) error {
-				for i := range panics {
-					v, _ := r.Get(fmt.Appendf(nil, "k/%02d", i))
-					if bad := i%7 == 3; bad != (panics[i] == fmt.Sprintf("update %d", i)) || bad == (v != nil) || errs[i] != nil {
-						t.Errorf("update %d: panic %v, err %v, stored %q", i, panics[i], errs[i], v)
-					}
-				}
-				return nil
-			})
-			if err := e.Update(ctx, func(tx Txn) error { return tx.Put([]byte("after"), []byte("y")) }); err != nil {
-				t.Fatalf("update after the panics: %v", err)
-			}
+			fn(t, eng.name, e)
 		})
 	}
 }
