@@ -87,10 +87,11 @@ type suspendedDir struct {
 // the MDS keeps coherent. onChange, if set, is called (never with the
 // cache's lock held) with every inode whose cached attributes were
 // dropped because it changed, so a caller that caches further (a
-// kernel) can drop its copy too, before the MDS is told it was dropped.
-// self says the change is one this client asked for: the MDS keeps the
-// client registered on the inode while it runs, so a change by anyone
-// else meanwhile is reported as well. It starts a standing request at
+// kernel) can drop its copy too, before the MDS is told it was dropped;
+// ino 0 means everything was dropped. self says the change is one this
+// client asked for: the MDS keeps the client registered on the inode
+// while it runs, so a change by anyone else meanwhile is reported as
+// well. It starts a standing request at
 // the MDS that lives as long as the client.
 func (c *Client) CacheMetadata(onChange func(ino uint64, self bool)) {
 	m := &mdCache{c: c, onChange: onChange, pool: wire.NewPoolOn(c.opts.Network)}
@@ -191,9 +192,12 @@ func (m *mdCache) apply(resp mdsproto.CacheWaitResp, sent time.Time) []changedIn
 	return changed
 }
 
-// flushLocked drops everything and returns the inodes it held.
+// flushLocked drops everything and returns the inodes it held, after an
+// entry with ino 0 that stands for all of them: the MDS may have counted
+// this client on more than it holds (a directory its own change recalled
+// and did not grant again stays registered there).
 func (m *mdCache) flushLocked() []changedInode {
-	var all []changedInode
+	all := []changedInode{{ino: 0}}
 	for ino := range m.registered {
 		all = append(all, changedInode{ino: ino})
 	}

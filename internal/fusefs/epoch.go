@@ -39,18 +39,25 @@ const notifyIncEpoch = 8
 type epochs struct {
 	mu    sync.Mutex
 	fd    int                 // a duplicate of the mount's /dev/fuse descriptor; -1 when closed
+	dead  bool                // a move failed: no more names are handed out
 	timed map[uint64]struct{} // directories with names handed out since the last move
 	until time.Time           // when the last name handed out expires in the kernel
+	// Until selfDoubtUntil, this mount's own changes move the epoch too:
+	// one that failed without a clear answer may still be done later.
+	selfDoubtUntil time.Time
 }
+
+// selfDoubt is how long after a change failed without a clear answer the
+// mount treats its own changes like anyone's.
+const selfDoubt = time.Minute
 
 // newEpochs checks that the kernel takes the notification (it moves the
 // epoch once) and returns nil if not.
 func newEpochs(fuseFD int) (*epochs, error) {
-	fd, err := syscall.Dup(fuseFD)
+	fd, err := unix.FcntlInt(uintptr(fuseFD), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	syscall.CloseOnExec(fd)
 	e := &epochs{fd: fd, timed: map[uint64]struct{}{}}
 	if err := e.write(); err != nil {
 		syscall.Close(fd)
@@ -69,13 +76,18 @@ func (e *epochs) write() error {
 	return err
 }
 
-// mark notes that the kernel is about to be given a timed name in dir.
-// It comes before the cache is asked whether the name may be timed, so a
-// recall of dir racing with the answer finds dir marked.
-func (e *epochs) mark(dir uint64) {
+// mark notes that the kernel is about to be given a timed name in dir,
+// and reports whether it may be. It comes before the cache is asked
+// whether the name may be timed, so a recall of dir racing with the
+// answer finds dir marked.
+func (e *epochs) mark(dir uint64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.dead {
+		return false
+	}
 	e.timed[dir] = struct{}{}
+	return true
 }
 
 // gave notes a name handed to the kernel for d.
@@ -87,40 +99,57 @@ func (e *epochs) gave(d time.Duration) {
 	}
 }
 
-// changed moves the epoch if the kernel may hold timed names in dir. It
-// returns once the kernel has taken the move.
-func (e *epochs) changed(dir uint64) error {
+// distrustSelf makes this mount's own changes move the epoch for a while.
+func (e *epochs) distrustSelf() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, ok := e.timed[dir]; !ok {
-		return nil
-	}
-	return e.moveLocked()
+	e.selfDoubtUntil = time.Now().Add(selfDoubt)
 }
 
-// moveLocked moves the epoch. If the kernel refuses it, it returns only
-// once every name handed out has expired: the caller must not go on
-// (acknowledge a recall) while the kernel may still answer from one.
-func (e *epochs) moveLocked() error {
-	if e.fd < 0 {
-		return nil
-	}
-	clear(e.timed)
-	err := e.write()
-	if err != nil {
-		time.Sleep(time.Until(e.until))
-	}
-	return err
-}
-
-// doubt moves the epoch if the kernel holds any timed names.
-func (e *epochs) doubt() error {
+// changed moves the epoch if the kernel may hold timed names in dir and
+// the change is someone else's (or this mount's, while in doubt). It
+// returns once the kernel has taken the move, or, if it refused it, once
+// every name handed out has expired: the recall must not be acknowledged
+// while the kernel may still answer from one.
+func (e *epochs) changed(dir uint64, self bool) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	_, timed := e.timed[dir]
+	if !timed || self && !time.Now().Before(e.selfDoubtUntil) {
+		e.mu.Unlock()
+		return
+	}
+	e.moveAndUnlock()
+}
+
+// doubt moves the epoch if the kernel holds any timed names (as changed).
+func (e *epochs) doubt() {
+	e.mu.Lock()
 	if len(e.timed) == 0 {
-		return nil
+		e.mu.Unlock()
+		return
 	}
-	return e.moveLocked()
+	e.moveAndUnlock()
+}
+
+// moveAndUnlock moves the epoch, unlocks, and if the kernel refused the
+// move waits until the names handed out have expired. A connection that
+// is gone (ENODEV: unmounted) serves no names and needs no wait.
+func (e *epochs) moveAndUnlock() {
+	clear(e.timed)
+	err := errors.New("closed")
+	if e.fd >= 0 {
+		err = e.write()
+	}
+	if err == nil {
+		e.mu.Unlock()
+		return
+	}
+	e.dead = true
+	until := e.until
+	e.mu.Unlock()
+	if !errors.Is(err, syscall.ENODEV) {
+		time.Sleep(time.Until(until))
+	}
 }
 
 func (e *epochs) close() {
@@ -130,6 +159,7 @@ func (e *epochs) close() {
 		syscall.Close(e.fd)
 		e.fd = -1
 	}
+	e.dead = true
 }
 
 // mountFuse does what go-fuse's direct mount does, keeping the
@@ -139,7 +169,7 @@ func mountFuse(dir string, o *fuse.MountOptions) (int, error) {
 	if err := syscall.Stat(dir, &st); err != nil {
 		return -1, err
 	}
-	fd, err := syscall.Open("/dev/fuse", os.O_RDWR, 0)
+	fd, err := syscall.Open("/dev/fuse", os.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
@@ -154,7 +184,11 @@ func mountFuse(dir string, o *fuse.MountOptions) (int, error) {
 	if o.AllowOther {
 		opts = append(opts, "allow_other")
 	}
-	err = syscall.Mount(o.FsName, dir, "fuse."+o.Name, syscall.MS_NOSUID|syscall.MS_NODEV, strings.Join(opts, ","))
+	source := o.FsName
+	if source == "" {
+		source = o.Name
+	}
+	err = syscall.Mount(source, dir, "fuse."+o.Name, syscall.MS_NOSUID|syscall.MS_NODEV, strings.Join(opts, ","))
 	if err != nil {
 		syscall.Close(fd)
 		return -1, err

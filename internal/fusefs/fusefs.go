@@ -69,6 +69,13 @@ func Mount(cl *braid.Client, dir string, o Options) (*Server, error) {
 		o.EntryTimeout, o.AttrTimeout = 0, 0
 		m.opts = o
 		cl.CacheMetadata(func(ino uint64, self bool) {
+			e := m.epochs.Load()
+			if ino == 0 { // everything dropped
+				if e != nil {
+					e.doubt()
+				}
+				return
+			}
 			if s := m.srv.Load(); s != nil {
 				_ = s.InodeNotify(ino, -1, 0) // attributes only; ENOENT if the kernel has forgotten it
 			}
@@ -76,10 +83,8 @@ func Mount(cl *braid.Client, dir string, o Options) (*Server, error) {
 			// and mirrors in its own names; a change by anyone else
 			// meanwhile is reported apart (the MDS keeps this client
 			// registered while its own change runs).
-			if e := m.epochs.Load(); e != nil && !self {
-				if err := e.changed(ino); err != nil {
-					m.epochs.Store(nil) // give the kernel no more names
-				}
+			if e != nil {
+				e.changed(ino, self)
 			}
 		})
 	}
@@ -104,7 +109,7 @@ func Mount(cl *braid.Client, dir string, o Options) (*Server, error) {
 	if o.CacheMetadata {
 		// Mount /dev/fuse here, so the kernel's names can be dropped
 		// (epoch.go); without root, go-fuse mounts and names are not kept.
-		if fd, _ = mountFuse(dir, &mo); fd >= 0 {
+		if fd, _ = mountFuse(dir, &mo); fd >= 0 { // go-fuse owns fd from here
 			at, mo.DirectMount, out.dir = fmt.Sprintf("/dev/fd/%d", fd), false, dir
 		}
 	}
@@ -305,10 +310,11 @@ func (n *node) child(ctx context.Context, name string, a braid.Attr, out *fuse.E
 	if e := n.m.epochs.Load(); e != nil {
 		// Marked before the cache is asked: a recall of this directory
 		// from here on moves the kernel's epoch, which drops the name.
-		e.mark(n.ino)
-		d := n.m.cl.CachedEntryFor(n.ino, name, a.Ino)
-		e.gave(d)
-		out.SetEntryTimeout(d)
+		if e.mark(n.ino) {
+			d := kernelShare(n.m.cl.CachedEntryFor(n.ino, name, a.Ino))
+			e.gave(d)
+			out.SetEntryTimeout(d)
+		}
 	}
 	// The kernel keeps these attributes only for an inode it has
 	// already: an invalidation that reaches it before this reply makes
@@ -363,7 +369,18 @@ func (m *mount) attrTimeout(a braid.Attr) time.Duration {
 	if !m.opts.CacheMetadata {
 		return m.opts.AttrTimeout
 	}
-	return m.cl.CachedFor(a)
+	return kernelShare(m.cl.CachedFor(a))
+}
+
+// kernelSlack is taken off what the kernel is let keep: it starts the
+// time when it reads the reply, later than the cache counted from, and
+// rounds up to its clock ticks.
+const kernelSlack = 50 * time.Millisecond
+
+// kernelShare is how long the kernel may keep what the cache may keep
+// for d.
+func kernelShare(d time.Duration) time.Duration {
+	return max(d-kernelSlack, 0)
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
@@ -524,8 +541,9 @@ func (m *mount) namesChanged(err error) syscall.Errno {
 		syscall.EINVAL, syscall.EPERM, syscall.EACCES, syscall.ENAMETOOLONG, syscall.EXDEV:
 		return en // done, or refused by the MDS: the kernel's names are right
 	}
-	if e := m.epochs.Load(); e != nil && e.doubt() != nil {
-		m.epochs.Store(nil)
+	if e := m.epochs.Load(); e != nil {
+		e.doubt()
+		e.distrustSelf() // the change may still be done later, reported as this mount's own
 	}
 	return en
 }
