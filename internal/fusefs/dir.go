@@ -105,18 +105,11 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	d.mu.Lock()
 	last := d.last
 	d.mu.Unlock()
-	var child *fs.Inode
-	if last == nil || last.Name != name {
-		var errno syscall.Errno
-		if child, errno = d.n.Lookup(ctx, name, out); errno != 0 {
-			return nil, errno
-		}
-	} else {
-		child = d.n.child(ctx, name, last.Inode, out)
-	}
 	// The kernel notes a READDIRPLUS entry's epoch when it reads the
 	// reply, not before it asked (unlike a lookup's): a move between the
 	// two would not drop the name, so these names are not kept.
-	out.SetEntryTimeout(0)
-	return child, 0
+	if last == nil || last.Name != name {
+		return d.n.lookup(ctx, name, out, false)
+	}
+	return d.n.childNamed(ctx, name, last.Inode, out, false), 0
 }

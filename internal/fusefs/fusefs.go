@@ -300,6 +300,12 @@ func fillAttr(a braid.Attr, out *fuse.Attr) {
 // child makes (or finds) the kernel inode for a, named name in n, and
 // fills out.
 func (n *node) child(ctx context.Context, name string, a braid.Attr, out *fuse.EntryOut) *fs.Inode {
+	return n.childNamed(ctx, name, a, out, true)
+}
+
+// childNamed is child; keepName says whether the kernel may keep the
+// name (a READDIRPLUS answer may not: dir.go).
+func (n *node) childNamed(ctx context.Context, name string, a braid.Attr, out *fuse.EntryOut, keepName bool) *fs.Inode {
 	// The inode may have a writer on this mount whose bytes are not
 	// committed yet: the kernel takes the size from this reply, and must
 	// not shrink the file under its descriptors (a new descriptor read
@@ -307,7 +313,7 @@ func (n *node) child(ctx context.Context, name string, a braid.Attr, out *fuse.E
 	n.m.withWriterSize(&a)
 	fillAttr(a, &out.Attr)
 	out.SetEntryTimeout(n.m.opts.EntryTimeout)
-	if e := n.m.epochs.Load(); e != nil {
+	if e := n.m.epochs.Load(); e != nil && keepName {
 		// Marked before the cache is asked: a recall of this directory
 		// from here on moves the kernel's epoch, which drops the name.
 		if e.mark(n.ino) {
@@ -341,12 +347,17 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG
 	}
+	return n.lookup(ctx, name, out, true)
+}
+
+// lookup answers a LOOKUP; keepName as in childNamed.
+func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut, keepName bool) (*fs.Inode, syscall.Errno) {
 	n.m.lookups.Add(1)
 	a, err := n.m.cl.LookupAt(ctx, n.ino, name)
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.child(ctx, name, a, out), 0
+	return n.childNamed(ctx, name, a, out, keepName), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
