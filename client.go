@@ -22,6 +22,7 @@ import (
 
 	"github.com/klauspost/reedsolomon"
 
+	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -56,6 +57,11 @@ type Options struct {
 	IOTimeout time.Duration
 	// Network is how the client reaches the cluster; nil: TCP.
 	Network wire.Network
+	// Credential is who the client is to the MDS (internal/auth): its
+	// connections to the MDS then speak TLS, and the MDS must show a
+	// certificate of the credential's CA. Nil: plain, for an MDS open to
+	// anyone (tests in one process).
+	Credential *Credential
 	// MaxInflightBytes bounds the stripe buffers one open file holds for
 	// write-behind and read-ahead.
 	MaxInflightBytes int64
@@ -75,7 +81,8 @@ var DefaultOptions = Options{IOTimeout: 30 * time.Second, MaxInflightBytes: 96 <
 type Client struct {
 	mdsAddr string
 	opts    Options
-	conns   *wire.Pool // MDS and OSD connections
+	conns   *wire.Pool // OSD connections
+	mdsPool *wire.Pool // MDS connections
 	// life ends when the client is closed: open handles stop renewing
 	// their leases then, as they would if the process had died.
 	life    context.Context
@@ -106,12 +113,14 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 // DialOptions connects with explicit options.
 func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(opts.Network), encoders: map[[2]int]reedsolomon.Encoder{}}
+	c.mdsPool = wire.NewPoolOn(c.mdsNetwork())
 	c.life, c.endLife = context.WithCancel(context.Background())
 	c.locks = newLockSession(c)
 	c.once = newOnceSession()
 	c.renewer = newLeaseRenewer(c)
 	if _, err := c.mdsConn(ctx); err != nil {
 		c.conns.Close()
+		c.mdsPool.Close()
 		c.endLife()
 		return nil, fmt.Errorf("braid: connect to MDS: %w", err)
 	}
@@ -121,7 +130,16 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 // mdsConn is the connection to the MDS, dialled if needed: a server that
 // answers the handshake as something else is refused (ErrProtocol).
 func (c *Client) mdsConn(ctx context.Context) (*wire.Client, error) {
-	return c.mdsConnOn(ctx, c.conns)
+	return c.mdsConnOn(ctx, c.mdsPool)
+}
+
+// mdsNetwork is how the client reaches the MDS: over TLS as its
+// credential's principal, if it has one.
+func (c *Client) mdsNetwork() wire.Network {
+	if c.opts.Credential == nil {
+		return c.opts.Network
+	}
+	return auth.Network(c.opts.Network, c.opts.Credential, auth.RoleMDS)
 }
 
 // mdsConnOn is mdsConn from another pool.
@@ -159,6 +177,7 @@ func (c *Client) Close() error {
 	t.Stop()
 	c.endLife()
 	c.conns.Close()
+	c.mdsPool.Close()
 	<-sent
 	return nil
 }
@@ -208,7 +227,7 @@ func (c *Client) mds(ctx context.Context, op uint16, req, out any) error {
 
 // mdsMeta is mds, returning the answer undecoded.
 func (c *Client) mdsMeta(ctx context.Context, op uint16, req any) ([]byte, error) {
-	return c.mdsMetaOn(ctx, c.conns, op, req)
+	return c.mdsMetaOn(ctx, c.mdsPool, op, req)
 }
 
 // mdsMetaOn is mdsMeta over a connection from pool.
@@ -227,7 +246,7 @@ func (c *Client) mdsMetaOn(ctx context.Context, pool *wire.Pool, op uint16, req 
 			if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) {
 				break
 			}
-		} else if errors.Is(err, wire.ErrPoolClosed) || errors.Is(err, wire.ErrProtocol) {
+		} else if errors.Is(err, wire.ErrPoolClosed) || errors.Is(err, wire.ErrProtocol) || errors.Is(err, wire.ErrDenied) {
 			break // the client is closed, or the server will not speak with it: no retry helps
 		}
 		if attempt == 0 {

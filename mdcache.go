@@ -94,7 +94,7 @@ type suspendedDir struct {
 // well. It starts a standing request at
 // the MDS that lives as long as the client.
 func (c *Client) CacheMetadata(onChange func(ino uint64, self bool)) {
-	m := &mdCache{c: c, onChange: onChange, pool: wire.NewPoolOn(c.opts.Network)}
+	m := &mdCache{c: c, onChange: onChange, pool: wire.NewPoolOn(c.mdsNetwork())}
 	m.flushLocked()
 	c.cacheMu.Lock()
 	defer c.cacheMu.Unlock()

@@ -141,13 +141,9 @@ func (e *env) healCmd() *cobra.Command {
 		Short: "run repair workers for the cluster (adds rebuild bandwidth beside the MDS's own)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			addr, err := e.resolveMDS()
-			if err != nil {
-				return err
-			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			c, err := braid.Dial(ctx, addr)
+			c, err := e.client(ctx)
 			if err != nil {
 				return err
 			}

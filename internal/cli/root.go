@@ -22,6 +22,7 @@ import (
 // env is what commands share: flags, streams and the client, if dialled.
 type env struct {
 	mdsAddr  string
+	credFile string
 	logLevel string
 	stdout   io.Writer
 	stderr   io.Writer
@@ -46,10 +47,11 @@ func (e *env) rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&e.mdsAddr, "mds", "", "MDS address (default $BRAID_MDS, else the cluster started by `braid up`)")
+	root.PersistentFlags().StringVar(&e.mdsAddr, "mds", "", "MDS address (default $BRAID_MDS, else the cluster started by braid up)")
+	root.PersistentFlags().StringVar(&e.credFile, "cred", "", "credential to act as (default $BRAID_CRED, else the administrator's credential of the cluster started by braid up)")
 	root.PersistentFlags().StringVar(&e.logLevel, "log-level", "info", "server log level: debug, info, warn, error")
 	root.AddCommand(e.upCmd(), e.mdsCmd(), e.osdCmd(), e.putCmd(), e.getCmd(), e.lsCmd(), e.statCmd(),
-		e.rmCmd(), e.mkdirCmd(), e.layoutCmd(), e.statusCmd(), e.benchCmd(), e.scrubCmd(), e.healCmd(), e.checkCmd(), e.recoverCmd(), e.mountCmd(), e.s3Cmd())
+		e.rmCmd(), e.mkdirCmd(), e.layoutCmd(), e.statusCmd(), e.benchCmd(), e.scrubCmd(), e.healCmd(), e.checkCmd(), e.recoverCmd(), e.mountCmd(), e.s3Cmd(), e.credCmd())
 	return root
 }
 
@@ -85,7 +87,8 @@ type upState struct {
 	Dir  string      `json:"dir"`
 	Pid  int         `json:"pid"`
 	OSDs []upProcess `json:"osds"`
-	S3   string      `json:"s3,omitempty"` // the gateway's address, with --s3
+	S3   string      `json:"s3,omitempty"`   // the gateway's address, with --s3
+	Cred string      `json:"cred,omitempty"` // the administrator's credential
 }
 
 type upProcess struct {
@@ -129,7 +132,13 @@ func (e *env) client(ctx context.Context) (*braid.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return braid.Dial(ctx, addr)
+	cred, err := e.credential(addr)
+	if err != nil {
+		return nil, err
+	}
+	opts := braid.DefaultOptions
+	opts.Credential = cred
+	return braid.DialOptions(ctx, addr, opts)
 }
 
 // withClient runs fn with a client, closing it after.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/healer"
 	"github.com/braidfs/braid/internal/layout"
@@ -21,17 +23,27 @@ import (
 
 func (e *env) mdsCmd() *cobra.Command {
 	var cfg mds.Config
-	var keyFile, addrFile, repairRate, scrubRate, balanceSlack, minFree string
+	var keyFile, addrFile, repairRate, scrubRate, balanceSlack, minFree, credFile string
 	cmd := &cobra.Command{
 		Use:   "mds",
 		Short: "run the metadata service",
-		Args:  cobra.NoArgs,
+		Long: "mds serves the namespace over mutual TLS. Without --cred it uses DIR/auth/mds.cred, and on its\n" +
+			"first start makes the cluster's CA there with that and an administrator's credential (admin.cred).",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			key, err := capability.LoadKey(keyFile)
 			if err != nil {
 				return err
 			}
-			cfg.Key, cfg.Log, cfg.RunHealer = key, e.logger(), healer.Run
+			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+				return err
+			}
+			cred, err := mdsCredential(cfg.Dir, credFile)
+			if err != nil {
+				return err
+			}
+			cfg.Credential = cred
+			cfg.Key, cfg.Log, cfg.RunHealer = key, e.logger(), healer.As(nil, cred)
 			if cfg.RepairRateBytes, err = parseRate(repairRate); err != nil {
 				return fmt.Errorf("--repair-rate: %w", err)
 			}
@@ -43,9 +55,6 @@ func (e *env) mdsCmd() *cobra.Command {
 			}
 			if cfg.BalanceSlackBytes, err = parseRate(balanceSlack); err != nil {
 				return fmt.Errorf("--balance-slack: %w", err)
-			}
-			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -67,6 +76,7 @@ func (e *env) mdsCmd() *cobra.Command {
 	f.StringVar(&cfg.Dir, "dir", "braid-mds", "directory holding the metadata store")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7000", "address to serve on (port 0 picks one)")
 	f.StringVar(&keyFile, "key-file", "cluster.key", "file with the cluster key shared with the OSDs")
+	f.StringVar(&credFile, "cred", "", "the MDS's credential (role mds; default DIR/auth/mds.cred, made with the CA if there is none)")
 	f.StringVar(&addrFile, "addr-file", "", "write the address served on to this file once listening")
 	f.StringVar(&cfg.DefaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2)")
 	f.DurationVar(&cfg.OSDDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
@@ -103,7 +113,7 @@ func parseRate(s string) (int64, error) {
 
 func (e *env) osdCmd() *cobra.Command {
 	var cfg osd.Config
-	var keyFile, addrFile, capacity string
+	var keyFile, addrFile, capacity, credFile string
 	cmd := &cobra.Command{
 		Use:   "osd",
 		Short: "run an object storage daemon",
@@ -111,6 +121,12 @@ func (e *env) osdCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			key, err := capability.LoadKey(keyFile)
 			if err != nil {
+				return err
+			}
+			if credFile == "" {
+				return fmt.Errorf("--cred is required: the OSD's credential (role osd), from `braid cred issue --role osd`")
+			}
+			if cfg.Credential, err = auth.LoadCredential(credFile); err != nil {
 				return err
 			}
 			if capacity != "" {
@@ -146,6 +162,7 @@ func (e *env) osdCmd() *cobra.Command {
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "address to serve on (port 0 picks one)")
 	f.StringVar(&cfg.MDSAddr, "mds-addr", "127.0.0.1:7000", "MDS to heartbeat to")
 	f.StringVar(&keyFile, "key-file", "cluster.key", "file with the cluster key shared with the MDS")
+	f.StringVar(&credFile, "cred", "", "the OSD's credential (role osd), to heartbeat to the MDS")
 	f.StringVar(&addrFile, "addr-file", "", "write the address served on to this file once listening")
 	f.StringVar(&capacity, "capacity", "", "bytes this OSD may store, e.g. 100GiB (default: the file system's size)")
 	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat", time.Second, "interval between heartbeats to the MDS")
@@ -162,4 +179,22 @@ func announce(path, addr string) error {
 		return nil
 	}
 	return writeFileAtomic(path, []byte(addr+"\n"))
+}
+
+// mdsCredential is the MDS's credential: credFile, else DIR/auth/mds.cred,
+// made on first start together with the cluster's CA and an
+// administrator's credential when DIR/auth holds no CA yet.
+func mdsCredential(dir, credFile string) (*auth.Credential, error) {
+	if credFile != "" {
+		return auth.LoadCredential(credFile)
+	}
+	caDir := filepath.Join(dir, authDirName)
+	path := filepath.Join(caDir, mdsCredName)
+	if _, err := os.Stat(path); err == nil || auth.HasCA(caDir) {
+		return auth.LoadCredential(path)
+	}
+	if _, err := ensureCredential(caDir, filepath.Join(caDir, adminCred), auth.Principal{Name: "admin", Role: auth.RoleAdmin, AnyID: true}); err != nil {
+		return nil, err
+	}
+	return ensureCredential(caDir, path, auth.Principal{Name: "mds", Role: auth.RoleMDS, AnyID: true})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
 )
 
@@ -94,12 +95,16 @@ func (e *env) up(o upOptions) error {
 	if err := capability.CreateKeyFile(keyFile); err != nil {
 		return err
 	}
+	creds, err := upCredentials(filepath.Join(dir, authDirName))
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var children []*child
 	defer func() { stopChildren(children) }()
 
-	mdsArgs := []string{"mds", "--dir", filepath.Join(dir, "mds"), "--listen", "127.0.0.1:0", "--key-file", keyFile,
+	mdsArgs := []string{"mds", "--dir", filepath.Join(dir, "mds"), "--listen", "127.0.0.1:0", "--key-file", keyFile, "--cred", creds.path(mdsCredName),
 		"--osd-down-after", o.osdDownAfter.String(), "--osd-out-after", o.osdOutAfter.String(), "--cap-ttl", o.capTTL.String(),
 		"--repair-rate", o.repairRate, "--scrub-rate", o.scrubRate, "--log-level", e.logLevel}
 	n := max(o.osds, existingOSDs(dir)) // OSDs added by braid osd add come back too
@@ -114,30 +119,38 @@ func (e *env) up(o upOptions) error {
 		return err
 	}
 	children = append(children, m)
-	osdArgs := func(osdDir string) []string {
+	osdArgs := func(osdDir string) ([]string, error) {
+		cred, err := creds.issue(filepath.Base(osdDir)+".cred", auth.Principal{Name: filepath.Base(osdDir), Role: auth.RoleOSD})
+		if err != nil {
+			return nil, err
+		}
 		args := []string{"osd", "--dir", osdDir, "--listen", "127.0.0.1:0", "--mds-addr", m.addr,
-			"--key-file", keyFile, "--log-level", e.logLevel}
+			"--key-file", keyFile, "--cred", cred, "--log-level", e.logLevel}
 		if o.capacity != "" {
 			args = append(args, "--capacity", o.capacity)
 		}
 		if o.writeCache {
 			args = append(args, "--write-cache")
 		}
-		return args
+		return args, nil
 	}
 	for i := 0; i < n; i++ {
 		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
-		c, err := startChild(ctx, fmt.Sprintf("osd%d", i), dir, osdDir, osdArgs(osdDir))
+		args, err := osdArgs(osdDir)
+		if err != nil {
+			return err
+		}
+		c, err := startChild(ctx, fmt.Sprintf("osd%d", i), dir, osdDir, args)
 		if err != nil {
 			return err
 		}
 		children = append(children, c)
 	}
-	if err := waitOSDsUp(ctx, m.addr, n); err != nil {
+	if err := waitOSDsUp(ctx, m.addr, creds.admin, n); err != nil {
 		return err
 	}
 	s3Addr := ""
-	if err := writeUpState(m, children[1:], dir, s3Addr); err != nil {
+	if err := writeUpState(m, children[1:], dir, s3Addr, creds.path(adminCred)); err != nil {
 		return err
 	}
 	defer os.Remove(stateFile())
@@ -146,8 +159,8 @@ func (e *env) up(o upOptions) error {
 		name, what string
 		args       []string
 	}{
-		{"mount", o.mount, []string{"mount", o.mount}},
-		{"s3", o.s3, []string{"s3", "--listen", o.s3}},
+		{"mount", o.mount, []string{"mount", o.mount, "--cred", creds.path("mount.cred")}},
+		{"s3", o.s3, []string{"s3", "--listen", o.s3, "--cred", creds.path("s3.cred")}},
 	} {
 		if extra.what == "" {
 			continue
@@ -165,7 +178,7 @@ func (e *env) up(o upOptions) error {
 		}()
 		if extra.name == "s3" {
 			fmt.Fprintf(e.stdout, "  s3    http://%s (pid %d); keys: braid s3 user add NAME\n", c.addr, c.cmd.Process.Pid)
-			if err := writeUpState(m, children[1:], dir, c.addr); err != nil {
+			if err := writeUpState(m, children[1:], dir, c.addr, creds.path(adminCred)); err != nil {
 				return err
 			}
 			s3Addr = c.addr
@@ -177,14 +190,58 @@ func (e *env) up(o upOptions) error {
 	addOSD := func() (*child, error) {
 		i := len(children) - 1
 		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
-		c, err := startChild(ctx, fmt.Sprintf("osd%d", i), dir, osdDir, osdArgs(osdDir))
+		args, err := osdArgs(osdDir)
+		if err != nil {
+			return nil, err
+		}
+		c, err := startChild(ctx, fmt.Sprintf("osd%d", i), dir, osdDir, args)
 		if err != nil {
 			return nil, err
 		}
 		children = append(children, c)
-		return c, writeUpState(m, children[1:], dir, s3Addr)
+		return c, writeUpState(m, children[1:], dir, s3Addr, creds.path(adminCred))
 	}
 	return superviseChildren(ctx, e, children, addOSD)
+}
+
+// upCreds are the credentials `braid up` gives its children, issued from
+// the CA in dir.
+type upCreds struct {
+	dir   string
+	admin *auth.Credential
+}
+
+// upCredentials makes (on the first run) the CA and the credentials of a
+// local cluster's fixed principals in dir.
+func upCredentials(dir string) (*upCreds, error) {
+	u := &upCreds{dir: dir}
+	for _, c := range []struct {
+		file string
+		p    auth.Principal
+	}{
+		{mdsCredName, auth.Principal{Name: "mds", Role: auth.RoleMDS, AnyID: true}},
+		{adminCred, auth.Principal{Name: "admin", Role: auth.RoleAdmin, AnyID: true}},
+		{"healer.cred", auth.Principal{Name: "healer", Role: auth.RoleHealer}},
+		{"mount.cred", auth.Principal{Name: "mount", Role: auth.RoleClient, AnyID: true}},
+		{"s3.cred", auth.Principal{Name: "s3", Role: auth.RoleGateway, AnyID: true}},
+	} {
+		cred, err := ensureCredential(dir, u.path(c.file), c.p)
+		if err != nil {
+			return nil, err
+		}
+		if c.file == adminCred {
+			u.admin = cred
+		}
+	}
+	return u, nil
+}
+
+func (u *upCreds) path(file string) string { return filepath.Join(u.dir, file) }
+
+// issue makes sure file holds a credential for p and returns its path.
+func (u *upCreds) issue(file string, p auth.Principal) (string, error) {
+	_, err := ensureCredential(u.dir, u.path(file), p)
+	return u.path(file), err
 }
 
 // fittingDefaultLayout is the default layout of a cluster of n OSDs too
@@ -213,8 +270,8 @@ func existingOSDs(dir string) int {
 	}
 }
 
-func writeUpState(m *child, osds []*child, dir, s3Addr string) error {
-	st := upState{MDS: m.addr, Dir: dir, Pid: os.Getpid(), S3: s3Addr}
+func writeUpState(m *child, osds []*child, dir, s3Addr, cred string) error {
+	st := upState{MDS: m.addr, Dir: dir, Pid: os.Getpid(), S3: s3Addr, Cred: cred}
 	for _, c := range osds {
 		st.OSDs = append(st.OSDs, upProcess{Dir: c.dir, Addr: c.addr, Pid: c.cmd.Process.Pid})
 	}
@@ -307,11 +364,13 @@ func startChild(ctx context.Context, name, clusterDir, dir string, args []string
 	return nil, fmt.Errorf("%s did not start within %v (see %s)", name, upReadyTimeout, logf.Name())
 }
 
-func waitOSDsUp(ctx context.Context, mdsAddr string, n int) error {
+func waitOSDsUp(ctx context.Context, mdsAddr string, cred *auth.Credential, n int) error {
 	deadline := time.Now().Add(upReadyTimeout)
 	var last string
+	opts := braid.DefaultOptions
+	opts.Credential = cred
 	for time.Now().Before(deadline) {
-		if c, err := braid.Dial(ctx, mdsAddr); err == nil {
+		if c, err := braid.DialOptions(ctx, mdsAddr, opts); err == nil {
 			st, err := c.Status(ctx)
 			c.Close()
 			up := st.UpOSDs()

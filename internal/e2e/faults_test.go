@@ -313,7 +313,7 @@ func TestClientKilledMidWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		acked := runWriterUntilKilled(t, c.MDS.Addr, wseed, time.Duration(100+rng.IntN(900))*time.Millisecond)
+		acked := runWriterUntilKilled(t, c.MDS.Addr, c.AdminCred, wseed, time.Duration(100+rng.IntN(900))*time.Millisecond)
 		// Replay the writer's acknowledged ops; the one after them may be
 		// partly applied.
 		wrng := rand.New(rand.NewPCG(wseed, 0))
@@ -381,14 +381,14 @@ func clampOp(op writeOp, n int) writeOp {
 // runWriterUntilKilled runs this test binary as a writer process (see
 // TestMain) and SIGKILLs it after d. It returns how many writes it had
 // acknowledged.
-func runWriterUntilKilled(t *testing.T, mdsAddr string, seed uint64, d time.Duration) (acked int) {
+func runWriterUntilKilled(t *testing.T, mdsAddr, cred string, seed uint64, d time.Duration) (acked int) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("BRAID_E2E_WRITER=%s,%d", mdsAddr, seed))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("BRAID_E2E_WRITER=%s,%d,%s", mdsAddr, seed, cred))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -432,9 +432,21 @@ func runWriterUntilKilled(t *testing.T, mdsAddr string, seed uint64, d time.Dura
 // runWriter is the writer process: it overwrites the /c* files with the
 // ops its seed draws, printing "ok N" after the N-th acknowledged one.
 func runWriter(spec string) {
-	addr, seedText, _ := strings.Cut(spec, ",")
-	seed, _ := strconv.ParseUint(seedText, 10, 64)
-	cl, err := braid.Dial(ctx, addr)
+	parts := strings.SplitN(spec, ",", 3)
+	if len(parts) != 3 {
+		fmt.Fprintln(os.Stderr, "writer: want ADDR,SEED,CRED, got", spec)
+		os.Exit(2)
+	}
+	addr, credPath := parts[0], parts[2]
+	seed, _ := strconv.ParseUint(parts[1], 10, 64)
+	cred, err := braid.LoadCredential(credPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "writer:", err)
+		os.Exit(2)
+	}
+	opts := braid.DefaultOptions
+	opts.Credential = cred
+	cl, err := braid.DialOptions(ctx, addr, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "writer:", err)
 		os.Exit(2)

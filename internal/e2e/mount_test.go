@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/fusefs"
 )
 
@@ -93,7 +94,7 @@ func TestMountCommand(t *testing.T) {
 	var dirs []string
 	for i := 0; i < 2; i++ {
 		dir := filepath.Join(t.TempDir(), "m")
-		p := c.start(fmt.Sprintf("mount%d", i), "mount", dir, "--mds", c.MDS.Addr)
+		p := c.start(fmt.Sprintf("mount%d", i), "mount", dir, "--mds", c.MDS.Addr, "--cred", c.Cred("mount", auth.RoleClient))
 		mounts, dirs = append(mounts, p), append(dirs, dir)
 		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGTERM); <-p.done })
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/testcluster"
 )
@@ -66,6 +67,10 @@ type Cluster struct {
 	key  string
 	MDS  *Proc
 	OSDs []*Proc
+	// AdminCred is the administrator's credential the MDS made with the
+	// cluster's CA on its first start (DIR/mds/auth/admin.cred).
+	AdminCred string
+	admin     *braid.Credential
 }
 
 // StartCluster launches an MDS (with mdsArgs added) and n OSD processes
@@ -79,9 +84,17 @@ func StartCluster(t testing.TB, n int, mdsArgs ...string) *Cluster {
 	}
 	c.MDS = c.start("mds", append([]string{"mds", "--dir", filepath.Join(c.Dir, "mds"), "--listen", "127.0.0.1:0",
 		"--key-file", c.key, "--osd-down-after", "2s"}, mdsArgs...)...)
+	c.AdminCred = filepath.Join(c.Dir, "mds", "auth", "admin.cred")
+	admin, err := braid.LoadCredential(c.AdminCred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.admin = admin
 	for i := 0; i < n; i++ {
-		c.OSDs = append(c.OSDs, c.start(fmt.Sprintf("osd%d", i), "osd", "--dir", filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
-			"--listen", "127.0.0.1:0", "--mds-addr", c.MDS.Addr, "--key-file", c.key, "--heartbeat", "200ms"))
+		name := fmt.Sprintf("osd%d", i)
+		c.OSDs = append(c.OSDs, c.start(name, "osd", "--dir", filepath.Join(c.Dir, name),
+			"--listen", "127.0.0.1:0", "--mds-addr", c.MDS.Addr, "--key-file", c.key, "--heartbeat", "200ms",
+			"--cred", c.Cred(name, auth.RoleOSD)))
 	}
 	t.Cleanup(c.Stop)
 	c.WaitUp(n)
@@ -145,10 +158,39 @@ func (c *Cluster) Restart(p *Proc) {
 	c.launch(p)
 }
 
-// Client dials the MDS.
+// Cred issues a credential for name in role from the cluster's CA (any
+// identity) and returns its file.
+func (c *Cluster) Cred(name, role string) string {
+	c.t.Helper()
+	path := filepath.Join(c.Dir, name+".cred")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	ca, err := auth.LoadCA(filepath.Join(c.Dir, "mds", "auth"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cred, err := ca.Issue(auth.Principal{Name: name, Role: role, AnyID: true}, time.Now())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := cred.Save(path); err != nil {
+		c.t.Fatal(err)
+	}
+	return path
+}
+
+// Options are client options as the cluster's administrator.
+func (c *Cluster) Options() braid.Options {
+	opts := braid.DefaultOptions
+	opts.Credential = c.admin
+	return opts
+}
+
+// Client dials the MDS as the cluster's administrator.
 func (c *Cluster) Client() *braid.Client {
 	c.t.Helper()
-	cl, err := braid.Dial(context.Background(), c.MDS.Addr)
+	cl, err := braid.DialOptions(context.Background(), c.MDS.Addr, c.Options())
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -162,7 +204,7 @@ func (c *Cluster) WaitUp(n int) {
 	ctx := context.Background()
 	var last string
 	testcluster.Eventually(c.t, 30*time.Second, func() bool {
-		cl, err := braid.Dial(ctx, c.MDS.Addr)
+		cl, err := braid.DialOptions(ctx, c.MDS.Addr, c.Options())
 		if err != nil {
 			last = err.Error()
 			return false

@@ -9,25 +9,33 @@ import (
 	"time"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/wire"
 )
 
 // Run serves the repair queue of the MDS at addr with workers workers
 // until ctx ends, reconnecting if the MDS is briefly unreachable.
 func Run(ctx context.Context, log *slog.Logger, addr string, workers int) {
-	run(ctx, log, addr, workers, nil)
+	run(ctx, log, addr, workers, nil, nil)
 }
 
 // Over is Run on the network nw (the simulation's).
 func Over(nw wire.Network) func(ctx context.Context, log *slog.Logger, addr string, workers int) {
+	return As(nw, nil)
+}
+
+// As is Run on the network nw as the principal of cred (nil: none, for
+// an open MDS).
+func As(nw wire.Network, cred *auth.Credential) func(ctx context.Context, log *slog.Logger, addr string, workers int) {
 	return func(ctx context.Context, log *slog.Logger, addr string, workers int) {
-		run(ctx, log, addr, workers, nw)
+		run(ctx, log, addr, workers, nw, cred)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, addr string, workers int, nw wire.Network) {
+func run(ctx context.Context, log *slog.Logger, addr string, workers int, nw wire.Network, cred *auth.Credential) {
 	opts := braid.DefaultOptions
 	opts.Network = nw
+	opts.Credential = cred
 	for ctx.Err() == nil {
 		c, err := braid.DialOptions(ctx, addr, opts)
 		if err != nil {

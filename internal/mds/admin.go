@@ -29,6 +29,12 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 		if err != nil {
 			return err
 		}
+		if rec.Ino == rootIno {
+			// The root's layout is every new file's default.
+			if err := requireRole(ctx, rAdmins, "set the layout of /"); err != nil {
+				return err
+			}
+		}
 		switch rec.Type {
 		case mdsproto.TypeDir:
 			rec.DirLayout = spec.String()

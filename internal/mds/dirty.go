@@ -15,6 +15,15 @@ import (
 
 // markDirty records components that missed a write.
 func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsproto.Inode, error) {
+	if requireRole(ctx, rRepair, "") != nil {
+		// Others mark only as a writer of the file, for writes of their
+		// own that missed; what a reader finds is verified by a scrub
+		// first, so no one can make a file unreadable by saying so.
+		if req.Handle == 0 || req.Lost || !s.leases.writes(req.Ino, req.Handle, s.cfg.Now()) {
+			s.queueScrub([]uint64{req.Ino})
+			return mdsproto.Inode{}, wire.Errorf(wire.ErrDenied, "only a writer of inode %d marks its components dirty; a scrub of it is queued", req.Ino)
+		}
+	}
 	stale := false
 	in, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
 		if rec.Layout == nil {

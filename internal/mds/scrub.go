@@ -15,6 +15,11 @@ import (
 
 // scrub queues the files at or below path for an on-demand scrub.
 func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.ScrubResp, error) {
+	if req.Ino == 0 {
+		if err := requireRole(ctx, rAdmins|rHealer, "scrub a tree"); err != nil {
+			return mdsproto.ScrubResp{}, err
+		}
+	}
 	var inos []uint64
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		var root *inodeRec

@@ -7,6 +7,7 @@ package mds
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -30,9 +32,14 @@ type Config struct {
 	// operations that add to the namespace are refused (ENOSPC) while
 	// removals go on, so the store never meets a full disk on a commit
 	// (Pebble stops the process on a failed log write). 0: 256 MiB.
-	MinFreeBytes  int64
-	Listen        string
-	Network       wire.Network // nil: TCP
+	MinFreeBytes int64
+	Listen       string
+	Network      wire.Network // nil: TCP
+	// Credential is the MDS's own (role mds): its port then speaks TLS
+	// and admits only principals of the credential's CA, each limited to
+	// what its role may do (authz.go). Nil: open to anyone who connects,
+	// for tests in one process; the command line always sets it.
+	Credential    *auth.Credential
 	Key           capability.Key
 	DefaultLayout string        // cluster default for new files; "" = ec:4+2
 	OSDDownAfter  time.Duration // heartbeat silence after which an OSD is down
@@ -143,6 +150,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		eng.Close()
 		return nil, err
+	}
+	if cfg.Credential != nil {
+		if cfg.Credential.Principal.Role != auth.RoleMDS {
+			ln.Close()
+			eng.Close()
+			return nil, fmt.Errorf("the MDS's credential is %s, not an mds", cfg.Credential.Principal)
+		}
+		ln = tls.NewListener(ln, cfg.Credential.ServerTLS())
 	}
 	s.ln = ln
 	ctx, s.stop = context.WithCancel(ctx)
@@ -282,6 +297,13 @@ func (s *Server) Close() {
 
 // handle decodes a request, runs its op and encodes the answer.
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
+	ctx, err := s.authenticate(ctx)
+	if err == nil {
+		err = s.authorize(ctx, r.Op)
+	}
+	if err != nil {
+		return wire.Response{}, err
+	}
 	ctx, out, done, err := s.onceBegin(ctx, r)
 	if err == nil && !done {
 		out, err = s.dispatch(ctx, r)

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
@@ -25,9 +26,12 @@ import (
 
 // Config configures an OSD.
 type Config struct {
-	Dir            string
-	Listen         string       // host:port; port 0 picks one
-	Network        wire.Network // nil: TCP
+	Dir     string
+	Listen  string       // host:port; port 0 picks one
+	Network wire.Network // nil: TCP
+	// Credential is who the OSD is to the MDS (role osd): heartbeats go
+	// over TLS as it. Nil: plain, to an open MDS.
+	Credential     *auth.Credential
 	MDSAddr        string
 	Key            capability.Key
 	CapacityBytes  int64 // 0: the file system's size
@@ -318,7 +322,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 				mds.Close()
 			}
 			var err error
-			mds, err = wire.DialOn(ctx, s.cfg.Network, s.cfg.MDSAddr)
+			mds, err = wire.DialOn(ctx, s.mdsNetwork(), s.cfg.MDSAddr)
 			if err == nil && mds.Welcome().Role != wire.RoleMDS {
 				err = wire.Errorf(wire.ErrProtocol, "%s answers as %q, not as the MDS", s.cfg.MDSAddr, mds.Welcome().Role)
 				mds.Close()
@@ -378,4 +382,13 @@ func (s *Server) heartbeat(ctx context.Context, mds *wire.Client) error {
 		s.id.Store(resp.ID)
 	}
 	return nil
+}
+
+// mdsNetwork is how the OSD reaches the MDS: over TLS as its credential's
+// principal, if it has one.
+func (s *Server) mdsNetwork() wire.Network {
+	if s.cfg.Credential == nil {
+		return s.cfg.Network
+	}
+	return auth.Network(s.cfg.Network, s.cfg.Credential, auth.RoleMDS)
 }

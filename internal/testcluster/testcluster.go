@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/healer"
 	"github.com/braidfs/braid/internal/kv"
@@ -37,6 +38,21 @@ type Cluster struct {
 	addr []string // each OSD's address, reused on restart
 	opts Options
 	eng  kv.Engine // the MDS's, when the test chose it
+	// CA issues the cluster's credentials (Options.Auth); Admin is the
+	// administrator's, which Dial uses.
+	CA      *auth.CA
+	Admin   *auth.Credential
+	mdsCred *auth.Credential
+}
+
+// Issue makes a credential for p with the cluster's CA (Options.Auth).
+func (c *Cluster) Issue(p auth.Principal) *auth.Credential {
+	c.t.Helper()
+	cred, err := c.CA.Issue(p, time.Now())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cred
 }
 
 func (c *Cluster) startMDS(listen string) {
@@ -53,7 +69,7 @@ func (c *Cluster) startMDS(listen string) {
 	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Engine: c.eng, Listen: listen, Key: c.Key,
 		DefaultLayout: c.opts.DefaultLayout, OSDDownAfter: 2 * time.Second, OSDOutAfter: c.opts.OSDOutAfter,
 		GCEvery: 100 * time.Millisecond, DeleteDelay: cmp.Or(c.opts.DeleteDelay, DeleteDelay), Log: c.log,
-		RunHealer: healer.Over(c.opts.Network), Network: c.opts.Network, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
+		RunHealer: healer.As(c.opts.Network, c.mdsCred), Network: c.opts.Network, Credential: c.mdsCred, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
 		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes,
 		WriterLease: time.Second, LockLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond, CapTTL: c.opts.CapTTL})
 	if err != nil {
@@ -97,6 +113,9 @@ type Options struct {
 	// attempt in KVConflicts lose a race (kv.WithConflicts, from KVSeed).
 	KVConflicts int
 	KVSeed      uint64
+	// Auth runs the cluster under a CA of its own: the MDS admits only
+	// its principals (mutual TLS) and Dial is its administrator.
+	Auth bool
 }
 
 // KVConflicts is how many transaction conflicts the running MDS's engine
@@ -120,6 +139,7 @@ func (c *Cluster) DialWith(set func(*braid.Options)) *braid.Client {
 	c.t.Helper()
 	opts := braid.DefaultOptions
 	opts.Network = c.opts.Network
+	opts.Credential = c.Admin
 	set(&opts)
 	cl, err := braid.DialOptions(context.Background(), c.MDS.Addr(), opts)
 	if err != nil {
@@ -142,6 +162,13 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	c := &Cluster{t: t, Dir: t.TempDir(), Key: key, log: slog.New(failOnError{t: t, Handler: slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug})})}
 	c.opts = o
+	if o.Auth {
+		if c.CA, err = auth.NewCA("test", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		c.mdsCred = c.Issue(auth.Principal{Name: "mds", Role: auth.RoleMDS, AnyID: true})
+		c.Admin = c.Issue(auth.Principal{Name: "admin", Role: auth.RoleAdmin, AnyID: true})
+	}
 	c.startMDS("127.0.0.1:0")
 	t.Cleanup(c.Stop)
 	for i := 0; i < o.OSDs; i++ {
@@ -158,7 +185,11 @@ func (c *Cluster) startOSD(i int) *osd.Server {
 	if h, ok := nw.(interface{ Host() *simnet.Host }); ok {
 		nw = h.Host() // its own host: a partition cuts it off both ways
 	}
-	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
+	var cred *auth.Credential
+	if c.CA != nil {
+		cred = c.Issue(auth.Principal{Name: fmt.Sprintf("osd%d", i), Role: auth.RoleOSD})
+	}
+	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)), Credential: cred,
 		Listen: c.addr[i], Network: nw, MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
 		HeartbeatEvery: 100 * time.Millisecond, Log: c.log, FS: c.opts.OSDFS,
 		OnFatal: func(err error) { c.t.Errorf("osd %d fatal: %v", i, err) }})

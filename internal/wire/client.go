@@ -138,11 +138,16 @@ func (c *Client) send(h Header, meta []byte, data [][]byte) error {
 // callers retry on a new connection; a malformed frame stays ErrFrame.
 func transportErr(err error) error {
 	var remote *RemoteError
+	var op *net.OpError
 	switch {
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrFrame), errors.As(err, &remote):
 		return err
 	case errors.Is(err, io.EOF):
 		return ErrClosed
+	case errors.As(err, &op) && op.Op == "remote error":
+		// A TLS alert: the server refused this peer's credential (TLS
+		// 1.3 says so only after the client's side of the handshake).
+		return &RemoteError{Code: ErrDenied, Msg: "the server refused this client's credential: " + err.Error()}
 	}
 	return fmt.Errorf("%w: %w", ErrClosed, err)
 }

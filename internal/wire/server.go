@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -137,6 +138,28 @@ func ConnDone(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
+type peerTLSKey struct{}
+
+// PeerTLS is the TLS state of the connection a request came on: its
+// peer's verified certificates. Nil on a connection without TLS.
+func PeerTLS(ctx context.Context) *tls.ConnectionState {
+	cs, _ := ctx.Value(peerTLSKey{}).(*tls.ConnectionState)
+	return cs
+}
+
+// tlsHandshake runs a TLS server's handshake, bounded by
+// handshakeTimeout, and notes its outcome in the context. A peer that
+// fails it has sent nothing the server read.
+func tlsHandshake(ctx context.Context, tc *tls.Conn) (context.Context, error) {
+	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		return ctx, fmt.Errorf("%w: tls handshake: %v", ErrDenied, err)
+	}
+	cs := tc.ConnectionState()
+	return context.WithValue(ctx, peerTLSKey{}, &cs), nil
+}
+
 type serverConn struct {
 	s    *Server
 	conn net.Conn
@@ -152,7 +175,14 @@ type serverConn struct {
 func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 	sc := &serverConn{s: s, conn: conn, sem: make(chan struct{}, s.limits.MaxInflightPerConn)}
 	done := make(chan struct{})
-	err := sc.readLoop(context.WithValue(ctx, connDoneKey{}, done))
+	ctx = context.WithValue(ctx, connDoneKey{}, done)
+	var err error
+	if tc, ok := conn.(*tls.Conn); ok {
+		ctx, err = tlsHandshake(ctx, tc)
+	}
+	if err == nil {
+		err = sc.readLoop(ctx)
+	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		s.log.Warn("closing connection", "peer", conn.RemoteAddr().String(), "err", err)
 	}
