@@ -148,6 +148,7 @@ func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all [
 		f.amu.Unlock()
 	}()
 	req.Ino = f.layoutIno()
+	req.Writer = f.handle
 	for _, c := range comps {
 		req.Comps = append(req.Comps, uint32(c))
 	}

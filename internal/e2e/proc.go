@@ -249,8 +249,10 @@ func (c *Cluster) Logs() string {
 func (c *Cluster) AddOSD() *Proc {
 	c.t.Helper()
 	i := len(c.OSDs)
-	p := c.start(fmt.Sprintf("osd%d", i), "osd", "--dir", filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)),
-		"--listen", "127.0.0.1:0", "--mds-addr", c.MDS.Addr, "--key-file", c.key, "--heartbeat", "200ms")
+	name := fmt.Sprintf("osd%d", i)
+	p := c.start(name, "osd", "--dir", filepath.Join(c.Dir, name),
+		"--listen", "127.0.0.1:0", "--mds-addr", c.MDS.Addr, "--key-file", c.key, "--heartbeat", "200ms",
+		"--cred", c.Cred(name, auth.RoleOSD))
 	c.OSDs = append(c.OSDs, p)
 	c.WaitUp(len(c.OSDs))
 	return p

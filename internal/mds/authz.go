@@ -61,7 +61,9 @@ var opRoles = map[uint16]roleSet{
 
 	mdsproto.OpRepairClaim: rRepair, mdsproto.OpRepairDone: rRepair,
 	mdsproto.OpOSDDrain: rAdmins, mdsproto.OpOSDRemove: rAdmins, mdsproto.OpRecover: rAdmins,
-	mdsproto.OpS3UserAdd: rAdmins, mdsproto.OpS3UserList: rAdmins, mdsproto.OpS3UserRemove: rAdmins,
+	// Gateways list users (names and access keys; secrets never leave
+	// S3UserAdd's answer) to name buckets' owners.
+	mdsproto.OpS3UserAdd: rAdmins, mdsproto.OpS3UserList: rAdmins | rGateway, mdsproto.OpS3UserRemove: rAdmins,
 	mdsproto.OpS3SigningKey: rSigners,
 }
 

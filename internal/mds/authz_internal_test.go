@@ -25,7 +25,7 @@ func TestAuthorizationTable(t *testing.T) {
 		mdsproto.OpOSDRemove:    admins,
 		mdsproto.OpRecover:      admins,
 		mdsproto.OpS3UserAdd:    admins,
-		mdsproto.OpS3UserList:   admins,
+		mdsproto.OpS3UserList:   {auth.RoleMDS, auth.RoleAdmin, auth.RoleGateway},
 		mdsproto.OpS3UserRemove: admins,
 		mdsproto.OpRepairClaim:  {auth.RoleMDS, auth.RoleOSD, auth.RoleHealer},
 		mdsproto.OpRepairDone:   {auth.RoleMDS, auth.RoleOSD, auth.RoleHealer},

@@ -437,6 +437,10 @@ type PendingDelete struct {
 type MarkDirtyReq struct {
 	Ino   uint64   `json:"ino"`
 	Comps []uint32 `json:"comps"`
+	// Writer is the handle of the writer making the mark: a client may
+	// mark only a file it holds open for writing (Handle, below, says
+	// whether the mark is that handle's own to clear).
+	Writer uint64 `json:"writer,omitempty"`
 	// Version, when set, applies the marks only while the file is still
 	// at this layout version: a reader that found a component lost under
 	// a layout since replaced says nothing about the new one.
