@@ -106,6 +106,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, store: store, ln: ln, sb: sb, stop: cancel, boot: newBoot()}
 	s.id.Store(sb.OSDID)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.DefaultLimits)
+	// A request's capability is checked before its data is read or held:
+	// forged or expired requests that announce megabytes take none of the
+	// in-flight budget real writers wait on.
+	s.wsrv.Admit(func(op uint16, meta []byte) error {
+		_, err := s.authorized(op, meta)
+		return err
+	})
 	s.wsrv.Identify(wire.RoleOSD, 0)
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
@@ -190,12 +197,9 @@ func rightsFor(op uint16) capability.Rights {
 }
 
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
-	req, err := osdproto.Decode(r.Op, r.Meta)
+	req, err := s.authorized(r.Op, r.Meta)
 	if err != nil {
 		return wire.Response{}, err
-	}
-	if err := s.cfg.Key.Check(req.Cap, req.Ino, rightsFor(r.Op), s.cfg.Now()); err != nil {
-		return wire.Response{}, fmt.Errorf("%w: %v", wire.ErrDenied, err)
 	}
 	ver := req.Cap.Version
 	key := ObjKey{Ino: req.Ino, Comp: req.Comp}
@@ -262,6 +266,18 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		return wire.Response{Meta: osdproto.ObjectInfo{Len: size, Version: v, Boot: s.boot}.Encode()}, nil
 	}
 	return wire.Response{}, wire.Errorf(wire.ErrUnknownOp, "osd op %d", r.Op)
+}
+
+// authorized decodes a request's meta and checks its capability.
+func (s *Server) authorized(op uint16, meta []byte) (osdproto.Req, error) {
+	req, err := osdproto.Decode(op, meta)
+	if err != nil {
+		return req, err
+	}
+	if err := s.cfg.Key.Check(req.Cap, req.Ino, rightsFor(op), s.cfg.Now()); err != nil {
+		return req, fmt.Errorf("%w: %v", wire.ErrDenied, err)
+	}
+	return req, nil
 }
 
 // scan lists a page of objects with their labels. It needs a capability

@@ -9,8 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -36,14 +38,56 @@ type Response struct {
 // (CodeOf) with its text; the response is then ignored.
 type Handler func(ctx context.Context, req *Request) (Response, error)
 
-// Limits bound what a server holds for its peers.
+// Limits bound what a server holds for its peers. Zero fields take the
+// defaults below.
 type Limits struct {
 	MaxInflightPerConn int   // requests handled at once on one connection
 	MaxInflightBytes   int64 // request data held across all connections
+	// MaxConnInflightBytes is the request data one connection may hold:
+	// a peer that announces large requests and sends them slowly stalls
+	// itself, not everyone. 0: MaxInflightBytes/8.
+	MaxConnInflightBytes int64
+	// MaxConns and MaxConnsPerPeer bound the connections served at once,
+	// in all and from one IP address. A connection past either bound
+	// takes the place of the one idle longest (none of its requests
+	// running) among those it counts against; if none is idle, it is
+	// closed (admit.go). 0: 4096 and 1024.
+	MaxConns        int
+	MaxConnsPerPeer int
+	// IdleTimeout closes a connection with nothing in flight that sent
+	// nothing for this long (0: 10 minutes); HelloTimeout one that has
+	// not completed its TLS handshake and hello (0: 10 s).
+	IdleTimeout  time.Duration
+	HelloTimeout time.Duration
 }
 
 // DefaultLimits suit an OSD on a small machine.
 var DefaultLimits = Limits{MaxInflightPerConn: 64, MaxInflightBytes: 512 << 20}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxInflightPerConn <= 0 {
+		l.MaxInflightPerConn = 64
+	}
+	if l.MaxInflightBytes <= 0 {
+		l.MaxInflightBytes = 512 << 20
+	}
+	if l.MaxConnInflightBytes <= 0 {
+		l.MaxConnInflightBytes = max(l.MaxInflightBytes/8, MaxDataBytes+1)
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = 4096
+	}
+	if l.MaxConnsPerPeer <= 0 {
+		l.MaxConnsPerPeer = 1024
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = 10 * time.Minute
+	}
+	if l.HelloTimeout <= 0 {
+		l.HelloTimeout = handshakeTimeout
+	}
+	return l
+}
 
 // Server accepts connections and serves framed requests on them.
 type Server struct {
@@ -55,9 +99,14 @@ type Server struct {
 	role     string   // announced in the handshake
 	features Features // offered in the handshake
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	lns   []net.Listener
+	// admit, if set, checks a request's meta (its capability) before its
+	// data is read or counted against the in-flight budget.
+	admit func(op uint16, meta []byte) error
+
+	mu     sync.Mutex
+	conns  map[*serverConn]struct{}
+	byPeer map[string]int // connections counted per remote IP
+	lns    []net.Listener
 	wg    sync.WaitGroup
 	// closed is set by Close; a Serve that starts or accepts afterwards
 	// closes what it holds instead of serving it.
@@ -66,9 +115,16 @@ type Server struct {
 
 // NewServer returns a server that dispatches to h.
 func NewServer(h Handler, log *slog.Logger, limits Limits) *Server {
+	limits = limits.withDefaults()
 	return &Server{handler: h, log: log, limits: limits,
-		inflight: semaphore.NewWeighted(limits.MaxInflightBytes), fences: newFences(), conns: map[net.Conn]struct{}{}}
+		inflight: semaphore.NewWeighted(limits.MaxInflightBytes), fences: newFences(),
+		conns: map[*serverConn]struct{}{}, byPeer: map[string]int{}}
 }
+
+// Admit makes the server check each request's meta with fn before
+// reading its data: a request fn refuses is answered with fn's error and
+// its data skipped, never held. Call it before Serve.
+func (s *Server) Admit(fn func(op uint16, meta []byte) error) { s.admit = fn }
 
 // Identify sets what the server announces in the handshake: its role
 // (RoleMDS, RoleOSD) and the features it has. Call it before Serve.
@@ -86,29 +142,35 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	var backoff acceptBackoff
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return err
+			// Out of descriptors (EMFILE, ENFILE) or memory, or a
+			// connection reset before it was taken: none is the
+			// listener's end. Wait a little and go on serving.
+			if !backoff.wait(ctx, s.log, err) {
+				return nil
+			}
+			continue
 		}
+		backoff.reset()
 		if tc, ok := conn.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			_ = conn.Close()
+		sc, ok := s.register(conn)
+		if !ok {
 			return nil
 		}
-		s.conns[conn] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
+		if sc == nil {
+			continue // refused: the server is full of busy connections
+		}
 		go func() {
 			defer s.wg.Done()
-			s.serveConn(ctx, conn)
+			s.serveConn(ctx, sc)
 		}()
 	}
 }
@@ -120,8 +182,8 @@ func (s *Server) Close() {
 	for _, ln := range s.lns {
 		_ = ln.Close()
 	}
-	for c := range s.conns {
-		_ = c.Close()
+	for sc := range s.conns {
+		_ = sc.conn.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -147,11 +209,11 @@ func PeerTLS(ctx context.Context) *tls.ConnectionState {
 	return cs
 }
 
-// tlsHandshake runs a TLS server's handshake, bounded by
-// handshakeTimeout, and notes its outcome in the context. A peer that
-// fails it has sent nothing the server read.
-func tlsHandshake(ctx context.Context, tc *tls.Conn) (context.Context, error) {
-	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+// tlsHandshake runs a TLS server's handshake, bounded by wait, and notes
+// its outcome in the context. A peer that fails it has sent nothing the
+// server read.
+func tlsHandshake(ctx context.Context, tc *tls.Conn, wait time.Duration) (context.Context, error) {
+	hctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
 		return ctx, fmt.Errorf("%w: tls handshake: %v", ErrDenied, err)
@@ -167,38 +229,51 @@ type serverConn struct {
 	hbuf [headerBytes]byte
 	sem  chan struct{}
 	wg   sync.WaitGroup
+	// held bounds the request data this connection holds at once.
+	held *semaphore.Weighted
 
 	peer *peer  // nil: anonymous (no hello), never fenced
 	gen  uint64 // the connection's generation, from its hello
+
+	addr       string       // the peer's IP address (admit.go)
+	lastActive atomic.Int64 // unix nanoseconds of its last frame
+	welcomed   atomic.Bool  // its hello was answered
+	evicted    bool         // closed to make room; guarded by Server.mu
 }
 
-func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
-	sc := &serverConn{s: s, conn: conn, sem: make(chan struct{}, s.limits.MaxInflightPerConn)}
+func (s *Server) serveConn(ctx context.Context, sc *serverConn) {
+	conn := sc.conn
 	done := make(chan struct{})
 	ctx = context.WithValue(ctx, connDoneKey{}, done)
 	var err error
 	if tc, ok := conn.(*tls.Conn); ok {
-		ctx, err = tlsHandshake(ctx, tc)
+		ctx, err = tlsHandshake(ctx, tc, s.limits.HelloTimeout)
 	}
 	if err == nil {
 		err = sc.readLoop(ctx)
 	}
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	switch {
+	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, errIdle):
+	case errors.Is(err, ErrDenied):
+		s.log.Info("connection refused", "peer", conn.RemoteAddr().String(), "err", err)
+	default:
 		s.log.Warn("closing connection", "peer", conn.RemoteAddr().String(), "err", err)
 	}
 	_ = conn.Close()
 	close(done)
 	sc.wg.Wait()
 	s.fences.detach(sc)
-	s.mu.Lock()
-	delete(s.conns, conn)
-	s.mu.Unlock()
+	s.unregister(sc)
 }
 
 func (sc *serverConn) readLoop(ctx context.Context) error {
-	br := bufio.NewReaderSize(sc.conn, 64<<10)
+	br := bufio.NewReaderSize(sc.conn, readBufferBytes)
 	var hb [headerBytes]byte
 	for first := true; ; first = false {
+		if err := sc.awaitFrame(br, first); err != nil {
+			return err
+		}
+		_ = sc.conn.SetReadDeadline(time.Now().Add(frameTimeout))
 		if _, err := io.ReadFull(br, hb[:]); err != nil {
 			return err
 		}
@@ -209,7 +284,6 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		if h.Kind != KindRequest {
 			return fmt.Errorf("%w: response on a server connection", ErrFrame)
 		}
-		_ = sc.conn.SetReadDeadline(time.Now().Add(frameTimeout))
 		meta := make([]byte, h.MetaLen)
 		if _, err := io.ReadFull(br, meta); err != nil {
 			return err
@@ -217,16 +291,35 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		if err := checkHeaderCRC(hb[:], meta); err != nil {
 			return err
 		}
+		sc.lastActive.Store(time.Now().UnixNano())
 		if first || h.Op == OpHello {
 			if err := sc.hello(first, h, meta); err != nil {
 				return err
 			}
 			continue
 		}
-		// Bound what this peer holds before reading its data. Requests
-		// without data never wait, so control traffic cannot be starved.
+		if sc.s.admit != nil {
+			if err := sc.s.admit(h.Op, meta); err != nil {
+				// Refused before its data is held: the data is read
+				// past, into nothing, and the refusal answered.
+				if _, err := io.CopyN(io.Discard, br, int64(h.DataLen)); err != nil {
+					return err
+				}
+				if err := sc.write(Header{Kind: KindResponse, Op: h.Op, ID: h.ID, Status: CodeOf(err)}, []byte(err.Error()), nil); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		// Bound what this peer holds before reading its data: first its
+		// own share, then the server's. Requests without data never
+		// wait, so control traffic cannot be starved.
 		if h.DataLen > 0 {
+			if err := sc.held.Acquire(ctx, int64(h.DataLen)); err != nil {
+				return err
+			}
 			if err := sc.s.inflight.Acquire(ctx, int64(h.DataLen)); err != nil {
+				sc.held.Release(int64(h.DataLen))
 				return err
 			}
 		}
@@ -235,7 +328,6 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 			sc.releaseData(data)
 			return err
 		}
-		_ = sc.conn.SetReadDeadline(time.Time{}) // idle between frames is fine
 		if CRC(data) != h.DataCRC {
 			sc.releaseData(data)
 			return fmt.Errorf("%w: request data checksum mismatch", ErrFrame)
@@ -243,6 +335,37 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		sc.sem <- struct{}{}
 		sc.wg.Add(1)
 		go sc.handle(ctx, h, &Request{Op: h.Op, Meta: meta, Data: data})
+	}
+}
+
+// errIdle ends a connection that stayed silent: routine, not logged.
+var errIdle = errors.New("idle connection")
+
+// readBufferBytes is each connection's read buffer: enough for headers
+// and small bodies; large data is read straight into its own buffer.
+const readBufferBytes = 16 << 10
+
+// awaitFrame waits for the next frame's first byte: a new connection
+// must start its hello within HelloTimeout, and one with nothing in
+// flight may stay silent for IdleTimeout; one with requests running
+// (long polls) may wait for as long as they run.
+func (sc *serverConn) awaitFrame(br *bufio.Reader, first bool) error {
+	for {
+		wait := sc.s.limits.IdleTimeout
+		if first {
+			wait = sc.s.limits.HelloTimeout
+		}
+		_ = sc.conn.SetReadDeadline(time.Now().Add(wait))
+		_, err := br.Peek(1)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) || first || len(sc.sem) == 0 {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return fmt.Errorf("%w: silent for %v", errIdle, wait)
+			}
+			return err
+		}
 	}
 }
 
@@ -279,12 +402,14 @@ func (sc *serverConn) hello(first bool, h Header, meta []byte) error {
 	if err := sc.write(Header{Kind: KindResponse, Op: OpHello, ID: h.ID}, w.encode(), nil); err != nil {
 		return err
 	}
+	sc.welcomed.Store(true)
 	return sc.s.fences.hello(sc, hello.Peer, hello.Gen)
 }
 
 func (sc *serverConn) releaseData(data []byte) {
 	if len(data) > 0 {
 		sc.s.inflight.Release(int64(len(data)))
+		sc.held.Release(int64(len(data)))
 	}
 	PutBuf(data)
 }

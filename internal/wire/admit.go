@@ -1,0 +1,146 @@
+package wire
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Admission of connections. A server keeps at most MaxConns connections,
+// and at most MaxConnsPerPeer from one IP address. A connection past a
+// bound does not simply bounce: it takes the place of an idle connection
+// (no request running) among those it counts against: one that has not
+// finished its handshake first, else the one silent longest. So a flood of idle sockets, which would otherwise make a server
+// deaf to everyone (about 20k made an MDS stop accepting for good), costs
+// real clients nothing: they are busy, the flood is idle. Only when every
+// counted connection is busy is the new one closed. Peers on one host
+// share an address, so the per-peer bound evicts the same way.
+
+// register admits conn: it returns the connection to serve, nil if it
+// was refused, and false once the server is closed.
+func (s *Server) register(conn net.Conn) (*serverConn, bool) {
+	addr := peerAddr(conn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = conn.Close()
+		return nil, false
+	}
+	if s.byPeer[addr] >= s.limits.MaxConnsPerPeer && !s.evictLocked(addr) ||
+		s.counted() >= s.limits.MaxConns && !s.evictLocked("") {
+		_ = conn.Close()
+		s.log.Debug("connection refused: every counted connection is busy", "peer", addr)
+		return nil, true
+	}
+	sc := &serverConn{s: s, conn: conn, addr: addr, sem: make(chan struct{}, s.limits.MaxInflightPerConn),
+		held: semaphore.NewWeighted(s.limits.MaxConnInflightBytes)}
+	sc.lastActive.Store(time.Now().UnixNano())
+	s.conns[sc] = struct{}{}
+	s.byPeer[addr]++
+	s.wg.Add(1)
+	return sc, true
+}
+
+// counted is how many connections count against MaxConns: those not
+// already closed to make room.
+func (s *Server) counted() int {
+	n := 0
+	for _, c := range s.byPeer {
+		n += c
+	}
+	return n
+}
+
+// evictLocked closes the connection idle longest, from addr ("" any),
+// and reports whether there was one.
+func (s *Server) evictLocked(addr string) bool {
+	var victim *serverConn
+	for sc := range s.conns {
+		if sc.evicted || (addr != "" && sc.addr != addr) || len(sc.sem) > 0 {
+			continue
+		}
+		if victim == nil || evictsBefore(sc, victim) {
+			victim = sc
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	victim.evicted = true
+	s.byPeer[victim.addr]--
+	_ = victim.conn.Close()
+	return true
+}
+
+// evictsBefore orders idle connections for eviction: those still
+// without a hello (the cheapest flood), then the one silent longest.
+func evictsBefore(a, b *serverConn) bool {
+	if wa, wb := a.welcomed.Load(), b.welcomed.Load(); wa != wb {
+		return !wa
+	}
+	return a.lastActive.Load() < b.lastActive.Load()
+}
+
+func (s *Server) unregister(sc *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, sc)
+	if !sc.evicted {
+		if s.byPeer[sc.addr]--; s.byPeer[sc.addr] <= 0 {
+			delete(s.byPeer, sc.addr)
+		}
+	}
+}
+
+// peerAddr is the IP address of conn's peer (the whole address for a
+// network without IPs, like the simulation's).
+func peerAddr(conn net.Conn) string {
+	a := conn.RemoteAddr()
+	if a == nil {
+		return ""
+	}
+	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		return host
+	}
+	return a.String()
+}
+
+// acceptBackoff paces an accept loop through errors that are not the
+// listener's end (out of descriptors): waits doubling from 5 ms to 1 s,
+// and one log line per wait of a second or more, so a server out of
+// descriptors neither spins nor floods its log, and serves again as soon
+// as a descriptor frees.
+type acceptBackoff struct{ d time.Duration }
+
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+func (b *acceptBackoff) reset() { b.d = 0 }
+
+// wait sleeps before the next accept; false if ctx ended meanwhile.
+func (b *acceptBackoff) wait(ctx context.Context, log *slog.Logger, err error) bool {
+	b.d = min(max(2*b.d, acceptBackoffMin), acceptBackoffMax)
+	if b.d == acceptBackoffMax || b.d == acceptBackoffMin {
+		log.Warn("accept failed; retrying", "err", err, "in", b.d)
+	}
+	t := time.NewTimer(b.d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Conns is how many connections the server holds now.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
