@@ -107,7 +107,7 @@ type Server struct {
 	conns  map[*serverConn]struct{}
 	byPeer map[string]int // connections counted per remote IP
 	lns    []net.Listener
-	wg    sync.WaitGroup
+	wg     sync.WaitGroup
 	// closed is set by Close; a Serve that starts or accepts afterwards
 	// closes what it holds instead of serving it.
 	closed bool
