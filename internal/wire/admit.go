@@ -2,8 +2,10 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -136,6 +138,40 @@ func (b *acceptBackoff) wait(ctx context.Context, log *slog.Logger, err error) b
 	case <-t.C:
 		return true
 	}
+}
+
+// shedForDescriptors closes idle connections when an accept failed for
+// want of descriptors (at most shedBatch, those without a hello first):
+// the descriptors they free take the next connections, so a process full
+// of idle sockets does not stay deaf until they time out. It reports
+// whether it closed any.
+func (s *Server) shedForDescriptors(err error) bool {
+	if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for n < shedBatch && s.evictLocked("") {
+		n++
+	}
+	if n > 0 {
+		s.log.Debug("out of descriptors: closed idle connections", "closed", n)
+	}
+	return n > 0
+}
+
+// shedBatch is how many idle connections one failed accept closes.
+const shedBatch = 16
+
+// defaultMaxConns is 4096, or half the process's descriptor limit if
+// that is less: the rest are for files and outgoing connections.
+func defaultMaxConns() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
+		return 4096
+	}
+	return int(min(4096, max(lim.Cur/2, 64)))
 }
 
 // Conns is how many connections the server holds now.

@@ -75,7 +75,7 @@ func (l Limits) withDefaults() Limits {
 		l.MaxConnInflightBytes = max(l.MaxInflightBytes/8, MaxDataBytes+1)
 	}
 	if l.MaxConns <= 0 {
-		l.MaxConns = 4096
+		l.MaxConns = defaultMaxConns()
 	}
 	if l.MaxConnsPerPeer <= 0 {
 		l.MaxConnsPerPeer = 1024
@@ -152,6 +152,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			// Out of descriptors (EMFILE, ENFILE) or memory, or a
 			// connection reset before it was taken: none is the
 			// listener's end. Wait a little and go on serving.
+			if s.shedForDescriptors(err) {
+				continue // a descriptor is free again: take the next at once
+			}
 			if !backoff.wait(ctx, s.log, err) {
 				return nil
 			}
