@@ -99,9 +99,8 @@ func TestIdleFloodDoesNotDeafenServer(t *testing.T) {
 			callEcho(t, addr)
 		}
 	}
-	if n := s.Conns(); n > 32+1 {
-		t.Fatalf("server holds %d connections; bound 32", n)
-	}
+	// The evicted ones go as their goroutines see their sockets closed.
+	eventually(t, "at most 32 connections held", func() bool { return s.Conns() <= 32 })
 	for _, c := range flood {
 		c.Close()
 	}
