@@ -1,14 +1,17 @@
 package s3gw
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
+	"github.com/gofiber/fiber/v3"
 	"github.com/versity/versitygw/s3api"
 	"github.com/versity/versitygw/s3api/middlewares"
 
@@ -25,14 +28,15 @@ type Config struct {
 	// (further requests get 503 SlowDown); 0 picks the defaults.
 	MaxConnections      int
 	MaxInflightRequests int
+	Log                 *slog.Logger // nil: slog's default
 }
 
 const (
 	defaultRegion              = "us-east-1"
 	defaultMaxConnections      = 1024
 	defaultMaxInflightRequests = 256
-	bindAttempts               = 16 // for port 0: another process may take the port picked
 	startTimeout               = 10 * time.Second
+	idleTimeout                = time.Minute // between a connection's requests
 )
 
 // Server is a running gateway.
@@ -55,48 +59,39 @@ func Start(ctx context.Context, cl *braid.Client, cfg Config) (*Server, error) {
 	if cfg.MaxInflightRequests <= 0 {
 		cfg.MaxInflightRequests = defaultMaxInflightRequests
 	}
-	host, port, err := net.SplitHostPort(cfg.Listen)
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("s3 listen address %q: %w", cfg.Listen, err)
 	}
-	var lastErr error
-	for attempt := 0; attempt < bindAttempts; attempt++ {
-		addr := cfg.Listen
-		if port == "0" {
-			// versitygw binds its own listeners from an address: learn a
-			// free port from the OS, release it, and hand it over.
-			ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-			if err != nil {
-				return nil, err
-			}
-			addr = ln.Addr().String()
-			ln.Close()
-		}
-		s, err := startOn(ctx, cl, cfg, addr)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = err
-		if port != "0" {
-			break
-		}
+	s, err := startOn(ctx, cl, cfg, ln)
+	if err != nil {
+		ln.Close()
 	}
-	return nil, lastErr
+	return s, err
 }
 
-func startOn(ctx context.Context, cl *braid.Client, cfg Config, addr string) (*Server, error) {
+func startOn(ctx context.Context, cl *braid.Client, cfg Config, ln net.Listener) (*Server, error) {
 	listening := make(chan struct{})
 	be := newBackend(cl)
 	api, err := s3api.New(be, middlewares.RootUserConfig{Access: unusableRootKey(), Secret: unusableRootKey()},
 		cfg.Region, newIAM(cl), nil, nil, nil, nil,
 		s3api.WithConcurrencyLimiter(cfg.MaxConnections, cfg.MaxInflightRequests),
-		s3api.WithQuiet(), s3api.WithKeepAlive(), s3api.WithHealth("/braid-health"),
-		s3api.WithOnListen(func() { close(listening) }))
+		s3api.WithQuiet(), s3api.WithKeepAlive(), s3api.WithHealth("/braid-health"))
 	if err != nil {
 		return nil, fmt.Errorf("s3 gateway: %w", err)
 	}
-	s := &Server{api: api, addr: addr, done: make(chan error, 1)}
-	go func() { s.done <- api.ServeMultiPort([]string{addr}) }()
+	app, err := fiberApp(api)
+	if err != nil {
+		return nil, err
+	}
+	// The listener bounds connections (listen.go); the HTTP server's own
+	// bound, which answers 503, stays above it for those closing.
+	app.Server().Concurrency = 2 * cfg.MaxConnections
+	app.Server().IdleTimeout = idleTimeout
+	app.Hooks().OnListen(func(fiber.ListenData) error { close(listening); return nil })
+	lim := newLimitListener(ln, cfg.MaxConnections, max(1, cfg.MaxConnections/4), cmp.Or(cfg.Log, slog.Default()))
+	s := &Server{api: api, addr: ln.Addr().String(), done: make(chan error, 1)}
+	go func() { s.done <- app.Listener(lim, fiber.ListenConfig{DisableStartupMessage: true}) }()
 	select {
 	case <-listening:
 		sweepCtx, cancel := context.WithCancel(context.Background())
@@ -107,7 +102,7 @@ func startOn(ctx context.Context, cl *braid.Client, cfg Config, addr string) (*S
 		}()
 		return s, nil
 	case err := <-s.done:
-		return nil, fmt.Errorf("s3 gateway on %s: %w", addr, err)
+		return nil, fmt.Errorf("s3 gateway on %s: %w", s.addr, err)
 	case <-ctx.Done():
 		_ = api.ShutDown()
 		return nil, ctx.Err()
