@@ -35,7 +35,7 @@ func (e *env) mdsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 				return err
 			}
 			cred, err := mdsCredential(cfg.Dir, credFile)

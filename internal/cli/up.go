@@ -88,7 +88,11 @@ func (e *env) up(o upOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+	// The cluster's data, keys and logs are its owner's alone.
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}
 	keyFile := filepath.Join(dir, "cluster.key")
@@ -334,7 +338,7 @@ func startChild(ctx context.Context, name, clusterDir, dir string, args []string
 	}
 	addrFile := filepath.Join(clusterDir, name+".addr")
 	_ = os.Remove(addrFile)
-	logf, err := os.OpenFile(filepath.Join(clusterDir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(filepath.Join(clusterDir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 // S3 users: access keys for the S3 gateway, stored in the metadata engine
 // so that every gateway of the cluster accepts the same keys.
 //
-//	S3u/<name>    user record (s3UserRec, with the secret)
+//	S3u/<name>    user record (s3UserRec, with the secret sealed: s3secrets.go)
 //	S3k/<access>  access key → name
 const (
 	maxS3Users       = 10_000
@@ -30,6 +30,7 @@ var s3UserName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+=,-]{0,63}$`)
 type s3UserRec struct {
 	Format int `json:"v"`
 	mdsproto.S3User
+	Sealed []byte `json:"sealed,omitempty"` // the secret, sealed (SecretKey is then empty)
 }
 
 func s3UserKey(name string) []byte     { return append([]byte("S3u/"), name...) }
@@ -60,7 +61,9 @@ func (s *Server) s3UserAdd(ctx context.Context, req mdsproto.S3UserReq) (mdsprot
 		if err := tx.Put(s3AccessKey(u.AccessKey), []byte(u.Name)); err != nil {
 			return err
 		}
-		return putRecord(tx, s3UserKey(u.Name), s3UserRec{Format: recFormat, S3User: u})
+		rec := s3UserRec{Format: recFormat, S3User: u}
+		s.sealSecret(&rec)
+		return putRecord(tx, s3UserKey(u.Name), rec)
 	})
 	return u, err
 }
@@ -122,7 +125,11 @@ func (s *Server) s3SigningKey(ctx context.Context, req mdsproto.S3SigningKeyReq)
 	if err != nil {
 		return mdsproto.S3SigningKeyResp{}, err
 	}
-	k := hmacSHA256([]byte("AWS4"+rec.SecretKey), req.Date)
+	secret, err := s.secretOf(&rec)
+	if err != nil {
+		return mdsproto.S3SigningKeyResp{}, err
+	}
+	k := hmacSHA256([]byte("AWS4"+secret), req.Date)
 	k = hmacSHA256(k, req.Region)
 	k = hmacSHA256(k, req.Service)
 	return mdsproto.S3SigningKeyResp{Name: rec.Name, Key: hmacSHA256(k, "aws4_request")}, nil

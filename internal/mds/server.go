@@ -6,6 +6,7 @@ package mds
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
@@ -14,6 +15,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +92,7 @@ type Server struct {
 	ln      net.Listener
 	osds    *wire.Pool
 	cl      clusterRec
+	s3Seal  cipher.AEAD // seals S3 users' secrets (s3secrets.go)
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand
@@ -126,6 +129,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	eng := cfg.Engine
 	if eng == nil {
+		// The namespace, S3 users and the CA are no other local user's
+		// to read.
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(cfg.Dir, 0o700); err != nil {
+			return nil, err
+		}
 		e, err := kv.OpenEmbedded(ctx, cfg.Dir, cfg.Log)
 		if err != nil {
 			return nil, fmt.Errorf("open metadata store: %w", err)
@@ -134,7 +145,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(cfg.Network), heal: newHealState(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	seal, err := loadSealKey(cfg.Dir)
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	s.s3Seal = seal
 	if err := s.bootstrap(ctx); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	if err := s.sealStoredSecrets(ctx); err != nil {
 		eng.Close()
 		return nil, err
 	}

@@ -3,7 +3,10 @@ package osd_test
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -120,4 +123,47 @@ func (d dialed) Dial(ctx context.Context, addr string) (net.Conn, error) {
 		*d.conn = c.(*stallConn)
 	}
 	return c, err
+}
+
+// OSD object files were 0644 in 0755 directories: any local user read
+// file data from disk. Now the OSD's directory is its owner's alone,
+// and so is every file in it, an existing directory's mode included.
+func TestOSDFilesAreTheOwnersAlone(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 1})
+	conn, err := wire.Dial(context.Background(), c.OSDs[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	good := c.Key.Issue(5, capability.Write, 1, time.Now().Add(time.Hour))
+	if _, _, err := conn.Call(context.Background(), osdproto.OpWrite, (&osdproto.Req{Cap: good, Ino: 5, Flags: osdproto.FlagSync}).Encode(osdproto.OpWrite), []byte("secret"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(c.OSDDir(0), 0o755); err != nil { // as an older OSD left it
+		t.Fatal(err)
+	}
+	c.RestartOSD(0)
+	files := 0
+	err = filepath.WalkDir(c.OSDDir(0), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if path == c.OSDDir(0) && fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: mode %v, want 0700", path, fi.Mode().Perm())
+		}
+		if !d.IsDir() {
+			files++
+			if fi.Mode().Perm()&0o077 != 0 {
+				t.Errorf("%s: mode %v, readable by others", path, fi.Mode().Perm())
+			}
+		}
+		return nil
+	})
+	if err != nil || files < 2 {
+		t.Fatalf("walked %d files: %v", files, err)
+	}
 }

@@ -80,7 +80,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.FS == nil {
 		cfg.FS = OSFS{}
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	// File data is the users': no other local user reads it from disk.
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	sb, err := loadSuperblock(cfg.Dir)
@@ -155,7 +159,7 @@ func loadSuperblock(dir string) (superblock, error) {
 func writeSuperblock(dir string, sb superblock) error {
 	b, _ := json.Marshal(sb)
 	tmp := filepath.Join(dir, superblockName+".tmp")
-	f, err := os.Create(tmp)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

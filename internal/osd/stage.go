@@ -100,10 +100,10 @@ func (s *Store) outcome(k ObjKey, txid uint64) (string, error) {
 // durable (the directory synced), then collects old tombstones.
 func (s *Store) settle(k ObjKey, txid uint64, kind string) error {
 	path := s.tombPath(k, txid, kind)
-	if err := s.fs.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := s.fs.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return s.ioError(err)
 	}
-	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return s.ioError(err)
 	}
@@ -197,10 +197,10 @@ func (s *Store) StageSegs(k ObjKey, version, txid uint64, segs []osdproto.Seg, p
 		h = binary.LittleEndian.AppendUint32(h, wire.CRC(h[stageHeaderBytes:]))
 	}
 	path := s.stagePath(k, txid)
-	if err := s.fs.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := s.fs.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return s.ioError(err)
 	}
-	f, err := s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return s.ioError(err)
 	}

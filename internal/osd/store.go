@@ -80,7 +80,7 @@ type Store struct {
 // onFatal is called when an fsync fails; it must stop the process.
 func OpenStore(fsys FS, dir string, onFatal func(error)) (*Store, error) {
 	s := &Store{fs: fsys, dir: dir, onFatal: onFatal, open: map[ObjKey]*object{}, now: time.Now}
-	if err := fsys.MkdirAll(filepath.Join(dir, "objects"), 0o755); err != nil {
+	if err := fsys.MkdirAll(filepath.Join(dir, "objects"), 0o700); err != nil {
 		return nil, err
 	}
 	used, err := s.scanUsed()
@@ -202,7 +202,7 @@ func (s *Store) openObject(k ObjKey, create bool, version uint64) (*object, erro
 	if err != nil {
 		return nil, err
 	}
-	data, err := s.fs.OpenFile(dataPath, os.O_RDWR|os.O_CREATE, 0o644)
+	data, err := s.fs.OpenFile(dataPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		_ = sum.Close()
 		return nil, err
@@ -224,14 +224,14 @@ func (s *Store) openObject(k ObjKey, create bool, version uint64) (*object, erro
 }
 
 func (s *Store) createObject(k ObjKey, version uint64) (*object, error) {
-	if err := s.fs.MkdirAll(filepath.Dir(s.path(k, "sum")), 0o755); err != nil {
+	if err := s.fs.MkdirAll(filepath.Dir(s.path(k, "sum")), 0o700); err != nil {
 		return nil, err
 	}
-	data, err := s.fs.OpenFile(s.path(k, "dat"), os.O_RDWR|os.O_CREATE, 0o644)
+	data, err := s.fs.OpenFile(s.path(k, "dat"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	sum, err := s.fs.OpenFile(s.path(k, "sum"), os.O_RDWR|os.O_CREATE, 0o644)
+	sum, err := s.fs.OpenFile(s.path(k, "sum"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		_ = data.Close()
 		return nil, err

@@ -1,0 +1,126 @@
+package mds
+
+// S3 secrets are stored sealed (AES-256-GCM) under a key kept in a file
+// of the MDS's directory, not in the metadata engine: a copy of the store
+// (a backup, an etcd snapshot, a disk read by someone else) holds no
+// secret that signs requests. The additional data binds each sealed
+// secret to its user and access key, so one cannot be moved to another.
+//
+//	<dir>/s3secrets.key   32 random bytes, hex (0600)
+//	sealed secret         12-byte nonce || ciphertext || 16-byte tag
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+const s3SealKeyFile = "s3secrets.key"
+
+// loadSealKey reads the sealing key in dir, making it on first use.
+func loadSealKey(dir string) (cipher.AEAD, error) {
+	path := filepath.Join(dir, s3SealKeyFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		b, err = makeSealKey(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("S3 secret sealing key: %w", err)
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("S3 secret sealing key %s: want 64 hex digits", path)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+func makeSealKey(path string) ([]byte, error) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // crypto/rand does not fail on Linux
+	b := []byte(hex.EncodeToString(key) + "\n")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return b, d.Sync()
+}
+
+func sealAD(name, access string) []byte { return []byte(name + "\x00" + access) }
+
+// sealSecret stores rec's secret sealed, and not in the clear.
+func (s *Server) sealSecret(rec *s3UserRec) {
+	nonce := make([]byte, s.s3Seal.NonceSize())
+	_, _ = rand.Read(nonce)
+	rec.Sealed = s.s3Seal.Seal(nonce, nonce, []byte(rec.SecretKey), sealAD(rec.Name, rec.AccessKey))
+	rec.SecretKey = ""
+}
+
+// secretOf is rec's secret: opened, or as an older MDS stored it.
+func (s *Server) secretOf(rec *s3UserRec) (string, error) {
+	if rec.Sealed == nil {
+		return rec.SecretKey, nil
+	}
+	n := s.s3Seal.NonceSize()
+	if len(rec.Sealed) < n {
+		return "", wire.Errorf(wire.ErrCorrupt, "S3 user %s: sealed secret of %d bytes", rec.Name, len(rec.Sealed))
+	}
+	secret, err := s.s3Seal.Open(nil, rec.Sealed[:n], rec.Sealed[n:], sealAD(rec.Name, rec.AccessKey))
+	if err != nil {
+		return "", wire.Errorf(wire.ErrCorrupt, "S3 user %s: the secret does not open with %s", rec.Name, s3SealKeyFile)
+	}
+	return string(secret), nil
+}
+
+// sealStoredSecrets seals the secrets an older MDS stored in the clear.
+func (s *Server) sealStoredSecrets(ctx context.Context) error {
+	return s.kv.Update(ctx, func(tx kv.Txn) error {
+		var open []s3UserRec
+		err := tx.Scan([]byte("S3u/"), kv.PrefixEnd([]byte("S3u/")), func(_, v []byte) bool {
+			var rec s3UserRec
+			if decodeRecord(v, &rec) == nil && rec.SecretKey != "" {
+				open = append(open, rec)
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		for i := range open {
+			s.sealSecret(&open[i])
+			if err := putRecord(tx, s3UserKey(open[i].Name), open[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
