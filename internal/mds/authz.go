@@ -7,8 +7,10 @@ package mds
 import (
 	"context"
 	"strconv"
+	"sync"
 
 	"github.com/braidfs/braid/internal/auth"
+	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -166,3 +168,57 @@ func opName(op uint16) string {
 	}
 	return "use mds op " + strconv.Itoa(int(op))
 }
+
+// OSD principals. An OSD is bound to the principal whose credential first
+// registered it, so one OSD's credential cannot heartbeat for another
+// (taking over its address in the cluster map, or keeping a dead one up).
+//
+//	O/<uuid>   the principal's name
+func osdOwnerKey(uuid string) []byte { return append([]byte("O/"), uuid...) }
+
+// osdOwners caches the bindings heartbeats have checked.
+type osdOwners struct {
+	mu sync.Mutex
+	m  map[string]string // uuid → principal name
+}
+
+// bindOSD checks that the OSD uuid is the requester's, binding it on
+// first sight.
+func (s *Server) bindOSD(ctx context.Context, uuid string) error {
+	p, ok := principal(ctx)
+	if !ok {
+		return nil
+	}
+	s.owners.mu.Lock()
+	owner, known := s.owners.m[uuid]
+	s.owners.mu.Unlock()
+	if !known {
+		err := s.kv.Update(ctx, func(tx kv.Txn) error {
+			b, err := tx.Get(osdOwnerKey(uuid))
+			if err != nil || b != nil {
+				owner = string(b)
+				return err
+			}
+			owner = p.Name
+			return tx.Put(osdOwnerKey(uuid), []byte(p.Name))
+		})
+		if err != nil {
+			return err
+		}
+		s.owners.mu.Lock()
+		if s.owners.m == nil {
+			s.owners.m = map[string]string{}
+		}
+		if len(s.owners.m) < maxOSDOwnersCached {
+			s.owners.m[uuid] = owner
+		}
+		s.owners.mu.Unlock()
+	}
+	if owner != p.Name {
+		return wire.Errorf(wire.ErrDenied, "OSD %s is %q's; %s may not heartbeat for it", uuid, owner, p)
+	}
+	return nil
+}
+
+// maxOSDOwnersCached bounds the cache of OSD bindings.
+const maxOSDOwnersCached = 65536

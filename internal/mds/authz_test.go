@@ -129,3 +129,34 @@ func TestMDSAdmitsOnlyItsPrincipals(t *testing.T) {
 		t.Errorf("another cluster's administrator: %v; want permission denied", err)
 	}
 }
+
+// An OSD's credential heartbeats for its own OSD only: the first
+// principal to register an OSD owns it.
+func TestOSDHeartbeatsOnlyForItself(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 1, Auth: true})
+	st, err := c.Dial().Status(ctx)
+	if err != nil || len(st.OSDs) != 1 {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	uuid := c.OSDs[0].UUID()
+	thief := c.Issue(auth.Principal{Name: "osd9", Role: auth.RoleOSD})
+	conn, err := wire.DialOn(ctx, auth.Network(nil, thief, auth.RoleMDS), c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hb := mdsproto.HeartbeatReq{UUID: uuid, ID: st.OSDs[0].ID, Addr: "127.0.0.1:1", TimeNs: time.Now().UnixNano()}
+	hb.Sig = c.Key.Sign("heartbeat", hb.SignedBytes())
+	body, _ := mdsproto.Marshal(hb)
+	if _, _, err := conn.Call(ctx, mdsproto.OpHeartbeat, body, nil, nil); !errors.Is(err, wire.ErrDenied) {
+		t.Fatalf("another OSD's heartbeat for osd0: %v", err)
+	}
+	hb.UUID = "a-new-osd-of-osd9"
+	hb.ID = 0
+	hb.Sig = c.Key.Sign("heartbeat", hb.SignedBytes())
+	body, _ = mdsproto.Marshal(hb)
+	if _, _, err := conn.Call(ctx, mdsproto.OpHeartbeat, body, nil, nil); err != nil {
+		t.Fatalf("osd9 registering its own OSD: %v", err)
+	}
+}

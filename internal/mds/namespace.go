@@ -24,6 +24,8 @@ import (
 //	o<osd id be32>           OSD record (osdRec)
 //	r<session be64><seq be64> a named mutation's outcome, for its retries (onceRec; once.go)
 //	u<uuid>                  OSD uuid → id (be32)
+//	O/<uuid>                 OSD uuid → the principal it is bound to (authz.go)
+//	S3u/<name>, S3k/<access> S3 users, their secrets sealed (s3users.go)
 //	s/next_ino, s/next_osd   counters (be64)
 //	s/cluster                cluster record (clusterRec)
 const (

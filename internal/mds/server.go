@@ -93,6 +93,7 @@ type Server struct {
 	osds    *wire.Pool
 	cl      clusterRec
 	s3Seal  cipher.AEAD // seals S3 users' secrets (s3secrets.go)
+	owners  osdOwners   // which principal each OSD is (authz.go)
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand
@@ -458,6 +459,9 @@ func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdspr
 	}
 	if hb.UUID == "" || len(hb.UUID) > 64 || hb.Addr == "" || len(hb.Addr) > 256 {
 		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrBadRequest, "heartbeat without uuid or address")
+	}
+	if err := s.bindOSD(ctx, hb.UUID); err != nil {
+		return mdsproto.HeartbeatResp{}, err
 	}
 	rec, err := s.osdIdentity(ctx, hb)
 	if err != nil {

@@ -192,6 +192,9 @@ func (s *Server) Close() {
 	s.store.Close()
 }
 
+// UUID is the OSD's own name, kept in its superblock.
+func (s *Server) UUID() string { return s.sb.UUID }
+
 func rightsFor(op uint16) capability.Rights {
 	switch op {
 	case osdproto.OpRead, osdproto.OpStat, osdproto.OpScan:
