@@ -57,6 +57,11 @@ type Options struct {
 	IOTimeout time.Duration
 	// Network is how the client reaches the cluster; nil: TCP.
 	Network wire.Network
+	// Caller is the identity whose permissions the MDS checks for this
+	// client's requests (a credential limits which it may be; root
+	// becomes nobody where it may not); nil: the process's own uid, gid
+	// and groups. WithCaller overrides it for one request.
+	Caller *Caller
 	// Credential is who the client is to the MDS (internal/auth): its
 	// connections to the MDS then speak TLS, and the MDS must show a
 	// certificate of the credential's CA. Nil: plain, for an MDS open to
@@ -83,6 +88,7 @@ type Client struct {
 	opts    Options
 	conns   *wire.Pool // OSD connections
 	mdsPool *wire.Pool // MDS connections
+	self    Caller     // the process's identity (Options.Caller unset)
 	// life ends when the client is closed: open handles stop renewing
 	// their leases then, as they would if the process had died.
 	life    context.Context
@@ -114,6 +120,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(opts.Network), encoders: map[[2]int]reedsolomon.Encoder{}}
 	c.mdsPool = wire.NewPoolOn(c.mdsNetwork())
+	c.self = processCaller()
 	c.life, c.endLife = context.WithCancel(context.Background())
 	c.locks = newLockSession(c)
 	c.once = newOnceSession()
@@ -236,6 +243,7 @@ func (c *Client) mdsMetaOn(ctx context.Context, pool *wire.Pool, op uint16, req 
 	if err != nil {
 		return nil, err
 	}
+	body = mdsproto.WithCaller(body, c.callerFor(ctx))
 	ctx, cancel := context.WithTimeout(ctx, c.opts.IOTimeout)
 	defer cancel()
 	var meta []byte

@@ -25,9 +25,12 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 		return mdsproto.GetLayoutResp{}, wire.Errorf(wire.ErrInvalid, "layout %s needs %d OSDs, cluster has %d", spec, spec.Width(), n)
 	}
 	err = s.mutate(ctx, func(tx kv.Txn) error {
-		rec, err := resolve(tx, req.Dir, req.Path)
+		rec, err := resolve(tx, whoOf(ctx), req.Dir, req.Path)
 		if err != nil {
 			return err
+		}
+		if !whoOf(ctx).owns(rec) {
+			return wire.Errorf(wire.ErrPerm, "%s: only its owner sets its layout", req.Path)
 		}
 		if rec.Ino == rootIno {
 			// The root's layout is every new file's default.
@@ -72,7 +75,7 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 func (s *Server) getLayout(ctx context.Context, req mdsproto.PathReq) (mdsproto.GetLayoutResp, error) {
 	var out mdsproto.GetLayoutResp
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		rec, err := resolve(r, req.Dir, req.Path)
+		rec, err := resolve(r, whoOf(ctx), req.Dir, req.Path)
 		if err != nil {
 			return err
 		}

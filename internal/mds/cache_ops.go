@@ -257,33 +257,7 @@ func (n *selfNote) answer() *mdsproto.CacheSelf {
 // appendSelf adds "cache_self": self to an answer encoded as a CBOR map
 // (every MDS answer is a struct); another encoding is left as it is.
 func appendSelf(meta []byte, self *mdsproto.CacheSelf) []byte {
-	field, err := mdsproto.Marshal(struct {
-		Self *mdsproto.CacheSelf `json:"cache_self"`
-	}{self})
-	if err != nil || len(field) == 0 || field[0] != 0xa1 || len(meta) == 0 {
-		return meta
-	}
-	var n int
-	var body []byte
-	switch h := meta[0]; {
-	case h >= 0xa0 && h <= 0xb7:
-		n, body = int(h-0xa0), meta[1:]
-	case h == 0xb8 && len(meta) >= 2:
-		n, body = int(meta[1]), meta[2:]
-	default:
-		return meta
-	}
-	out := make([]byte, 0, len(meta)+len(field)+1)
-	switch n++; {
-	case n < 24:
-		out = append(out, 0xa0+byte(n))
-	case n < 256:
-		out = append(out, 0xb8, byte(n))
-	default:
-		return meta
-	}
-	out = append(out, body...)
-	return append(out, field[1:]...)
+	return mdsproto.AppendField(meta, "cache_self", self)
 }
 
 // startCache sets up the table, in grace if the store says clients of a
@@ -356,6 +330,13 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 		}
 		if dir.Type != mdsproto.TypeDir {
 			return wire.Errorf(wire.ErrNotDir, "inode %d", req.Dir)
+		}
+		who := whoOf(ctx)
+		if err := who.searchUp(r, dir); err != nil {
+			return err
+		}
+		if err := who.need(dir, permX, req.Name); err != nil {
+			return err
 		}
 		ino, ok, err := lookupChild(r, req.Dir, req.Name)
 		if err != nil || !ok {

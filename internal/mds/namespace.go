@@ -173,8 +173,10 @@ func lookupChild(r kv.Reader, parent uint64, name string) (uint64, bool, error) 
 	return binary.BigEndian.Uint64(b), true, nil
 }
 
-// walk resolves components from directory base (0: the root).
-func walk(r kv.Reader, base uint64, parts []string, full string) (*inodeRec, error) {
+// walk resolves components from directory base (0: the root), as who
+// (perm.go: search permission on every directory walked).
+func walk(r kv.Reader, who *caller, base uint64, parts []string, full string) (*inodeRec, error) {
+	named := base != 0
 	if base == 0 {
 		base = rootIno
 	}
@@ -182,9 +184,17 @@ func walk(r kv.Reader, base uint64, parts []string, full string) (*inodeRec, err
 	if err != nil {
 		return nil, err
 	}
+	if named {
+		if err := who.reachable(r, cur); err != nil {
+			return nil, err
+		}
+	}
 	for _, name := range parts {
 		if cur.Type != mdsproto.TypeDir {
 			return nil, wire.Errorf(wire.ErrNotDir, "%s: a component is not a directory", full)
+		}
+		if err := who.need(cur, permX, full); err != nil {
+			return nil, err
 		}
 		ino, ok, err := lookupChild(r, cur.Ino, name)
 		if err != nil {
@@ -204,17 +214,17 @@ func walk(r kv.Reader, base uint64, parts []string, full string) (*inodeRec, err
 // absolute). Clients that hold a directory's ino (a FUSE mount) name
 // entries by base and name, so a concurrent rename of an ancestor cannot
 // redirect them.
-func resolve(r kv.Reader, base uint64, p string) (*inodeRec, error) {
+func resolve(r kv.Reader, who *caller, base uint64, p string) (*inodeRec, error) {
 	parts, err := splitPath(p)
 	if err != nil {
 		return nil, err
 	}
-	return walk(r, base, parts, p)
+	return walk(r, who, base, parts, p)
 }
 
 // resolveParent returns the directory that holds p's last component and
 // that component's name.
-func resolveParent(r kv.Reader, base uint64, p string) (*inodeRec, string, error) {
+func resolveParent(r kv.Reader, who *caller, base uint64, p string) (*inodeRec, string, error) {
 	parts, err := splitPath(p)
 	if err != nil {
 		return nil, "", err
@@ -222,7 +232,7 @@ func resolveParent(r kv.Reader, base uint64, p string) (*inodeRec, string, error
 	if len(parts) == 0 {
 		return nil, "", wire.Errorf(wire.ErrInvalid, "%q is the root", p)
 	}
-	dir, err := walk(r, base, parts[:len(parts)-1], p)
+	dir, err := walk(r, who, base, parts[:len(parts)-1], p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -234,8 +244,11 @@ func resolveParent(r kv.Reader, base uint64, p string) (*inodeRec, string, error
 
 // resolveEntry resolves an existing name: its directory, its last
 // component and its inode.
-func resolveEntry(r kv.Reader, base uint64, p string) (dir *inodeRec, name string, rec *inodeRec, err error) {
-	if dir, name, err = resolveParent(r, base, p); err != nil {
+func resolveEntry(r kv.Reader, who *caller, base uint64, p string) (dir *inodeRec, name string, rec *inodeRec, err error) {
+	if dir, name, err = resolveParent(r, who, base, p); err != nil {
+		return nil, "", nil, err
+	}
+	if err := who.need(dir, permX, p); err != nil {
 		return nil, "", nil, err
 	}
 	ino, ok, err := lookupChild(r, dir.Ino, name)

@@ -16,7 +16,7 @@ func (s *Server) lookup(ctx context.Context, req mdsproto.PathReq) (mdsproto.Ino
 	var rec *inodeRec
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		var err error
-		rec, err = resolve(r, req.Dir, req.Path)
+		rec, err = resolve(r, whoOf(ctx), req.Dir, req.Path)
 		return err
 	})
 	if err != nil {
@@ -73,9 +73,18 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 		if err != nil {
 			return err
 		}
+		who := whoOf(ctx)
+		if req.Dir != 0 {
+			if err := who.searchUp(tx, cur); err != nil {
+				return err
+			}
+		}
 		for i, name := range parts {
 			if cur.Type != mdsproto.TypeDir {
 				return wire.Errorf(wire.ErrNotDir, "%s: a component is not a directory", req.Path)
+			}
+			if err := who.need(cur, permX, req.Path); err != nil {
+				return err
 			}
 			ino, ok, err := lookupChild(tx, cur.Ino, name)
 			if err != nil {
@@ -97,11 +106,14 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 			if !last && !req.Parents {
 				return wire.Errorf(wire.ErrNotFound, "%s: parent does not exist", req.Path)
 			}
+			if err := who.need(cur, permW|permX, req.Path); err != nil {
+				return err
+			}
 			d, err := s.newInode(tx, mdsproto.TypeDir, req.Mode)
 			if err != nil {
 				return err
 			}
-			d.Uid, d.Gid = req.Uid, req.Gid
+			d.Uid, d.Gid = who.owner(req.Uid, req.Gid)
 			inheritGroup(cur, d)
 			d.Nlink, d.Parent, d.Name = 2, cur.Ino, name
 			cur.Nlink++
@@ -135,8 +147,12 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 	}
 	var rec *inodeRec
 	err := s.mutate(ctx, func(tx kv.Txn) error {
-		dir, name, err := resolveParent(tx, req.Dir, req.Path)
+		who := whoOf(ctx)
+		dir, name, err := resolveParent(tx, who, req.Dir, req.Path)
 		if err != nil {
+			return err
+		}
+		if err := who.need(dir, permW|permX, req.Path); err != nil {
 			return err
 		}
 		if req.Unlinked {
@@ -153,6 +169,9 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 			}
 			if prev.Type == mdsproto.TypeDir {
 				return wire.Errorf(wire.ErrIsDir, "%s", req.Path)
+			}
+			if !who.mayUnlink(dir, prev) {
+				return wire.Errorf(wire.ErrPerm, "%s: another's file in a sticky directory", req.Path)
 			}
 			if err := s.dropLink(tx, prev); err != nil {
 				return err
@@ -175,7 +194,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		if rec, err = s.newInode(tx, mdsproto.TypeFile, req.Mode); err != nil {
 			return err
 		}
-		rec.Uid, rec.Gid = req.Uid, req.Gid
+		rec.Uid, rec.Gid = who.owner(req.Uid, req.Gid)
 		inheritGroup(dir, rec)
 		rec.Layout = toWire(l)
 		noteOnce(ctx, rec.Inode)
@@ -210,14 +229,17 @@ func (s *Server) createUnlinked(tx kv.Txn, rec *inodeRec, handle uint64) error {
 // publish names the unlinked file rec (stored by the caller) at p,
 // replacing what the name held unless p.Exclusive. A retried publish
 // that finds the name already on rec succeeds.
-func (s *Server) publish(tx kv.Txn, rec *inodeRec, p *mdsproto.Publish) error {
+func (s *Server) publish(tx kv.Txn, who *caller, rec *inodeRec, p *mdsproto.Publish) error {
 	if !rec.Unnamed {
 		// Published already (a retried commit whose reply was lost): what
 		// happened to the name since is later history, not undone here.
 		return nil
 	}
-	dir, name, err := resolveParent(tx, p.Dir, p.Path)
+	dir, name, err := resolveParent(tx, who, p.Dir, p.Path)
 	if err != nil {
+		return err
+	}
+	if err := who.need(dir, permW|permX, p.Path); err != nil {
 		return err
 	}
 	old, taken, err := lookupChild(tx, dir.Ino, name)
@@ -237,6 +259,9 @@ func (s *Server) publish(tx kv.Txn, rec *inodeRec, p *mdsproto.Publish) error {
 		}
 		if prev.Type == mdsproto.TypeDir {
 			return wire.Errorf(wire.ErrIsDir, "%s", p.Path)
+		}
+		if !who.mayUnlink(dir, prev) {
+			return wire.Errorf(wire.ErrPerm, "%s: another's file in a sticky directory", p.Path)
 		}
 		if err := s.dropLink(tx, prev); err != nil {
 			return err
@@ -278,12 +303,22 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 	var rec *inodeRec
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		var err error
+		who := whoOf(ctx)
 		if req.Ino != 0 {
-			rec, err = getInode(r, req.Ino)
+			if rec, err = getInode(r, req.Ino); err == nil {
+				err = who.reachable(r, rec)
+			}
 		} else {
-			rec, err = resolve(r, 0, req.Path)
+			rec, err = resolve(r, who, 0, req.Path)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		want := permR
+		if req.Write {
+			want = permW
+		}
+		return who.need(rec, want, req.Path)
 	})
 	if err != nil {
 		return mdsproto.OpenResp{}, err
@@ -378,7 +413,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		}
 		rec.CtimeNs = s.cfg.Now().UnixNano()
 		if req.Publish != nil {
-			return s.publish(tx, rec, req.Publish)
+			return s.publish(tx, whoOf(ctx), rec, req.Publish)
 		}
 		return nil
 	})
@@ -450,12 +485,16 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirP
 	}
 	out := readdirPage{XattrFilled: req.Xattr != ""}
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		dir, err := resolve(r, req.Dir, req.Path)
+		who := whoOf(ctx)
+		dir, err := resolve(r, who, req.Dir, req.Path)
 		if err != nil {
 			return err
 		}
 		if dir.Type != mdsproto.TypeDir {
 			return wire.Errorf(wire.ErrNotDir, "%s", req.Path)
+		}
+		if err := who.need(dir, permR, req.Path); err != nil {
+			return err
 		}
 		prefix := direntPrefix(dir.Ino)
 		start := prefix
@@ -506,9 +545,16 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirP
 
 func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, error) {
 	return struct{}{}, s.mutate(ctx, func(tx kv.Txn) error {
-		dir, name, rec, err := resolveEntry(tx, req.Dir, req.Path)
+		who := whoOf(ctx)
+		dir, name, rec, err := resolveEntry(tx, who, req.Dir, req.Path)
 		if err != nil {
 			return err
+		}
+		if err := who.need(dir, permW|permX, req.Path); err != nil {
+			return err
+		}
+		if !who.mayUnlink(dir, rec) {
+			return wire.Errorf(wire.ErrPerm, "%s: another's entry in a sticky directory", req.Path)
 		}
 		switch {
 		case req.Want == "file" && rec.Type == mdsproto.TypeDir:

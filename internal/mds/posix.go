@@ -23,7 +23,10 @@ const (
 )
 
 func (s *Server) setattr(ctx context.Context, req mdsproto.SetattrReq) (mdsproto.Inode, error) {
-	return s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
+	return s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
+		if err := mayChange(tx, whoOf(ctx), rec, req); err != nil {
+			return err
+		}
 		if req.Mode != nil {
 			rec.Mode = *req.Mode & 0o7777
 		}
@@ -68,7 +71,8 @@ func (s *Server) mknod(ctx context.Context, req mdsproto.MknodReq) (mdsproto.Ino
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "a %s has no device number", req.Type)
 	}
 	return s.makeEntry(ctx, req.Dir, req.Name, req.Type, req.Mode, func(rec *inodeRec) {
-		rec.Rdev, rec.Uid, rec.Gid = req.Rdev, req.Uid, req.Gid
+		rec.Rdev = req.Rdev
+		rec.Uid, rec.Gid = whoOf(ctx).owner(req.Uid, req.Gid)
 	})
 }
 
@@ -77,7 +81,7 @@ func (s *Server) mknod(ctx context.Context, req mdsproto.MknodReq) (mdsproto.Ino
 func (s *Server) makeEntry(ctx context.Context, dirIno uint64, name, typ string, mode uint32, fill func(*inodeRec)) (mdsproto.Inode, error) {
 	var out mdsproto.Inode
 	err := s.mutate(ctx, func(tx kv.Txn) error {
-		dir, err := newEntry(tx, dirIno, name)
+		dir, err := newEntry(tx, whoOf(ctx), dirIno, name)
 		if err != nil {
 			return err
 		}
@@ -110,7 +114,7 @@ func checkName(name string) error {
 
 // newEntry checks that name can be added to directory dirIno and returns
 // the directory.
-func newEntry(tx kv.Txn, dirIno uint64, name string) (*inodeRec, error) {
+func newEntry(tx kv.Txn, who *caller, dirIno uint64, name string) (*inodeRec, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -120,6 +124,12 @@ func newEntry(tx kv.Txn, dirIno uint64, name string) (*inodeRec, error) {
 	}
 	if dir.Type != mdsproto.TypeDir {
 		return nil, wire.Errorf(wire.ErrNotDir, "inode %d", dirIno)
+	}
+	if err := who.searchUp(tx, dir); err != nil {
+		return nil, err
+	}
+	if err := who.need(dir, permW|permX, name); err != nil {
+		return nil, err
 	}
 	if _, taken, err := lookupChild(tx, dir.Ino, name); err != nil || taken {
 		if err == nil {
@@ -134,12 +144,16 @@ func newEntry(tx kv.Txn, dirIno uint64, name string) (*inodeRec, error) {
 func (s *Server) hardLink(ctx context.Context, req mdsproto.LinkReq) (mdsproto.Inode, error) {
 	var out mdsproto.Inode
 	err := s.mutate(ctx, func(tx kv.Txn) error {
-		dir, err := newEntry(tx, req.Dir, req.Name)
+		who := whoOf(ctx)
+		dir, err := newEntry(tx, who, req.Dir, req.Name)
 		if err != nil {
 			return err
 		}
 		rec, err := getInode(tx, req.Ino)
 		if err != nil {
+			return err
+		}
+		if err := who.reachable(tx, rec); err != nil {
 			return err
 		}
 		if rec.Type == mdsproto.TypeDir {
@@ -174,7 +188,8 @@ func (s *Server) symlink(ctx context.Context, req mdsproto.SymlinkReq) (mdsproto
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrNameTooLong, "symlink target of %d bytes", len(req.Target))
 	}
 	return s.makeEntry(ctx, req.Dir, req.Name, mdsproto.TypeSymlink, 0o777, func(rec *inodeRec) {
-		rec.Target, rec.Size, rec.Uid, rec.Gid = req.Target, int64(len(req.Target)), req.Uid, req.Gid
+		rec.Target, rec.Size = req.Target, int64(len(req.Target))
+		rec.Uid, rec.Gid = whoOf(ctx).owner(req.Uid, req.Gid)
 	})
 }
 
@@ -200,6 +215,9 @@ func (s *Server) xattr(ctx context.Context, req mdsproto.XattrReq) (mdsproto.Xat
 			if err != nil {
 				return err
 			}
+			if err := mayXattr(r, whoOf(ctx), rec, req); err != nil {
+				return err
+			}
 			if req.Op == mdsproto.XattrList {
 				for name := range rec.Xattrs {
 					out.Names = append(out.Names, name)
@@ -219,7 +237,10 @@ func (s *Server) xattr(ctx context.Context, req mdsproto.XattrReq) (mdsproto.Xat
 		})
 		return out, err
 	}
-	_, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
+	_, err := s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
+		if err := mayXattr(tx, whoOf(ctx), rec, req); err != nil {
+			return err
+		}
 		_, exists := rec.Xattrs[req.Name]
 		switch req.Op {
 		case mdsproto.XattrRemove:

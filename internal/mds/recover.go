@@ -289,7 +289,7 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 			}
 		}
 		err := s.kv.Update(ctx, func(tx kv.Txn) error {
-			parent, name, err := resolveParent(tx, 0, target)
+			parent, name, err := resolveParent(tx, nil, 0, target)
 			if err != nil {
 				return err
 			}

@@ -16,12 +16,16 @@ func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, 
 	var renamed *inodeRec
 	err := s.mutate(ctx, func(tx kv.Txn) error {
 		renamed = nil
-		srcDir, srcName, src, err := resolveEntry(tx, req.FromDir, req.From)
+		who := whoOf(ctx)
+		srcDir, srcName, src, err := resolveEntry(tx, who, req.FromDir, req.From)
 		if err != nil {
 			return err
 		}
-		dstDir, dstName, err := resolveParent(tx, req.ToDir, req.To)
+		dstDir, dstName, err := resolveParent(tx, who, req.ToDir, req.To)
 		if err != nil {
+			return err
+		}
+		if err := mayRename(tx, who, srcDir, src, dstDir, dstName, req.To); err != nil {
 			return err
 		}
 		if dstDir.Ino == srcDir.Ino {

@@ -27,7 +27,7 @@ func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.Scr
 		if req.Ino != 0 {
 			root, err = getInode(r, req.Ino)
 		} else {
-			root, err = resolve(r, 0, req.Path)
+			root, err = resolve(r, whoOf(ctx), 0, req.Path)
 		}
 		if err != nil {
 			return err

@@ -323,6 +323,9 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	if err == nil {
 		err = s.authorize(ctx, r.Op)
 	}
+	if err == nil {
+		ctx, err = s.actAs(ctx, r.Meta)
+	}
 	if err != nil {
 		return wire.Response{}, err
 	}

@@ -110,3 +110,39 @@ func Unmarshal(b []byte, v any) error {
 	}
 	return nil
 }
+
+// AppendField adds key: v to a body encoded as a CBOR map of fewer than
+// 255 pairs (every body this package defines), without decoding it: a
+// field carried beside every request (its caller) or answer (a cache
+// note). A body it cannot extend comes back unchanged.
+func AppendField(meta []byte, key string, v any) []byte {
+	val, err := Marshal(v)
+	if err != nil || len(key) >= 24 || len(meta) == 0 {
+		return meta
+	}
+	// The key as a text string (field names are), the value as Marshal
+	// makes it.
+	field := append([]byte{0xa1, 0x60 + byte(len(key))}, key...)
+	field = append(field, val...)
+	var n int
+	var body []byte
+	switch h := meta[0]; {
+	case h >= 0xa0 && h <= 0xb7:
+		n, body = int(h-0xa0), meta[1:]
+	case h == 0xb8 && len(meta) >= 2:
+		n, body = int(meta[1]), meta[2:]
+	default:
+		return meta
+	}
+	out := make([]byte, 0, len(meta)+len(field)+1)
+	switch n++; {
+	case n < 24:
+		out = append(out, 0xa0+byte(n))
+	case n < 256:
+		out = append(out, 0xb8, byte(n))
+	default:
+		return meta
+	}
+	out = append(out, body...)
+	return append(out, field[1:]...)
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // Op codes.
@@ -710,4 +711,35 @@ type S3SigningKeyReq struct {
 type S3SigningKeyResp struct {
 	Name string `json:"name"`
 	Key  []byte `json:"key"`
+}
+
+// Caller is who a request acts as: the uid, primary gid and supplementary
+// groups whose permissions the MDS checks. It travels beside every
+// request's own fields, as "as" (WithCaller); the MDS admits it only
+// if the connection's principal may act as it (internal/auth).
+type Caller struct {
+	Uid    uint32   `json:"uid"`
+	Gid    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
+}
+
+// MaxCallerGroups bounds a caller's supplementary groups (Linux allows
+// 65536; NFS's AUTH_SYS 16).
+const MaxCallerGroups = 1024
+
+// WithCaller adds c to an encoded request.
+func WithCaller(body []byte, c Caller) []byte { return AppendField(body, "as", c) }
+
+// CallerOf reads the caller a request names, if it names one.
+func CallerOf(body []byte) (*Caller, error) {
+	var v struct {
+		As *Caller `json:"as"`
+	}
+	if err := Unmarshal(body, &v); err != nil {
+		return nil, err
+	}
+	if v.As != nil && len(v.As.Groups) > MaxCallerGroups {
+		return nil, fmt.Errorf("%w: a caller in %d groups", wire.ErrBadRequest, len(v.As.Groups))
+	}
+	return v.As, nil
 }

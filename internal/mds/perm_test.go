@@ -1,0 +1,159 @@
+package mds_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/auth"
+	"github.com/braidfs/braid/internal/testcluster"
+)
+
+// The MDS checks POSIX permissions with each request's identity, so a
+// client holding a credential for its own uid reads and changes only
+// what a mount would let that uid: the CLI run as nobody once read and
+// overwrote root's 0600 files.
+func TestPOSIXPermissionsAtTheMDS(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3, DefaultLayout: "ec:2+1", Auth: true})
+	root := c.Dial()
+	user := func(uid uint32, gids ...uint32) *braid.Client {
+		cred := c.Issue(auth.Principal{Name: "u", Role: auth.RoleClient, UIDs: []uint32{uid}, GIDs: gids})
+		return c.DialWith(func(o *braid.Options) {
+			o.Credential = cred
+			o.Caller = &braid.Caller{Uid: uid, Gid: gids[0], Groups: gids[1:]}
+		})
+	}
+	write := func(cl *braid.Client, p string, data []byte) error {
+		f, err := cl.Create(ctx, p, braid.CreateOptions{Mode: 0o644})
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(data, 0); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	mk := func(p string, mode uint32) {
+		t.Helper()
+		if err := root.Mkdir(ctx, p, false); err != nil {
+			t.Fatal(err)
+		}
+		own(t, root, p, 0, 0, mode)
+	}
+	put := func(p string, mode uint32) {
+		t.Helper()
+		if err := write(root, p, []byte("root's "+p)); err != nil {
+			t.Fatal(err)
+		}
+		own(t, root, p, 0, 0, mode)
+	}
+	mk("/private", 0o700)
+	put("/private/secret", 0o644)
+	mk("/shared", 0o755)
+	put("/shared/readable", 0o644)
+	put("/shared/secret", 0o600)
+	mk("/group", 0o770)
+	own(t, root, "/group", 0, 100, 0o770)
+	mk("/tmp", 0o1777)
+
+	bob, alice := user(1000, 1000, 100), user(1001, 1001)
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, braid.ErrDenied) && !errors.Is(err, braid.ErrPerm) {
+			t.Errorf("%s: %v; want refused", what, err)
+		}
+	}
+	_, err := bob.Stat(ctx, "/private/secret")
+	refused("stat below a 0700 directory", err)
+	_, err = bob.ReadDir(ctx, "/private")
+	refused("list a 0700 directory", err)
+	_, err = bob.Open(ctx, "/shared/secret")
+	refused("open another's 0600 file", err)
+	_, err = bob.OpenFile(ctx, "/shared/readable", true)
+	refused("open another's 0644 file for writing", err)
+	refused("create in another's 0755 directory", write(bob, "/shared/mine", []byte("x")))
+	refused("remove from another's 0755 directory", bob.Remove(ctx, "/shared/readable"))
+	refused("rename out of another's directory", bob.Rename(ctx, "/shared/readable", "/tmp/stolen"))
+	fi, err := root.Stat(ctx, "/shared/secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	psec, err := root.Stat(ctx, "/private/secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bob.OpenIno(ctx, psec.Ino, false)
+	refused("open a 0644 file below a 0700 directory by inode", err)
+	_, err = bob.GetAttr(ctx, psec.Ino)
+	refused("attributes below a 0700 directory by inode", err)
+	mode := uint32(0o666)
+	_, err = bob.SetAttr(ctx, braid.SetAttrRequest{Ino: fi.Ino, Mode: &mode})
+	refused("chmod another's file", err)
+
+	// What the modes allow, happens.
+	r, err := bob.Open(ctx, "/shared/readable")
+	if err != nil {
+		t.Fatalf("open a 0644 file: %v", err)
+	}
+	got := make([]byte, len("root's /shared/readable"))
+	if _, err := r.ReadAt(got, 0); err != nil || string(got) != "root's /shared/readable" {
+		t.Fatalf("read a 0644 file: %q %v", got, err)
+	}
+	r.Close()
+	if err := write(bob, "/group/by-bob", []byte("group work")); err != nil {
+		t.Fatalf("create in a directory of bob's supplementary group: %v", err)
+	}
+	refused("create in a group directory of another group", write(alice, "/group/by-alice", nil))
+	if err := write(bob, "/tmp/bob", []byte("mine")); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(alice, "/tmp/alice", []byte("hers")); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := root.Stat(ctx, "/tmp/bob")
+	if err != nil || mine.Uid != 1000 || mine.Gid != 1000 {
+		t.Fatalf("bob's file: %+v, %v; want owned by 1000:1000", mine, err)
+	}
+	refused("remove another's file in a sticky directory", alice.Remove(ctx, "/tmp/bob"))
+	refused("rename another's file in a sticky directory", alice.Rename(ctx, "/tmp/bob", "/tmp/taken"))
+	if err := bob.Remove(ctx, "/tmp/bob"); err != nil {
+		t.Fatalf("remove one's own file in a sticky directory: %v", err)
+	}
+	// Identities the credential does not name.
+	liar := c.DialWith(func(o *braid.Options) {
+		o.Credential = c.Issue(auth.Principal{Name: "bob", Role: auth.RoleClient, UIDs: []uint32{1000}, GIDs: []uint32{1000}})
+		o.Caller = &braid.Caller{Uid: 1001, Gid: 1001}
+	})
+	_, err = liar.Stat(ctx, "/tmp")
+	refused("act as another uid", err)
+	squashed := c.DialWith(func(o *braid.Options) {
+		o.Credential = c.Issue(auth.Principal{Name: "bob", Role: auth.RoleClient, UIDs: []uint32{1000}, GIDs: []uint32{1000}})
+		o.Caller = &braid.Caller{Uid: 0, Gid: 0}
+	})
+	_, err = squashed.Open(ctx, "/shared/secret")
+	refused("root squashed: open a 0600 file", err)
+	if err := write(squashed, "/tmp/squashed", nil); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := root.Stat(ctx, "/tmp/squashed"); err != nil || fi.Uid != 65534 {
+		t.Fatalf("a squashed root's file: %+v, %v; want owned by nobody", fi, err)
+	}
+	// Root itself still does everything.
+	if err := root.Remove(ctx, "/tmp/alice"); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("root's /private/secret")
+	r, err = root.Open(ctx, "/private/secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got = make([]byte, len(data))
+	if _, err := r.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("root reads: %v", err)
+	}
+}
