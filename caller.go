@@ -30,6 +30,17 @@ func (c *Client) callerFor(ctx context.Context) Caller {
 	return c.self
 }
 
+// defaultCaller is who a client acts as when its options name no one: a
+// credential limited to some identities is its first of them; otherwise
+// the process's own.
+func defaultCaller(cred *Credential) Caller {
+	if cred != nil && !cred.Principal.AnyID && len(cred.Principal.UIDs) > 0 && len(cred.Principal.GIDs) > 0 {
+		p := cred.Principal
+		return Caller{Uid: p.UIDs[0], Gid: p.GIDs[0], Groups: p.GIDs[1:]}
+	}
+	return processCaller()
+}
+
 // processCaller is the process's own identity.
 func processCaller() Caller {
 	who := Caller{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}

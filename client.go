@@ -59,8 +59,9 @@ type Options struct {
 	Network wire.Network
 	// Caller is the identity whose permissions the MDS checks for this
 	// client's requests (a credential limits which it may be; root
-	// becomes nobody where it may not); nil: the process's own uid, gid
-	// and groups. WithCaller overrides it for one request.
+	// becomes nobody where it may not); nil: a limited credential's own
+	// first uid and gids, else the process's uid, gid and groups.
+	// WithCaller overrides it for one request.
 	Caller *Caller
 	// Credential is who the client is to the MDS (internal/auth): its
 	// connections to the MDS then speak TLS, and the MDS must show a
@@ -120,7 +121,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(opts.Network), encoders: map[[2]int]reedsolomon.Encoder{}}
 	c.mdsPool = wire.NewPoolOn(c.mdsNetwork())
-	c.self = processCaller()
+	c.self = defaultCaller(opts.Credential)
 	c.life, c.endLife = context.WithCancel(context.Background())
 	c.locks = newLockSession(c)
 	c.once = newOnceSession()
