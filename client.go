@@ -119,7 +119,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 
 // DialOptions connects with explicit options.
 func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error) {
-	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(opts.Network), encoders: map[[2]int]reedsolomon.Encoder{}}
+	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(auth.DataNetwork(opts.Network, opts.Credential)), encoders: map[[2]int]reedsolomon.Encoder{}}
 	c.mdsPool = wire.NewPoolOn(c.mdsNetwork())
 	c.self = defaultCaller(opts.Credential)
 	c.life, c.endLife = context.WithCancel(context.Background())

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/braidfs/braid/internal/wire"
@@ -199,4 +200,37 @@ func (n tlsNetwork) Dial(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, fmt.Errorf("tls handshake with %s: %w", addr, err)
 	}
 	return conn, nil
+}
+
+// TLSScheme prefixes the address of an OSD that serves TLS, as it
+// announces itself in heartbeats and the MDS hands it to clients.
+const TLSScheme = "tls://"
+
+// DataNetwork is nw for the data path: an address with TLSScheme is
+// dialled over TLS as c's principal, to a server c's CA vouches for as an
+// OSD; any other plainly. Without a credential a TLS address is refused.
+func DataNetwork(nw wire.Network, c *Credential) wire.Network {
+	d := dataNetwork{inner: wire.OrTCP(nw)}
+	if c != nil {
+		d.tls = Network(nw, c, RoleOSD)
+	}
+	return d
+}
+
+type dataNetwork struct {
+	inner wire.Network
+	tls   wire.Network // nil: no credential
+}
+
+func (n dataNetwork) Listen(addr string) (net.Listener, error) { return n.inner.Listen(addr) }
+
+func (n dataNetwork) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	host, ok := strings.CutPrefix(addr, TLSScheme)
+	if !ok {
+		return n.inner.Dial(ctx, addr)
+	}
+	if n.tls == nil {
+		return nil, fmt.Errorf("%w: the OSD at %s speaks TLS; this client has no credential", ErrDenied, host)
+	}
+	return n.tls.Dial(ctx, host)
 }

@@ -163,6 +163,7 @@ func (e *env) osdCmd() *cobra.Command {
 	f.StringVar(&cfg.MDSAddr, "mds-addr", "127.0.0.1:7000", "MDS to heartbeat to")
 	f.StringVar(&keyFile, "key-file", "cluster.key", "file with the cluster key shared with the MDS")
 	f.StringVar(&credFile, "cred", "", "the OSD's credential (role osd), to heartbeat to the MDS")
+	f.BoolVar(&cfg.TLS, "tls", false, "serve the data path over TLS as --cred, to principals of its CA only")
 	f.StringVar(&addrFile, "addr-file", "", "write the address served on to this file once listening")
 	f.StringVar(&capacity, "capacity", "", "bytes this OSD may store, e.g. 100GiB (default: the file system's size)")
 	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat", time.Second, "interval between heartbeats to the MDS")

@@ -38,6 +38,7 @@ type upOptions struct {
 	mount         string
 	s3            string
 	writeCache    bool
+	dataTLS       bool
 }
 
 func defaultDataDir() string {
@@ -67,6 +68,7 @@ func (e *env) upCmd() *cobra.Command {
 	f.StringVar(&o.scrubRate, "scrub-rate", "64MiB", "bytes per second each healer may read when scrubbing")
 	f.StringVar(&o.mount, "mount", "", "also mount the cluster at this path (FUSE), unmounted on Ctrl-C")
 	f.BoolVar(&o.writeCache, "write-cache", false, writeCacheHelp)
+	f.BoolVar(&o.dataTLS, "data-tls", false, "OSDs serve the data path over TLS too (the MDS's port always does)")
 	f.StringVar(&o.s3, "s3", "", "also serve S3 on this address (e.g. 127.0.0.1:9000; port 0: any free port)")
 	return cmd
 }
@@ -132,6 +134,9 @@ func (e *env) up(o upOptions) error {
 			"--key-file", keyFile, "--cred", cred, "--log-level", e.logLevel}
 		if o.capacity != "" {
 			args = append(args, "--capacity", o.capacity)
+		}
+		if o.dataTLS {
+			args = append(args, "--tls")
 		}
 		if o.writeCache {
 			args = append(args, "--write-cache")

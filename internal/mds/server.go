@@ -144,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		eng = e
 	}
-	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(cfg.Network), heal: newHealState(),
+	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), heal: newHealState(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	seal, err := loadSealKey(cfg.Dir)
 	if err != nil {

@@ -7,10 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/testcluster"
@@ -165,5 +168,47 @@ func TestOSDFilesAreTheOwnersAlone(t *testing.T) {
 	})
 	if err != nil || files < 2 {
 		t.Fatalf("walked %d files: %v", files, err)
+	}
+}
+
+// With TLS on the data path, an OSD serves only principals of its CA, and
+// files write and read back through it.
+func TestDataPathTLS(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3, DefaultLayout: "ec:2+1", Auth: true, DataTLS: true})
+	cl := c.Dial()
+	data := bytes.Repeat([]byte("over tls "), 200_000)
+	f, err := cl.Create(ctx, "/f", braid.CreateOptions{})
+	if err == nil {
+		_, err = f.WriteAt(data, 0)
+	}
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cl.Open(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := make([]byte, len(data))
+	if _, err := r.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back over TLS: %v", err)
+	}
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range st.OSDs {
+		if !strings.HasPrefix(o.Addr, auth.TLSScheme) {
+			t.Errorf("OSD %d announces %s, not a TLS address", o.ID, o.Addr)
+		}
+	}
+	// A plain connection gets nothing from it.
+	if conn, err := wire.Dial(ctx, c.OSDs[0].Addr()); err == nil {
+		conn.Close()
+		t.Error("a plain client got a welcome from a TLS OSD")
 	}
 }

@@ -3,6 +3,7 @@ package osd
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -31,7 +32,11 @@ type Config struct {
 	Network wire.Network // nil: TCP
 	// Credential is who the OSD is to the MDS (role osd): heartbeats go
 	// over TLS as it. Nil: plain, to an open MDS.
-	Credential     *auth.Credential
+	Credential *auth.Credential
+	// TLS serves the data path over TLS too, as Credential, to principals
+	// of its CA only; the OSD then announces its address with
+	// auth.TLSScheme so clients know. Needs Credential.
+	TLS            bool
 	MDSAddr        string
 	Key            capability.Key
 	CapacityBytes  int64 // 0: the file system's size
@@ -106,6 +111,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		store.Close()
 		return nil, err
 	}
+	if cfg.TLS {
+		if cfg.Credential == nil {
+			ln.Close()
+			store.Close()
+			return nil, fmt.Errorf("an OSD serves TLS only with a credential")
+		}
+		ln = tls.NewListener(ln, cfg.Credential.ServerTLS())
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Server{cfg: cfg, store: store, ln: ln, sb: sb, stop: cancel, boot: newBoot()}
 	s.id.Store(sb.OSDID)
@@ -177,6 +190,15 @@ func writeSuperblock(dir string, sb superblock) error {
 
 // Addr is the address the OSD listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// announced is the address the OSD gives the MDS for clients: with
+// auth.TLSScheme when it serves TLS.
+func (s *Server) announced() string {
+	if s.cfg.TLS {
+		return auth.TLSScheme + s.Addr()
+	}
+	return s.Addr()
+}
 
 // ID is the OSD id the MDS assigned (0 until the first heartbeat answer).
 func (s *Server) ID() uint32 { return s.id.Load() }
@@ -380,7 +402,7 @@ func (s *Server) heartbeat(ctx context.Context, mds *wire.Client) error {
 	if s.cfg.CapacityBytes > 0 {
 		capacity = s.cfg.CapacityBytes
 	}
-	hb := mdsproto.HeartbeatReq{UUID: s.sb.UUID, ID: s.id.Load(), Addr: s.Addr(), CapacityBytes: capacity,
+	hb := mdsproto.HeartbeatReq{UUID: s.sb.UUID, ID: s.id.Load(), Addr: s.announced(), CapacityBytes: capacity,
 		UsedBytes: used, FreeBytes: max(0, min(avail, capacity-used)), Pid: os.Getpid(), TimeNs: s.cfg.Now().UnixNano()}
 	hb.Sig = s.cfg.Key.Sign("heartbeat", hb.SignedBytes())
 	body, err := mdsproto.Marshal(&hb)

@@ -116,6 +116,8 @@ type Options struct {
 	// Auth runs the cluster under a CA of its own: the MDS admits only
 	// its principals (mutual TLS) and Dial is its administrator.
 	Auth bool
+	// DataTLS makes the OSDs serve TLS too (needs Auth).
+	DataTLS bool
 }
 
 // KVConflicts is how many transaction conflicts the running MDS's engine
@@ -189,7 +191,7 @@ func (c *Cluster) startOSD(i int) *osd.Server {
 	if c.CA != nil {
 		cred = c.Issue(auth.Principal{Name: fmt.Sprintf("osd%d", i), Role: auth.RoleOSD})
 	}
-	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)), Credential: cred,
+	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)), Credential: cred, TLS: c.opts.DataTLS,
 		Listen: c.addr[i], Network: nw, MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
 		HeartbeatEvery: 100 * time.Millisecond, Log: c.log, FS: c.opts.OSDFS,
 		OnFatal: func(err error) { c.t.Errorf("osd %d fatal: %v", i, err) }})
