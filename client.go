@@ -473,6 +473,18 @@ func (c *Client) RemoveOSD(ctx context.Context, id uint32) error {
 	return c.mds(ctx, mdsproto.OpOSDRemove, mdsproto.DrainReq{ID: id}, nil)
 }
 
+// RotateKey makes the MDS sign capabilities with a new key once every up
+// OSD holds it; it returns the new key's id and when the keys before it
+// stop being accepted (once every capability they signed has expired).
+// It needs the administrator.
+func (c *Client) RotateKey(ctx context.Context) (uint8, time.Time, error) {
+	var r mdsproto.KeyRotateResp
+	if err := c.mds(ctx, mdsproto.OpKeyRotate, struct{}{}, &r); err != nil {
+		return 0, time.Time{}, err
+	}
+	return r.ID, time.Unix(0, r.RetireNs), nil
+}
+
 // RecoverResult is what RecoverMetadata restored.
 type RecoverResult = mdsproto.RecoverResp
 

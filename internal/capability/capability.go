@@ -5,7 +5,7 @@
 // Encoding, version 1 (57 bytes, little-endian):
 //
 //	0  8  ino      file the capability covers (every component object of it)
-//	8  1  rights   bit 0 read, bit 1 write
+//	8  1  rights   bit 0 read, bit 1 write; bits 2-7 the signing key's id (ring.go)
 //	9  8  version  layout version the client holds
 //	17 8  expiry   unix nanoseconds after which the capability is refused
 //	25 32 mac      HMAC-SHA256(key, "braid-cap-v1" || bytes 0..24)
@@ -132,7 +132,7 @@ func (k Key) Check(c Cap, ino uint64, need Rights, now time.Time) error {
 	if c.Ino != ino {
 		return ErrWrongFile
 	}
-	if c.Rights&need != need {
+	if c.Rights&rightsMask&need != need {
 		return ErrRights
 	}
 	return nil

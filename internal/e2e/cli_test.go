@@ -217,6 +217,22 @@ func TestBraidUpWorkflow(t *testing.T) {
 		t.Fatal("data differs after braid up restart")
 	}
 
+	// Credentials: one for uid 1000 neither administers nor writes where
+	// uid 1000 may not; the capability key rotates under a running cluster.
+	bobCred := filepath.Join(t.TempDir(), "bob.cred")
+	e.must("cred", "issue", "--ca", filepath.Join(dir, "auth"), "--role", "client", "--name", "bob", "--uid", "1000", "--gid", "1000", "-o", bobCred)
+	e.fails("may not drain", "--cred", bobCred, "osd", "drain", "1")
+	e.fails("permission denied", "--cred", bobCred, "put", local, "/by-bob")
+	if out := e.must("key", "rotate"); !strings.Contains(out, "is current") {
+		t.Fatalf("key rotate: %q", out)
+	}
+	e.must("put", local, "/x/after-rotation")
+	e.must("get", "/x/after-rotation", out)
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
+		t.Fatal("data written after a key rotation differs")
+	}
+	e.must("rm", "/x/after-rotation")
+
 	// Self-healing commands.
 	if out := e.must("status"); !strings.Contains(out, "health: ok") {
 		t.Fatalf("status without health ok:\n%s", out)

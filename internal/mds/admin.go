@@ -437,7 +437,7 @@ func (s *Server) deleteObjects(ctx context.Context, it gcItem) map[gcPair]bool {
 		byOSD[id] = append(byOSD[id], it.rec.Comps[i])
 	}
 	now := s.cfg.Now()
-	c := s.cfg.Key.Issue(it.ino, capability.Write, it.ver, now.Add(time.Minute))
+	c := s.keys.ring.Issue(it.ino, capability.Write, it.ver, now.Add(time.Minute))
 	deleted := map[gcPair]bool{}
 	for id, comps := range byOSD {
 		if s.deleteOn(ctx, id, osdproto.Req{Cap: c, Ino: it.ino, Comps: comps}, now) {

@@ -67,6 +67,7 @@ var opRoles = map[uint16]roleSet{
 	// S3UserAdd's answer) to name buckets' owners.
 	mdsproto.OpS3UserAdd: rAdmins, mdsproto.OpS3UserList: rAdmins | rGateway, mdsproto.OpS3UserRemove: rAdmins,
 	mdsproto.OpS3SigningKey: rSigners,
+	mdsproto.OpKeyRotate:    rAdmins,
 }
 
 type principalKey struct{}
@@ -160,6 +161,7 @@ var opNames = map[uint16]string{
 	mdsproto.OpRenewBatch:    "renew leases",
 	mdsproto.OpCacheWait:     "cache metadata",
 	mdsproto.OpCacheLookup:   "cache metadata",
+	mdsproto.OpKeyRotate:     "rotate keys",
 }
 
 func opName(op uint16) string {

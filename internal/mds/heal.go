@@ -427,7 +427,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		ids = append(ids, id)
 	}
 	task.Endpoints = s.cluster.endpoints(ids, now)
-	task.Cap = s.cfg.Key.Issue(ino, capability.Read|capability.Write, task.Inode.Layout.Version, now.Add(repairLease)).Encode()
+	task.Cap = s.keys.ring.Issue(ino, capability.Read|capability.Write, task.Inode.Layout.Version, now.Add(repairLease)).Encode()
 	task.RateBytesPerS = s.cfg.RepairRateBytes
 	if task.Kind == mdsproto.RepairScrub {
 		task.RateBytesPerS = s.cfg.ScrubRateBytes

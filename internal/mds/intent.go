@@ -234,6 +234,9 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		if err := s.expireCaches(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("metadata cache mark", "err", err)
 		}
+		if err := s.retireKeys(); err != nil {
+			s.cfg.Log.Warn("capability key retirement", "err", err)
+		}
 	}
 }
 
@@ -294,7 +297,7 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 	if it.rec.State == intentCommitted {
 		op, state = osdproto.OpApply, staged.Committed
 	}
-	c := s.cfg.Key.Issue(it.ino, capability.Write, ver, now.Add(time.Minute))
+	c := s.keys.ring.Issue(it.ino, capability.Write, ver, now.Add(time.Minute))
 	var left, leftOSDs, lost, recreated []uint32
 	for i, comp := range it.rec.Comps {
 		id := it.rec.OSDs[i]

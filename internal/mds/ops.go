@@ -285,7 +285,7 @@ func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle
 		rights |= capability.Write
 	}
 	now := s.cfg.Now()
-	c := s.cfg.Key.Issue(rec.Ino, rights, rec.Layout.Version, now.Add(s.cfg.CapTTL))
+	c := s.keys.ring.Issue(rec.Ino, rights, rec.Layout.Version, now.Add(s.cfg.CapTTL))
 	out := mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now), OwnDirty: ownDirty(rec, handle)}
 	if handle != 0 {
 		// A refused lease (the table is full) only means this handle is

@@ -138,7 +138,7 @@ func (s *Server) labelFile(ctx context.Context, ino uint64) {
 	if err != nil {
 		return
 	}
-	c := s.cfg.Key.Issue(ino, capability.Write, l.Version, now.Add(time.Minute))
+	c := s.keys.ring.Issue(ino, capability.Write, l.Version, now.Add(time.Minute))
 	byOSD := map[uint32][]uint32{}
 	for comp, id := range l.OSDs {
 		byOSD[id] = append(byOSD[id], uint32(comp))
@@ -200,7 +200,7 @@ func (s *Server) recoverMeta(ctx context.Context, req mdsproto.RecoverReq) (mdsp
 // newest label (highest layout version, then latest written).
 func (s *Server) scavenge(ctx context.Context, out *mdsproto.RecoverResp) (map[uint64]*scavenged, error) {
 	now := s.cfg.Now()
-	c := s.cfg.Key.Issue(0, capability.Read, 0, now.Add(time.Hour))
+	c := s.keys.ring.Issue(0, capability.Read, 0, now.Add(time.Hour))
 	files := map[uint64]*scavenged{}
 	for id, v := range s.cluster.views(now) {
 		if v.State != mdsproto.StateUp {

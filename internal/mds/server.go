@@ -47,12 +47,15 @@ type Config struct {
 	OSDDownAfter  time.Duration // heartbeat silence after which an OSD is down
 	OSDOutAfter   time.Duration // silence after which an OSD is out and its data rebuilt elsewhere
 	CapTTL        time.Duration // lifetime of issued capabilities
-	GCEvery       time.Duration // how often removed files' objects are deleted
-	DeleteDelay   time.Duration // how long a removed file's objects outlive it; default CapTTL+1m
-	Engine        kv.Engine     // nil: the embedded store in Dir (kv.OpenEmbedded)
-	Log           *slog.Logger
-	Now           func() time.Time
-	Seed          uint64 // placement randomness; 0 picks one
+	// KeyRetireAfter is how long a rotated-out capability key is still
+	// accepted; 0: the longest capability the MDS issues, plus a minute.
+	KeyRetireAfter time.Duration
+	GCEvery        time.Duration // how often removed files' objects are deleted
+	DeleteDelay    time.Duration // how long a removed file's objects outlive it; default CapTTL+1m
+	Engine         kv.Engine     // nil: the embedded store in Dir (kv.OpenEmbedded)
+	Log            *slog.Logger
+	Now            func() time.Time
+	Seed           uint64 // placement randomness; 0 picks one
 	// RepairRateBytes and ScrubRateBytes bound each healer's write rate
 	// (rebuild, catch-up, drain) and read rate (scrub), in bytes per second.
 	RepairRateBytes int64
@@ -94,6 +97,7 @@ type Server struct {
 	cl      clusterRec
 	s3Seal  cipher.AEAD // seals S3 users' secrets (s3secrets.go)
 	owners  osdOwners   // which principal each OSD is (authz.go)
+	keys    *keyRing    // capability keys (keyring.go)
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand
@@ -146,6 +150,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), heal: newHealState(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	keys, err := loadKeyRing(cfg.Dir, cfg.Key)
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	s.keys = keys
 	seal, err := loadSealKey(cfg.Dir)
 	if err != nil {
 		eng.Close()
@@ -440,6 +450,8 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.cacheWait)
 	case mdsproto.OpCacheLookup:
 		return call(ctx, r.Meta, s.cacheLookup)
+	case mdsproto.OpKeyRotate:
+		return call(ctx, r.Meta, s.rotateKey)
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }
@@ -453,7 +465,7 @@ func call[Req, Resp any](ctx context.Context, meta []byte, fn func(context.Conte
 }
 
 func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdsproto.HeartbeatResp, error) {
-	if !s.cfg.Key.VerifySignature("heartbeat", hb.SignedBytes(), hb.Sig) {
+	if _, authed := principal(ctx); !authed && !s.keys.ring.VerifySignature("heartbeat", hb.SignedBytes(), hb.Sig) {
 		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrDenied, "heartbeat signature invalid")
 	}
 	now := s.cfg.Now()
@@ -476,7 +488,8 @@ func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdspr
 		}
 		s.cfg.Log.Info("osd registered", "id", rec.ID, "addr", rec.Addr)
 	}
-	return mdsproto.HeartbeatResp{ID: rec.ID}, nil
+	keys, cur := s.keys.heard(rec.ID, hb.KeysHeld)
+	return mdsproto.HeartbeatResp{ID: rec.ID, Keys: keys, KeyCurrent: cur}, nil
 }
 
 // osdIdentity maps an OSD's uuid to its id, allocating one on first sight.

@@ -57,6 +57,7 @@ const (
 	OpRenewBatch
 	OpCacheWait
 	OpCacheLookup
+	OpKeyRotate
 )
 
 // File types. FIFOs, sockets and device nodes are inodes only: the
@@ -166,6 +167,9 @@ type HeartbeatReq struct {
 	Pid           int    `json:"pid"`
 	TimeNs        int64  `json:"time_ns"`
 	Sig           []byte `json:"sig"` // cluster-key signature of the other fields
+	// KeysHeld has bit i set for each capability key id the OSD holds,
+	// so the MDS signs with a new key only once every OSD has it.
+	KeysHeld uint64 `json:"keys_held,omitempty"`
 }
 
 // SignedBytes is what Sig covers.
@@ -175,6 +179,18 @@ func (h *HeartbeatReq) SignedBytes() []byte {
 
 type HeartbeatResp struct {
 	ID uint32 `json:"id"`
+	// Keys are the capability keys the OSD is to accept, by id, and
+	// KeyCurrent the one the MDS signs with (capability.Ring): the OSD
+	// holds exactly these from then on. None: an MDS that does not
+	// rotate keys; the OSD keeps its own.
+	Keys       []CapKey `json:"keys,omitempty"`
+	KeyCurrent uint8    `json:"key_current,omitempty"`
+}
+
+// CapKey is one capability key of a ring.
+type CapKey struct {
+	ID  uint8  `json:"id"`
+	Key []byte `json:"key"`
 }
 
 // Once names a namespace mutation for exactly-once execution (MDS
@@ -742,4 +758,11 @@ func CallerOf(body []byte) (*Caller, error) {
 		return nil, fmt.Errorf("%w: a caller in %d groups", wire.ErrBadRequest, len(v.As.Groups))
 	}
 	return v.As, nil
+}
+
+// KeyRotateResp says which capability key is now current and when the
+// ones before it are no longer accepted.
+type KeyRotateResp struct {
+	ID       uint8 `json:"id"`
+	RetireNs int64 `json:"retire_ns"`
 }

@@ -61,6 +61,7 @@ type superblock struct {
 // Server is a running OSD.
 type Server struct {
 	cfg   Config
+	keys  *capability.Ring // capability keys: the key file's, then the MDS's (heartbeats)
 	store *Store
 	wsrv  *wire.Server
 	ln    net.Listener
@@ -120,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ln = tls.NewListener(ln, cfg.Credential.ServerTLS())
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Server{cfg: cfg, store: store, ln: ln, sb: sb, stop: cancel, boot: newBoot()}
+	s := &Server{cfg: cfg, store: store, ln: ln, sb: sb, stop: cancel, boot: newBoot(), keys: capability.NewRing(cfg.Key)}
 	s.id.Store(sb.OSDID)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.DefaultLimits)
 	// A request's capability is checked before its data is read or held:
@@ -303,7 +304,7 @@ func (s *Server) authorized(op uint16, meta []byte) (osdproto.Req, error) {
 	if err != nil {
 		return req, err
 	}
-	if err := s.cfg.Key.Check(req.Cap, req.Ino, rightsFor(op), s.cfg.Now()); err != nil {
+	if err := s.keys.Check(req.Cap, req.Ino, rightsFor(op), s.cfg.Now()); err != nil {
 		return req, fmt.Errorf("%w: %v", wire.ErrDenied, err)
 	}
 	return req, nil
@@ -404,7 +405,11 @@ func (s *Server) heartbeat(ctx context.Context, mds *wire.Client) error {
 	}
 	hb := mdsproto.HeartbeatReq{UUID: s.sb.UUID, ID: s.id.Load(), Addr: s.announced(), CapacityBytes: capacity,
 		UsedBytes: used, FreeBytes: max(0, min(avail, capacity-used)), Pid: os.Getpid(), TimeNs: s.cfg.Now().UnixNano()}
-	hb.Sig = s.cfg.Key.Sign("heartbeat", hb.SignedBytes())
+	hb.Sig = s.keys.Sign("heartbeat", hb.SignedBytes())
+	keys, _ := s.keys.Keys()
+	for id := range keys {
+		hb.KeysHeld |= 1 << id
+	}
 	body, err := mdsproto.Marshal(&hb)
 	if err != nil {
 		return err
@@ -418,6 +423,15 @@ func (s *Server) heartbeat(ctx context.Context, mds *wire.Client) error {
 	var resp mdsproto.HeartbeatResp
 	if err := mdsproto.Unmarshal(meta, &resp); err != nil {
 		return err
+	}
+	if len(resp.Keys) > 0 {
+		ring := map[uint8]capability.Key{}
+		for _, k := range resp.Keys {
+			ring[k.ID] = capability.Key(k.Key)
+		}
+		if !s.keys.Set(ring, resp.KeyCurrent) {
+			s.cfg.Log.Warn("the MDS sent capability keys this OSD cannot take", "keys", len(resp.Keys), "current", resp.KeyCurrent)
+		}
 	}
 	if resp.ID != 0 && resp.ID != s.sb.OSDID {
 		s.sb.OSDID = resp.ID

@@ -71,7 +71,7 @@ func (c *Cluster) startMDS(listen string) {
 		GCEvery: 100 * time.Millisecond, DeleteDelay: cmp.Or(c.opts.DeleteDelay, DeleteDelay), Log: c.log,
 		RunHealer: healer.As(c.opts.Network, c.mdsCred), Network: c.opts.Network, Credential: c.mdsCred, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
 		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes,
-		WriterLease: time.Second, LockLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond, CapTTL: c.opts.CapTTL})
+		WriterLease: time.Second, LockLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond, CapTTL: c.opts.CapTTL, KeyRetireAfter: c.opts.KeyRetireAfter})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -118,6 +118,9 @@ type Options struct {
 	Auth bool
 	// DataTLS makes the OSDs serve TLS too (needs Auth).
 	DataTLS bool
+	// KeyRetireAfter is how long rotated-out capability keys last; 0: the
+	// production default.
+	KeyRetireAfter time.Duration
 }
 
 // KVConflicts is how many transaction conflicts the running MDS's engine

@@ -1,0 +1,257 @@
+package mds
+
+// Capability keys rotate with no downtime (`braid key rotate`). The MDS
+// keeps a ring of keys by id (capability.Ring) and hands it to every OSD
+// in heartbeat answers, over their authenticated connections; OSDs
+// report which ids they hold. A rotation adds a new key, waits until
+// every up OSD holds it, then signs with it; the keys before it retire
+// once every capability they signed has expired, and OSDs drop them
+// with the next answer. The ring lives in a file of the MDS's directory
+// (like the cluster key file it starts from), not in the metadata store:
+//
+//	<dir>/capkeys.json   {"v":1,"current":id,"keys":[{"id","key" (hex),"retire_ns"}]} (0600)
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+const (
+	capKeysFile = "capkeys.json"
+	// rolloutWait bounds how long a rotation waits for every up OSD to
+	// hold the new key.
+	rolloutWait = 30 * time.Second
+)
+
+type keyFile struct {
+	V       int          `json:"v"`
+	Current uint8        `json:"current"`
+	Keys    []keyFileKey `json:"keys"`
+}
+
+type keyFileKey struct {
+	ID       uint8  `json:"id"`
+	Key      string `json:"key"`
+	RetireNs int64  `json:"retire_ns,omitempty"`
+}
+
+// keyRing is the MDS's side of rotation.
+type keyRing struct {
+	ring   *capability.Ring
+	mu     sync.Mutex        // one rotation at a time; guards retire and held
+	retire map[uint8]int64   // key id → unix nanoseconds when it goes
+	held   map[uint32]uint64 // OSD id → ids it holds (its last heartbeat)
+}
+
+// loadKeyRing reads the ring in dir, or starts one from the cluster key.
+func loadKeyRing(dir string, clusterKey capability.Key) (*keyRing, error) {
+	kr := &keyRing{ring: capability.NewRing(clusterKey), retire: map[uint8]int64{}, held: map[uint32]uint64{}}
+	b, err := os.ReadFile(filepath.Join(dir, capKeysFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return kr, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f keyFile
+	if err := json.Unmarshal(b, &f); err != nil || f.V != 1 {
+		return nil, fmt.Errorf("%s: not a key ring this MDS reads", capKeysFile)
+	}
+	keys := map[uint8]capability.Key{}
+	for _, k := range f.Keys {
+		raw, err := hex.DecodeString(k.Key)
+		if err != nil {
+			return nil, fmt.Errorf("%s: key %d: %w", capKeysFile, k.ID, err)
+		}
+		keys[k.ID] = raw
+		if k.RetireNs != 0 {
+			kr.retire[k.ID] = k.RetireNs
+		}
+	}
+	if !kr.ring.Set(keys, f.Current) {
+		return nil, fmt.Errorf("%s: the current key %d is not in the ring, or a key is malformed", capKeysFile, f.Current)
+	}
+	return kr, nil
+}
+
+// save writes the ring to dir durably. Callers hold kr.mu.
+func (kr *keyRing) save(dir string) error {
+	keys, cur := kr.ring.Keys()
+	f := keyFile{V: 1, Current: cur}
+	for id, k := range keys {
+		f.Keys = append(f.Keys, keyFileKey{ID: id, Key: hex.EncodeToString(k), RetireNs: kr.retire[id]})
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return writeDurably(filepath.Join(dir, capKeysFile), b)
+}
+
+// writeDurably replaces path with b (0600) through a synced temporary
+// file and a synced directory.
+func writeDurably(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// heard notes the key ids an OSD holds and returns the ring it is to hold.
+func (kr *keyRing) heard(osd uint32, held uint64) ([]mdsproto.CapKey, uint8) {
+	kr.mu.Lock()
+	if _, ok := kr.held[osd]; ok || len(kr.held) < maxOSDOwnersCached {
+		kr.held[osd] = held
+	}
+	kr.mu.Unlock()
+	keys, cur := kr.ring.Keys()
+	out := make([]mdsproto.CapKey, 0, len(keys))
+	for id, k := range keys {
+		out = append(out, mdsproto.CapKey{ID: id, Key: k})
+	}
+	return out, cur
+}
+
+// rotateKey makes a new key current once every up OSD holds it, and
+// schedules the keys before it to retire after retireAfter.
+func (s *Server) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateResp, error) {
+	kr := s.keys
+	kr.mu.Lock()
+	defer kr.mu.Unlock()
+	keys, cur := kr.ring.Keys()
+	id := cur
+	for {
+		id = (id + 1) % (capability.MaxKeyID + 1)
+		if _, used := keys[id]; !used {
+			break
+		}
+		if id == cur {
+			return mdsproto.KeyRotateResp{}, wire.Errorf(wire.ErrBusy, "all %d key ids are in use; retry once old keys retire", capability.MaxKeyID+1)
+		}
+	}
+	fresh, err := capability.NewKey()
+	if err != nil {
+		return mdsproto.KeyRotateResp{}, err
+	}
+	_, _ = rand.Read(fresh) // NewKey's bytes, drawn again: never a copy
+	keys[id] = fresh
+	kr.ring.Set(keys, cur)
+	if err := kr.save(s.cfg.Dir); err != nil {
+		return mdsproto.KeyRotateResp{}, err
+	}
+	if err := s.awaitRollout(ctx, id); err != nil {
+		return mdsproto.KeyRotateResp{}, err
+	}
+	now := s.cfg.Now()
+	retireAt := now.Add(s.retireAfter()).UnixNano()
+	for old := range keys {
+		if old != id && kr.retire[old] == 0 {
+			kr.retire[old] = retireAt
+		}
+	}
+	kr.ring.Set(keys, id)
+	if err := kr.save(s.cfg.Dir); err != nil {
+		return mdsproto.KeyRotateResp{}, err
+	}
+	s.cfg.Log.Info("capability key rotated", "id", id, "previous", cur, "retire_at", time.Unix(0, retireAt))
+	return mdsproto.KeyRotateResp{ID: id, RetireNs: retireAt}, nil
+}
+
+// retireAfter is how long a replaced key stays: past the longest
+// capability the MDS issues with it.
+func (s *Server) retireAfter() time.Duration {
+	if s.cfg.KeyRetireAfter > 0 {
+		return s.cfg.KeyRetireAfter
+	}
+	return max(s.cfg.CapTTL, repairLease) + time.Minute
+}
+
+// awaitRollout waits until every up OSD holds key id. Callers hold
+// s.keys.mu; heartbeats take it only briefly to note what they hold, so
+// the wait polls.
+func (s *Server) awaitRollout(ctx context.Context, id uint8) error {
+	deadline := time.Now().Add(rolloutWait)
+	for {
+		var missing []uint32
+		for _, o := range s.cluster.status(s.cfg.Now()) {
+			if o.State != mdsproto.StateUp {
+				continue
+			}
+			if s.keys.held[o.ID]&(1<<id) == 0 {
+				missing = append(missing, o.ID)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return wire.Errorf(wire.ErrBusy, "OSDs %v have not taken the new key in %v; it is not in use yet: rotate again once they heartbeat", missing, rolloutWait)
+		}
+		s.keys.mu.Unlock()
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			s.keys.mu.Lock()
+			return ctx.Err()
+		case <-t.C:
+		}
+		s.keys.mu.Lock()
+	}
+}
+
+// retireKeys drops keys whose time has come.
+func (s *Server) retireKeys() error {
+	kr := s.keys
+	kr.mu.Lock()
+	defer kr.mu.Unlock()
+	keys, cur := kr.ring.Keys()
+	now := s.cfg.Now().UnixNano()
+	changed := false
+	for id, at := range kr.retire {
+		if id != cur && at <= now {
+			delete(keys, id)
+			delete(kr.retire, id)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	kr.ring.Set(keys, cur)
+	s.cfg.Log.Info("capability keys retired", "left", len(keys))
+	return kr.save(s.cfg.Dir)
+}
