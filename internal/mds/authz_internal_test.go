@@ -30,12 +30,13 @@ func TestAuthorizationTable(t *testing.T) {
 		mdsproto.OpRepairClaim:  {auth.RoleMDS, auth.RoleOSD, auth.RoleHealer},
 		mdsproto.OpRepairDone:   {auth.RoleMDS, auth.RoleOSD, auth.RoleHealer},
 		mdsproto.OpS3SigningKey: {auth.RoleMDS, auth.RoleGateway},
+		mdsproto.OpKeyRotate:    admins,
 		mdsproto.OpStatus:       all,
 		mdsproto.OpStatfs:       all,
 		mdsproto.OpMarkDirty:    all, // and further: only a file's writers or repairers (markDirty)
 	}
 	s := &Server{}
-	for op := mdsproto.OpHeartbeat; op <= mdsproto.OpCacheLookup; op++ {
+	for op := mdsproto.OpHeartbeat; op <= mdsproto.OpKeyRotate; op++ {
 		allowed, ok := want[op]
 		if !ok {
 			allowed = users
@@ -56,7 +57,7 @@ func TestAuthorizationTable(t *testing.T) {
 		}
 	}
 	ctx := context.WithValue(context.Background(), principalKey{}, auth.Principal{Name: "p", Role: auth.RoleAdmin})
-	if err := s.authorize(ctx, mdsproto.OpCacheLookup+1); !errors.Is(err, wire.ErrUnknownOp) {
+	if err := s.authorize(ctx, mdsproto.OpKeyRotate+1); !errors.Is(err, wire.ErrUnknownOp) {
 		t.Errorf("an op past the table: %v", err)
 	}
 	if err := s.authorize(context.Background(), mdsproto.OpOSDDrain); err != nil {
