@@ -19,30 +19,33 @@ func WithCaller(ctx context.Context, who Caller) context.Context {
 	return context.WithValue(ctx, callerKey{}, who)
 }
 
-// callerFor is who a request made with ctx acts as.
-func (c *Client) callerFor(ctx context.Context) Caller {
+// callerFor is who a request made with ctx acts as, if the client names
+// anyone: WithCaller's, else Options.Caller, else a limited credential's
+// own identity. A client that names no one is, to the MDS, root if its
+// credential may act as anyone (a mount or gateway, which check their
+// own callers; the administrator), and nobody otherwise.
+func (c *Client) callerFor(ctx context.Context) (Caller, bool) {
 	if who, ok := ctx.Value(callerKey{}).(Caller); ok {
-		return who
+		return who, true
 	}
 	if c.opts.Caller != nil {
-		return *c.opts.Caller
+		return *c.opts.Caller, true
 	}
-	return c.self
+	return c.self, c.hasSelf
 }
 
-// defaultCaller is who a client acts as when its options name no one: a
-// credential limited to some identities is its first of them; otherwise
-// the process's own.
-func defaultCaller(cred *Credential) Caller {
-	if cred != nil && !cred.Principal.AnyID && len(cred.Principal.UIDs) > 0 && len(cred.Principal.GIDs) > 0 {
-		p := cred.Principal
-		return Caller{Uid: p.UIDs[0], Gid: p.GIDs[0], Groups: p.GIDs[1:]}
+// defaultCaller is the identity of a credential limited to some: its
+// first uid and its gids.
+func defaultCaller(cred *Credential) (Caller, bool) {
+	if cred == nil || cred.Principal.AnyID || len(cred.Principal.UIDs) == 0 || len(cred.Principal.GIDs) == 0 {
+		return Caller{}, false
 	}
-	return processCaller()
+	p := cred.Principal
+	return Caller{Uid: p.UIDs[0], Gid: p.GIDs[0], Groups: p.GIDs[1:]}, true
 }
 
-// processCaller is the process's own identity.
-func processCaller() Caller {
+// ProcessCaller is the process's own identity, for Options.Caller.
+func ProcessCaller() Caller {
 	who := Caller{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
 	if groups, err := os.Getgroups(); err == nil {
 		for _, g := range groups {

@@ -60,8 +60,8 @@ type Options struct {
 	// Caller is the identity whose permissions the MDS checks for this
 	// client's requests (a credential limits which it may be; root
 	// becomes nobody where it may not); nil: a limited credential's own
-	// first uid and gids, else the process's uid, gid and groups.
-	// WithCaller overrides it for one request.
+	// first uid and gids, else none (root, for a credential that may act
+	// as anyone). WithCaller overrides it for one request.
 	Caller *Caller
 	// Credential is who the client is to the MDS (internal/auth): its
 	// connections to the MDS then speak TLS, and the MDS must show a
@@ -89,7 +89,8 @@ type Client struct {
 	opts    Options
 	conns   *wire.Pool // OSD connections
 	mdsPool *wire.Pool // MDS connections
-	self    Caller     // the process's identity (Options.Caller unset)
+	self    Caller     // a limited credential's identity (Options.Caller unset)
+	hasSelf bool
 	// life ends when the client is closed: open handles stop renewing
 	// their leases then, as they would if the process had died.
 	life    context.Context
@@ -121,7 +122,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(auth.DataNetwork(opts.Network, opts.Credential)), encoders: map[[2]int]reedsolomon.Encoder{}}
 	c.mdsPool = wire.NewPoolOn(c.mdsNetwork())
-	c.self = defaultCaller(opts.Credential)
+	c.self, c.hasSelf = defaultCaller(opts.Credential)
 	c.life, c.endLife = context.WithCancel(context.Background())
 	c.locks = newLockSession(c)
 	c.once = newOnceSession()
@@ -244,7 +245,9 @@ func (c *Client) mdsMetaOn(ctx context.Context, pool *wire.Pool, op uint16, req 
 	if err != nil {
 		return nil, err
 	}
-	body = mdsproto.WithCaller(body, c.callerFor(ctx))
+	if who, ok := c.callerFor(ctx); ok {
+		body = mdsproto.WithCaller(body, who)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.IOTimeout)
 	defer cancel()
 	var meta []byte

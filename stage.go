@@ -258,7 +258,7 @@ func (f *File) twoPhaseUnits(ctx context.Context, s fileSnap, comps []int, byCom
 	}
 	txid := rand.Uint64() | 1
 	m := s.lay.Spec.Tolerates()
-	ireq := mdsproto.IntentReq{Ino: s.ino, Txid: txid, Version: s.lay.Version, Comps: toU32s(comps)}
+	ireq := mdsproto.IntentReq{Ino: s.ino, Handle: f.handle, Txid: txid, Version: s.lay.Version, Comps: toU32s(comps)}
 	if err := f.c.mdsWaitBusy(ctx, mdsproto.OpIntentBegin, ireq, nil); err != nil {
 		if errors.Is(err, wire.ErrStale) {
 			return errLayoutMoved

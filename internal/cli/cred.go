@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,9 +91,15 @@ func (e *env) credCmd() *cobra.Command {
 				return fmt.Errorf("%s exists; not overwriting it", out)
 			}
 			for _, u := range uids {
+				if u > math.MaxUint32 {
+					return fmt.Errorf("--uid %d: past the largest uid", u)
+				}
 				p.UIDs = append(p.UIDs, uint32(u))
 			}
 			for _, g := range gids {
+				if g > math.MaxUint32 {
+					return fmt.Errorf("--gid %d: past the largest gid", g)
+				}
 				p.GIDs = append(p.GIDs, uint32(g))
 			}
 			ca, err := auth.LoadCA(caDir)

@@ -325,6 +325,9 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 			return err
 		}
 		if req.Name == "" {
+			if err := whoOf(ctx).reachable(r, dir); err != nil {
+				return err
+			}
 			out.Inode = &dir.Inode
 			return nil
 		}

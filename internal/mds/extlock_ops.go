@@ -114,6 +114,9 @@ func (s *Server) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdspro
 	if err := validExtent(req); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
+	if err := s.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
+		return mdsproto.ExtentGrant{}, err
+	}
 	deadline := time.NewTimer(lockAcquireWindow)
 	defer deadline.Stop()
 	for {
@@ -239,6 +242,9 @@ const maxReclaimSpans = 4096
 func (s *Server) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq) (mdsproto.ExtentGrant, error) {
 	if req.Handle == 0 || req.Session == 0 || len(req.Spans) == 0 || len(req.Spans) > maxReclaimSpans || req.End < 0 {
 		return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrInvalid, "reclaim of %d ranges", len(req.Spans))
+	}
+	if err := s.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
+		return mdsproto.ExtentGrant{}, err
 	}
 	spans := make([]span, 0, len(req.Spans))
 	for _, sp := range req.Spans {

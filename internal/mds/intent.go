@@ -56,6 +56,11 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 		if err != nil {
 			return err
 		}
+		if req.Handle == 0 || !s.leases.writes(req.Ino, req.Handle, now) {
+			if err := whoOf(ctx).mayWrite(tx, rec); err != nil {
+				return err
+			}
+		}
 		if rec.Layout == nil {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
@@ -148,6 +153,13 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	}
 	if req.Release && !req.Read {
 		s.extents.dropHandle(req.Ino, req.Handle) // a closed writer's extent locks go with its lease
+	}
+	if !req.Release && !req.Read {
+		// A writer's lease is the file's write access (mayWriteHandle):
+		// one not held yet is taken only with the access itself.
+		if err := s.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
+			return mdsproto.RenewResp{}, err
+		}
 	}
 	resp, err := s.leases.renew(req.Ino, req.Handle, !req.Read, now, s.cfg.WriterLease, req.Release)
 	if err == nil {

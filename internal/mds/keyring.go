@@ -13,7 +13,6 @@ package mds
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -49,10 +48,11 @@ type keyFileKey struct {
 
 // keyRing is the MDS's side of rotation.
 type keyRing struct {
-	ring   *capability.Ring
-	mu     sync.Mutex        // one rotation at a time; guards retire and held
-	retire map[uint8]int64   // key id → unix nanoseconds when it goes
-	held   map[uint32]uint64 // OSD id → ids it holds (its last heartbeat)
+	ring     *capability.Ring
+	rotating sync.Mutex        // one rotation at a time
+	mu       sync.Mutex        // changes to the ring; guards retire and held
+	retire   map[uint8]int64   // key id → unix nanoseconds when it goes
+	held     map[uint32]uint64 // OSD id → ids it holds (its last heartbeat)
 }
 
 // loadKeyRing reads the ring in dir, or starts one from the cluster key.
@@ -146,9 +146,46 @@ func (kr *keyRing) heard(osd uint32, held uint64) ([]mdsproto.CapKey, uint8) {
 }
 
 // rotateKey makes a new key current once every up OSD holds it, and
-// schedules the keys before it to retire after retireAfter.
+// schedules the keys before it to retire after retireAfter. Rotations
+// run one at a time (kr.rotating); kr.mu is held only to change the ring,
+// never across the wait, and the ring is read again after it.
 func (s *Server) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateResp, error) {
 	kr := s.keys
+	kr.rotating.Lock()
+	defer kr.rotating.Unlock()
+	id, err := kr.addPending(s.cfg.Dir)
+	if err != nil {
+		return mdsproto.KeyRotateResp{}, err
+	}
+	if err := s.awaitRollout(ctx, id); err != nil {
+		// Not in use: it leaves the ring, and its id is free again.
+		kr.mu.Lock()
+		keys, cur := kr.ring.Keys()
+		delete(keys, id)
+		kr.ring.Set(keys, cur)
+		saveErr := kr.save(s.cfg.Dir)
+		kr.mu.Unlock()
+		return mdsproto.KeyRotateResp{}, errors.Join(err, saveErr)
+	}
+	kr.mu.Lock()
+	defer kr.mu.Unlock()
+	keys, prev := kr.ring.Keys()
+	retireAt := s.cfg.Now().Add(s.retireAfter()).UnixNano()
+	for old := range keys {
+		if old != id && kr.retire[old] == 0 {
+			kr.retire[old] = retireAt
+		}
+	}
+	kr.ring.Set(keys, id)
+	if err := kr.save(s.cfg.Dir); err != nil {
+		return mdsproto.KeyRotateResp{}, err
+	}
+	s.cfg.Log.Info("capability key rotated", "id", id, "previous", prev, "retire_at", time.Unix(0, retireAt))
+	return mdsproto.KeyRotateResp{ID: id, RetireNs: retireAt}, nil
+}
+
+// addPending adds a new key to the ring, not yet current, and saves it.
+func (kr *keyRing) addPending(dir string) (uint8, error) {
 	kr.mu.Lock()
 	defer kr.mu.Unlock()
 	keys, cur := kr.ring.Keys()
@@ -159,77 +196,52 @@ func (s *Server) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateR
 			break
 		}
 		if id == cur {
-			return mdsproto.KeyRotateResp{}, wire.Errorf(wire.ErrBusy, "all %d key ids are in use; retry once old keys retire", capability.MaxKeyID+1)
+			return 0, wire.Errorf(wire.ErrBusy, "all %d key ids are in use; retry once old keys retire", capability.MaxKeyID+1)
 		}
 	}
 	fresh, err := capability.NewKey()
 	if err != nil {
-		return mdsproto.KeyRotateResp{}, err
+		return 0, err
 	}
-	_, _ = rand.Read(fresh) // NewKey's bytes, drawn again: never a copy
 	keys[id] = fresh
 	kr.ring.Set(keys, cur)
-	if err := kr.save(s.cfg.Dir); err != nil {
-		return mdsproto.KeyRotateResp{}, err
-	}
-	if err := s.awaitRollout(ctx, id); err != nil {
-		return mdsproto.KeyRotateResp{}, err
-	}
-	now := s.cfg.Now()
-	retireAt := now.Add(s.retireAfter()).UnixNano()
-	for old := range keys {
-		if old != id && kr.retire[old] == 0 {
-			kr.retire[old] = retireAt
-		}
-	}
-	kr.ring.Set(keys, id)
-	if err := kr.save(s.cfg.Dir); err != nil {
-		return mdsproto.KeyRotateResp{}, err
-	}
-	s.cfg.Log.Info("capability key rotated", "id", id, "previous", cur, "retire_at", time.Unix(0, retireAt))
-	return mdsproto.KeyRotateResp{ID: id, RetireNs: retireAt}, nil
+	return id, kr.save(dir)
 }
 
 // retireAfter is how long a replaced key stays: past the longest
-// capability the MDS issues with it.
+// capability the MDS issues with it (recover-metadata's scans, an hour).
 func (s *Server) retireAfter() time.Duration {
 	if s.cfg.KeyRetireAfter > 0 {
 		return s.cfg.KeyRetireAfter
 	}
-	return max(s.cfg.CapTTL, repairLease) + time.Minute
+	return max(s.cfg.CapTTL, repairLease, scanCapLifetime) + time.Minute
 }
 
-// awaitRollout waits until every up OSD holds key id. Callers hold
-// s.keys.mu; heartbeats take it only briefly to note what they hold, so
-// the wait polls.
+// awaitRollout waits until every up OSD holds key id.
 func (s *Server) awaitRollout(ctx context.Context, id uint8) error {
 	deadline := time.Now().Add(rolloutWait)
 	for {
 		var missing []uint32
+		s.keys.mu.Lock()
 		for _, o := range s.cluster.status(s.cfg.Now()) {
-			if o.State != mdsproto.StateUp {
-				continue
-			}
-			if s.keys.held[o.ID]&(1<<id) == 0 {
+			if o.State == mdsproto.StateUp && s.keys.held[o.ID]&(1<<id) == 0 {
 				missing = append(missing, o.ID)
 			}
 		}
+		s.keys.mu.Unlock()
 		if len(missing) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return wire.Errorf(wire.ErrBusy, "OSDs %v have not taken the new key in %v; it is not in use yet: rotate again once they heartbeat", missing, rolloutWait)
+			return wire.Errorf(wire.ErrBusy, "OSDs %v have not taken the new key in %v; it is not in use: rotate again once they heartbeat", missing, rolloutWait)
 		}
-		s.keys.mu.Unlock()
 		t := time.NewTimer(50 * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			s.keys.mu.Lock()
 			return ctx.Err()
 		case <-t.C:
 		}
-		s.keys.mu.Lock()
 	}
 }
 

@@ -316,7 +316,7 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 		}
 		want := permR
 		if req.Write {
-			want = permW
+			want = permR | permW // a writer's capability reads (partial stripes)
 		}
 		return who.need(rec, want, req.Path)
 	})
@@ -367,6 +367,11 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		caughtUp = nil // the transaction may run again
 		if rec.Type != mdsproto.TypeFile {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
+		}
+		if req.Handle == 0 || !s.leases.writes(req.Ino, req.Handle, s.cfg.Now()) {
+			if err := whoOf(ctx).mayWrite(tx, rec); err != nil {
+				return err
+			}
 		}
 		if rec.Layout == nil || req.LayoutVersion < rec.Base || req.LayoutVersion > rec.Layout.Version {
 			return wire.Errorf(wire.ErrStale, "inode %d: written under layout version %d, file now has another layout", req.Ino, req.LayoutVersion)
@@ -526,8 +531,8 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirP
 			}
 			start := len(buf)
 			e := mdsproto.DirEntry{Name: names[i], Inode: rec.Inode}
-			if req.Xattr != "" {
-				e.Xattr = rec.Xattrs[req.Xattr]
+			if req.Xattr != "" && mayXattr(r, who, rec, mdsproto.XattrReq{Op: mdsproto.XattrGet, Name: req.Xattr}) == nil {
+				e.Xattr = rec.Xattrs[req.Xattr] // as a getxattr of each entry would answer
 			}
 			if buf, err = mdsproto.AppendMarshal(buf, e); err != nil {
 				return err

@@ -33,6 +33,7 @@ package mds
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/braidfs/braid/internal/auth"
@@ -231,11 +232,11 @@ func mayChange(r kv.Reader, c *caller, rec *inodeRec, req mdsproto.SetattrReq) e
 	switch {
 	case req.Mode != nil && !c.owns(rec):
 		return wire.Errorf(wire.ErrPerm, "inode %d: only its owner changes its mode", rec.Ino)
-	case req.Uid != nil && *req.Uid != rec.Uid:
+	case req.Uid != nil && (*req.Uid != rec.Uid || !c.owns(rec)):
 		return wire.Errorf(wire.ErrPerm, "inode %d: only root changes its owner", rec.Ino)
-	case req.Gid != nil && *req.Gid != rec.Gid && (!c.owns(rec) || !c.inGroup(*req.Gid)):
+	case req.Gid != nil && (!c.owns(rec) || *req.Gid != rec.Gid && !c.inGroup(*req.Gid)):
 		return wire.Errorf(wire.ErrPerm, "inode %d: only its owner changes its group, to one of the owner's", rec.Ino)
-	case (req.AtimeNs != nil || req.MtimeNs != nil) && !c.owns(rec) && !c.may(rec, permW):
+	case (req.AtimeNs != nil || req.MtimeNs != nil || req.KillSuidgid) && !c.owns(rec) && !c.may(rec, permW):
 		return wire.Errorf(wire.ErrPerm, "inode %d: only its owner or a writer sets its times", rec.Ino)
 	}
 	return nil
@@ -273,4 +274,45 @@ func (c *caller) owner(uid, gid uint32) (uint32, uint32) {
 		gid = c.gid
 	}
 	return c.uid, gid
+}
+
+// mayWriteIno checks that the request's caller may write inode ino,
+// for operations a writer makes by inode (locks, staged writes, dirty
+// marks): what opening the file for writing would have needed.
+func (s *Server) mayWriteIno(ctx context.Context, ino uint64) error {
+	who := whoOf(ctx)
+	if who == nil {
+		return nil
+	}
+	return s.kv.View(ctx, func(r kv.Reader) error {
+		rec, err := getInode(r, ino)
+		if err != nil {
+			return err
+		}
+		return who.mayWrite(r, rec)
+	})
+}
+
+// mayWrite is mayWriteIno for a record in hand: reachable, and readable
+// and writable (a writer reads what partial stripes need).
+func (c *caller) mayWrite(r kv.Reader, rec *inodeRec) error {
+	if c == nil {
+		return nil
+	}
+	if err := c.reachable(r, rec); err != nil {
+		return err
+	}
+	return c.need(rec, permR|permW, "inode "+strconv.FormatUint(rec.Ino, 10))
+}
+
+// mayWriteHandle is mayWriteIno, passed at once by a handle holding a
+// writer's lease on ino: a file opened for writing stays writable by its
+// handle whatever its mode becomes (as POSIX keeps an open descriptor's
+// access), and leases are taken only by opens and renewals that passed
+// the check.
+func (s *Server) mayWriteHandle(ctx context.Context, ino, handle uint64) error {
+	if whoOf(ctx) == nil || (handle != 0 && s.leases.writes(ino, handle, s.cfg.Now())) {
+		return nil
+	}
+	return s.mayWriteIno(ctx, ino)
 }

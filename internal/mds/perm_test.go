@@ -8,7 +8,9 @@ import (
 
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/auth"
+	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/testcluster"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // The MDS checks POSIX permissions with each request's identity, so a
@@ -123,6 +125,54 @@ func TestPOSIXPermissionsAtTheMDS(t *testing.T) {
 	if err := bob.Remove(ctx, "/tmp/bob"); err != nil {
 		t.Fatalf("remove one's own file in a sticky directory: %v", err)
 	}
+	// A file made read-only by its creator stays writable through the
+	// handle that made it, as an open descriptor does.
+	f, err := bob.Create(ctx, "/tmp/readonly", braid.CreateOptions{Mode: 0o444})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("written through the creating handle"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close a 0444 file its handle wrote: %v", err)
+	}
+	// Requests by inode that change a file need what opening it for
+	// writing needs: a raw client of uid 1000 cannot truncate, lock or
+	// stage writes to root's files, take a writer's lease on them, or
+	// scrub a tree.
+	raw, err := wire.DialOn(ctx, auth.Network(nil, c.Issue(auth.Principal{Name: "raw", Role: auth.RoleClient, UIDs: []uint32{1000}, GIDs: []uint32{1000}}), auth.RoleMDS), c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	sec, err := root.Stat(ctx, "/shared/secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what string
+		op   uint16
+		req  any
+	}{
+		{"truncate by commit", mdsproto.OpCommit, mdsproto.CommitReq{Ino: sec.Ino, Size: 0, Cut: true, LayoutVersion: sec.Layout.Version}},
+		{"take a writer's lease", mdsproto.OpRenew, mdsproto.RenewReq{Ino: sec.Ino, Handle: 77}},
+		{"lock extents", mdsproto.OpExtentLock, mdsproto.ExtentReq{Ino: sec.Ino, Handle: 77, Session: 5, Lo: 0, Hi: 1}},
+		{"stage a write", mdsproto.OpIntentBegin, mdsproto.IntentReq{Ino: sec.Ino, Txid: 9, Version: sec.Layout.Version}},
+		{"scrub the tree by inode", mdsproto.OpScrub, mdsproto.ScrubReq{Ino: 1}},
+	} {
+		body, err := mdsproto.Marshal(tc.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := raw.Call(ctx, tc.op, body, nil, nil); !errors.Is(err, wire.ErrDenied) {
+			t.Errorf("%s: %v; want refused", tc.what, err)
+		}
+	}
+	if fi, err := root.Stat(ctx, "/shared/secret"); err != nil || fi.Size != sec.Size {
+		t.Fatalf("root's file after the refused requests: %+v %v", fi, err)
+	}
+
 	// Identities the credential does not name.
 	liar := c.DialWith(func(o *braid.Options) {
 		o.Credential = c.Issue(auth.Principal{Name: "bob", Role: auth.RoleClient, UIDs: []uint32{1000}, GIDs: []uint32{1000}})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -220,7 +221,9 @@ func (s *Server) xattr(ctx context.Context, req mdsproto.XattrReq) (mdsproto.Xat
 			}
 			if req.Op == mdsproto.XattrList {
 				for name := range rec.Xattrs {
-					out.Names = append(out.Names, name)
+					if who := whoOf(ctx); who == nil || who.uid == 0 || strings.HasPrefix(name, "user.") {
+						out.Names = append(out.Names, name) // others' namespaces are root's to see
+					}
 				}
 				sort.Strings(out.Names)
 				if rec.Layout != nil || rec.Type == mdsproto.TypeDir {

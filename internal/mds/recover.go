@@ -196,11 +196,14 @@ func (s *Server) recoverMeta(ctx context.Context, req mdsproto.RecoverReq) (mdsp
 	return out, nil
 }
 
+// scanCapLifetime is how long recover-metadata's scan capability lasts.
+const scanCapLifetime = time.Hour
+
 // scavenge reads every up OSD's object list and keeps, per file, the
 // newest label (highest layout version, then latest written).
 func (s *Server) scavenge(ctx context.Context, out *mdsproto.RecoverResp) (map[uint64]*scavenged, error) {
 	now := s.cfg.Now()
-	c := s.keys.ring.Issue(0, capability.Read, 0, now.Add(time.Hour))
+	c := s.keys.ring.Issue(0, capability.Read, 0, now.Add(scanCapLifetime))
 	files := map[uint64]*scavenged{}
 	for id, v := range s.cluster.views(now) {
 		if v.State != mdsproto.StateUp {

@@ -26,6 +26,11 @@ func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.Scr
 		var err error
 		if req.Ino != 0 {
 			root, err = getInode(r, req.Ino)
+			if err == nil && root.Type != mdsproto.TypeFile && requireRole(ctx, rAdmins|rHealer, "") != nil {
+				// A reader asks for its file's scrub; a tree's is the
+				// administrator's, by inode too.
+				return wire.Errorf(wire.ErrDenied, "inode %d: only the administrator scrubs a tree", req.Ino)
+			}
 		} else {
 			root, err = resolve(r, whoOf(ctx), 0, req.Path)
 		}

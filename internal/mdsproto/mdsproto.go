@@ -519,6 +519,7 @@ type RepairDoneReq struct {
 // the components Comps of one stripe, under layout Version.
 type IntentReq struct {
 	Ino     uint64   `json:"ino"`
+	Handle  uint64   `json:"handle,omitempty"` // the writer's (its lease is its write access)
 	Txid    uint64   `json:"txid"`
 	Version uint64   `json:"version,omitempty"`
 	Comps   []uint32 `json:"comps,omitempty"`

@@ -20,14 +20,16 @@ import (
 // one (one that never sent a byte first, then the one silent longest),
 // so 1,024 idle sockets, which made the gateway answer 503 to everyone,
 // now cost real clients nothing. A connection is idle enough to evict once
-// silent for evictAfter (so a request answered slowly keeps its
-// connection), or silentGrace if it never sent a byte (a real client
+// silent for evictAfter after an answer (a request still being answered,
+// bytes read since the last written, keeps its connection for up to
+// slowRequest), or silentGrace if it never sent a byte (a real client
 // sends its request as soon as it connects). Accept outlives EMFILE: it
 // closes idle connections to free descriptors, or waits.
 
 const (
 	evictAfter  = 2 * time.Second
 	silentGrace = 100 * time.Millisecond
+	slowRequest = time.Minute
 )
 
 type limitListener struct {
@@ -105,11 +107,7 @@ func (l *limitListener) evict(addr string) bool {
 	now := time.Now().UnixNano()
 	var victim *trackedConn
 	for tc := range l.conns {
-		grace := evictAfter
-		if !tc.spoke.Load() {
-			grace = silentGrace
-		}
-		if (addr != "" && tc.addr != addr) || now-tc.last.Load() < int64(grace) {
+		if (addr != "" && tc.addr != addr) || now-tc.last.Load() < int64(tc.grace()) {
 			continue
 		}
 		if victim == nil || tc.spoke.Load() != victim.spoke.Load() && !tc.spoke.Load() ||
@@ -140,17 +138,32 @@ func (l *limitListener) forget(tc *trackedConn) {
 // trackedConn notes when its peer last sent or was sent anything.
 type trackedConn struct {
 	net.Conn
-	l     *limitListener
-	addr  string
-	last  atomic.Int64 // unix nanoseconds
-	spoke atomic.Bool  // the peer sent at least one byte
-	once  sync.Once
+	l         *limitListener
+	addr      string
+	last      atomic.Int64 // unix nanoseconds of the last byte either way
+	lastRead  atomic.Int64
+	lastWrite atomic.Int64
+	spoke     atomic.Bool // the peer sent at least one byte
+	once      sync.Once
+}
+
+// grace is how long c must be silent to be evicted.
+func (c *trackedConn) grace() time.Duration {
+	switch {
+	case !c.spoke.Load():
+		return silentGrace
+	case c.lastRead.Load() > c.lastWrite.Load():
+		return slowRequest // a request not answered yet
+	}
+	return evictAfter
 }
 
 func (c *trackedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.last.Store(time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		c.last.Store(now)
+		c.lastRead.Store(now)
 		c.spoke.Store(true)
 	}
 	return n, err
@@ -159,7 +172,9 @@ func (c *trackedConn) Read(p []byte) (int, error) {
 func (c *trackedConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
-		c.last.Store(time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		c.last.Store(now)
+		c.lastWrite.Store(now)
 	}
 	return n, err
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -61,7 +62,7 @@ func (s *Server) counted() int {
 func (s *Server) evictLocked(addr string) bool {
 	var victim *serverConn
 	for sc := range s.conns {
-		if sc.evicted || (addr != "" && sc.addr != addr) || len(sc.sem) > 0 {
+		if sc.evicted || (addr != "" && sc.addr != addr) || len(sc.sem) > 0 || sc.busy.Load() {
 			continue
 		}
 		if victim == nil || evictsBefore(sc, victim) {
@@ -73,7 +74,7 @@ func (s *Server) evictLocked(addr string) bool {
 	}
 	victim.evicted = true
 	s.byPeer[victim.addr]--
-	_ = victim.conn.Close()
+	victim.closeRaw()
 	return true
 }
 
@@ -84,6 +85,17 @@ func evictsBefore(a, b *serverConn) bool {
 		return !wa
 	}
 	return a.lastActive.Load() < b.lastActive.Load()
+}
+
+// closeRaw closes sc's socket under its TLS, if any: a TLS close first
+// writes a close_notify, which a peer that stopped reading would let
+// stall for seconds, under the server's lock.
+func (sc *serverConn) closeRaw() {
+	if tc, ok := sc.conn.(*tls.Conn); ok {
+		_ = tc.NetConn().Close()
+		return
+	}
+	_ = sc.conn.Close()
 }
 
 func (s *Server) unregister(sc *serverConn) {

@@ -186,7 +186,7 @@ func (s *Server) Close() {
 		_ = ln.Close()
 	}
 	for sc := range s.conns {
-		_ = sc.conn.Close()
+		sc.closeRaw()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -241,6 +241,7 @@ type serverConn struct {
 	addr       string       // the peer's IP address (admit.go)
 	lastActive atomic.Int64 // unix nanoseconds of its last frame
 	welcomed   atomic.Bool  // its hello was answered
+	busy       atomic.Bool  // a frame is being read: not idle, whatever runs
 	evicted    bool         // closed to make room; guarded by Server.mu
 }
 
@@ -273,9 +274,11 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 	br := bufio.NewReaderSize(sc.conn, readBufferBytes)
 	var hb [headerBytes]byte
 	for first := true; ; first = false {
+		sc.busy.Store(false)
 		if err := sc.awaitFrame(br, first); err != nil {
 			return err
 		}
+		sc.busy.Store(true)
 		_ = sc.conn.SetReadDeadline(time.Now().Add(frameTimeout))
 		if _, err := io.ReadFull(br, hb[:]); err != nil {
 			return err
