@@ -7,12 +7,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/braidfs/braid/internal/durable"
 )
 
 // Lifetimes. Certificates are long-lived: credentials are revoked by
@@ -160,22 +161,5 @@ func HasCA(dir string) bool {
 }
 
 // writeNew writes a file that must not exist yet, readable by its owner
-// only, and syncs it.
-func writeNew(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("auth: %s exists; not overwriting it", path)
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
+// only, durably.
+func writeNew(path string, b []byte) error { return durable.CreateFile(path, b, 0o600) }

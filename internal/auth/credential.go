@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/braidfs/braid/internal/durable"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -105,12 +106,7 @@ func (c *Credential) Save(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	_ = os.Remove(tmp)
-	if err := writeNew(tmp, c.pem); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return durable.WriteFile(path, c.pem, 0o600)
 }
 
 // ServerTLS is the TLS configuration of a server that admits only

@@ -21,7 +21,8 @@ import (
 func TestS3RealClients(t *testing.T) {
 	e := cliEnv{t: t, bin: Binary(t), state: t.TempDir()}
 	mnt := t.TempDir()
-	startUp(t, e, filepath.Join(t.TempDir(), "cluster"), "--s3", "127.0.0.1:0", "--mount", mnt)
+	cluster := filepath.Join(t.TempDir(), "cluster")
+	startUp(t, e, cluster, "--s3", "127.0.0.1:0", "--mount", mnt)
 	var st struct {
 		S3 string `json:"s3"`
 	}
@@ -79,7 +80,8 @@ func TestS3RealClients(t *testing.T) {
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("aws %s: %v\n%s", strings.Join(args, " "), err, out)
+			log, _ := os.ReadFile(filepath.Join(cluster, "logs", "s3.log"))
+			t.Fatalf("aws %s: %v\n%s\nthe gateway's log:\n%s", strings.Join(args, " "), err, out, log)
 		}
 		return string(out)
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/durable"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -97,37 +98,7 @@ func (kr *keyRing) save(dir string) error {
 	if err != nil {
 		return err
 	}
-	return writeDurably(filepath.Join(dir, capKeysFile), b)
-}
-
-// writeDurably replaces path with b (0600) through a synced temporary
-// file and a synced directory.
-func writeDurably(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.WriteFile(filepath.Join(dir, capKeysFile), b, 0o600)
 }
 
 // heard notes the key ids an OSD holds and returns the ring it is to hold.

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/braidfs/braid/internal/durable"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -52,27 +53,7 @@ func makeSealKey(path string) ([]byte, error) {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // crypto/rand does not fail on Linux
 	b := []byte(hex.EncodeToString(key) + "\n")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return b, d.Sync()
+	return b, durable.CreateFile(path, b, 0o600)
 }
 
 func sealAD(name, access string) []byte { return []byte(name + "\x00" + access) }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/durable"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -172,21 +173,7 @@ func loadSuperblock(dir string) (superblock, error) {
 
 func writeSuperblock(dir string, sb superblock) error {
 	b, _ := json.Marshal(sb)
-	tmp := filepath.Join(dir, superblockName+".tmp")
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	f.Close()
-	return os.Rename(tmp, filepath.Join(dir, superblockName))
+	return durable.WriteFile(filepath.Join(dir, superblockName), b, 0o600)
 }
 
 // Addr is the address the OSD listens on.

@@ -15,14 +15,8 @@ import (
 
 func startServer(t *testing.T, h Handler) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultLimits)
-	go s.Serve(context.Background(), ln)
-	t.Cleanup(s.Close)
-	return ln.Addr().String()
+	_, addr := startLimited(t, h, DefaultLimits)
+	return addr
 }
 
 // echo returns the request data reversed in blocks, and meta upper-cased by
