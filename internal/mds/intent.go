@@ -161,6 +161,13 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 			return mdsproto.RenewResp{}, err
 		}
 	}
+	if !req.Release && req.Read && !s.leases.holds(req.Ino, req.Handle) {
+		// A reader's lease keeps an unlinked file: taken only by one who
+		// may read it.
+		if err := s.mayReadIno(ctx, req.Ino); err != nil {
+			return mdsproto.RenewResp{}, err
+		}
+	}
 	resp, err := s.leases.renew(req.Ino, req.Handle, !req.Read, now, s.cfg.WriterLease, req.Release)
 	if err == nil {
 		err = noteErr // the lease is released all the same

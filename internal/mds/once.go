@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -48,6 +49,22 @@ type onceRec struct {
 	// Inode is the answer of mkdir, link, symlink and mknod, as first sent.
 	Inode  *mdsproto.Inode `json:"inode,omitempty"`
 	TimeNs int64           `json:"t"` // when it committed, for the sweep
+	// By is who made it (onceBy): a retry is answered only to the same
+	// principal acting as the same identity.
+	By string `json:"by,omitempty"`
+}
+
+// onceBy names the principal and identity of the request in ctx ("" on
+// an open MDS for a caller that names no one).
+func onceBy(ctx context.Context) string {
+	by := ""
+	if p, ok := principal(ctx); ok {
+		by = p.Name
+	}
+	if who := whoOf(ctx); who != nil {
+		by += "/" + strconv.FormatUint(uint64(who.uid), 10)
+	}
+	return by
 }
 
 func onceKey(session, seq uint64) []byte {
@@ -104,6 +121,11 @@ func (s *Server) onceBegin(ctx context.Context, r *wire.Request) (context.Contex
 	}
 	if rec.Op != r.Op {
 		return ctx, nil, true, wire.Errorf(wire.ErrInvalid, "session %d sequence %d named op %d, now op %d", o.Session, o.Seq, rec.Op, r.Op)
+	}
+	if rec.By != onceBy(ctx) {
+		// Another's session: its outcome (a create's capability) is not
+		// this requester's to have.
+		return ctx, nil, true, wire.Errorf(wire.ErrDenied, "session %d sequence %d is another requester's", o.Session, o.Seq)
 	}
 	out, err := s.onceReplay(ctx, r, rec)
 	return ctx, out, true, err
@@ -174,7 +196,7 @@ func (s *Server) mutate(ctx context.Context, fn func(kv.Txn) error) error {
 		if low, err = s.dropBelowFloor(tx, slot.Once); err != nil {
 			return err
 		}
-		return putRecord(tx, slot.key, &onceRec{Op: slot.op, Ino: slot.ino, Inode: slot.inode, TimeNs: s.cfg.Now().UnixNano()})
+		return putRecord(tx, slot.key, &onceRec{Op: slot.op, Ino: slot.ino, Inode: slot.inode, TimeNs: s.cfg.Now().UnixNano(), By: onceBy(ctx)})
 	})
 	if err == nil {
 		s.onceLow.raise(slot.Once.Session, low)

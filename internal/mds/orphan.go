@@ -70,6 +70,14 @@ func (l *leaseTable) renew(ino, handle uint64, writer bool, now time.Time, ttl t
 	return mdsproto.RenewResp{LeaseNs: int64(ttl)}, nil
 }
 
+// holds reports whether handle holds any lease on ino.
+func (l *leaseTable) holds(ino, handle uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.m[ino][handle]
+	return ok
+}
+
 // writes reports whether handle holds a writer's lease on ino.
 func (l *leaseTable) writes(ino, handle uint64, now time.Time) bool {
 	l.mu.Lock()

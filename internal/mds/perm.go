@@ -316,3 +316,21 @@ func (s *Server) mayWriteHandle(ctx context.Context, ino, handle uint64) error {
 	}
 	return s.mayWriteIno(ctx, ino)
 }
+
+// mayReadIno checks that the request's caller may read inode ino.
+func (s *Server) mayReadIno(ctx context.Context, ino uint64) error {
+	who := whoOf(ctx)
+	if who == nil {
+		return nil
+	}
+	return s.kv.View(ctx, func(r kv.Reader) error {
+		rec, err := getInode(r, ino)
+		if err != nil {
+			return err
+		}
+		if err := who.reachable(r, rec); err != nil {
+			return err
+		}
+		return who.need(rec, permR, "inode "+strconv.FormatUint(ino, 10))
+	})
+}

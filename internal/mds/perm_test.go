@@ -157,6 +157,7 @@ func TestPOSIXPermissionsAtTheMDS(t *testing.T) {
 	}{
 		{"truncate by commit", mdsproto.OpCommit, mdsproto.CommitReq{Ino: sec.Ino, Size: 0, Cut: true, LayoutVersion: sec.Layout.Version}},
 		{"take a writer's lease", mdsproto.OpRenew, mdsproto.RenewReq{Ino: sec.Ino, Handle: 77}},
+		{"take a reader's lease", mdsproto.OpRenew, mdsproto.RenewReq{Ino: sec.Ino, Handle: 78, Read: true}},
 		{"lock extents", mdsproto.OpExtentLock, mdsproto.ExtentReq{Ino: sec.Ino, Handle: 77, Session: 5, Lo: 0, Hi: 1}},
 		{"stage a write", mdsproto.OpIntentBegin, mdsproto.IntentReq{Ino: sec.Ino, Txid: 9, Version: sec.Layout.Version}},
 		{"scrub the tree by inode", mdsproto.OpScrub, mdsproto.ScrubReq{Ino: 1}},
@@ -171,6 +172,29 @@ func TestPOSIXPermissionsAtTheMDS(t *testing.T) {
 	}
 	if fi, err := root.Stat(ctx, "/shared/secret"); err != nil || fi.Size != sec.Size {
 		t.Fatalf("root's file after the refused requests: %+v %v", fi, err)
+	}
+
+	// A mutation's stored outcome is answered only to whoever made it: a
+	// retry of another's session and sequence (a create's answer holds a
+	// write capability) is refused.
+	named := mdsproto.CreateReq{Once: mdsproto.Once{Session: 4242, Seq: 1}, Path: "/tmp/named", Mode: 0o600, Handle: 99}
+	body, err := mdsproto.Marshal(named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := raw.Call(ctx, mdsproto.OpCreate, body, nil, nil); err != nil {
+		t.Fatalf("a named create: %v", err)
+	}
+	other, err := wire.DialOn(ctx, auth.Network(nil, c.Issue(auth.Principal{Name: "other", Role: auth.RoleClient, UIDs: []uint32{1001}, GIDs: []uint32{1001}}), auth.RoleMDS), c.MDS.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, _, err := other.Call(ctx, mdsproto.OpCreate, body, nil, nil); !errors.Is(err, wire.ErrDenied) {
+		t.Errorf("another's retry of a named create: %v; want refused", err)
+	}
+	if _, _, err := raw.Call(ctx, mdsproto.OpCreate, body, nil, nil); err != nil {
+		t.Errorf("the maker's own retry: %v", err)
 	}
 
 	// Identities the credential does not name.
