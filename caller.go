@@ -2,7 +2,6 @@ package braid
 
 import (
 	"context"
-	"os"
 
 	"github.com/braidfs/braid/internal/mdsproto"
 )
@@ -42,17 +41,4 @@ func defaultCaller(cred *Credential) (Caller, bool) {
 	}
 	p := cred.Principal
 	return Caller{Uid: p.UIDs[0], Gid: p.GIDs[0], Groups: p.GIDs[1:]}, true
-}
-
-// ProcessCaller is the process's own identity, for Options.Caller.
-func ProcessCaller() Caller {
-	who := Caller{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
-	if groups, err := os.Getgroups(); err == nil {
-		for _, g := range groups {
-			if len(who.Groups) < mdsproto.MaxCallerGroups {
-				who.Groups = append(who.Groups, uint32(g))
-			}
-		}
-	}
-	return who
 }

@@ -57,7 +57,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 			return err
 		}
 		if req.Handle == 0 || !s.leases.writes(req.Ino, req.Handle, now) {
-			if err := whoOf(ctx).mayWrite(tx, rec); err != nil {
+			if err := whoOf(ctx).mayAccess(tx, rec, permWrite); err != nil {
 				return err
 			}
 		}
@@ -164,7 +164,7 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	if !req.Release && req.Read && !s.leases.holds(req.Ino, req.Handle) {
 		// A reader's lease keeps an unlinked file: taken only by one who
 		// may read it.
-		if err := s.mayReadIno(ctx, req.Ino); err != nil {
+		if err := s.mayIno(ctx, req.Ino, permR); err != nil {
 			return mdsproto.RenewResp{}, err
 		}
 	}

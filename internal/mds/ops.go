@@ -316,7 +316,7 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 		}
 		want := permR
 		if req.Write {
-			want = permR | permW // a writer's capability reads (partial stripes)
+			want = permWrite
 		}
 		return who.need(rec, want, req.Path)
 	})
@@ -369,7 +369,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
 		if req.Handle == 0 || !s.leases.writes(req.Ino, req.Handle, s.cfg.Now()) {
-			if err := whoOf(ctx).mayWrite(tx, rec); err != nil {
+			if err := whoOf(ctx).mayAccess(tx, rec, permWrite); err != nil {
 				return err
 			}
 		}

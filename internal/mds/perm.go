@@ -276,10 +276,21 @@ func (c *caller) owner(uid, gid uint32) (uint32, uint32) {
 	return c.uid, gid
 }
 
-// mayWriteIno checks that the request's caller may write inode ino,
-// for operations a writer makes by inode (locks, staged writes, dirty
-// marks): what opening the file for writing would have needed.
-func (s *Server) mayWriteIno(ctx context.Context, ino uint64) error {
+// mayAccess checks that c may reach rec and do want to it.
+func (c *caller) mayAccess(r kv.Reader, rec *inodeRec, want uint32) error {
+	if c == nil {
+		return nil
+	}
+	if err := c.reachable(r, rec); err != nil {
+		return err
+	}
+	return c.need(rec, want, "inode "+strconv.FormatUint(rec.Ino, 10))
+}
+
+// mayIno is mayAccess for the request's caller and inode ino, read in a
+// transaction of its own: for what a reader or writer asks by inode
+// (leases, locks, dirty marks), what opening the file would have needed.
+func (s *Server) mayIno(ctx context.Context, ino uint64, want uint32) error {
 	who := whoOf(ctx)
 	if who == nil {
 		return nil
@@ -289,23 +300,14 @@ func (s *Server) mayWriteIno(ctx context.Context, ino uint64) error {
 		if err != nil {
 			return err
 		}
-		return who.mayWrite(r, rec)
+		return who.mayAccess(r, rec, want)
 	})
 }
 
-// mayWrite is mayWriteIno for a record in hand: reachable, and readable
-// and writable (a writer reads what partial stripes need).
-func (c *caller) mayWrite(r kv.Reader, rec *inodeRec) error {
-	if c == nil {
-		return nil
-	}
-	if err := c.reachable(r, rec); err != nil {
-		return err
-	}
-	return c.need(rec, permR|permW, "inode "+strconv.FormatUint(rec.Ino, 10))
-}
+// permWrite is what writing needs: a writer also reads (partial stripes).
+const permWrite = permR | permW
 
-// mayWriteHandle is mayWriteIno, passed at once by a handle holding a
+// mayWriteHandle is mayIno for writing, passed at once by a handle holding a
 // writer's lease on ino: a file opened for writing stays writable by its
 // handle whatever its mode becomes (as POSIX keeps an open descriptor's
 // access), and leases are taken only by opens and renewals that passed
@@ -314,23 +316,5 @@ func (s *Server) mayWriteHandle(ctx context.Context, ino, handle uint64) error {
 	if whoOf(ctx) == nil || (handle != 0 && s.leases.writes(ino, handle, s.cfg.Now())) {
 		return nil
 	}
-	return s.mayWriteIno(ctx, ino)
-}
-
-// mayReadIno checks that the request's caller may read inode ino.
-func (s *Server) mayReadIno(ctx context.Context, ino uint64) error {
-	who := whoOf(ctx)
-	if who == nil {
-		return nil
-	}
-	return s.kv.View(ctx, func(r kv.Reader) error {
-		rec, err := getInode(r, ino)
-		if err != nil {
-			return err
-		}
-		if err := who.reachable(r, rec); err != nil {
-			return err
-		}
-		return who.need(rec, permR, "inode "+strconv.FormatUint(ino, 10))
-	})
+	return s.mayIno(ctx, ino, permWrite)
 }

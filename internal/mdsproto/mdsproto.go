@@ -7,6 +7,7 @@
 package mdsproto
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 
@@ -747,8 +748,16 @@ const MaxCallerGroups = 1024
 // WithCaller adds c to an encoded request.
 func WithCaller(body []byte, c Caller) []byte { return AppendField(body, "as", c) }
 
-// CallerOf reads the caller a request names, if it names one.
+// callerKey is the field name "as" as CBOR writes it (a text string of
+// two bytes), which a body naming a caller holds.
+var callerKey = []byte{0x62, 'a', 's'}
+
+// CallerOf reads the caller a request names, if it names one. Bodies
+// that cannot (most, from clients that name no one) are not decoded.
 func CallerOf(body []byte) (*Caller, error) {
+	if !bytes.Contains(body, callerKey) {
+		return nil, nil
+	}
 	var v struct {
 		As *Caller `json:"as"`
 	}

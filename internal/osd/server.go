@@ -128,10 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// A request's capability is checked before its data is read or held:
 	// forged or expired requests that announce megabytes take none of the
 	// in-flight budget real writers wait on.
-	s.wsrv.Admit(func(op uint16, meta []byte) error {
-		_, err := s.authorized(op, meta)
-		return err
-	})
+	s.wsrv.Admit(func(op uint16, meta []byte) (any, error) { return s.authorized(op, meta) })
 	s.wsrv.Identify(wire.RoleOSD, 0)
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
@@ -214,9 +211,12 @@ func rightsFor(op uint16) capability.Rights {
 }
 
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
-	req, err := s.authorized(r.Op, r.Meta)
-	if err != nil {
-		return wire.Response{}, err
+	req, ok := r.Admitted.(osdproto.Req) // checked before its data was read
+	if !ok {
+		var err error
+		if req, err = s.authorized(r.Op, r.Meta); err != nil {
+			return wire.Response{}, err
+		}
 	}
 	ver := req.Cap.Version
 	key := ObjKey{Ino: req.Ino, Comp: req.Comp}

@@ -1,6 +1,7 @@
 package s3gw
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/versity/versitygw/s3api"
+
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // The gateway's listener bounds its connections the way braid's own
@@ -50,7 +53,7 @@ func newLimitListener(ln net.Listener, maxConns, maxPerPeer int, log *slog.Logge
 // Accept returns the next admitted connection. It never returns a
 // transient error: the HTTP server would stop serving on one.
 func (l *limitListener) Accept() (net.Conn, error) {
-	wait := time.Duration(0)
+	var backoff wire.AcceptBackoff
 	for {
 		conn, err := l.Listener.Accept()
 		if err != nil {
@@ -60,14 +63,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			if (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) && l.evict("") {
 				continue
 			}
-			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
-			if wait == time.Second || wait == 5*time.Millisecond {
-				l.log.Warn("s3 gateway: accept failed; retrying", "err", err, "in", wait)
-			}
-			time.Sleep(wait)
+			// A listener closed meanwhile says so at the next Accept.
+			backoff.Wait(context.Background(), l.log, err)
 			continue
 		}
-		wait = 0
+		backoff.Reset()
 		if tc := l.admit(conn); tc != nil {
 			return tc, nil
 		}

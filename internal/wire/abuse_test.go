@@ -25,15 +25,19 @@ func startLimited(t *testing.T, h Handler, l Limits) (*Server, string) {
 	return s, ln.Addr().String()
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond, every 10 ms, until it holds or 20 s have passed.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Fatalf("not within 20 s: %s", what)
+		case <-tick.C:
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -175,7 +179,13 @@ func TestSilentConnectionsTimeOut(t *testing.T) {
 // A connection with a request running (a long poll) is not idle.
 func TestLongPollIsNotIdle(t *testing.T) {
 	poll := func(ctx context.Context, r *Request) (Response, error) {
-		time.Sleep(600 * time.Millisecond) // the request runs past the idle timeout
+		// A long poll ends on its own timer (as CacheWait does), here
+		// six idle timeouts after it began.
+		select {
+		case <-time.After(600 * time.Millisecond):
+		case <-ctx.Done():
+			return Response{}, ctx.Err()
+		}
 		return Response{Meta: []byte("woke")}, nil
 	}
 	_, addr := startLimited(t, poll, Limits{IdleTimeout: 100 * time.Millisecond})

@@ -16,9 +16,10 @@ import (
 // and at most MaxConnsPerPeer from one IP address. A connection past a
 // bound does not simply bounce: it takes the place of an idle connection
 // (no request running) among those it counts against: one that has not
-// finished its handshake first, else the one silent longest. So a flood of idle sockets, which would otherwise make a server
-// deaf to everyone (about 20k made an MDS stop accepting for good), costs
-// real clients nothing: they are busy, the flood is idle. Only when every
+// finished its handshake first, else the one silent longest. So a flood
+// of idle sockets, which would otherwise make a server deaf to everyone
+// (about 20k made an MDS stop accepting for good), costs real clients
+// nothing: they are busy, the flood is idle. Only when every
 // counted connection is busy is the new one closed. Peers on one host
 // share an address, so the per-peer bound evicts the same way.
 
@@ -33,7 +34,7 @@ func (s *Server) register(conn net.Conn) (*serverConn, bool) {
 		return nil, false
 	}
 	if s.byPeer[addr] >= s.limits.MaxConnsPerPeer && !s.evictLocked(addr) ||
-		s.counted() >= s.limits.MaxConns && !s.evictLocked("") {
+		s.counted >= s.limits.MaxConns && !s.evictLocked("") {
 		_ = conn.Close()
 		s.log.Debug("connection refused: every counted connection is busy", "peer", addr)
 		return nil, true
@@ -43,18 +44,22 @@ func (s *Server) register(conn net.Conn) (*serverConn, bool) {
 	sc.lastActive.Store(time.Now().UnixNano())
 	s.conns[sc] = struct{}{}
 	s.byPeer[addr]++
+	s.counted++
 	s.wg.Add(1)
 	return sc, true
 }
 
-// counted is how many connections count against MaxConns: those not
-// already closed to make room.
-func (s *Server) counted() int {
-	n := 0
-	for _, c := range s.byPeer {
-		n += c
+// uncountLocked takes sc out of the counts the bounds apply to (once:
+// when it is evicted, or when it ends).
+func (s *Server) uncountLocked(sc *serverConn) {
+	if sc.evicted {
+		return
 	}
-	return n
+	sc.evicted = true
+	s.counted--
+	if s.byPeer[sc.addr]--; s.byPeer[sc.addr] <= 0 {
+		delete(s.byPeer, sc.addr)
+	}
 }
 
 // evictLocked closes the connection idle longest, from addr ("" any),
@@ -72,8 +77,7 @@ func (s *Server) evictLocked(addr string) bool {
 	if victim == nil {
 		return false
 	}
-	victim.evicted = true
-	s.byPeer[victim.addr]--
+	s.uncountLocked(victim)
 	victim.closeRaw()
 	return true
 }
@@ -102,11 +106,7 @@ func (s *Server) unregister(sc *serverConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conns, sc)
-	if !sc.evicted {
-		if s.byPeer[sc.addr]--; s.byPeer[sc.addr] <= 0 {
-			delete(s.byPeer, sc.addr)
-		}
-	}
+	s.uncountLocked(sc)
 }
 
 // peerAddr is the IP address of conn's peer (the whole address for a
@@ -122,22 +122,23 @@ func peerAddr(conn net.Conn) string {
 	return a.String()
 }
 
-// acceptBackoff paces an accept loop through errors that are not the
+// AcceptBackoff paces an accept loop through errors that are not the
 // listener's end (out of descriptors): waits doubling from 5 ms to 1 s,
-// and one log line per wait of a second or more, so a server out of
+// logged at the first and at each of a second, so a server out of
 // descriptors neither spins nor floods its log, and serves again as soon
-// as a descriptor frees.
-type acceptBackoff struct{ d time.Duration }
+// as a descriptor frees. The zero value is ready.
+type AcceptBackoff struct{ d time.Duration }
 
 const (
 	acceptBackoffMin = 5 * time.Millisecond
 	acceptBackoffMax = time.Second
 )
 
-func (b *acceptBackoff) reset() { b.d = 0 }
+// Reset starts the waits over, after an accept that succeeded.
+func (b *AcceptBackoff) Reset() { b.d = 0 }
 
-// wait sleeps before the next accept; false if ctx ended meanwhile.
-func (b *acceptBackoff) wait(ctx context.Context, log *slog.Logger, err error) bool {
+// Wait sleeps before the next accept; false if ctx ended meanwhile.
+func (b *AcceptBackoff) Wait(ctx context.Context, log *slog.Logger, err error) bool {
 	b.d = min(max(2*b.d, acceptBackoffMin), acceptBackoffMax)
 	if b.d == acceptBackoffMax || b.d == acceptBackoffMin {
 		log.Warn("accept failed; retrying", "err", err, "in", b.d)

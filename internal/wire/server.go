@@ -24,6 +24,9 @@ type Request struct {
 	Op   uint16
 	Meta []byte
 	Data []byte
+	// Admitted is what the server's Admit made of Meta (a decoded,
+	// verified request), so the handler need not do it again.
+	Admitted any
 }
 
 // Response is a handler's answer. If Release is set it is called once the
@@ -49,9 +52,9 @@ type Limits struct {
 	MaxConnInflightBytes int64
 	// MaxConns and MaxConnsPerPeer bound the connections served at once,
 	// in all and from one IP address. A connection past either bound
-	// takes the place of the one idle longest (none of its requests
-	// running) among those it counts against; if none is idle, it is
-	// closed (admit.go). 0: 4096 and 1024.
+	// takes the place of an idle one among those it counts against; if
+	// none is idle, it is closed (admit.go). 0: 4096 (or half the
+	// descriptor limit) and 1024.
 	MaxConns        int
 	MaxConnsPerPeer int
 	// IdleTimeout closes a connection with nothing in flight that sent
@@ -101,13 +104,14 @@ type Server struct {
 
 	// admit, if set, checks a request's meta (its capability) before its
 	// data is read or counted against the in-flight budget.
-	admit func(op uint16, meta []byte) error
+	admit func(op uint16, meta []byte) (any, error)
 
-	mu     sync.Mutex
-	conns  map[*serverConn]struct{}
-	byPeer map[string]int // connections counted per remote IP
-	lns    []net.Listener
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[*serverConn]struct{}
+	byPeer  map[string]int // connections counted per remote IP (admit.go)
+	counted int            // connections counted against MaxConns
+	lns     []net.Listener
+	wg      sync.WaitGroup
 	// closed is set by Close; a Serve that starts or accepts afterwards
 	// closes what it holds instead of serving it.
 	closed bool
@@ -124,7 +128,7 @@ func NewServer(h Handler, log *slog.Logger, limits Limits) *Server {
 // Admit makes the server check each request's meta with fn before
 // reading its data: a request fn refuses is answered with fn's error and
 // its data skipped, never held. Call it before Serve.
-func (s *Server) Admit(fn func(op uint16, meta []byte) error) { s.admit = fn }
+func (s *Server) Admit(fn func(op uint16, meta []byte) (any, error)) { s.admit = fn }
 
 // Identify sets what the server announces in the handshake: its role
 // (RoleMDS, RoleOSD) and the features it has. Call it before Serve.
@@ -142,7 +146,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
-	var backoff acceptBackoff
+	var backoff AcceptBackoff
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -155,12 +159,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			if s.shedForDescriptors(err) {
 				continue // a descriptor is free again: take the next at once
 			}
-			if !backoff.wait(ctx, s.log, err) {
+			if !backoff.Wait(ctx, s.log, err) {
 				return nil
 			}
 			continue
 		}
-		backoff.reset()
+		backoff.Reset()
 		if tc, ok := conn.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
@@ -242,7 +246,7 @@ type serverConn struct {
 	lastActive atomic.Int64 // unix nanoseconds of its last frame
 	welcomed   atomic.Bool  // its hello was answered
 	busy       atomic.Bool  // a frame is being read: not idle, whatever runs
-	evicted    bool         // closed to make room; guarded by Server.mu
+	evicted    bool         // no longer counted (closed to make room, or ended); guarded by Server.mu
 }
 
 func (s *Server) serveConn(ctx context.Context, sc *serverConn) {
@@ -304,14 +308,16 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 			}
 			continue
 		}
+		var admitted any
 		if sc.s.admit != nil {
-			if err := sc.s.admit(h.Op, meta); err != nil {
+			var refusal error
+			if admitted, refusal = sc.s.admit(h.Op, meta); refusal != nil {
 				// Refused before its data is held: the data is read
 				// past, into nothing, and the refusal answered.
 				if _, err := io.CopyN(io.Discard, br, int64(h.DataLen)); err != nil {
 					return err
 				}
-				if err := sc.write(Header{Kind: KindResponse, Op: h.Op, ID: h.ID, Status: CodeOf(err)}, []byte(err.Error()), nil); err != nil {
+				if err := sc.write(Header{Kind: KindResponse, Op: h.Op, ID: h.ID, Status: CodeOf(refusal)}, []byte(refusal.Error()), nil); err != nil {
 					return err
 				}
 				continue
@@ -340,7 +346,7 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		}
 		sc.sem <- struct{}{}
 		sc.wg.Add(1)
-		go sc.handle(ctx, h, &Request{Op: h.Op, Meta: meta, Data: data})
+		go sc.handle(ctx, h, &Request{Op: h.Op, Meta: meta, Data: data, Admitted: admitted})
 	}
 }
 
