@@ -37,37 +37,68 @@ var roleBits = map[string]roleSet{
 	auth.RoleGateway: rGateway, auth.RoleAdmin: rAdmin, auth.RoleClient: rClient,
 }
 
-// opRoles is the authorization table. Operations that take further
-// checks (which file, which path) name them in authorizeReq.
-var opRoles = map[uint16]roleSet{
-	mdsproto.OpHeartbeat: rOSD,
+// opRule is who may send an operation, and what it is called in a
+// refusal.
+type opRule struct {
+	roles roleSet
+	name  string
+}
+
+// opRules is the authorization table. Where the role alone cannot decide
+// (which file, which directory) the operation checks further, as its
+// comment here says.
+var opRules = map[uint16]opRule{
+	mdsproto.OpHeartbeat: {rOSD, "heartbeat"},
 
 	// The namespace and files: POSIX permissions decide further.
-	mdsproto.OpLookup: rUsers, mdsproto.OpMkdir: rUsers, mdsproto.OpCreate: rUsers,
-	mdsproto.OpOpen: rUsers, mdsproto.OpCommit: rUsers, mdsproto.OpReaddir: rUsers,
-	mdsproto.OpRemove: rUsers, mdsproto.OpRename: rUsers, mdsproto.OpGetLayout: rUsers,
-	mdsproto.OpSetattr: rUsers, mdsproto.OpLink: rUsers, mdsproto.OpSymlink: rUsers,
-	mdsproto.OpXattr: rUsers, mdsproto.OpMknod: rUsers, mdsproto.OpStat: rUsers,
-	mdsproto.OpStatfs: rAll, mdsproto.OpStatus: rAll,
-	mdsproto.OpIntentBegin: rUsers, mdsproto.OpIntentCommit: rUsers, mdsproto.OpIntentDone: rUsers,
-	mdsproto.OpRenew: rUsers, mdsproto.OpRenewBatch: rUsers,
-	mdsproto.OpExtentLock: rUsers, mdsproto.OpExtentRelease: rUsers, mdsproto.OpLockWait: rUsers,
-	mdsproto.OpExtentReclaim: rUsers, mdsproto.OpCacheWait: rUsers, mdsproto.OpCacheLookup: rUsers,
-	// Layouts of directories; the root's is the cluster's (authorizeReq).
-	mdsproto.OpSetLayout: rUsers,
+	mdsproto.OpLookup:        {rUsers, "look up names"},
+	mdsproto.OpMkdir:         {rUsers, "make directories"},
+	mdsproto.OpCreate:        {rUsers, "create files"},
+	mdsproto.OpOpen:          {rUsers, "open files"},
+	mdsproto.OpCommit:        {rUsers, "commit writes"},
+	mdsproto.OpReaddir:       {rUsers, "list directories"},
+	mdsproto.OpRemove:        {rUsers, "remove names"},
+	mdsproto.OpRename:        {rUsers, "rename"},
+	mdsproto.OpGetLayout:     {rUsers, "read layouts"},
+	mdsproto.OpSetattr:       {rUsers, "set attributes"},
+	mdsproto.OpLink:          {rUsers, "make hard links"},
+	mdsproto.OpSymlink:       {rUsers, "make symlinks"},
+	mdsproto.OpXattr:         {rUsers, "use extended attributes"},
+	mdsproto.OpMknod:         {rUsers, "make special files"},
+	mdsproto.OpStat:          {rUsers, "stat"},
+	mdsproto.OpStatfs:        {rAll, "read file system statistics"},
+	mdsproto.OpStatus:        {rAll, "read the cluster status"},
+	mdsproto.OpIntentBegin:   {rUsers, "begin partial-stripe writes"},
+	mdsproto.OpIntentCommit:  {rUsers, "commit partial-stripe writes"},
+	mdsproto.OpIntentDone:    {rUsers, "finish partial-stripe writes"},
+	mdsproto.OpRenew:         {rUsers, "renew leases"},
+	mdsproto.OpRenewBatch:    {rUsers, "renew leases"},
+	mdsproto.OpExtentLock:    {rUsers, "lock extents"},
+	mdsproto.OpExtentRelease: {rUsers, "release extents"},
+	mdsproto.OpLockWait:      {rUsers, "wait for extent locks"},
+	mdsproto.OpExtentReclaim: {rUsers, "reclaim extents"},
+	mdsproto.OpCacheWait:     {rUsers, "cache metadata"},
+	mdsproto.OpCacheLookup:   {rUsers, "cache metadata"},
+	// Layouts of directories; the root's is the administrator's (setLayout).
+	mdsproto.OpSetLayout: {rUsers, "set layouts"},
 	// A reader that meets a corrupt file asks for its scrub by inode;
-	// a scrub of a tree is the administrator's (authorizeReq).
-	mdsproto.OpScrub: rUsers,
+	// a scrub of a tree is the administrator's (scrub).
+	mdsproto.OpScrub: {rUsers, "request scrubs"},
 	// Dirty marks: repairers, and writers of the file (markDirty).
-	mdsproto.OpMarkDirty: rRepair | rClient | rGateway | rAdmin,
+	mdsproto.OpMarkDirty: {rRepair | rClient | rGateway | rAdmin, "mark components dirty"},
 
-	mdsproto.OpRepairClaim: rRepair, mdsproto.OpRepairDone: rRepair,
-	mdsproto.OpOSDDrain: rAdmins, mdsproto.OpOSDRemove: rAdmins, mdsproto.OpRecover: rAdmins,
+	mdsproto.OpRepairClaim: {rRepair, "claim repairs"},
+	mdsproto.OpRepairDone:  {rRepair, "report repairs"},
+	mdsproto.OpOSDDrain:    {rAdmins, "drain OSDs"},
+	mdsproto.OpOSDRemove:   {rAdmins, "remove OSDs"},
+	mdsproto.OpRecover:     {rAdmins, "recover metadata"},
 	// Gateways list users (names and access keys; secrets never leave
 	// S3UserAdd's answer) to name buckets' owners.
-	mdsproto.OpS3UserAdd: rAdmins, mdsproto.OpS3UserList: rAdmins | rGateway, mdsproto.OpS3UserRemove: rAdmins,
-	mdsproto.OpS3SigningKey: rSigners,
-	mdsproto.OpKeyRotate:    rAdmins,
+	mdsproto.OpS3UserAdd:    {rAdmins, "add S3 users"},
+	mdsproto.OpS3UserList:   {rAdmins | rGateway, "list S3 users"},
+	mdsproto.OpS3UserRemove: {rAdmins, "remove S3 users"},
+	mdsproto.OpS3SigningKey: {rSigners, "fetch S3 signing keys"},
+	mdsproto.OpKeyRotate:    {rAdmins, "rotate keys"},
 }
 
 type principalKey struct{}
@@ -99,11 +130,11 @@ func (s *Server) authorize(ctx context.Context, op uint16) error {
 	if !ok {
 		return nil
 	}
-	allowed, known := opRoles[op]
+	rule, known := opRules[op]
 	if !known {
 		return wire.Errorf(wire.ErrUnknownOp, "mds op %d", op)
 	}
-	if allowed&roleBits[p.Role] == 0 {
+	if rule.roles&roleBits[p.Role] == 0 {
 		return wire.Errorf(wire.ErrDenied, "%s may not %s", p, opName(op))
 	}
 	return nil
@@ -119,54 +150,9 @@ func requireRole(ctx context.Context, roles roleSet, what string) error {
 	return wire.Errorf(wire.ErrDenied, "%s may not %s", p, what)
 }
 
-var opNames = map[uint16]string{
-	mdsproto.OpHeartbeat:     "heartbeat",
-	mdsproto.OpLookup:        "look up names",
-	mdsproto.OpMkdir:         "make directories",
-	mdsproto.OpCreate:        "create files",
-	mdsproto.OpOpen:          "open files",
-	mdsproto.OpCommit:        "commit writes",
-	mdsproto.OpReaddir:       "list directories",
-	mdsproto.OpRemove:        "remove names",
-	mdsproto.OpRename:        "rename",
-	mdsproto.OpSetLayout:     "set layouts",
-	mdsproto.OpGetLayout:     "read layouts",
-	mdsproto.OpStatus:        "read the cluster status",
-	mdsproto.OpMarkDirty:     "mark components dirty",
-	mdsproto.OpRepairClaim:   "claim repairs",
-	mdsproto.OpRepairDone:    "report repairs",
-	mdsproto.OpScrub:         "request scrubs",
-	mdsproto.OpOSDDrain:      "drain OSDs",
-	mdsproto.OpOSDRemove:     "remove OSDs",
-	mdsproto.OpIntentBegin:   "begin partial-stripe writes",
-	mdsproto.OpIntentCommit:  "commit partial-stripe writes",
-	mdsproto.OpIntentDone:    "finish partial-stripe writes",
-	mdsproto.OpRenew:         "renew leases",
-	mdsproto.OpRecover:       "recover metadata",
-	mdsproto.OpSetattr:       "set attributes",
-	mdsproto.OpLink:          "make hard links",
-	mdsproto.OpSymlink:       "make symlinks",
-	mdsproto.OpXattr:         "use extended attributes",
-	mdsproto.OpStatfs:        "read file system statistics",
-	mdsproto.OpS3UserAdd:     "add S3 users",
-	mdsproto.OpS3UserList:    "list S3 users",
-	mdsproto.OpS3UserRemove:  "remove S3 users",
-	mdsproto.OpS3SigningKey:  "fetch S3 signing keys",
-	mdsproto.OpExtentLock:    "lock extents",
-	mdsproto.OpExtentRelease: "release extents",
-	mdsproto.OpLockWait:      "wait for extent locks",
-	mdsproto.OpExtentReclaim: "reclaim extents",
-	mdsproto.OpMknod:         "make special files",
-	mdsproto.OpStat:          "stat",
-	mdsproto.OpRenewBatch:    "renew leases",
-	mdsproto.OpCacheWait:     "cache metadata",
-	mdsproto.OpCacheLookup:   "cache metadata",
-	mdsproto.OpKeyRotate:     "rotate keys",
-}
-
 func opName(op uint16) string {
-	if n, ok := opNames[op]; ok {
-		return n
+	if r, ok := opRules[op]; ok {
+		return r.name
 	}
 	return "use mds op " + strconv.Itoa(int(op))
 }
