@@ -118,7 +118,7 @@ func (e *env) credCmd() *cobra.Command {
 		},
 	}
 	f := issue.Flags()
-	f.StringVar(&caDir, "ca", "braid-up/"+authDirName, "directory of the CA (ca.pem, ca.key)")
+	f.StringVar(&caDir, "ca", filepath.Join(defaultDataDir(), authDirName), "directory of the CA (ca.pem, ca.key): braid up's DIR/auth, or braid mds's")
 	f.StringVar(&p.Role, "role", auth.RoleClient, "role: "+strings.Join(auth.Roles, ", "))
 	f.StringVar(&p.Name, "name", "", "the principal's name")
 	f.UintSliceVar(&uids, "uid", nil, "uid the principal may act as (repeatable)")
