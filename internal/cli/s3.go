@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"text/tabwriter"
 	"time"
 
@@ -44,28 +45,62 @@ func (e *env) s3Cmd() *cobra.Command {
 	return cmd
 }
 
+func adminNote(admin bool) string {
+	if admin {
+		return ", admin"
+	}
+	return ""
+}
+
 func (e *env) s3UserCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "user", Short: "manage S3 access keys (kept by the MDS)"}
 	var asJSON bool
+	var uid, gid uint32
+	var groups []uint
+	var spec braid.S3UserSpec
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "create a user with a new access key and secret (the secret is shown only now)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Create an S3 user. It owns the buckets it creates and acts as its own uid
+and gid: its objects are owned by them, and reading or overwriting an object
+needs that identity's read or write permission. Without --uid it gets the next
+uid of the S3 users' range (200000 up), and its gid is its uid. --admin makes a
+user that reaches every bucket, as root.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			spec.Name = args[0]
+			if cmd.Flags().Changed("uid") {
+				spec.Uid = &uid
+			}
+			if cmd.Flags().Changed("gid") {
+				spec.Gid = &gid
+			}
+			for _, g := range groups {
+				if g > math.MaxUint32 {
+					return fmt.Errorf("--groups: %d is no gid", g)
+				}
+				spec.Groups = append(spec.Groups, uint32(g))
+			}
 			return e.withClient(func(ctx context.Context, c *braid.Client) error {
-				u, err := c.S3UserAdd(ctx, args[0])
+				u, err := c.S3UserCreate(ctx, spec)
 				if err != nil {
 					return err
 				}
 				if asJSON {
-					return json.NewEncoder(e.stdout).Encode(map[string]string{"name": u.Name, "access_key": u.AccessKey, "secret_key": u.SecretKey})
+					return json.NewEncoder(e.stdout).Encode(map[string]any{"name": u.Name, "access_key": u.AccessKey, "secret_key": u.SecretKey,
+						"uid": u.Uid, "gid": u.Gid, "groups": u.Groups, "admin": u.Admin})
 				}
-				fmt.Fprintf(e.stdout, "user %s\naccess key: %s\nsecret key: %s\n", u.Name, u.AccessKey, u.SecretKey)
+				fmt.Fprintf(e.stdout, "user %s (uid %d, gid %d%s)\naccess key: %s\nsecret key: %s\n", u.Name, u.Uid, u.Gid, adminNote(u.Admin), u.AccessKey, u.SecretKey)
 				return nil
 			})
 		},
 	}
-	add.Flags().BoolVar(&asJSON, "json", false, `print {"access_key": …, "secret_key": …}`)
+	af := add.Flags()
+	af.BoolVar(&asJSON, "json", false, `print {"access_key": …, "secret_key": …, "uid": …}`)
+	af.Uint32Var(&uid, "uid", 0, "the uid the user acts as (default: the next of the S3 users' range)")
+	af.Uint32Var(&gid, "gid", 0, "the user's primary gid (default: its uid)")
+	af.UintSliceVar(&groups, "groups", nil, "supplementary gids, comma-separated")
+	af.BoolVar(&spec.Admin, "admin", false, "reach every bucket and object, as root")
 	var listJSON bool
 	list := &cobra.Command{
 		Use:   "list",
@@ -81,9 +116,13 @@ func (e *env) s3UserCmd() *cobra.Command {
 					return json.NewEncoder(e.stdout).Encode(users)
 				}
 				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tACCESS KEY\tCREATED")
+				fmt.Fprintln(tw, "NAME\tACCESS KEY\tUID\tGID\tROLE\tCREATED")
 				for _, u := range users {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Name, u.AccessKey, time.Unix(0, u.CreatedNs).Format(time.RFC3339))
+					role := "user"
+					if u.Admin {
+						role = "admin"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", u.Name, u.AccessKey, u.Uid, u.Gid, role, time.Unix(0, u.CreatedNs).Format(time.RFC3339))
 				}
 				return tw.Flush()
 			})

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/braidfs/braid/internal/testcluster"
 )
 
@@ -34,7 +36,9 @@ func TestS3RealClients(t *testing.T) {
 		Access string `json:"access_key"`
 		Secret string `json:"secret_key"`
 	}
-	if err := json.Unmarshal([]byte(e.must("s3", "user", "add", "tester", "--json")), &key); err != nil || key.Access == "" || key.Secret == "" {
+	// tester is an admin: it reaches "shared", a directory made through the
+	// mount, which is no ordinary user's bucket.
+	if err := json.Unmarshal([]byte(e.must("s3", "user", "add", "tester", "--admin", "--json")), &key); err != nil || key.Access == "" || key.Secret == "" {
 		t.Fatalf("braid s3 user add --json: %+v %v", key, err)
 	}
 	if out := e.must("s3", "user", "list"); !strings.Contains(out, "tester") || !strings.Contains(out, key.Access) || strings.Contains(out, key.Secret) {
@@ -117,6 +121,45 @@ func TestS3RealClients(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(mnt, "py-bucket")); !os.IsNotExist(err) {
 		t.Fatalf("the removed bucket through the mount: %v", err)
+	}
+
+	// An ordinary user, with the uid it was given, reaches its own bucket
+	// only; what it writes is its uid's.
+	var guest struct {
+		Access string `json:"access_key"`
+		Secret string `json:"secret_key"`
+		Uid    uint32 `json:"uid"`
+	}
+	if err := json.Unmarshal([]byte(e.must("s3", "user", "add", "guest", "--uid", "5000", "--gid", "5001", "--json")), &guest); err != nil || guest.Uid != 5000 {
+		t.Fatalf("braid s3 user add guest --uid 5000: %+v %v", guest, err)
+	}
+	if out := e.must("s3", "user", "list"); !strings.Contains(out, "5000") || !strings.Contains(out, "admin") {
+		t.Fatalf("braid s3 user list shows no uid or role:\n%s", out)
+	}
+	asGuest := func(args ...string) (string, error) {
+		cmd := exec.Command("aws", append([]string{"--endpoint-url", "http://" + st.S3}, args...)...)
+		cmd.Env = append(env, "AWS_ACCESS_KEY_ID="+guest.Access, "AWS_SECRET_ACCESS_KEY="+guest.Secret)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := asGuest("s3", "ls", "s3://shared/"); err == nil || !strings.Contains(out, "AccessDenied") {
+		t.Fatalf("guest lists the mount's directory: %v\n%s", err, out)
+	}
+	if out, err := asGuest("s3", "cp", "s3://shared/sub/m.bin", filepath.Join(t.TempDir(), "m")); err == nil || !strings.Contains(out, "403") {
+		t.Fatalf("guest reads the mount's file: %v\n%s", err, out)
+	}
+	if out, err := asGuest("s3", "mb", "s3://guest-bucket"); err != nil {
+		t.Fatalf("guest makes a bucket: %v\n%s", err, out)
+	}
+	if out, err := asGuest("s3", "cp", local, "s3://guest-bucket/big.bin"); err != nil {
+		t.Fatalf("guest writes to its bucket: %v\n%s", err, out)
+	}
+	if out, err := asGuest("s3", "ls"); err != nil || !strings.Contains(out, "guest-bucket") || strings.Contains(out, "shared") {
+		t.Fatalf("guest's bucket list: %v\n%s", err, out)
+	}
+	var fst unix.Stat_t
+	if err := unix.Stat(filepath.Join(mnt, "guest-bucket", "big.bin"), &fst); err != nil || fst.Uid != 5000 || fst.Gid != 5001 || fst.Size != int64(len(big)) {
+		t.Fatalf("guest's object through the mount: uid %d gid %d size %d, %v", fst.Uid, fst.Gid, fst.Size, err)
 	}
 }
 

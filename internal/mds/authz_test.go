@@ -55,8 +55,8 @@ func TestMDSAdmitsOnlyItsPrincipals(t *testing.T) {
 	denied("admin fetches a signing key", err)
 	_, _, err = bob.S3SigningKey(ctx, u.AccessKey, date, "us-east-1", "s3")
 	denied("client fetches a signing key", err)
-	if name, _, err := gw.S3SigningKey(ctx, u.AccessKey, date, "us-east-1", "s3"); err != nil || name != "alice" {
-		t.Errorf("gateway's signing key: %q, %v", name, err)
+	if who, _, err := gw.S3SigningKey(ctx, u.AccessKey, date, "us-east-1", "s3"); err != nil || who.Name != "alice" || who.Uid != u.Uid || u.Uid < mdsproto.FirstS3Uid {
+		t.Errorf("gateway's signing key: %+v (added %+v), %v", who, u, err)
 	}
 
 	// What a client may do, it does: in a directory of its own.

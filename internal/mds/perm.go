@@ -44,9 +44,9 @@ import (
 
 // Permission bits asked for.
 const (
-	permX uint32 = 1
-	permW uint32 = 2
-	permR uint32 = 4
+	permX = mdsproto.MayExec
+	permW = mdsproto.MayWrite
+	permR = mdsproto.MayRead
 )
 
 const nobody = 65534
@@ -118,17 +118,7 @@ func (c *caller) may(rec *inodeRec, want uint32) bool {
 	if c == nil {
 		return true
 	}
-	if c.uid == 0 {
-		return want&permX == 0 || rec.Type == mdsproto.TypeDir || rec.Mode&0o111 != 0
-	}
-	bits := rec.Mode
-	switch {
-	case c.uid == rec.Uid:
-		bits >>= 6
-	case c.inGroup(rec.Gid):
-		bits >>= 3
-	}
-	return bits&want == want
+	return mdsproto.Caller{Uid: c.uid, Gid: c.gid, Groups: c.groups}.Permits(rec.Type, rec.Mode, rec.Uid, rec.Gid, want)
 }
 
 // need refuses unless c may do want to rec.

@@ -91,8 +91,17 @@ func TestS3SecretsAreSealedAtRest(t *testing.T) {
 	if err != nil || !bytes.Equal(got.Key, want.Key) {
 		t.Fatalf("alice's signing key after a restart: %v", err)
 	}
-	if _, err := s.s3SigningKey(ctx, mdsproto.S3SigningKeyReq{AccessKey: old.AccessKey, Date: "20261126", Region: "us-east-1", Service: "s3"}); err != nil {
+	bob, err := s.s3SigningKey(ctx, mdsproto.S3SigningKeyReq{AccessKey: old.AccessKey, Date: "20261126", Region: "us-east-1", Service: "s3"})
+	if err != nil {
 		t.Fatalf("bob's signing key from his sealed secret: %v", err)
+	}
+	// A user from before users had identities acts as nobody, not root.
+	if bob.Uid != nobody || bob.Gid != nobody || bob.Admin || got.Uid != u.Uid || u.Uid < mdsproto.FirstS3Uid {
+		t.Errorf("identities: bob (older record) %d:%d admin %v; alice %d (added as %d)", bob.Uid, bob.Gid, bob.Admin, got.Uid, u.Uid)
+	}
+	carol, err := s.s3UserAdd(ctx, mdsproto.S3UserReq{Name: "carol"})
+	if err != nil || carol.Uid != u.Uid+1 || carol.Gid != carol.Uid {
+		t.Errorf("the next user's identity: %d:%d after alice's %d, %v", carol.Uid, carol.Gid, u.Uid, err)
 	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("MDS directory mode %v, err %v; want 0700", fi.Mode().Perm(), err)

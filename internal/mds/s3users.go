@@ -7,7 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/base64"
+	"encoding/binary"
+	"math"
 	"regexp"
+	"slices"
 
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -19,6 +22,11 @@ import (
 //
 //	S3u/<name>    user record (s3UserRec, with the secret sealed: s3secrets.go)
 //	S3k/<access>  access key → name
+//	S3n           the next uid of the S3 users' range (8 bytes, big endian)
+//
+// A user acts as its uid, gid and groups (the gateway checks its objects'
+// modes with them). Records an MDS made before users had identities have
+// none: they act as nobody, so an upgrade opens nothing.
 const (
 	maxS3Users       = 10_000
 	s3AccessKeyBytes = 12 // "BR" + 18 of its base32 characters (90 random bits): 20, as AWS access key ids
@@ -31,6 +39,51 @@ type s3UserRec struct {
 	Format int `json:"v"`
 	mdsproto.S3User
 	Sealed []byte `json:"sealed,omitempty"` // the secret, sealed (SecretKey is then empty)
+	HasIDs bool   `json:"ids,omitempty"`    // Uid, Gid and Groups were given (unset: nobody)
+}
+
+var s3NextUidKey = []byte("S3n")
+
+// user is the record's user with the identity it acts as.
+func (rec *s3UserRec) user() mdsproto.S3User {
+	u := rec.S3User
+	if !rec.HasIDs {
+		u.Uid, u.Gid, u.Groups, u.Admin = nobody, nobody, nil, false
+	}
+	return u
+}
+
+// assignIDs gives u the identity req asks for, or the next uid of the S3
+// users' range.
+func assignIDs(tx kv.Txn, req mdsproto.S3UserReq, u *mdsproto.S3User) error {
+	if len(req.Groups) > mdsproto.MaxS3UserGroups {
+		return wire.Errorf(wire.ErrInvalid, "%d groups: at most %d", len(req.Groups), mdsproto.MaxS3UserGroups)
+	}
+	u.Groups, u.Admin = slices.Clone(req.Groups), req.Admin
+	if req.Uid != nil {
+		u.Uid = *req.Uid
+	} else {
+		next := uint64(mdsproto.FirstS3Uid)
+		v, err := tx.Get(s3NextUidKey)
+		if err != nil {
+			return err
+		}
+		if len(v) == 8 {
+			next = binary.BigEndian.Uint64(v)
+		}
+		if next >= math.MaxUint32 { // (uint32)-1 is no uid
+			return wire.Errorf(wire.ErrNoSpace, "the S3 users' uid range is used up: give --uid")
+		}
+		u.Uid = uint32(next)
+		if err := tx.Put(s3NextUidKey, binary.BigEndian.AppendUint64(nil, next+1)); err != nil {
+			return err
+		}
+	}
+	u.Gid = u.Uid
+	if req.Gid != nil {
+		u.Gid = *req.Gid
+	}
+	return nil
 }
 
 func s3UserKey(name string) []byte     { return append([]byte("S3u/"), name...) }
@@ -58,10 +111,13 @@ func (s *Server) s3UserAdd(ctx context.Context, req mdsproto.S3UserReq) (mdsprot
 		if n >= maxS3Users {
 			return wire.Errorf(wire.ErrNoSpace, "%d S3 users already", n)
 		}
+		if err := assignIDs(tx, req, &u); err != nil {
+			return err
+		}
 		if err := tx.Put(s3AccessKey(u.AccessKey), []byte(u.Name)); err != nil {
 			return err
 		}
-		rec := s3UserRec{Format: recFormat, S3User: u}
+		rec := s3UserRec{Format: recFormat, S3User: u, HasIDs: true}
 		s.sealSecret(&rec)
 		return putRecord(tx, s3UserKey(u.Name), rec)
 	})
@@ -75,8 +131,9 @@ func (s *Server) s3UserList(ctx context.Context, _ struct{}) (mdsproto.S3UserLis
 		return r.Scan([]byte("S3u/"), kv.PrefixEnd([]byte("S3u/")), func(_, v []byte) bool {
 			var rec s3UserRec
 			if decodeRecord(v, &rec) == nil {
-				rec.SecretKey = ""
-				out.Users = append(out.Users, rec.S3User)
+				u := rec.user()
+				u.SecretKey = ""
+				out.Users = append(out.Users, u)
 			}
 			return true
 		})
@@ -132,7 +189,9 @@ func (s *Server) s3SigningKey(ctx context.Context, req mdsproto.S3SigningKeyReq)
 	k := hmacSHA256([]byte("AWS4"+secret), req.Date)
 	k = hmacSHA256(k, req.Region)
 	k = hmacSHA256(k, req.Service)
-	return mdsproto.S3SigningKeyResp{Name: rec.Name, Key: hmacSHA256(k, "aws4_request")}, nil
+	u := rec.user()
+	return mdsproto.S3SigningKeyResp{Name: rec.Name, Key: hmacSHA256(k, "aws4_request"),
+		Uid: u.Uid, Gid: u.Gid, Groups: u.Groups, Admin: u.Admin}, nil
 }
 
 func hmacSHA256(key []byte, data string) []byte {

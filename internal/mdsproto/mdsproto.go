@@ -706,13 +706,31 @@ type StatfsResp struct {
 
 type S3UserReq struct {
 	Name string `json:"name"`
+	// Uid and Gid are the identity whose POSIX permissions the user's
+	// objects are checked with; nil Uid picks the next free one of the
+	// S3 users' range (FirstS3Uid up), nil Gid the uid.
+	Uid    *uint32  `json:"uid,omitempty"`
+	Gid    *uint32  `json:"gid,omitempty"`
+	Groups []uint32 `json:"groups,omitempty"` // supplementary groups
+	Admin  bool     `json:"admin,omitempty"`  // every bucket, as root
 }
 
+// FirstS3Uid is the first uid given to S3 users made without one: far
+// above the system's and the usual login users' ranges.
+const FirstS3Uid = 200_000
+
+// MaxS3UserGroups bounds an S3 user's supplementary groups.
+const MaxS3UserGroups = 64
+
 type S3User struct {
-	Name      string `json:"name"`
-	AccessKey string `json:"access_key"`
-	SecretKey string `json:"secret_key,omitempty"` // only in S3UserAdd's answer
-	CreatedNs int64  `json:"created_ns"`
+	Name      string   `json:"name"`
+	AccessKey string   `json:"access_key"`
+	SecretKey string   `json:"secret_key,omitempty"` // only in S3UserAdd's answer
+	CreatedNs int64    `json:"created_ns"`
+	Uid       uint32   `json:"uid"`
+	Gid       uint32   `json:"gid"`
+	Groups    []uint32 `json:"groups,omitempty"`
+	Admin     bool     `json:"admin,omitempty"`
 }
 
 type S3UserListResp struct {
@@ -729,6 +747,11 @@ type S3SigningKeyReq struct {
 type S3SigningKeyResp struct {
 	Name string `json:"name"`
 	Key  []byte `json:"key"`
+	// Who the key's user is: the gateway acts as this identity.
+	Uid    uint32   `json:"uid"`
+	Gid    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
+	Admin  bool     `json:"admin,omitempty"`
 }
 
 // Caller is who a request acts as: the uid, primary gid and supplementary
@@ -739,6 +762,31 @@ type Caller struct {
 	Uid    uint32   `json:"uid"`
 	Gid    uint32   `json:"gid"`
 	Groups []uint32 `json:"groups,omitempty"`
+}
+
+// Permission bits asked of Permits.
+const (
+	MayExec  uint32 = 1
+	MayWrite uint32 = 2
+	MayRead  uint32 = 4
+)
+
+// Permits reports whether c may do want (MayRead|MayWrite|MayExec) to an
+// inode of type typ with permission bits mode and owner uid:gid, by
+// Linux's generic_permission: the owner's bits, else the group's
+// (primary or supplementary), else the others'; root passes all but
+// execute on a file that no one may execute.
+func (c Caller) Permits(typ string, mode, uid, gid, want uint32) bool {
+	if c.Uid == 0 {
+		return want&MayExec == 0 || typ == TypeDir || mode&0o111 != 0
+	}
+	switch {
+	case c.Uid == uid:
+		mode >>= 6
+	case c.Gid == gid || slices.Contains(c.Groups, gid):
+		mode >>= 3
+	}
+	return mode&want == want
 }
 
 // MaxCallerGroups bounds a caller's supplementary groups (Linux allows

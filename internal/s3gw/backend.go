@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 	"time"
@@ -22,26 +23,42 @@ import (
 	"github.com/versity/versitygw/s3response"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/mdsproto"
 )
 
 // braidBackend implements versitygw's backend over the client library.
 // Operations it does not implement answer NotImplemented (501).
 type braidBackend struct {
 	backend.BackendUnsupported
-	cl   *braid.Client
-	acls aclCache
+	cl    *braid.Client
+	acls  aclCache
+	users func(access string) (braid.S3User, bool) // the IAM's recent users
 }
 
-func newBackend(cl *braid.Client) *braidBackend { return &braidBackend{cl: cl} }
+func newBackend(cl *braid.Client, users func(string) (braid.S3User, bool)) *braidBackend {
+	return &braidBackend{cl: cl, users: users}
+}
 
 func (b *braidBackend) String() string { return "braid" }
 
-// opCtx is the context of one operation's MDS and OSD calls. versitygw's
-// request contexts are pooled and reused once the handler returns (a GET's
-// body is read after), so they are not used. It has no deadline: a PUT of
-// many GiB takes as long as it takes; every call the client library makes
-// is bounded by its own I/O timeout.
-func opCtx() context.Context { return context.Background() }
+// opCtx is the context of one request's MDS and OSD calls, knowing who
+// the request acts as (access.go). versitygw's request contexts are
+// pooled and reused once the handler returns (a GET's body is read
+// after), so only the identity is taken from req. It has no deadline: a
+// PUT of many GiB takes as long as it takes; every call the client
+// library makes is bounded by its own I/O timeout.
+func (b *braidBackend) opCtx(req context.Context) context.Context {
+	return context.WithValue(context.Background(), identityKey{}, b.who(req))
+}
+
+type identityKey struct{}
+
+// idOf is who the request of ctx acts as; false for the gateway's own
+// work (the sweep), which no one asked for.
+func idOf(ctx context.Context) (identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(identity)
+	return id, ok
+}
 
 // Object metadata, kept in one xattr of the file (see doc.go).
 const metaXattr = "user.s3"
@@ -65,11 +82,13 @@ const emptyMD5 = "d41d8cd98f00b204e9800998ecf8427e"
 
 // objectInfo is what HEAD, GET and listings say about a file.
 type objectInfo struct {
-	ino   uint64
-	size  int64
-	mtime time.Time
-	dir   bool
-	meta  objectMeta
+	ino      uint64
+	size     int64
+	mtime    time.Time
+	dir      bool
+	meta     objectMeta
+	mode     fs.FileMode // type and permission bits
+	uid, gid uint32
 }
 
 // stat finds the object at p with its metadata and current ETag.
@@ -79,9 +98,12 @@ func (b *braidBackend) stat(ctx context.Context, p string) (objectInfo, error) {
 		return objectInfo{}, err
 	}
 	if fi.IsDir {
-		return objectInfo{ino: fi.Ino, mtime: fi.ModTime, dir: true, meta: objectMeta{ETag: quote(emptyMD5)}}, nil
+		return objectInfo{ino: fi.Ino, mtime: fi.ModTime, dir: true, meta: objectMeta{ETag: quote(emptyMD5)},
+			mode: fi.Mode, uid: fi.Uid, gid: fi.Gid}, nil
 	}
-	return b.fileInfo(ctx, fi.Ino, fi.Size, fi.ModTime.UnixNano())
+	oi, err := b.fileInfo(ctx, fi.Ino, fi.Size, fi.ModTime.UnixNano())
+	oi.mode, oi.uid, oi.gid = fi.Mode, fi.Uid, fi.Gid
+	return oi, err
 }
 
 // fileInfo reads a file's S3 metadata and settles its ETag.
@@ -141,8 +163,8 @@ func (b *braidBackend) bucketDir(ctx context.Context, bucket string) (braid.File
 
 // PutObject streams the body into a hidden file and renames it over the
 // key once it is whole and durable.
-func (b *braidBackend) PutObject(_ context.Context, in s3response.PutObjectInput) (s3response.PutObjectOutput, error) {
-	ctx := opCtx()
+func (b *braidBackend) PutObject(rctx context.Context, in s3response.PutObjectInput) (s3response.PutObjectOutput, error) {
+	ctx := b.opCtx(rctx)
 	bucket, key := str(in.Bucket), str(in.Key)
 	p, dirMarker, err := objectPath(bucket, key)
 	if err != nil {
@@ -205,6 +227,9 @@ func (b *braidBackend) checkPutPreconditions(ctx context.Context, p string, ifMa
 // writeObject copies body (size bytes, or to EOF when size < 0) into a new
 // file at p through a hidden temporary and returns its metadata as stored.
 func (b *braidBackend) writeObject(ctx context.Context, bucket, p string, body io.Reader, size int64, layout string, meta objectMeta) (objectMeta, error) {
+	if err := b.mayReplace(ctx, p); err != nil {
+		return objectMeta{}, err
+	}
 	if err := b.makeParents(ctx, bucket, p); err != nil {
 		return objectMeta{}, err
 	}
@@ -233,6 +258,9 @@ type staged struct {
 func (b *braidBackend) stage(ctx context.Context, bucket string, body io.Reader, size int64, layout string, withMD5 bool) (staged, error) {
 	tmp := tempPath(bucket)
 	opts := braid.CreateOptions{Layout: layout, SizeHint: size}
+	if id, ok := idOf(ctx); ok {
+		opts.Uid, opts.Gid = id.owner()
+	}
 	f, err := b.cl.Create(ctx, tmp, opts)
 	if errors.Is(err, braid.ErrNotFound) { // the bucket's first temporary
 		if _, err := b.reservedSubdir(ctx, bucket, "tmp"); err != nil {
@@ -394,8 +422,8 @@ func randHex(n int) string {
 	return hex.EncodeToString(r)
 }
 
-func (b *braidBackend) HeadObject(_ context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
-	r, err := b.readRange(opCtx(), str(in.Bucket), str(in.Key), backend.PreConditions{IfMatch: in.IfMatch,
+func (b *braidBackend) HeadObject(rctx context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
+	r, err := b.readRange(b.opCtx(rctx), str(in.Bucket), str(in.Key), backend.PreConditions{IfMatch: in.IfMatch,
 		IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}, str(in.Range))
 	if err != nil {
 		return nil, err
@@ -404,8 +432,8 @@ func (b *braidBackend) HeadObject(_ context.Context, in *s3.HeadObjectInput) (*s
 		LastModified: &r.oi.mtime, Metadata: r.oi.meta.Meta, AcceptRanges: ptr("bytes"), ContentType: contentType(r.oi)}, nil
 }
 
-func (b *braidBackend) GetObject(_ context.Context, in *s3.GetObjectInput) (*s3.GetObjectOutput, error) {
-	ctx := opCtx()
+func (b *braidBackend) GetObject(rctx context.Context, in *s3.GetObjectInput) (*s3.GetObjectOutput, error) {
+	ctx := b.opCtx(rctx)
 	pre := backend.PreConditions{IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince}
 	bucket, key := str(in.Bucket), str(in.Key)
 	if strings.HasSuffix(key, "/") { // a directory object: no bytes to open
@@ -451,6 +479,10 @@ func (b *braidBackend) openObject(ctx context.Context, bucket, key string) (obje
 	}
 	a := f.Attr()
 	oi, err := b.fileInfo(ctx, a.Ino, a.Size, a.MtimeNs)
+	oi.mode, oi.uid, oi.gid = fs.FileMode(a.Mode).Perm(), a.Uid, a.Gid
+	if err == nil {
+		err = mayDo(ctx, oi, mdsproto.MayRead)
+	}
 	if err != nil {
 		_ = f.Close()
 		return objectInfo{}, nil, s3Error(err, s3err.ErrNoSuchKey)
@@ -541,13 +573,13 @@ func (b *braidBackend) objectFor(ctx context.Context, bucket, key string) (objec
 	if err != nil {
 		return objectInfo{}, b.missingObject(ctx, bucket, err)
 	}
-	return oi, nil
+	return oi, mayDo(ctx, oi, mdsproto.MayRead)
 }
 
 // DeleteObject removes the key, and the directories its removal empties.
 // Deleting a key that does not exist succeeds, as in S3.
-func (b *braidBackend) DeleteObject(_ context.Context, in *s3.DeleteObjectInput) (*s3.DeleteObjectOutput, error) {
-	ctx := opCtx()
+func (b *braidBackend) DeleteObject(rctx context.Context, in *s3.DeleteObjectInput) (*s3.DeleteObjectOutput, error) {
+	ctx := b.opCtx(rctx)
 	bucket, key := str(in.Bucket), str(in.Key)
 	if err := b.deleteKey(ctx, bucket, key); err != nil {
 		return nil, err

@@ -17,14 +17,14 @@ import (
 
 // Buckets are the top-level directories. A bucket's ACL (versitygw's JSON
 // form: owner and grants, e.g. public-read) is the xattr user.s3.acl of
-// its directory; a directory made through a mount has none and belongs to
-// every S3 user (see iam.go).
+// its directory; a directory made through a mount has none and is a
+// bucket of admins only (access.go).
 const aclXattr = "user.s3.acl"
 
 const listPage = 1000 // directory entries fetched per MDS call
 
-func (b *braidBackend) ListBuckets(_ context.Context, in s3response.ListBucketsInput) (s3response.ListAllMyBucketsResult, error) {
-	ctx := opCtx()
+func (b *braidBackend) ListBuckets(rctx context.Context, in s3response.ListBucketsInput) (s3response.ListAllMyBucketsResult, error) {
+	ctx := b.opCtx(rctx)
 	out := s3response.ListAllMyBucketsResult{Owner: s3response.CanonicalUser{ID: in.Owner}}
 	after := in.ContinuationToken
 	for page := 0; page < maxBucketPages; page++ {
@@ -35,6 +35,9 @@ func (b *braidBackend) ListBuckets(_ context.Context, in s3response.ListBucketsI
 		for _, e := range entries {
 			after = e.Name
 			if e.Inode.Type != braid.TypeDir || !validBucketName(e.Name) || !strings.HasPrefix(e.Name, in.Prefix) {
+				continue
+			}
+			if !in.IsAdmin && !b.owns(ctx, in.Owner, e.Name) {
 				continue
 			}
 			out.Buckets.Bucket = append(out.Buckets.Bucket, s3response.ListAllMyBucketsEntry{
@@ -49,6 +52,12 @@ func (b *braidBackend) ListBuckets(_ context.Context, in s3response.ListBucketsI
 		}
 	}
 	return out, nil
+}
+
+// owns reports whether the user of access key owner owns bucket.
+func (b *braidBackend) owns(ctx context.Context, owner, bucket string) bool {
+	acl, err := b.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: &bucket})
+	return err == nil && owner != "" && aclOwner(acl) == owner
 }
 
 // maxBucketPages bounds one ListBuckets (10M top-level entries).
@@ -70,8 +79,8 @@ func validBucketName(n string) bool {
 	return true
 }
 
-func (b *braidBackend) HeadBucket(_ context.Context, in *s3.HeadBucketInput) (*s3.HeadBucketOutput, error) {
-	ctx := opCtx()
+func (b *braidBackend) HeadBucket(rctx context.Context, in *s3.HeadBucketInput) (*s3.HeadBucketOutput, error) {
+	ctx := b.opCtx(rctx)
 	if _, err := b.bucketDir(ctx, str(in.Bucket)); err != nil {
 		return nil, err
 	}
@@ -83,8 +92,8 @@ func (b *braidBackend) HeadBucket(_ context.Context, in *s3.HeadBucketInput) (*s
 // Its answers for existing buckets are cached for aclCacheTTL (two MDS
 // calls saved on every request): a bucket made private, or removed,
 // through another gateway or a mount is seen within that time.
-func (b *braidBackend) GetBucketAcl(_ context.Context, in *s3.GetBucketAclInput) ([]byte, error) {
-	ctx := opCtx()
+func (b *braidBackend) GetBucketAcl(rctx context.Context, in *s3.GetBucketAclInput) ([]byte, error) {
+	ctx := b.opCtx(rctx)
 	bucket := str(in.Bucket)
 	acl, gen, ok := b.acls.get(bucket, time.Now())
 	if ok {
@@ -158,15 +167,20 @@ func (c *aclCache) forget(bucket string) {
 	c.gen++
 }
 
-func (b *braidBackend) CreateBucket(_ context.Context, in *s3.CreateBucketInput, acl []byte) error {
-	ctx := opCtx()
+func (b *braidBackend) CreateBucket(rctx context.Context, in *s3.CreateBucketInput, acl []byte) error {
+	ctx := b.opCtx(rctx)
 	bucket := str(in.Bucket)
 	if !validBucketName(bucket) {
 		return s3err.GetAPIError(s3err.ErrInvalidBucketName)
 	}
-	err := b.cl.Mkdir(ctx, "/"+bucket, false)
+	id, _ := idOf(ctx)
+	uid, gid := id.owner()
+	_, err := b.cl.MkdirAt(ctx, braid.RootIno, bucket, bucketMode, uid, gid)
 	if errors.Is(err, braid.ErrExists) {
-		return s3err.GetAPIError(s3err.ErrBucketAlreadyOwnedByYou)
+		if held, _ := b.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: &bucket}); aclOwner(held) == id.access && id.access != "" {
+			return s3err.GetAPIError(s3err.ErrBucketAlreadyOwnedByYou)
+		}
+		return s3err.GetAPIError(s3err.ErrBucketAlreadyExists)
 	}
 	if err != nil {
 		return s3Error(err, s3err.ErrNoSuchBucket)
@@ -174,8 +188,8 @@ func (b *braidBackend) CreateBucket(_ context.Context, in *s3.CreateBucketInput,
 	return b.PutBucketAcl(ctx, bucket, acl)
 }
 
-func (b *braidBackend) PutBucketAcl(_ context.Context, bucket string, acl []byte) error {
-	ctx := opCtx()
+func (b *braidBackend) PutBucketAcl(rctx context.Context, bucket string, acl []byte) error {
+	ctx := b.opCtx(rctx)
 	defer b.acls.forget(bucket)
 	fi, err := b.bucketDir(ctx, bucket)
 	if err != nil {
@@ -191,8 +205,8 @@ func (b *braidBackend) PutBucketAcl(_ context.Context, bucket string, acl []byte
 // DeleteBucket removes an empty bucket: one holding no keys, only, at
 // most, the gateway's reserved directory (temporary files of PUTs
 // abandoned by a crashed gateway; uploads in progress keep it non-empty).
-func (b *braidBackend) DeleteBucket(_ context.Context, bucket string) error {
-	ctx := opCtx()
+func (b *braidBackend) DeleteBucket(rctx context.Context, bucket string) error {
+	ctx := b.opCtx(rctx)
 	defer b.acls.forget(bucket)
 	fi, err := b.bucketDir(ctx, bucket)
 	if err != nil {

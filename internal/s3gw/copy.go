@@ -68,8 +68,8 @@ func (s copySrc) close() {
 
 // CopyObject copies through the gateway: read from the OSDs, written to
 // new ones, as a new file (its own layout, its own MD5).
-func (b *braidBackend) CopyObject(_ context.Context, in s3response.CopyObjectInput) (s3response.CopyObjectOutput, error) {
-	ctx := opCtx()
+func (b *braidBackend) CopyObject(rctx context.Context, in s3response.CopyObjectInput) (s3response.CopyObjectOutput, error) {
+	ctx := b.opCtx(rctx)
 	src, err := b.copySource(ctx, str(in.CopySource), backend.PreConditions{IfMatch: in.CopySourceIfMatch,
 		IfNoneMatch: in.CopySourceIfNoneMatch, IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince})
 	if err != nil {
@@ -123,8 +123,8 @@ func copyOutput(etag string, mtime time.Time) s3response.CopyObjectOutput {
 }
 
 // UploadPartCopy stores a range of an existing object as a part.
-func (b *braidBackend) UploadPartCopy(_ context.Context, in *s3.UploadPartCopyInput) (s3response.CopyPartResult, error) {
-	ctx := opCtx()
+func (b *braidBackend) UploadPartCopy(rctx context.Context, in *s3.UploadPartCopyInput) (s3response.CopyPartResult, error) {
+	ctx := b.opCtx(rctx)
 	src, err := b.copySource(ctx, str(in.CopySource), backend.PreConditions{IfMatch: in.CopySourceIfMatch,
 		IfNoneMatch: in.CopySourceIfNoneMatch, IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince})
 	if err != nil {
@@ -147,8 +147,8 @@ func (b *braidBackend) UploadPartCopy(_ context.Context, in *s3.UploadPartCopyIn
 }
 
 // DeleteObjects deletes each key as DeleteObject does and reports each.
-func (b *braidBackend) DeleteObjects(_ context.Context, in *s3.DeleteObjectsInput) (s3response.DeleteResult, error) {
-	ctx := opCtx()
+func (b *braidBackend) DeleteObjects(rctx context.Context, in *s3.DeleteObjectsInput) (s3response.DeleteResult, error) {
+	ctx := b.opCtx(rctx)
 	var out s3response.DeleteResult
 	if in.Delete == nil || len(in.Delete.Objects) > maxDeleteKeys {
 		return out, s3err.GetAPIError(s3err.ErrMalformedXML)

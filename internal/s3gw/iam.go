@@ -1,6 +1,7 @@
 package s3gw
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -18,9 +19,10 @@ import (
 type iam struct {
 	cl *braid.Client
 
-	mu   sync.Mutex
-	keys map[signingKeyID]cachedKey
-	now  func() time.Time
+	mu    sync.Mutex
+	keys  map[signingKeyID]cachedKey
+	users map[string]braid.S3User // by access key, as the last signing key named them
+	now   func() time.Time
 }
 
 const (
@@ -32,6 +34,7 @@ type signingKeyID struct{ access, date, region, service string }
 
 type cachedKey struct {
 	key     []byte
+	user    braid.S3User // name and identity
 	fetched time.Time
 }
 
@@ -41,7 +44,7 @@ var (
 )
 
 func newIAM(cl *braid.Client) *iam {
-	return &iam{cl: cl, keys: map[signingKeyID]cachedKey{}, now: time.Now}
+	return &iam{cl: cl, keys: map[signingKeyID]cachedKey{}, users: map[string]braid.S3User{}, now: time.Now}
 }
 
 // DeriveSigningKey gives versitygw the SigV4 signing key without the
@@ -56,14 +59,15 @@ func (m *iam) DeriveSigningKey(access, sessionToken, date, region, service strin
 	c, ok := m.keys[id]
 	m.mu.Unlock()
 	if !ok || now.Sub(c.fetched) > signingKeyTTL {
-		_, key, err := m.cl.S3SigningKey(opCtx(), access, date, region, service)
+		user, key, err := m.cl.S3SigningKey(context.Background(), access, date, region, service)
 		if errors.Is(err, braid.ErrNotFound) || errors.Is(err, braid.ErrInvalid) {
 			return nil, auth.Account{}, auth.ErrNoSuchUser
 		}
 		if err != nil {
 			return nil, auth.Account{}, s3Error(err, s3err.ErrInternalError)
 		}
-		c = cachedKey{key: key, fetched: now}
+		user.AccessKey = strings.Clone(access)
+		c = cachedKey{key: key, user: user, fetched: now}
 		m.mu.Lock()
 		if len(m.keys) >= maxCachedKeys {
 			clear(m.keys)
@@ -71,27 +75,44 @@ func (m *iam) DeriveSigningKey(access, sessionToken, date, region, service strin
 		// The strings may share memory with a request buffer the HTTP
 		// server reuses: the key must be a copy.
 		m.keys[signingKeyID{strings.Clone(access), strings.Clone(date), strings.Clone(region), strings.Clone(service)}] = c
+		if len(m.users) >= maxCachedKeys {
+			clear(m.users)
+		}
+		m.users[c.user.AccessKey] = c.user
 		m.mu.Unlock()
 	}
-	return c.key, account(access), nil
+	return c.key, account(c.user), nil
 }
 
-// account is what versitygw knows of a user: every braid S3 user may use
-// every bucket (the namespace is one file system; per-user permissions
-// are the security issue's), which versitygw calls the admin role.
-func account(access string) auth.Account {
-	return auth.Account{Access: access, Role: auth.RoleAdmin}
+// account is what versitygw knows of a user. A user may create buckets
+// and reaches those whose ACL lets it (versitygw's "userplus"); an admin
+// reaches every bucket.
+func account(u braid.S3User) auth.Account {
+	role := auth.RoleUserPlus
+	if u.Admin {
+		role = auth.RoleAdmin
+	}
+	return auth.Account{Access: u.AccessKey, Role: role, UserID: int(u.Uid), GroupID: int(u.Gid)}
 }
 
-// accessKeys is the set of access keys the MDS knows.
-func (m *iam) accessKeys() (map[string]bool, error) {
-	users, err := m.cl.S3Users(opCtx())
+// user is the S3 user of an access key whose request was just
+// authenticated: the signing key's answer named it.
+func (m *iam) user(access string) (braid.S3User, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u, ok := m.users[access]
+	return u, ok
+}
+
+// accessKeys is the set of users the MDS knows, by access key.
+func (m *iam) accessKeys() (map[string]braid.S3User, error) {
+	users, err := m.cl.S3Users(context.Background())
 	if err != nil {
 		return nil, s3Error(err, s3err.ErrInternalError)
 	}
-	keys := make(map[string]bool, len(users))
+	keys := make(map[string]braid.S3User, len(users))
 	for _, u := range users {
-		keys[u.AccessKey] = true
+		keys[u.AccessKey] = u
 	}
 	return keys, nil
 }
@@ -103,10 +124,11 @@ func (m *iam) GetUserAccount(access string) (auth.Account, error) {
 	if err != nil {
 		return auth.Account{}, err
 	}
-	if !keys[access] {
+	u, ok := keys[access]
+	if !ok {
 		return auth.Account{}, auth.ErrNoSuchUser
 	}
-	return account(access), nil
+	return account(u), nil
 }
 
 func (m *iam) ResolveAccounts(access []string) ([]string, error) {
@@ -116,7 +138,7 @@ func (m *iam) ResolveAccounts(access []string) ([]string, error) {
 	}
 	var missing []string
 	for _, a := range access {
-		if !keys[a] {
+		if _, ok := keys[a]; !ok {
 			missing = append(missing, a)
 		}
 	}
@@ -129,8 +151,8 @@ func (m *iam) ListUserAccounts() ([]auth.Account, error) {
 		return nil, err
 	}
 	out := make([]auth.Account, 0, len(keys))
-	for a := range keys {
-		out = append(out, account(a))
+	for _, u := range keys {
+		out = append(out, account(u))
 	}
 	return out, nil
 }

@@ -302,8 +302,8 @@ func (b *braidBackend) entries(ctx context.Context, l listing) ([]s3response.Obj
 	return objs, cps
 }
 
-func (b *braidBackend) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input) (s3response.ListObjectsV2Result, error) {
-	ctx := opCtx()
+func (b *braidBackend) ListObjectsV2(rctx context.Context, in *s3.ListObjectsV2Input) (s3response.ListObjectsV2Result, error) {
+	ctx := b.opCtx(rctx)
 	bucket, prefix, delim := str(in.Bucket), str(in.Prefix), str(in.Delimiter)
 	marker := str(in.StartAfter)
 	if tok := str(in.ContinuationToken); tok != "" {
@@ -331,8 +331,8 @@ func (b *braidBackend) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Inpu
 	return out, nil
 }
 
-func (b *braidBackend) ListObjects(_ context.Context, in *s3.ListObjectsInput) (s3response.ListObjectsResult, error) {
-	ctx := opCtx()
+func (b *braidBackend) ListObjects(rctx context.Context, in *s3.ListObjectsInput) (s3response.ListObjectsResult, error) {
+	ctx := b.opCtx(rctx)
 	bucket, prefix, delim, marker := str(in.Bucket), str(in.Prefix), str(in.Delimiter), str(in.Marker)
 	maxKeys := maxListKeys
 	if in.MaxKeys != nil {

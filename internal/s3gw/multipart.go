@@ -161,8 +161,8 @@ func (b *braidBackend) uploadOfIno(ctx context.Context, ino uint64) (uploadMeta,
 	return u, nil
 }
 
-func (b *braidBackend) CreateMultipartUpload(_ context.Context, in s3response.CreateMultipartUploadInput) (s3response.InitiateMultipartUploadResult, error) {
-	ctx := opCtx()
+func (b *braidBackend) CreateMultipartUpload(rctx context.Context, in s3response.CreateMultipartUploadInput) (s3response.InitiateMultipartUploadResult, error) {
+	ctx := b.opCtx(rctx)
 	bucket, key := str(in.Bucket), str(in.Key)
 	_, dirMarker, err := objectPath(bucket, key)
 	if err != nil {
@@ -199,8 +199,8 @@ func (b *braidBackend) CreateMultipartUpload(_ context.Context, in s3response.Cr
 	return s3response.InitiateMultipartUploadResult{Bucket: bucket, Key: key, UploadId: id}, nil
 }
 
-func (b *braidBackend) UploadPart(_ context.Context, in *s3.UploadPartInput) (*s3.UploadPartOutput, error) {
-	ctx := opCtx()
+func (b *braidBackend) UploadPart(rctx context.Context, in *s3.UploadPartInput) (*s3.UploadPartOutput, error) {
+	ctx := b.opCtx(rctx)
 	size := int64(-1)
 	if in.ContentLength != nil {
 		size = *in.ContentLength
@@ -272,8 +272,8 @@ func (b *braidBackend) parts(ctx context.Context, dir string, after int32, limit
 	return out, err
 }
 
-func (b *braidBackend) ListParts(_ context.Context, in *s3.ListPartsInput) (s3response.ListPartsResult, error) {
-	ctx := opCtx()
+func (b *braidBackend) ListParts(rctx context.Context, in *s3.ListPartsInput) (s3response.ListPartsResult, error) {
+	ctx := b.opCtx(rctx)
 	bucket, key, id := str(in.Bucket), str(in.Key), str(in.UploadId)
 	out := s3response.ListPartsResult{Bucket: bucket, Key: key, UploadID: id, MaxParts: defaultListParts, StorageClass: types.StorageClassStandard}
 	if in.MaxParts != nil && *in.MaxParts >= 0 && *in.MaxParts < defaultListParts {
@@ -308,8 +308,8 @@ func (b *braidBackend) ListParts(_ context.Context, in *s3.ListPartsInput) (s3re
 	return out, nil
 }
 
-func (b *braidBackend) AbortMultipartUpload(_ context.Context, in *s3.AbortMultipartUploadInput) error {
-	ctx := opCtx()
+func (b *braidBackend) AbortMultipartUpload(rctx context.Context, in *s3.AbortMultipartUploadInput) error {
+	ctx := b.opCtx(rctx)
 	_, dir, err := b.upload(ctx, str(in.Bucket), str(in.Key), str(in.UploadId))
 	if err != nil {
 		return err
@@ -361,8 +361,8 @@ func (b *braidBackend) removeTree(ctx context.Context, dir string) error {
 	return b.cl.Remove(ctx, dir)
 }
 
-func (b *braidBackend) CompleteMultipartUpload(_ context.Context, in *s3.CompleteMultipartUploadInput) (s3response.CompleteMultipartUploadResult, string, error) {
-	ctx := opCtx()
+func (b *braidBackend) CompleteMultipartUpload(rctx context.Context, in *s3.CompleteMultipartUploadInput) (s3response.CompleteMultipartUploadResult, string, error) {
+	ctx := b.opCtx(rctx)
 	bucket, key, id := str(in.Bucket), str(in.Key), str(in.UploadId)
 	out := s3response.CompleteMultipartUploadResult{Bucket: &bucket, Key: &key}
 	if in.MultipartUpload == nil || len(in.MultipartUpload.Parts) == 0 {
@@ -483,6 +483,9 @@ func (b *braidBackend) completedBy(ctx context.Context, p, id, etag string) bool
 
 // assemble copies the parts in order into a new object at p.
 func (b *braidBackend) assemble(ctx context.Context, bucket, p string, parts []partInfo, size int64, layout string, meta objectMeta) error {
+	if err := b.mayReplace(ctx, p); err != nil {
+		return err
+	}
 	if err := b.makeParents(ctx, bucket, p); err != nil {
 		return err
 	}
@@ -540,8 +543,8 @@ func (pr *partsReader) close() {
 	pr.f, pr.r = nil, nil
 }
 
-func (b *braidBackend) ListMultipartUploads(_ context.Context, in *s3.ListMultipartUploadsInput) (s3response.ListMultipartUploadsResult, error) {
-	ctx := opCtx()
+func (b *braidBackend) ListMultipartUploads(rctx context.Context, in *s3.ListMultipartUploadsInput) (s3response.ListMultipartUploadsResult, error) {
+	ctx := b.opCtx(rctx)
 	bucket := str(in.Bucket)
 	out := s3response.ListMultipartUploadsResult{Bucket: bucket, KeyMarker: str(in.KeyMarker), UploadIDMarker: str(in.UploadIdMarker),
 		Delimiter: str(in.Delimiter), Prefix: str(in.Prefix), MaxUploads: defaultListParts}

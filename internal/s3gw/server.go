@@ -72,9 +72,10 @@ func Start(ctx context.Context, cl *braid.Client, cfg Config) (*Server, error) {
 
 func startOn(ctx context.Context, cl *braid.Client, cfg Config, ln net.Listener) (*Server, error) {
 	listening := make(chan struct{})
-	be := newBackend(cl)
+	users := newIAM(cl)
+	be := newBackend(cl, users.user)
 	api, err := s3api.New(be, middlewares.RootUserConfig{Access: unusableRootKey(), Secret: unusableRootKey()},
-		cfg.Region, newIAM(cl), nil, nil, nil, nil,
+		cfg.Region, users, nil, nil, nil, nil,
 		s3api.WithConcurrencyLimiter(cfg.MaxConnections, cfg.MaxInflightRequests),
 		s3api.WithQuiet(), s3api.WithKeepAlive(), s3api.WithHealth("/braid-health"))
 	if err != nil {

@@ -19,7 +19,7 @@ func TestSweepAbandonedWork(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
 	cl := c.Dial()
-	b := newBackend(cl)
+	b := newBackend(cl, nil)
 	if err := cl.Mkdir(ctx, "/bkt", false); err != nil {
 		t.Fatal(err)
 	}
