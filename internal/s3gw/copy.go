@@ -13,6 +13,7 @@ import (
 	"github.com/versity/versitygw/s3response"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/mdsproto"
 )
 
 // maxDeleteKeys is S3's limit on one DeleteObjects request.
@@ -109,6 +110,9 @@ func (b *braidBackend) CopyObject(rctx context.Context, in s3response.CopyObject
 func (b *braidBackend) replaceMeta(ctx context.Context, src objectInfo, meta objectMeta, directive types.MetadataDirective) (s3response.CopyObjectOutput, error) {
 	if directive != types.MetadataDirectiveReplace || src.dir {
 		return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrInvalidCopyDest)
+	}
+	if err := mayDo(ctx, src, mdsproto.MayWrite); err != nil {
+		return s3response.CopyObjectOutput{}, err
 	}
 	meta.ETag, meta.UploadID = src.meta.ETag, src.meta.UploadID
 	meta.Size, meta.MtimeNs = src.size, src.mtime.UnixNano()

@@ -151,6 +151,12 @@ func TestS3UsersAreIsolated(t *testing.T) {
 	if err := put(alice, "alice-data", "report.txt", "alice's second report"); err != nil {
 		t.Fatalf("alice overwrites her own object: %v", err)
 	}
+	if got, err := get(bob, "alice-data", "report.txt"); err != nil || got != "alice's second report" {
+		t.Fatalf("bob reads alice's new 0644 object: %q %v", got, err)
+	}
+	_, err = bob.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("alice-data"), Key: aws.String("report.txt"),
+		CopySource: aws.String("alice-data/report.txt"), MetadataDirective: types.MetadataDirectiveReplace, Metadata: map[string]string{"by": "bob"}})
+	wantCode(t, "bob, who may read it, replaces the metadata of alice's object", err, "AccessDenied")
 
 	// A top-level directory made outside S3 is no user's bucket.
 	if err := e.cl.Mkdir(ctx, "/private", false); err != nil {
