@@ -205,6 +205,6 @@ func (f *File) Attr() Attr {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	a := f.attr
-	a.Size = f.size
+	a.SetStored(f.size)
 	return a
 }

@@ -98,7 +98,7 @@ func (c *Client) checkFile(ctx context.Context, p string, rep *CheckReport) erro
 	}
 	defer f.Close()
 	rep.Files++
-	size := f.Size()
+	size := f.storedSize()
 	lay := f.layout()
 	spec := lay.Spec
 	S, U := spec.StripeBytes(), spec.UnitBytes

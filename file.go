@@ -71,6 +71,11 @@ type File struct {
 	closed    bool
 	enc       encoder
 
+	// isSealed: the file is encrypted (sealed.go); sio is nil if the MDS
+	// gave this handle no key.
+	isSealed bool
+	sio      *sealedIO
+
 	pf       prefetcher      // sequential read-ahead (read-only handles)
 	pending  *pendingStripes // stripe writes in flight
 	inflight *semaphore.Weighted
@@ -174,9 +179,16 @@ func (c *Client) writerSession(write bool) uint64 {
 func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenResp, sent time.Time) (*File, error) {
 	f := &File{c: c, path: p, write: write, dirty: map[int]bool{}, reporting: map[int]int{}, own: map[int]bool{},
 		missed: map[int]bool{}, caughtUp: map[int]bool{}, unsynced: newUnsynced(),
-		size: r.Inode.Size, committed: r.Inode.Size, sizeGen: r.Inode.SizeGen, handle: handle, attr: r.Inode,
+		size: r.Inode.Stored(), committed: r.Inode.Stored(), sizeGen: r.Inode.SizeGen, handle: handle, attr: r.Inode,
 		pending: newPendingStripes()}
 	f.sizeSeen.Store(f.size)
+	if f.isSealed = r.Inode.Sealed; f.isSealed && r.DataKey != nil {
+		sio, err := newSealedIO(r.DataKey)
+		if err != nil {
+			return nil, err
+		}
+		f.sio = sio
+	}
 	f.initLocks()
 	if err := f.apply(r); err != nil {
 		return nil, err
@@ -351,10 +363,11 @@ const maxConnRetries = 2
 // Name is the path the file was opened with.
 func (f *File) Name() string { return f.path }
 
-// Size is the file's size as this handle sees it. It does not wait for
-// the handle's lock, which a flush holds for as long as it reads and
-// sends (a mount's lookups and getattr ask for a writer's size).
-func (f *File) Size() int64 { return f.sizeSeen.Load() }
+// storedSize is the file's stored size as this handle sees it (a sealed
+// file's ciphertext's). It does not wait for the handle's lock, which a
+// flush holds for as long as it reads and sends (a mount's lookups and
+// getattr ask for a writer's size).
+func (f *File) storedSize() int64 { return f.sizeSeen.Load() }
 
 // setSizeLocked sets the handle's view of the size (under mu), and
 // publishes it for Size.
@@ -540,10 +553,10 @@ func (f *File) commitLocked(ctx context.Context) error {
 		f.modified = false
 		switch {
 		case in.SizeGen > f.sizeGen: // this commit truncated, or another handle did since this one looked
-			f.setSizeLocked(in.Size)
+			f.setSizeLocked(in.Stored())
 			f.sizeGen = in.SizeGen
 		case in.SizeGen == f.sizeGen:
-			f.setSizeLocked(max(f.size, in.Size)) // other writers' commits
+			f.setSizeLocked(max(f.size, in.Stored())) // other writers' commits
 		}
 		f.committed = f.size
 		f.attr = in

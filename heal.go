@@ -382,7 +382,7 @@ func (j *repairJob) extents(ctx context.Context) ([]int64, error) {
 	}
 	for c := range j.lay.OSDs {
 		if !stated[c/w] {
-			ext[c/w] = max(ext[c/w], j.lay.ObjectLen(j.t.Inode.Size, c))
+			ext[c/w] = max(ext[c/w], j.lay.ObjectLen(j.t.Inode.Stored(), c))
 		}
 	}
 	return ext, nil
@@ -516,7 +516,7 @@ func (j *repairJob) validBytes(grp int, s int64) int64 {
 	spec := j.lay.Spec
 	visit := int64(spec.Visit)
 	fs := (s/visit)*visit*int64(j.lay.Groups) + int64(grp)*visit + s%visit
-	return min(j.t.Inode.Size-fs*spec.StripeBytes(), spec.UnitBytes)
+	return min(j.t.Inode.Stored()-fs*spec.StripeBytes(), spec.UnitBytes)
 }
 
 // readSources reads K source units of the stripe (data units first), more

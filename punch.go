@@ -33,7 +33,7 @@ const maxPunchStripes = osdproto.MaxSegs
 // power cut is sent again at a sync, and must not land over the hole.
 // A range of more than maxPunchStripes stripes is punched in pieces, each
 // atomic; a failure leaves the handle failed, as a failed write does.
-func (f *File) PunchHole(off, n int64) error {
+func (f *File) punchStored(off, n int64) error {
 	if !f.write {
 		return errReadOnly
 	}

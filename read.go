@@ -18,11 +18,11 @@ import (
 // maxParallelUnitReads bounds the unit reads one ReadAt runs at once.
 const maxParallelUnitReads = 64
 
-// ReadAt reads len(p) bytes at off. Each piece is read from the OSD
+// readAtStored reads len(p) stored bytes at off. Each piece is read from the OSD
 // holding its data unit, all pieces in parallel; a piece whose OSD is down,
 // times out or returns a corrupt block is rebuilt from the stripe's other
 // units (degraded read).
-func (f *File) ReadAt(p []byte, off int64) (int, error) {
+func (f *File) readAtStored(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%w: negative offset", wire.ErrInvalid)
 	}
@@ -267,16 +267,17 @@ func (f *File) reconstruct(ctx context.Context, lay layout.Layout, s layout.Span
 // readAheadDepth is how many windows WriteTo keeps in flight.
 const readAheadDepth = 4
 
-// WriteTo copies the whole file to w, reading ahead several windows of
-// whole stripes in parallel while earlier ones are written out.
-func (f *File) WriteTo(w io.Writer) (int64, error) {
+// writeToStored copies the file's stored bytes to w, reading ahead
+// several windows of whole stripes in parallel while earlier ones are
+// written out.
+func (f *File) writeToStored(w io.Writer) (int64, error) {
 	if f.write {
 		f.mu.Lock()
 		f.flushAllLocked() // read your own writes
 		f.mu.Unlock()
 		f.pending.wait()
 	}
-	size := f.Size()
+	size := f.storedSize()
 	S := f.layout().Spec.StripeBytes()
 	window := max(S, (8<<20)/S*S)
 	type chunk struct {

@@ -64,10 +64,10 @@ func (f *File) releaseStripe(wb *stripeBuf) {
 
 var errReadOnly = fmt.Errorf("%w: file not open for writing", wire.ErrDenied)
 
-// WriteAt writes p at off. Data is gathered into whole stripes and sent
-// behind the caller; errors from earlier writes surface here, in Sync and
-// in Close.
-func (f *File) WriteAt(p []byte, off int64) (int, error) {
+// writeAtStored writes stored bytes p at off. Data is gathered into
+// whole stripes and sent behind the caller; errors from earlier writes
+// surface here, in Sync and in Close.
+func (f *File) writeAtStored(p []byte, off int64) (int, error) {
 	if !f.write {
 		return 0, errReadOnly
 	}
@@ -455,10 +455,10 @@ func (op *stripeOp) finish() {
 	op.f.pending.end(op.wb.fs)
 }
 
-// ReadFrom copies r into the file from offset 0 onwards. Data is read
-// straight into stripe buffers, so a byte is copied once on its way from
-// r to the OSDs.
-func (f *File) ReadFrom(r io.Reader) (int64, error) {
+// readFromStored copies r into the file's stored bytes from offset 0
+// onwards. Data is read straight into stripe buffers, so a byte is copied
+// once on its way from r to the OSDs.
+func (f *File) readFromStored(r io.Reader) (int64, error) {
 	if !f.write {
 		return 0, errReadOnly
 	}
@@ -515,10 +515,11 @@ func (f *File) adoptStripe(wb *stripeBuf, n int64) error {
 	return nil
 }
 
-// Truncate sets the file's size. Shrinking rewrites the stripe holding the
-// new end with zeros past it and cuts every object, so bytes beyond the
-// size are never left behind to reappear if the file grows again.
-func (f *File) Truncate(size int64) error {
+// truncateStored sets the file's stored size. Shrinking rewrites the
+// stripe holding the new end with zeros past it and cuts every object, so
+// bytes beyond the size are never left behind to reappear if the file
+// grows again.
+func (f *File) truncateStored(size int64) error {
 	if !f.write {
 		return errReadOnly
 	}
@@ -534,7 +535,7 @@ func (f *File) Truncate(size int64) error {
 	// this handle's view of the size (another truncated the file), so the
 	// range is checked again once the lock is held.
 	S := lay.Spec.StripeBytes()
-	lo := min(size, f.Size()) / S
+	lo := min(size, f.storedSize()) / S
 	for try := 0; ; try++ {
 		unlock, err := f.lockStripes(context.Background(), lo, mdsproto.MaxStripe)
 		if err != nil {

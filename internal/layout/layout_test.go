@@ -10,13 +10,16 @@ func TestParse(t *testing.T) {
 		in   string
 		want Spec
 	}{
-		{"stripe:6", Spec{Stripe, 6, 0, DefaultUnit, DefaultVisit}},
-		{"mirror:3", Spec{Mirror, 1, 2, DefaultUnit, DefaultVisit}},
-		{"ec:4+2", Spec{EC, 4, 2, DefaultUnit, DefaultVisit}},
-		{"ec:4+2,unit=64KiB", Spec{EC, 4, 2, 64 << 10, DefaultVisit}},
-		{" EC:8+3 , unit=4M , visit=2 ", Spec{EC, 8, 3, 4 << 20, 2}},
-		{"ec:4+1,unit=1MiB,visit=16", Spec{EC, 4, 1, 1 << 20, 16}},
-		{"mirror:1", Spec{Mirror, 1, 0, DefaultUnit, DefaultVisit}},
+		{"stripe:6", Spec{Stripe, 6, 0, DefaultUnit, DefaultVisit, false}},
+		{"mirror:3", Spec{Mirror, 1, 2, DefaultUnit, DefaultVisit, false}},
+		{"ec:4+2", Spec{EC, 4, 2, DefaultUnit, DefaultVisit, false}},
+		{"ec:4+2,unit=64KiB", Spec{EC, 4, 2, 64 << 10, DefaultVisit, false}},
+		{" EC:8+3 , unit=4M , visit=2 ", Spec{EC, 8, 3, 4 << 20, 2, false}},
+		{"ec:4+1,unit=1MiB,visit=16", Spec{EC, 4, 1, 1 << 20, 16, false}},
+		{"mirror:1", Spec{Mirror, 1, 0, DefaultUnit, DefaultVisit, false}},
+		{"ec:4+2,enc=aes-gcm", Spec{EC, 4, 2, DefaultUnit, DefaultVisit, true}},
+		{"mirror:2,enc=AES-GCM,unit=64KiB", Spec{Mirror, 1, 1, 64 << 10, DefaultVisit, true}},
+		{"stripe:2,enc=aes-gcm,enc=none", Spec{Stripe, 2, 0, DefaultUnit, DefaultVisit, false}},
 	} {
 		got, err := Parse(tc.in)
 		if err != nil {
@@ -36,7 +39,7 @@ func TestParseRejects(t *testing.T) {
 	for _, in := range []string{
 		"", "raid5", "stripe", "stripe:0", "stripe:x", "mirror:0", "ec:4", "ec:4+0", "ec:0+2",
 		"ec:40+40", "ec:4+2,unit=1000", "ec:4+2,unit=32MiB", "ec:4+2,visit=0",
-		"ec:4+2,visit=5000", "ec:4+2,colour=red", "ec:4+2,unit", "ec:-1+2", "ec:4+2,unit=-4KiB",
+		"ec:4+2,visit=5000", "ec:4+2,colour=red", "ec:4+2,unit", "ec:-1+2", "ec:4+2,unit=-4KiB", "ec:4+2,enc=rot13", "ec:4+2,enc",
 		"stripe:99999999999999999999",
 	} {
 		if _, err := Parse(in); !errors.Is(err, ErrBadSpec) {
@@ -57,7 +60,7 @@ func TestParseSize(t *testing.T) {
 // Layout: ec:2+1, unit 4KiB, visit 2, two groups; components 0-2 are group
 // 0, 3-5 group 1. File stripes hold 8KiB of data.
 func TestUnitOf(t *testing.T) {
-	l := Layout{Spec: Spec{EC, 2, 1, 4096, 2}, Groups: 2, OSDs: []uint32{10, 11, 12, 13, 14, 15}}
+	l := Layout{Spec: Spec{EC, 2, 1, 4096, 2, false}, Groups: 2, OSDs: []uint32{10, 11, 12, 13, 14, 15}}
 	for _, tc := range []struct {
 		fs        int64
 		u         int
@@ -123,7 +126,7 @@ func TestParityRotation(t *testing.T) {
 }
 
 func TestSpans(t *testing.T) {
-	l := Layout{Spec: Spec{EC, 2, 1, 4096, 1}, Groups: 1, OSDs: make([]uint32, 3)}
+	l := Layout{Spec: Spec{EC, 2, 1, 4096, 1, false}, Groups: 1, OSDs: make([]uint32, 3)}
 	var got []Span
 	l.Spans(4000, 9000, func(s Span) bool { got = append(got, s); return true })
 	want := []Span{
@@ -158,7 +161,7 @@ func TestLayoutValidate(t *testing.T) {
 func TestObjectLen(t *testing.T) {
 	// ec:2+1, unit 4KiB, visit 2, two groups: file stripes hold 8KiB;
 	// stripes 0,1 → group 0; 2,3 → group 1; 4,5 → group 0 (object stripes 2,3).
-	l := Layout{Spec: Spec{EC, 2, 1, 4096, 2}, Groups: 2, OSDs: make([]uint32, 6)}
+	l := Layout{Spec: Spec{EC, 2, 1, 4096, 2, false}, Groups: 2, OSDs: make([]uint32, 6)}
 	for _, tc := range []struct {
 		size int64
 		comp int

@@ -56,7 +56,13 @@ type Spec struct {
 	M         int   // redundant units per stripe (mirror: N-1)
 	UnitBytes int64 // stripe unit size
 	Visit     int   // stripes stacked in one parity group before moving on
+	// Sealed files are encrypted by the client before coding (enc=aes-gcm;
+	// the format is internal/seal's).
+	Sealed bool
 }
+
+// SealCipher is the one value of the enc= option.
+const SealCipher = "aes-gcm"
 
 // Width is the number of components in one parity group.
 func (s Spec) Width() int { return s.K + s.M }
@@ -81,6 +87,9 @@ func (s Spec) String() string {
 		return "invalid"
 	}
 	fmt.Fprintf(&b, ",unit=%s,visit=%d", FormatSize(s.UnitBytes), s.Visit)
+	if s.Sealed {
+		b.WriteString(",enc=" + SealCipher)
+	}
 	return b.String()
 }
 
@@ -117,7 +126,7 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// Parse reads a layout spec such as "ec:4+2,unit=1MiB,visit=4".
+// Parse reads a layout spec such as "ec:4+2,unit=1MiB,visit=4,enc=aes-gcm".
 func Parse(text string) (Spec, error) {
 	if len(text) > maxSpecTextSize {
 		return Spec{}, fmt.Errorf("%w: too long", ErrBadSpec)
@@ -184,6 +193,15 @@ func (s *Spec) applyOption(opt string) error {
 			return err
 		}
 		s.Visit = n
+	case "enc":
+		switch v := strings.ToLower(strings.TrimSpace(val)); v {
+		case SealCipher:
+			s.Sealed = true
+		case "none":
+			s.Sealed = false
+		default:
+			return fmt.Errorf("%w: enc=%s: the cipher is %s (or none)", ErrBadSpec, v, SealCipher)
+		}
 	default:
 		return fmt.Errorf("%w: unknown option %q", ErrBadSpec, key)
 	}

@@ -61,6 +61,7 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 		}
 		rec.Layout = toWire(l)
 		rec.Base, rec.Dirty, rec.Extents = l.Version, nil, nil
+		s.sealNew(rec, l.Spec)
 		return putInode(tx, rec)
 	})
 	if err != nil {

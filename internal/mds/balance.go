@@ -60,7 +60,7 @@ func componentBytes(rec *inodeRec, l layout.Layout, c int) int64 {
 	if g := c / l.Spec.Width(); len(rec.Extents) == l.Groups {
 		return rec.Extents[g]
 	}
-	return l.DataLen(rec.Size, c)
+	return l.DataLen(rec.Stored(), c)
 }
 
 // balanceLoop refreshes the estimate every BalanceEvery, or less often when

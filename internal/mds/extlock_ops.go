@@ -176,7 +176,7 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 		}
 		return nil
 	})
-	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, SessionEpoch: r.epoch, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Size, SizeGen: rec.SizeGen,
+	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, SessionEpoch: r.epoch, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Stored(), SizeGen: rec.SizeGen,
 		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle), Extents: rec.Extents}
 	if r.endGen == rec.SizeGen {
 		g.End = max(g.End, r.end)

@@ -60,6 +60,8 @@ func direntKey(parent uint64, name string) []byte {
 type inodeRec struct {
 	Format int `json:"v"`
 	mdsproto.Inode
+	// WrappedKey is a sealed file's data key, wrapped (filekeys.go).
+	WrappedKey []byte `json:"wk,omitempty"`
 	// Parent and Name are the directory entry that names the inode (for
 	// directories, rename cycle checks and layout inheritance; for files,
 	// the path written into their objects' labels for scavenging).

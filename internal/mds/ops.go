@@ -197,6 +197,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		rec.Uid, rec.Gid = who.owner(req.Uid, req.Gid)
 		inheritGroup(dir, rec)
 		rec.Layout = toWire(l)
+		s.sealNew(rec, l.Spec)
 		noteOnce(ctx, rec.Inode)
 		if req.Unlinked {
 			return s.createUnlinked(tx, rec, req.Handle)
@@ -286,7 +287,8 @@ func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle
 	}
 	now := s.cfg.Now()
 	c := s.keys.ring.Issue(rec.Ino, rights, rec.Layout.Version, now.Add(s.cfg.CapTTL))
-	out := mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now), OwnDirty: ownDirty(rec, handle)}
+	out := mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now), OwnDirty: ownDirty(rec, handle),
+		DataKey: s.dataKeyFor(ctx, rec)}
 	if handle != 0 {
 		// A refused lease (the table is full) only means this handle is
 		// not counted as open; the open itself goes ahead.
@@ -428,7 +430,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 	if err == nil && req.Cut {
 		s.extents.truncated(req.Ino, in.SizeGen)
 	} else if err == nil {
-		s.extents.committed(req.Ino, in.Size, in.SizeGen)
+		s.extents.committed(req.Ino, in.Stored(), in.SizeGen)
 	}
 	return in, err
 }
@@ -438,14 +440,15 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 // size to what its writer saw, never lowers it, and counts only if that
 // view is of the file's size generation (a writer that had not seen a
 // truncation by another would otherwise bring the cut size back). A
-// truncation (Cut) sets the size and starts a new generation.
+// truncation (Cut) sets the size and starts a new generation. Sizes are
+// stored sizes (a sealed file's ciphertext's).
 func commitSize(rec *inodeRec, req mdsproto.CommitReq) {
 	switch {
 	case req.Cut:
-		rec.Size = req.Size
+		rec.SetStored(req.Size)
 		rec.SizeGen++
 	case req.SizeGen == rec.SizeGen:
-		rec.Size = max(rec.Size, req.Size)
+		rec.SetStored(max(rec.Stored(), req.Size))
 	}
 }
 
@@ -467,7 +470,7 @@ func commitExtents(rec *inodeRec, l layout.Layout, req mdsproto.CommitReq) error
 		if e < 0 || e > layout.MaxObjectBytes {
 			return wire.Errorf(wire.ErrInvalid, "extent %d of group %d", e, g)
 		}
-		rec.Extents[g] = min(max(rec.Extents[g], e), l.ObjectLen(rec.Size, g*w))
+		rec.Extents[g] = min(max(rec.Extents[g], e), l.ObjectLen(rec.Stored(), g*w))
 	}
 	return nil
 }

@@ -69,5 +69,5 @@ func smallFileSpec(s layout.Spec, sizeHint int64) layout.Spec {
 	if sizeHint < 0 || sizeHint >= layout.SmallFileBytes || s.Scheme == layout.Mirror {
 		return s
 	}
-	return layout.Spec{Scheme: layout.Mirror, K: 1, M: s.M, UnitBytes: s.UnitBytes, Visit: s.Visit}
+	return layout.Spec{Scheme: layout.Mirror, K: 1, M: s.M, UnitBytes: s.UnitBytes, Visit: s.Visit, Sealed: s.Sealed}
 }

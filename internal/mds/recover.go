@@ -134,7 +134,8 @@ func (s *Server) labelFile(ctx context.Context, ino uint64) {
 	now := s.cfg.Now()
 	l := rec.Layout
 	label, err := mdsproto.Marshal(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
-		Version: l.Version, Size: rec.Size, Mode: rec.Mode, MtimeNs: rec.MtimeNs, LabeledNs: now.UnixNano()})
+		Version: l.Version, Size: rec.Stored(), Mode: rec.Mode, MtimeNs: rec.MtimeNs, LabeledNs: now.UnixNano(),
+		WrappedKey: rec.WrappedKey})
 	if err != nil {
 		return
 	}
@@ -273,9 +274,14 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 		p = ""
 	}
 	lay := &mdsproto.Layout{Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs, Version: l.Version}
-	if _, err := lay.Decode(); err != nil || l.Size < 0 || l.Ino <= rootIno {
+	decoded, err := lay.Decode()
+	if err != nil || l.Size < 0 || l.Ino <= rootIno {
 		addProblem(out, fmt.Sprintf("inode %d: label invalid (layout %v, size %d)", l.Ino, err, l.Size))
 		return
+	}
+	spec := decoded.Spec
+	if spec.Sealed && len(l.WrappedKey) == 0 {
+		addProblem(out, fmt.Sprintf("inode %d (%s): encrypted, and its label holds no key", l.Ino, l.Path))
 	}
 	for _, target := range []string{p, fmt.Sprintf("%s/%d", lostFound, l.Ino)} {
 		if target == "" {
@@ -306,8 +312,10 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 				return wire.Errorf(wire.ErrExists, "inode %d", l.Ino)
 			}
 			now := s.cfg.Now().UnixNano()
-			rec := &inodeRec{Inode: mdsproto.Inode{Ino: l.Ino, Type: mdsproto.TypeFile, Mode: l.Mode & 0o7777, Size: l.Size,
-				Nlink: 1, MtimeNs: l.MtimeNs, CtimeNs: now, Layout: lay}, Parent: parent.Ino, Name: name, Base: l.Version}
+			rec := &inodeRec{Inode: mdsproto.Inode{Ino: l.Ino, Type: mdsproto.TypeFile, Mode: l.Mode & 0o7777, Sealed: spec.Sealed,
+				Nlink: 1, MtimeNs: l.MtimeNs, CtimeNs: now, Layout: lay}, Parent: parent.Ino, Name: name, Base: l.Version,
+				WrappedKey: l.WrappedKey}
+			rec.SetStored(l.Size)
 			if err := putInode(tx, rec); err != nil {
 				return err
 			}

@@ -28,19 +28,20 @@ import (
 
 const s3SealKeyFile = "s3secrets.key"
 
-// loadSealKey reads the sealing key in dir, making it on first use.
-func loadSealKey(dir string) (cipher.AEAD, error) {
-	path := filepath.Join(dir, s3SealKeyFile)
+// loadSealKey reads the AES-256-GCM key in dir's file name (what names
+// its use), making it on first use.
+func loadSealKey(dir, name, what string) (cipher.AEAD, error) {
+	path := filepath.Join(dir, name)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		b, err = makeSealKey(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("S3 secret sealing key: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil || len(key) != 32 {
-		return nil, fmt.Errorf("S3 secret sealing key %s: want 64 hex digits", path)
+		return nil, fmt.Errorf("%s %s: want 64 hex digits", what, path)
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {

@@ -96,6 +96,7 @@ type Server struct {
 	osds    *wire.Pool
 	cl      clusterRec
 	s3Seal  cipher.AEAD // seals S3 users' secrets (s3secrets.go)
+	keyWrap cipher.AEAD // wraps sealed files' data keys (filekeys.go)
 	owners  osdOwners   // which principal each OSD is (authz.go)
 	keys    *keyRing    // capability keys (keyring.go)
 
@@ -156,12 +157,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.keys = keys
-	seal, err := loadSealKey(cfg.Dir)
+	seal, err := loadSealKey(cfg.Dir, s3SealKeyFile, "S3 secret sealing key")
 	if err != nil {
 		eng.Close()
 		return nil, err
 	}
 	s.s3Seal = seal
+	if s.keyWrap, err = loadSealKey(cfg.Dir, fileKeysFile, "file key wrapping key"); err != nil {
+		eng.Close()
+		return nil, err
+	}
 	if err := s.bootstrap(ctx); err != nil {
 		eng.Close()
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/seal"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -143,6 +144,29 @@ type Inode struct {
 	// is of one generation: a commit from an older one (a writer that had
 	// not seen a truncation by another) does not raise the size.
 	SizeGen uint64 `json:"size_gen,omitempty"`
+	// Sealed files are encrypted by their clients (internal/seal): Size
+	// is the plaintext's, DataSize what the layout holds (ciphertext),
+	// which every computation of objects and extents uses (Stored).
+	Sealed   bool  `json:"sealed,omitempty"`
+	DataSize int64 `json:"data_size,omitempty"`
+}
+
+// Stored is how many bytes of the layout's address space the file's data
+// takes: its size, or for a sealed file its ciphertext's.
+func (in *Inode) Stored() int64 {
+	if in.Sealed {
+		return in.DataSize
+	}
+	return in.Size
+}
+
+// SetStored records the stored size n, and the size that follows.
+func (in *Inode) SetStored(n int64) {
+	if in.Sealed {
+		in.DataSize, in.Size = n, seal.PlainSize(n)
+		return
+	}
+	in.Size = n
 }
 
 // OSD states in the cluster map.
@@ -281,6 +305,9 @@ type OpenResp struct {
 	// around, whatever it caught up.
 	OwnDirty []uint32     `json:"own_dirty,omitempty"`
 	Lock     *ExtentGrant `json:"lock,omitempty"` // the extent lock asked for, if granted
+	// DataKey is a sealed file's data key, for principals that may open
+	// it (never the cluster's servers).
+	DataKey []byte `json:"data_key,omitempty"`
 }
 
 type CommitReq struct {
@@ -597,6 +624,9 @@ type ObjectLabel struct {
 	Mode      uint32   `json:"mode"`
 	MtimeNs   int64    `json:"mtime_ns"`
 	LabeledNs int64    `json:"labeled_ns"` // when the MDS wrote it: the newest label wins
+	// WrappedKey is a sealed file's data key wrapped under the MDS's key:
+	// recover-metadata restores it, and it opens nothing without that key.
+	WrappedKey []byte `json:"wrapped_key,omitempty"`
 }
 
 type RecoverReq struct {

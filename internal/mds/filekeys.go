@@ -1,0 +1,71 @@
+package mds
+
+// Sealed files' data keys (layout option enc=aes-gcm; the data format is
+// internal/seal's). Each file gets its own key when it is created (or
+// re-placed empty), stored only wrapped, under a key kept in a file of
+// the MDS's directory, not in the metadata engine: a copy of the store
+// opens no file. The key is handed out unwrapped, with the capability,
+// in the answer to an open (which checked that the caller may read or
+// write the file), over the authenticated connection, and never to the
+// cluster's servers: OSDs and healers work on ciphertext. Object labels
+// carry the wrapped key, so recover-metadata restores files that still
+// open with the MDS's key.
+//
+//	<dir>/filekeys.key   32 random bytes, hex (0600)
+//	wrapped key          12-byte nonce || AES-256-GCM(data key, ad = "braid-file-key" || ino) (48 bytes)
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+
+	"github.com/braidfs/braid/internal/auth"
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/seal"
+)
+
+const fileKeysFile = "filekeys.key"
+
+func fileKeyAD(ino uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte("braid-file-key"), ino)
+}
+
+// sealNew gives rec, just placed with spec, a new data key if spec seals
+// it, and none otherwise. The file is empty.
+func (s *Server) sealNew(rec *inodeRec, spec layout.Spec) {
+	rec.Sealed, rec.DataSize, rec.WrappedKey = spec.Sealed, 0, nil
+	if !spec.Sealed {
+		return
+	}
+	nonce := make([]byte, s.keyWrap.NonceSize())
+	_, _ = rand.Read(nonce) // crypto/rand does not fail on Linux
+	rec.WrappedKey = s.keyWrap.Seal(nonce, nonce, seal.NewKey(), fileKeyAD(rec.Ino))
+}
+
+// dataKeyFor is rec's data key for the caller of ctx, who may open it:
+// nil for a file that is not sealed, and for the cluster's servers.
+func (s *Server) dataKeyFor(ctx context.Context, rec *inodeRec) []byte {
+	if !rec.Sealed || len(rec.WrappedKey) == 0 {
+		return nil
+	}
+	if p, ok := principal(ctx); ok && !mayHoldFileKeys(p.Role) {
+		return nil
+	}
+	n := s.keyWrap.NonceSize()
+	if len(rec.WrappedKey) < n {
+		return nil
+	}
+	key, err := s.keyWrap.Open(nil, rec.WrappedKey[:n], rec.WrappedKey[n:], fileKeyAD(rec.Ino))
+	if err != nil {
+		s.cfg.Log.Error("a sealed file's key does not unwrap: is filekeys.key the one it was made with?", "ino", rec.Ino, "err", err)
+		return nil
+	}
+	return key
+}
+
+// mayHoldFileKeys: the roles whose principals read and write files'
+// plaintext (clients, the administrator, gateways); OSDs, healers and
+// other MDSs work on ciphertext.
+func mayHoldFileKeys(role string) bool {
+	return role == auth.RoleClient || role == auth.RoleAdmin || role == auth.RoleGateway
+}

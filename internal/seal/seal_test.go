@@ -1,0 +1,68 @@
+package seal
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestSizesRoundTrip(t *testing.T) {
+	for _, n := range []int64{0, 1, 100, BlockBytes - 1, BlockBytes, BlockBytes + 1, 3*BlockBytes + 7, 1 << 30} {
+		s := StoredSize(n)
+		if got := PlainSize(s); got != n {
+			t.Errorf("PlainSize(StoredSize(%d) = %d) = %d", n, s, got)
+		}
+	}
+	if StoredSize(BlockBytes) != StoredBlockBytes || StoredSize(1) != 1+Overhead {
+		t.Errorf("stored sizes: a block %d, a byte %d", StoredSize(BlockBytes), StoredSize(1))
+	}
+	// A stored tail too short to hold plaintext holds none.
+	if PlainSize(StoredBlockBytes+Overhead) != BlockBytes {
+		t.Errorf("PlainSize of a block and a bare overhead: %d", PlainSize(StoredBlockBytes+Overhead))
+	}
+}
+
+func TestSealOpen(t *testing.T) {
+	s, err := New(NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := bytes.Repeat([]byte("secret data "), 400)[:BlockBytes]
+	stored := s.Seal(nil, plain, 7)
+	if len(stored) != StoredBlockBytes || bytes.Contains(stored, []byte("secret data")) {
+		t.Fatalf("stored block: %d bytes, plaintext visible %v", len(stored), bytes.Contains(stored, []byte("secret data")))
+	}
+	got, err := s.Open(nil, stored, 7)
+	if err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("open: %v", err)
+	}
+	if again := s.Seal(nil, plain, 7); bytes.Equal(again, stored) {
+		t.Fatal("sealing a block twice gave the same bytes: a nonce repeated")
+	}
+
+	refused := func(what string, b []byte, idx int64) {
+		t.Helper()
+		if _, err := s.Open(nil, b, idx); !errors.Is(err, ErrAuth) {
+			t.Errorf("%s: %v, want ErrAuth", what, err)
+		}
+	}
+	for _, at := range []int{0, NonceBytes, StoredBlockBytes / 2, StoredBlockBytes - 1} {
+		flipped := bytes.Clone(stored)
+		flipped[at] ^= 1
+		refused("a flipped bit", flipped, 7)
+	}
+	refused("a block moved to another index", stored, 8)
+	refused("a torn block", stored[:StoredBlockBytes-100], 7)
+	other, _ := New(NewKey())
+	if _, err := other.Open(nil, stored, 7); !errors.Is(err, ErrAuth) {
+		t.Errorf("another file's key opened the block: %v", err)
+	}
+	short := s.Seal(nil, []byte("tail"), 3)
+	if got, err := s.Open([]byte("pre"), short, 3); err != nil || string(got) != "pretail" {
+		t.Errorf("a short last block: %q %v", got, err)
+	}
+	if got, err := s.Open(nil, make([]byte, StoredBlockBytes), 2); err != nil || !bytes.Equal(got, make([]byte, BlockBytes)) {
+		t.Errorf("a hole: %d bytes, %v", len(got), err)
+	}
+	refused("a block of overhead only", make([]byte, Overhead), 1)
+}
