@@ -42,7 +42,7 @@ func BenchmarkSequential(b *testing.B) {
 			}
 		}
 	})
-	for _, spec := range []string{"stripe:6", "mirror:3", "ec:4+2"} {
+	for _, spec := range []string{"stripe:6", "mirror:3", "ec:4+2", "stripe:6,enc=aes-gcm", "ec:4+2,enc=aes-gcm"} {
 		b.Run("write="+spec, func(b *testing.B) { benchWrite(b, cl, spec, n) })
 		b.Run("read="+spec, func(b *testing.B) {
 			b.SetBytes(n)
@@ -63,7 +63,7 @@ func BenchmarkWriteWithoutStorage(b *testing.B) {
 	c := testcluster.Start(b, testcluster.Options{OSDs: 6, OSDFS: bench.DiscardFS{}})
 	cl := c.Dial()
 	b.Run("baseline=loopback-tcp", func(b *testing.B) { benchLoopback(b, n) })
-	for _, spec := range []string{"stripe:6", "mirror:3", "ec:4+2"} {
+	for _, spec := range []string{"stripe:6", "mirror:3", "ec:4+2", "stripe:6,enc=aes-gcm", "ec:4+2,enc=aes-gcm"} {
 		b.Run("write="+spec, func(b *testing.B) { benchWrite(b, cl, spec, n) })
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/braidfs/braid/internal/seal"
@@ -136,11 +137,19 @@ func (f *File) readPlainOnce(p []byte, off int64) error {
 	var plain [seal.BlockBytes]byte
 	for i := b0; i <= b1; i++ {
 		at := (i - b0) * seal.StoredBlockBytes
-		blk, err := f.sio.blocks.Open(plain[:0], stored[at:min(at+seal.StoredBlockBytes, int64(len(stored)))], i)
+		blockStored := stored[at:min(at+seal.StoredBlockBytes, int64(len(stored)))]
+		start := i * seal.BlockBytes
+		if start >= off && start+seal.BlockBytes <= off+int64(len(p)) {
+			// A whole block the read wants: opened in place.
+			if _, err := f.sio.blocks.Open(p[start-off:start-off], blockStored, i); err != nil {
+				return err
+			}
+			continue
+		}
+		blk, err := f.sio.blocks.Open(plain[:0], blockStored, i)
 		if err != nil {
 			return err
 		}
-		start := i * seal.BlockBytes
 		lo, hi := max(off, start), min(off+int64(len(p)), start+int64(len(blk)))
 		if hi > lo {
 			copy(p[lo-off:hi-off], blk[lo-start:hi-start])
@@ -369,46 +378,59 @@ func (f *File) WriteTo(w io.Writer) (int64, error) {
 }
 
 // openingWriter takes a sealed file's stored bytes in order from block 0
-// and writes their plaintext to w.
+// and writes their plaintext to w, one Write per Write it is given.
 type openingWriter struct {
 	w      io.Writer
 	blocks *seal.Blocks
 	idx    int64
-	plain  int64 // plaintext bytes written to w
-	part   []byte
-	buf    [seal.BlockBytes]byte
+	plain  int64  // plaintext bytes written to w
+	part   []byte // stored bytes of a block not yet whole
+	out    []byte // plaintext of the current Write
 }
 
 func (o *openingWriter) Write(p []byte) (int, error) {
 	n := len(p)
-	for len(p) > 0 {
-		if len(o.part) == 0 && len(p) >= seal.StoredBlockBytes {
-			if err := o.open(p[:seal.StoredBlockBytes]); err != nil {
-				return n - len(p), err
-			}
-			p = p[seal.StoredBlockBytes:]
-			continue
-		}
+	// Room for all of it: the cipher appends by exact sizes, which
+	// would copy what is already out once per block.
+	o.out = slices.Grow(o.out[:0], (len(o.part)+len(p))/seal.StoredBlockBytes*seal.BlockBytes+seal.BlockBytes)
+	if len(o.part) > 0 {
 		take := min(len(p), seal.StoredBlockBytes-len(o.part))
 		o.part = append(o.part, p[:take]...)
 		p = p[take:]
-		if len(o.part) == seal.StoredBlockBytes {
-			if err := o.open(o.part); err != nil {
-				return n - len(p), err
-			}
-			o.part = o.part[:0]
+		if len(o.part) < seal.StoredBlockBytes {
+			return n, nil
 		}
+		if err := o.open(o.part); err != nil {
+			return 0, err
+		}
+		o.part = o.part[:0]
 	}
-	return n, nil
+	for len(p) >= seal.StoredBlockBytes {
+		if err := o.open(p[:seal.StoredBlockBytes]); err != nil {
+			return 0, err
+		}
+		p = p[seal.StoredBlockBytes:]
+	}
+	o.part = append(o.part, p...)
+	return n, o.emit()
 }
 
+// open appends one block's plaintext to out.
 func (o *openingWriter) open(stored []byte) error {
-	blk, err := o.blocks.Open(o.buf[:0], stored, o.idx)
+	out, err := o.blocks.Open(o.out, stored, o.idx)
 	if err != nil {
 		return fmt.Errorf("%w: %v", wire.ErrCorrupt, err)
 	}
+	o.out = out
 	o.idx++
-	n, err := o.w.Write(blk)
+	return nil
+}
+
+func (o *openingWriter) emit() error {
+	if len(o.out) == 0 {
+		return nil
+	}
+	n, err := o.w.Write(o.out)
 	o.plain += int64(n)
 	return err
 }
@@ -418,9 +440,12 @@ func (o *openingWriter) flush() error {
 	if len(o.part) == 0 {
 		return nil
 	}
-	err := o.open(o.part)
+	o.out = o.out[:0]
+	if err := o.open(o.part); err != nil {
+		return err
+	}
 	o.part = o.part[:0]
-	return err
+	return o.emit()
 }
 
 // Truncate sets the file's size. Shrinking rewrites the stripe holding the

@@ -251,3 +251,41 @@ func writeFile(t *testing.T, cl *braid.Client, p, body string, mode uint32) {
 		t.Fatal(err)
 	}
 }
+
+// TestSealedBucket: objects of a bucket whose layout seals them read back
+// whole, in ranges and copied, with their plaintext sizes and MD5s.
+func TestSealedBucket(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	if _, err := e.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("vault")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.SetLayout(ctx, "/vault", "ec:4+2,unit=64KiB,enc=aes-gcm"); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(strings.Repeat("sealed object body, ", 60_000)) // 1.2 MB
+	put, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("vault"), Key: aws.String("a/obj"), Body: strings.NewReader(string(body))})
+	if err != nil || aws.ToString(put.ETag) != md5hex(body) {
+		t.Fatalf("PUT: %v, ETag %s", err, aws.ToString(put.ETag))
+	}
+	fi, err := e.cl.Stat(ctx, "/vault/a/obj")
+	if err != nil || !strings.Contains(fi.Layout.Spec, "enc=aes-gcm") || fi.Size != int64(len(body)) {
+		t.Fatalf("the object's file: %+v %v", fi, err)
+	}
+	out, err := e.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("vault"), Key: aws.String("a/obj"), Range: aws.String("bytes=4090-9000")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if string(got) != string(body[4090:9001]) {
+		t.Fatalf("ranged GET across blocks: %d bytes, equal %v", len(got), string(got) == string(body[4090:9001]))
+	}
+	if _, err := e.s3.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("vault"), Key: aws.String("copy"), CopySource: aws.String("vault/a/obj")}); err != nil {
+		t.Fatal(err)
+	}
+	head, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("vault"), Key: aws.String("copy")})
+	if err != nil || aws.ToInt64(head.ContentLength) != int64(len(body)) || aws.ToString(head.ETag) != md5hex(body) {
+		t.Fatalf("HEAD of the copy: %v", err)
+	}
+}
