@@ -31,11 +31,17 @@ func (e *env) mdsCmd() *cobra.Command {
 			"first start makes the cluster's CA there with that and an administrator's credential (admin.cred).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			key, err := capability.LoadKey(keyFile)
-			if err != nil {
+			if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 				return err
 			}
-			if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			if keyFile == "" {
+				keyFile = filepath.Join(cfg.Dir, "cluster.key")
+			}
+			if err := capability.CreateKeyFile(keyFile); err != nil { // the first start makes the cluster key
+				return fmt.Errorf("cluster key: %w", err)
+			}
+			key, err := capability.LoadKey(keyFile)
+			if err != nil {
 				return err
 			}
 			cred, err := mdsCredential(cfg.Dir, credFile)
@@ -75,7 +81,7 @@ func (e *env) mdsCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.Dir, "dir", "braid-mds", "directory holding the metadata store")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7000", "address to serve on (port 0 picks one)")
-	f.StringVar(&keyFile, "key-file", "cluster.key", "file with the cluster key shared with the OSDs")
+	f.StringVar(&keyFile, "key-file", "", "file with the cluster key shared with the OSDs, made if missing (default DIR/cluster.key)")
 	f.StringVar(&credFile, "cred", "", "the MDS's credential (role mds; default DIR/auth/mds.cred, made with the CA if there is none)")
 	f.StringVar(&addrFile, "addr-file", "", "write the address served on to this file once listening")
 	f.StringVar(&cfg.DefaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2)")

@@ -15,7 +15,7 @@ import (
 // resumed at an offset — after seekdir, or after entries were added or
 // removed meanwhile — returns every remaining entry exactly once.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	parent := n.ino // the root is its own parent
 	if _, p := n.Parent(); p != nil {
 		parent = p.StableAttr().Ino
@@ -52,7 +52,7 @@ var (
 const maxDirCookies = 1 << 20
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = d.n.m.opCtx(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var e fuse.DirEntry
@@ -101,7 +101,7 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // Lookup answers READDIRPLUS from the entry just listed: the MDS sent its
 // attributes along, so no lookup round trip per entry.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = d.n.m.opCtx(ctx)
 	d.mu.Lock()
 	last := d.last
 	d.mu.Unlock()

@@ -21,7 +21,7 @@ var _ = (fs.NodeAllocater)((*node)(nil))
 // does. The kernel refuses the other modes (collapse, insert) for FUSE
 // before they arrive; anything else unknown is refused here.
 func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	const known = unix.FALLOC_FL_KEEP_SIZE | unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_ZERO_RANGE
 	punch, zero := mode&unix.FALLOC_FL_PUNCH_HOLE != 0, mode&unix.FALLOC_FL_ZERO_RANGE != 0
 	keep := mode&unix.FALLOC_FL_KEEP_SIZE != 0

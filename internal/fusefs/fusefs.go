@@ -190,6 +190,8 @@ type mount struct {
 	// even for an inode it knows, so the node cannot be found from there.
 	wmu     sync.Mutex
 	writing map[uint64]*node
+
+	callers callerCache // who requests act as (callers.go)
 }
 
 // node is one braid inode in the kernel's tree.
@@ -343,7 +345,7 @@ func owner(ctx context.Context) (uid, gid uint32) {
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG
 	}
@@ -361,7 +363,7 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut, keep
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	a, err := n.m.cl.GetAttr(ctx, n.ino)
 	if err != nil {
 		return errno(err)
@@ -395,7 +397,7 @@ func kernelShare(d time.Duration) time.Duration {
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	if size, ok := in.GetSize(); ok {
 		if e := n.truncate(ctx, int64(size)); e != 0 {
 			return e
@@ -405,7 +407,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	changed := false
 	if mode, ok := in.GetMode(); ok {
 		m := mode & 0o7777
-		req.Mode, changed = &m, true
+		if groups, kill := n.killsOnly(ctx, m); kill {
+			req.KillSuidgid, req.WriterGroups, changed = true, groups, true
+		} else {
+			req.Mode, changed = &m, true
+		}
 	}
 	if uid, ok := in.GetUID(); ok {
 		req.Uid, changed = &uid, true
@@ -429,6 +435,25 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	return n.Getattr(ctx, f, out)
 }
 
+// killsOnly reports whether a mode change to mode, asked by a caller
+// that does not own the file, is the kernel clearing set-ID bits after
+// that caller's write or truncation (as it does on its own authority):
+// then it goes to the MDS as such, with the caller's groups, which a
+// writer may ask, and not as a chmod, which only the owner may.
+func (n *node) killsOnly(ctx context.Context, mode uint32) ([]uint32, bool) {
+	fc, ok := fuse.FromContext(ctx)
+	if !ok || fc.Uid == 0 {
+		return nil, false
+	}
+	a, err := n.m.cl.GetAttr(ctx, n.ino)
+	if err != nil || a.Uid == fc.Uid {
+		return nil, false
+	}
+	groups := callerGroups(ctx)
+	killed := braid.KilledOnWrite(a.Mode, a.Gid, groups)
+	return groups, killed != 0 && a.Mode&0o7777&^killed == mode
+}
+
 // truncate changes the file's size through the mount's writer, opened
 // for the purpose if no handle has it open.
 func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
@@ -444,7 +469,7 @@ func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	var f *braid.File
 	var err error
@@ -479,7 +504,7 @@ func (n *node) newHandle(f *braid.File, write bool) *handle {
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	uid, gid := owner(ctx)
 	f, err := n.m.cl.CreateAt(ctx, n.ino, name, braid.CreateOptions{Mode: mode & 0o7777, SizeHint: -1, Exclusive: true, Uid: uid, Gid: gid})
 	if errors.Is(err, braid.ErrExists) && flags&syscall.O_EXCL == 0 {
@@ -504,7 +529,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	uid, gid := owner(ctx)
 	a, err := n.m.cl.MkdirAt(ctx, n.ino, name, mode&0o7777, uid, gid)
 	if err != nil {
@@ -514,12 +539,12 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	return n.m.namesChanged(n.m.cl.RemoveAt(ctx, n.ino, name, false))
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	return n.m.namesChanged(n.m.cl.RemoveAt(ctx, n.ino, name, true))
 }
 
@@ -530,7 +555,7 @@ const (
 )
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	if flags&^renameNoReplace != 0 {
 		return syscall.EINVAL // RENAME_EXCHANGE and RENAME_WHITEOUT are not supported
 	}
@@ -560,7 +585,7 @@ func (m *mount) namesChanged(err error) syscall.Errno {
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	t, ok := target.(*node)
 	if !ok {
 		return nil, syscall.EXDEV
@@ -573,7 +598,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	st, err := n.m.cl.Statfs(ctx)
 	if err != nil {
 		return errno(err)
@@ -596,7 +621,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 const capabilityXattr = "security.capability"
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	if attr == capabilityXattr {
 		return 0, syscall.ENODATA
 	}
@@ -611,7 +636,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 }
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	if attr == capabilityXattr {
 		return syscall.EOPNOTSUPP
 	}
@@ -620,13 +645,13 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	_, err := n.m.cl.Xattr(ctx, braid.XattrRequest{Ino: n.ino, Op: "remove", Name: attr})
 	return errno(err)
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	r, err := n.m.cl.Xattr(ctx, braid.XattrRequest{Ino: n.ino, Op: "list"})
 	if err != nil {
 		return 0, errno(err)

@@ -2,6 +2,7 @@ package fusefs_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -427,5 +428,58 @@ m.flush(); m.close(); os.close(fd)`
 	got, err := os.ReadFile(p)
 	if err != nil || string(got[4096:4096+24]) != "stored through a mapping" {
 		t.Fatalf("after the mapping: %q, %v", got[4096:4096+24], err)
+	}
+}
+
+// TestMDSChecksTheMountsCallers: a mount's requests act as their callers
+// at the MDS too, so a kernel deciding on stale attributes (here cached
+// for an hour, across a chmod made by another client) grants nothing the
+// MDS would refuse that caller.
+func TestMDSChecksTheMountsCallers(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3, DefaultLayout: "mirror:2"})
+	dir := t.TempDir()
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil { // let the other user reach the mount
+		t.Fatal(err)
+	}
+	stale := fusefs.Options{EntryTimeout: time.Hour, AttrTimeout: time.Hour, Name: "braid"}
+	srv, err := fusefs.Mount(c.Dial(), dir, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Unmount() })
+	shared, f := filepath.Join(dir, "shared"), filepath.Join(dir, "shared", "f")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, []byte("data"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(f, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := asUser(1000, func() error { _, err := os.ReadFile(f); return err }); err != nil {
+		t.Fatalf("uid 1000 reads a 0666 file: %v", err)
+	}
+	// Another client closes both; this mount's kernel does not know.
+	ctx := context.Background()
+	cl := c.Dial()
+	for p, mode := range map[string]uint32{"/shared": 0o700, "/shared/f": 0o600} {
+		fi, err := cl.Stat(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.SetAttr(ctx, braid.SetAttrRequest{Ino: fi.Ino, Mode: &mode}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = asUser(1000, func() error { _, err := os.ReadFile(f); return err })
+	wantErrno(t, "uid 1000 reads the file made 0600 elsewhere", err, syscall.EACCES)
+	err = asUser(1000, func() error { return os.WriteFile(filepath.Join(shared, "new"), nil, 0o644) })
+	wantErrno(t, "uid 1000 creates in the directory made 0700 elsewhere", err, syscall.EACCES)
+	if got, err := os.ReadFile(f); err != nil || string(got) != "data" {
+		t.Fatalf("root reads it: %q %v", got, err)
 	}
 }

@@ -67,7 +67,7 @@ func (n *node) dropPrivileges(ctx context.Context) syscall.Errno {
 	if braid.KilledOnWrite(mode, gid, groups) == 0 {
 		return 0 // a group member's write keeps set-group-ID without group execute
 	}
-	a, err := n.m.cl.SetAttr(uninterrupted(ctx), braid.SetAttrRequest{Ino: n.ino, KillSuidgid: true, WriterGroups: groups})
+	a, err := n.m.cl.SetAttr(n.m.opCtx(ctx), braid.SetAttrRequest{Ino: n.ino, KillSuidgid: true, WriterGroups: groups})
 	if err != nil {
 		return errno(err)
 	}
@@ -103,7 +103,7 @@ func callerGroups(ctx context.Context) []uint32 {
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	typ, ok := typeOf(mode)
 	if typ == braid.TypeFile {
 		return n.mknodFile(ctx, name, mode, out)
@@ -140,7 +140,7 @@ func (n *node) mknodFile(ctx context.Context, name string, mode uint32, out *fus
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	uid, gid := owner(ctx)
 	a, err := n.m.cl.Symlink(ctx, n.ino, name, target, uid, gid)
 	if err != nil {
@@ -150,7 +150,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	ctx = uninterrupted(ctx)
+	ctx = n.m.opCtx(ctx)
 	a, err := n.m.cl.GetAttr(ctx, n.ino)
 	if err != nil {
 		return nil, errno(err)

@@ -164,7 +164,7 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	if !req.Release && req.Read && !s.leases.holds(req.Ino, req.Handle) {
 		// A reader's lease keeps an unlinked file: taken only by one who
 		// may read it.
-		if err := s.mayIno(ctx, req.Ino, permR); err != nil {
+		if err := s.mayIno(ctx, req.Ino, permOpenR); err != nil {
 			return mdsproto.RenewResp{}, err
 		}
 	}

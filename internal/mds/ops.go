@@ -316,9 +316,9 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 		if err != nil {
 			return err
 		}
-		want := permR
+		want := permOpenR
 		if req.Write {
-			want = permWrite
+			want = permOpenW
 		}
 		return who.need(rec, want, req.Path)
 	})

@@ -18,7 +18,8 @@ package mds
 //	remove, rename           wx on each parent; in a sticky directory, to
 //	                         own the entry or the directory; a directory
 //	                         moved to another parent needs w on itself
-//	open                     r to read, w to write or truncate
+//	open                     r to read, rw to write or truncate (a mount:
+//	                         r or x to read, as exec opens, w to write)
 //	chmod, times set         to own the inode
 //	chown                    root; the owner may change the group to one
 //	                         of its own
@@ -113,10 +114,20 @@ func (c *caller) inGroup(gid uint32) bool {
 	return c.gid == gid || slices.Contains(c.groups, gid)
 }
 
-// may reports whether c may do want (permR|permW|permX) to rec.
+// may reports whether c may do want (permR|permW|permX, or permOpenR or
+// permOpenW) to rec.
 func (c *caller) may(rec *inodeRec, want uint32) bool {
 	if c == nil {
 		return true
+	}
+	switch want {
+	case permOpenR:
+		return c.may(rec, permR) || !c.limited && c.may(rec, permX)
+	case permOpenW:
+		if c.limited {
+			return c.may(rec, permR|permW)
+		}
+		return c.may(rec, permW)
 	}
 	return mdsproto.Caller{Uid: c.uid, Gid: c.gid, Groups: c.groups}.Permits(rec.Type, rec.Mode, rec.Uid, rec.Gid, want)
 }
@@ -294,8 +305,17 @@ func (s *Server) mayIno(ctx context.Context, ino uint64, want uint32) error {
 	})
 }
 
-// permWrite is what writing needs: a writer also reads (partial stripes).
-const permWrite = permR | permW
+// What opening a file needs. A capability to write also reads (a writer
+// reads back partial stripes), so a principal limited to its own
+// identities needs read and write permission to write. A principal that
+// may act as anyone (a mount) is trusted as a kernel is: its kernel
+// checked the open's exact mode (write-only, or execute-only for exec),
+// so the MDS asks only write to write, and read or execute to read.
+const (
+	permOpenR uint32 = 1 << 8
+	permOpenW uint32 = 1 << 9
+	permWrite        = permOpenW
+)
 
 // mayWriteHandle is mayIno for writing, passed at once by a handle holding a
 // writer's lease on ino: a file opened for writing stays writable by its
