@@ -71,9 +71,11 @@ type File struct {
 	closed    bool
 	enc       encoder
 
-	// isSealed: the file is encrypted (sealed.go); sio is nil if the MDS
-	// gave this handle no key.
+	// isSealed: the file is encrypted (sealed.go), its blocks packed into
+	// units of sealUnit bytes; sio is nil if the MDS gave this handle no
+	// key.
 	isSealed bool
+	sealUnit int64
 	sio      *sealedIO
 
 	pf       prefetcher      // sequential read-ahead (read-only handles)
@@ -182,16 +184,19 @@ func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenRes
 		size: r.Inode.Stored(), committed: r.Inode.Stored(), sizeGen: r.Inode.SizeGen, handle: handle, attr: r.Inode,
 		pending: newPendingStripes()}
 	f.sizeSeen.Store(f.size)
-	if f.isSealed = r.Inode.Sealed; f.isSealed && r.DataKey != nil {
-		sio, err := newSealedIO(r.DataKey)
-		if err != nil {
-			return nil, err
-		}
-		f.sio = sio
-	}
 	f.initLocks()
 	if err := f.apply(r); err != nil {
 		return nil, err
+	}
+	if f.isSealed = r.Inode.Sealed; f.isSealed {
+		f.sealUnit = f.lay.Spec.UnitBytes
+		if r.DataKey != nil {
+			sio, err := newSealedIO(r.DataKey, f.sealUnit)
+			if err != nil {
+				return nil, err
+			}
+			f.sio = sio
+		}
 	}
 	if write && r.Lock != nil {
 		f.takeGrant(r.Lock, sent) // with the size it hands over: the inode above may predate it
@@ -283,6 +288,12 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 	}
 	now := time.Now()
 	f.lmu.Lock()
+	if f.ino != 0 && (r.Inode.Sealed != f.isSealed || r.Inode.Sealed && l.Spec.UnitBytes != f.sealUnit) {
+		// Re-placed while empty (braid layout set) with encryption
+		// switched: what this handle buffers is of the old kind.
+		f.lmu.Unlock()
+		return wire.Errorf(wire.ErrStale, "%s: the file's layout changed to %s while open", f.path, l.Spec)
+	}
 	sameLayout := f.lay.Version == l.Version && f.lay.OSDs != nil
 	f.ino, f.lay, f.cap, f.eps = r.Inode.Ino, l, c, r.Endpoints
 	switch {

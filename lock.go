@@ -7,6 +7,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -247,6 +248,9 @@ type fileLocks struct {
 	recalling int          // recalls being handed back: writes wait
 	using     int          // writes under held ranges in progress: recalls wait
 	lost      error        // why locks were lost without being handed back (their buffered writes fail)
+	// given counts locks handed back or lost: what the handle knew of
+	// their stripes' contents (a sealed file's last block) may be stale.
+	given atomic.Uint64
 }
 
 // stripeSpan is stripes [lo, hi).
@@ -466,6 +470,7 @@ func (f *File) recall(r mdsproto.Recall) {
 	for l.using > 0 {
 		l.cond.Wait()
 	}
+	l.given.Add(1)
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
@@ -530,6 +535,7 @@ func (f *File) loseLocks(why error) {
 	l := &f.locks
 	l.mu.Lock()
 	l.held = nil
+	l.given.Add(1)
 	l.mu.Unlock()
 	undurable := f.dropBuffersLocked()
 	f.amu.Lock()

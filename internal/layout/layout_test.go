@@ -39,7 +39,7 @@ func TestParseRejects(t *testing.T) {
 	for _, in := range []string{
 		"", "raid5", "stripe", "stripe:0", "stripe:x", "mirror:0", "ec:4", "ec:4+0", "ec:0+2",
 		"ec:40+40", "ec:4+2,unit=1000", "ec:4+2,unit=32MiB", "ec:4+2,visit=0",
-		"ec:4+2,visit=5000", "ec:4+2,colour=red", "ec:4+2,unit", "ec:-1+2", "ec:4+2,unit=-4KiB", "ec:4+2,enc=rot13", "ec:4+2,enc",
+		"ec:4+2,visit=5000", "ec:4+2,colour=red", "ec:4+2,unit", "ec:-1+2", "ec:4+2,unit=-4KiB", "ec:4+2,enc=rot13", "ec:4+2,enc", "mirror:2,unit=4KiB,enc=aes-gcm",
 		"stripe:99999999999999999999",
 	} {
 		if _, err := Parse(in); !errors.Is(err, ErrBadSpec) {

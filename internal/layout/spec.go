@@ -120,6 +120,10 @@ func (s Spec) Validate() error {
 	if int64(s.Width())*s.UnitBytes > MaxStripeBytes {
 		return fmt.Errorf("%w: width %d × unit %s exceeds %s per stripe", ErrBadSpec, s.Width(), FormatSize(s.UnitBytes), FormatSize(MaxStripeBytes))
 	}
+	if s.Sealed && s.UnitBytes < 2*MinUnitBytes {
+		// A unit holds whole sealed blocks (4 KiB and their nonce and tag).
+		return fmt.Errorf("%w: enc needs a unit of at least %s", ErrBadSpec, FormatSize(2*MinUnitBytes))
+	}
 	if s.Visit < 1 || s.Visit > MaxVisit {
 		return fmt.Errorf("%w: visit %d must be in 1..%d", ErrBadSpec, s.Visit, MaxVisit)
 	}

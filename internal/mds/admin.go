@@ -46,7 +46,7 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 		default:
 			return wire.Errorf(wire.ErrInvalid, "%s is a %s, which holds no data and has no layout", req.Path, rec.Type)
 		}
-		if rec.Size != 0 {
+		if rec.Stored() != 0 {
 			return wire.Errorf(wire.ErrInvalid, "%s holds data; its layout is fixed (copy it to a file with the new layout)", req.Path)
 		}
 		l, err := s.place(spec, -1)

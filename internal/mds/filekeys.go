@@ -30,9 +30,14 @@ func fileKeyAD(ino uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte("braid-file-key"), ino)
 }
 
-// sealNew gives rec, just placed with spec, a new data key if spec seals
-// it, and none otherwise. The file is empty.
+// sealNew gives rec, just placed with spec, a data key if spec seals it
+// (the one it has, if it had one: handles open on it keep theirs), and
+// none otherwise. The file is empty.
 func (s *Server) sealNew(rec *inodeRec, spec layout.Spec) {
+	if spec.Sealed && rec.Sealed && len(rec.WrappedKey) > 0 {
+		rec.DataSize = 0
+		return
+	}
 	rec.Sealed, rec.DataSize, rec.WrappedKey = spec.Sealed, 0, nil
 	if !spec.Sealed {
 		return

@@ -390,7 +390,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		// raised over emptied objects, they would make every reader take
 		// them for lost. Like its size, they are not taken.
 		staleGen := !req.Cut && req.SizeGen != rec.SizeGen
-		commitSize(rec, req)
+		commitSize(rec, req, l.Spec.UnitBytes)
 		if !staleGen {
 			if err := commitExtents(rec, l, req); err != nil {
 				return err
@@ -442,13 +442,13 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 // truncation by another would otherwise bring the cut size back). A
 // truncation (Cut) sets the size and starts a new generation. Sizes are
 // stored sizes (a sealed file's ciphertext's).
-func commitSize(rec *inodeRec, req mdsproto.CommitReq) {
+func commitSize(rec *inodeRec, req mdsproto.CommitReq, unitBytes int64) {
 	switch {
 	case req.Cut:
-		rec.SetStored(req.Size)
+		rec.SetStored(req.Size, unitBytes)
 		rec.SizeGen++
 	case req.SizeGen == rec.SizeGen:
-		rec.SetStored(max(rec.Stored(), req.Size))
+		rec.SetStored(max(rec.Stored(), req.Size), unitBytes)
 	}
 }
 

@@ -315,7 +315,7 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 			rec := &inodeRec{Inode: mdsproto.Inode{Ino: l.Ino, Type: mdsproto.TypeFile, Mode: l.Mode & 0o7777, Sealed: spec.Sealed,
 				Nlink: 1, MtimeNs: l.MtimeNs, CtimeNs: now, Layout: lay}, Parent: parent.Ino, Name: name, Base: l.Version,
 				WrappedKey: l.WrappedKey}
-			rec.SetStored(l.Size)
+			rec.SetStored(l.Size, spec.UnitBytes)
 			if err := putInode(tx, rec); err != nil {
 				return err
 			}

@@ -160,10 +160,11 @@ func (in *Inode) Stored() int64 {
 	return in.Size
 }
 
-// SetStored records the stored size n, and the size that follows.
-func (in *Inode) SetStored(n int64) {
+// SetStored records the stored size n, and the size that follows (a
+// sealed file's, from its layout's stripe unit).
+func (in *Inode) SetStored(n, unitBytes int64) {
 	if in.Sealed {
-		in.DataSize, in.Size = n, seal.PlainSize(n)
+		in.DataSize, in.Size = n, seal.PlainSize(n, unitBytes)
 		return
 	}
 	in.Size = n

@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/braidfs/braid/internal/osdproto"
 )
 
 // Sizes of the format.
@@ -24,27 +26,51 @@ const (
 // ErrAuth is a stored block that does not open: changed, moved, or torn.
 var ErrAuth = errors.New("encrypted block fails authentication")
 
+// MinUnitBytes is the smallest stripe unit a sealed layout may have: a
+// unit holds whole stored blocks, at least one.
+const MinUnitBytes = 2 * BlockBytes
+
+// Layout of stored blocks: a stripe unit of unit bytes holds
+// BlocksPerUnit whole stored blocks from its start, and the bytes left at
+// its end (unit mod StoredBlockBytes, 64 for a 1 MiB unit) stay unused.
+// So no block straddles two units, let alone two stripes: rewriting a
+// block is one write to one stripe, which a crash leaves old or new
+// (a stripe's staged write), never torn between two.
+
+// BlocksPerUnit is how many stored blocks a unit of unit bytes holds.
+func BlocksPerUnit(unit int64) int64 { return unit / StoredBlockBytes }
+
+// StoredOffset is where block i is stored.
+func StoredOffset(i, unit int64) int64 {
+	per := BlocksPerUnit(unit)
+	return i/per*unit + i%per*StoredBlockBytes
+}
+
 // StoredSize is how many stored bytes plaintext of size bytes takes.
-func StoredSize(size int64) int64 {
+func StoredSize(size, unit int64) int64 {
 	if size <= 0 {
 		return 0
 	}
 	full, rest := size/BlockBytes, size%BlockBytes
-	n := full * StoredBlockBytes
 	if rest > 0 {
-		n += rest + Overhead
+		return StoredOffset(full, unit) + rest + Overhead
 	}
-	return n
+	return StoredOffset(full-1, unit) + StoredBlockBytes
 }
 
 // PlainSize is the plaintext size of stored bytes. A last stored block of
-// Overhead bytes or fewer holds no plaintext.
-func PlainSize(stored int64) int64 {
+// Overhead bytes or fewer holds no plaintext; a size ending in a unit's
+// unused tail counts that unit's blocks whole.
+func PlainSize(stored, unit int64) int64 {
 	if stored <= 0 {
 		return 0
 	}
-	full, rest := stored/StoredBlockBytes, stored%StoredBlockBytes
-	return full*BlockBytes + max(rest-Overhead, 0)
+	per := BlocksPerUnit(unit)
+	u := (stored - 1) / unit
+	within := stored - u*unit // 1..unit
+	j := min((within-1)/StoredBlockBytes, per-1)
+	rest := min(within-j*StoredBlockBytes, StoredBlockBytes)
+	return (u*per+j)*BlockBytes + max(rest-Overhead, 0)
 }
 
 // Blocks seals and opens one file's blocks.
@@ -100,7 +126,7 @@ func (s *Blocks) Open(dst, stored []byte, idx int64) ([]byte, error) {
 	if len(stored) <= Overhead || len(stored) > StoredBlockBytes {
 		return dst, fmt.Errorf("%w: block %d is %d bytes", ErrAuth, idx, len(stored))
 	}
-	if allZero(stored) {
+	if osdproto.AllZero(stored) {
 		return append(dst, make([]byte, len(stored)-Overhead)...), nil
 	}
 	ad := additional(idx)
@@ -109,19 +135,4 @@ func (s *Blocks) Open(dst, stored []byte, idx int64) ([]byte, error) {
 		return dst, fmt.Errorf("%w: block %d", ErrAuth, idx)
 	}
 	return out, nil
-}
-
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b) != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -7,18 +7,32 @@ import (
 )
 
 func TestSizesRoundTrip(t *testing.T) {
-	for _, n := range []int64{0, 1, 100, BlockBytes - 1, BlockBytes, BlockBytes + 1, 3*BlockBytes + 7, 1 << 30} {
-		s := StoredSize(n)
-		if got := PlainSize(s); got != n {
-			t.Errorf("PlainSize(StoredSize(%d) = %d) = %d", n, s, got)
+	for _, unit := range []int64{MinUnitBytes, 64 << 10, 1 << 20} {
+		for _, n := range []int64{0, 1, 100, BlockBytes - 1, BlockBytes, BlockBytes + 1, 3*BlockBytes + 7,
+			BlocksPerUnit(unit) * BlockBytes, BlocksPerUnit(unit)*BlockBytes + 1, 1 << 30} {
+			s := StoredSize(n, unit)
+			if got := PlainSize(s, unit); got != n {
+				t.Errorf("unit %d: PlainSize(StoredSize(%d) = %d) = %d", unit, n, s, got)
+			}
+		}
+		// Every block lies inside one unit.
+		for i := int64(0); i < 3*BlocksPerUnit(unit)+2; i++ {
+			off := StoredOffset(i, unit)
+			if off/unit != (off+StoredBlockBytes-1)/unit {
+				t.Fatalf("unit %d: block %d at %d straddles two units", unit, i, off)
+			}
 		}
 	}
-	if StoredSize(BlockBytes) != StoredBlockBytes || StoredSize(1) != 1+Overhead {
-		t.Errorf("stored sizes: a block %d, a byte %d", StoredSize(BlockBytes), StoredSize(1))
+	if StoredSize(BlockBytes, 1<<20) != StoredBlockBytes || StoredSize(1, 1<<20) != 1+Overhead {
+		t.Errorf("stored sizes: a block %d, a byte %d", StoredSize(BlockBytes, 1<<20), StoredSize(1, 1<<20))
 	}
 	// A stored tail too short to hold plaintext holds none.
-	if PlainSize(StoredBlockBytes+Overhead) != BlockBytes {
-		t.Errorf("PlainSize of a block and a bare overhead: %d", PlainSize(StoredBlockBytes+Overhead))
+	if PlainSize(StoredBlockBytes+Overhead, 1<<20) != BlockBytes {
+		t.Errorf("PlainSize of a block and a bare overhead: %d", PlainSize(StoredBlockBytes+Overhead, 1<<20))
+	}
+	// The second unit's first block starts at the unit, past the first's unused tail.
+	if got := StoredOffset(BlocksPerUnit(MinUnitBytes), MinUnitBytes); got != MinUnitBytes {
+		t.Errorf("first block of the second unit at %d, want %d", got, MinUnitBytes)
 	}
 }
 
