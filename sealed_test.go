@@ -15,6 +15,7 @@ import (
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/osd"
 	"github.com/braidfs/braid/internal/seal"
 	"github.com/braidfs/braid/internal/testcluster"
 	"github.com/braidfs/braid/internal/wire"
@@ -266,11 +267,23 @@ func TestSealedFilesHealAndRecoverWithoutKeys(t *testing.T) {
 	mustRead(t, cl, "/dir/sealed", "rebuilt", data)
 	checkConsistent(t, cl, "rebuilt")
 
-	var st braid.Status
-	testcluster.Eventually(t, 20*time.Second, func() bool {
-		st, err = cl.Status(ctx)
-		return err == nil && st.LabelsPending == 0
-	}, func() string { return fmt.Sprintf("%d labels pending", st.LabelsPending) })
+	waitLabelled(t, cl)
+	// A hostile OSD rewrites its labels of the file: a newer label
+	// without the MDS's MAC, opening the file to everyone at another
+	// path, and one whose MAC is made up.
+	fi, err = cl.Stat(ctx, "/dir/sealed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := mdsproto.ObjectLabel{Ino: fi.Ino, Path: "/stolen", Spec: fi.Layout.Spec, Groups: 1, Version: fi.Layout.Version,
+		Size: seal.StoredSize(int64(len(data)), 64<<10), Mode: 0o666, LabeledNs: time.Now().Add(time.Hour).UnixNano()}
+	forgeries := [][]byte{mustMarshal(t, forged), mustMarshal(t, mdsproto.SealedLabel{Label: mustMarshal(t, forged), MAC: make([]byte, 28)})}
+	for comp, l := range forgeries {
+		s := c.OSDs[osdIndex(c, fi.Layout.Components[comp].OSD)]
+		if err := s.Store().SetLabel(osd.ObjKey{Ino: fi.Ino, Comp: uint32(comp)}, fi.Layout.Version, l); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c.WipeMDS()
 	testcluster.Eventually(t, 20*time.Second, func() bool {
 		st, err := cl.Status(ctx)
@@ -281,6 +294,32 @@ func TestSealedFilesHealAndRecoverWithoutKeys(t *testing.T) {
 		t.Fatalf("recover-metadata: %+v %v", res, err)
 	}
 	mustRead(t, cl, "/dir/sealed", "recovered", data)
+	if back, err := cl.Stat(ctx, "/dir/sealed"); err != nil || back.Mode.Perm() != 0o644 {
+		t.Fatalf("the recovered file: %+v %v (want its own mode, not the forged label's)", back, err)
+	}
+	if _, err := cl.Stat(ctx, "/stolen"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("a forged label's path: %v", err)
+	}
+}
+
+// waitLabelled polls until the MDS has written every label it owes.
+func waitLabelled(t *testing.T, cl *braid.Client) {
+	t.Helper()
+	var st braid.Status
+	testcluster.Eventually(t, 20*time.Second, func() bool {
+		var err error
+		st, err = cl.Status(ctx)
+		return err == nil && st.LabelsPending == 0
+	}, func() string { return fmt.Sprintf("%d labels pending", st.LabelsPending) })
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := mdsproto.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestSealedFileTwoWriters: two clients' handles, each opened before the

@@ -16,6 +16,7 @@ import (
 	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/healer"
+	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/osd"
@@ -35,10 +36,10 @@ func (e *env) mdsCmd() *cobra.Command {
 				return err
 			}
 			if keyFile == "" {
-				keyFile = filepath.Join(cfg.Dir, "cluster.key")
-			}
-			if err := capability.CreateKeyFile(keyFile); err != nil { // the first start makes the cluster key
-				return fmt.Errorf("cluster key: %w", err)
+				var err error
+				if keyFile, err = defaultClusterKey(cfg.Dir); err != nil {
+					return err
+				}
 			}
 			key, err := capability.LoadKey(keyFile)
 			if err != nil {
@@ -115,6 +116,24 @@ func parseRate(s string) (int64, error) {
 		return 0, fmt.Errorf("rate must be positive")
 	}
 	return n, nil
+}
+
+// defaultClusterKey is DIR/cluster.key, made on the first start of a new
+// metadata store only: a store that exists without it was started with
+// another key file, which its OSDs hold, and a new key would lock them
+// out.
+func defaultClusterKey(dir string) (string, error) {
+	path := filepath.Join(dir, "cluster.key")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if kv.EmbeddedExists(dir) {
+		return "", fmt.Errorf("%s holds a metadata store but no cluster.key: give --key-file (the key its OSDs hold)", dir)
+	}
+	if err := capability.CreateKeyFile(path); err != nil {
+		return "", fmt.Errorf("cluster key: %w", err)
+	}
+	return path, nil
 }
 
 func (e *env) osdCmd() *cobra.Command {

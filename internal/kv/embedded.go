@@ -31,6 +31,17 @@ const (
 	moveBatchBytes = 4 << 20
 )
 
+// EmbeddedExists reports whether dir holds an embedded store (of this
+// braid or an older one).
+func EmbeddedExists(dir string) bool {
+	for _, name := range []string{pebbleDirName, boltFileName, movingDirName} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // OpenEmbedded opens the MDS's embedded store in dir, first moving the
 // contents of an older braid's bbolt store into a new Pebble one.
 func OpenEmbedded(ctx context.Context, dir string, log *slog.Logger) (Engine, error) {

@@ -11,8 +11,15 @@ package mds
 // carry the wrapped key, so recover-metadata restores files that still
 // open with the MDS's key.
 //
+// The same key authenticates the labels: each is stored with a MAC, so
+// recover-metadata takes no label an OSD made up (with the wrapped key of
+// a sealed file it holds, a mode that opens it to everyone and a path of
+// its choosing). A sealed file is restored only from a label this MDS's
+// key vouches for.
+//
 //	<dir>/filekeys.key   32 random bytes, hex (0600)
 //	wrapped key          12-byte nonce || AES-256-GCM(data key, ad = "braid-file-key" || ino) (48 bytes)
+//	label MAC            12-byte nonce || GCM tag of nothing, ad = "braid-label" || the label's encoding
 
 import (
 	"context"
@@ -21,7 +28,9 @@ import (
 
 	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/seal"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 const fileKeysFile = "filekeys.key"
@@ -48,24 +57,26 @@ func (s *Server) sealNew(rec *inodeRec, spec layout.Spec) {
 }
 
 // dataKeyFor is rec's data key for the caller of ctx, who may open it:
-// nil for a file that is not sealed, and for the cluster's servers.
-func (s *Server) dataKeyFor(ctx context.Context, rec *inodeRec) []byte {
-	if !rec.Sealed || len(rec.WrappedKey) == 0 {
-		return nil
+// nil for a file that is not sealed, and for the cluster's servers. A key
+// that does not unwrap (another filekeys.key, or a label's key damaged)
+// is an error, not a missing key.
+func (s *Server) dataKeyFor(ctx context.Context, rec *inodeRec) ([]byte, error) {
+	if !rec.Sealed {
+		return nil, nil
 	}
 	if p, ok := principal(ctx); ok && !mayHoldFileKeys(p.Role) {
-		return nil
+		return nil, nil
 	}
 	n := s.keyWrap.NonceSize()
 	if len(rec.WrappedKey) < n {
-		return nil
+		return nil, wire.Errorf(wire.ErrCorrupt, "inode %d is encrypted and has no key", rec.Ino)
 	}
 	key, err := s.keyWrap.Open(nil, rec.WrappedKey[:n], rec.WrappedKey[n:], fileKeyAD(rec.Ino))
 	if err != nil {
 		s.cfg.Log.Error("a sealed file's key does not unwrap: is filekeys.key the one it was made with?", "ino", rec.Ino, "err", err)
-		return nil
+		return nil, wire.Errorf(wire.ErrCorrupt, "inode %d: its key does not unwrap under this MDS's filekeys.key", rec.Ino)
 	}
-	return key
+	return key, nil
 }
 
 // mayHoldFileKeys: the roles whose principals read and write files'
@@ -73,4 +84,28 @@ func (s *Server) dataKeyFor(ctx context.Context, rec *inodeRec) []byte {
 // other MDSs work on ciphertext.
 func mayHoldFileKeys(role string) bool {
 	return role == auth.RoleClient || role == auth.RoleAdmin || role == auth.RoleGateway
+}
+
+func labelAD(label []byte) []byte { return append([]byte("braid-label"), label...) }
+
+// sealLabel encodes l for the OSDs, with its MAC.
+func (s *Server) sealLabel(l mdsproto.ObjectLabel) ([]byte, error) {
+	b, err := mdsproto.Marshal(l)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, s.keyWrap.NonceSize())
+	_, _ = rand.Read(nonce) // crypto/rand does not fail on Linux
+	mac := s.keyWrap.Seal(nonce, nonce, nil, labelAD(b))
+	return mdsproto.Marshal(mdsproto.SealedLabel{Label: b, MAC: mac})
+}
+
+// labelMACValid reports whether mac is this MDS's over label.
+func (s *Server) labelMACValid(label, mac []byte) bool {
+	n := s.keyWrap.NonceSize()
+	if len(mac) < n {
+		return false
+	}
+	_, err := s.keyWrap.Open(nil, mac[:n], mac[n:], labelAD(label))
+	return err == nil
 }

@@ -154,7 +154,7 @@ func (s *Server) onceReplay(ctx context.Context, r *wire.Request, rec onceRec) (
 		if ino.Repair.active(s.cfg.Now()) {
 			return nil, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", ino.Ino)
 		}
-		return s.openResp(ctx, ino, true, req.Handle, req.Session), nil
+		return s.openResp(ctx, ino, true, req.Handle, req.Session)
 	case mdsproto.OpMkdir, mdsproto.OpLink, mdsproto.OpSymlink, mdsproto.OpMknod:
 		if rec.Inode == nil {
 			return nil, wire.Errorf(wire.ErrInternal, "the record of op %d holds no answer", r.Op)

@@ -210,7 +210,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 	}
 	// No label yet: a new file has no objects to carry one. Its commit
 	// labels them, or the expiry of its writer's lease if it never commits.
-	return s.openResp(ctx, rec, true, req.Handle, req.Session), nil
+	return s.openResp(ctx, rec, true, req.Handle, req.Session)
 }
 
 // createUnlinked stores a new file as an orphan held by the handle's
@@ -280,7 +280,11 @@ func (s *Server) publish(tx kv.Txn, who *caller, rec *inodeRec, p *mdsproto.Publ
 }
 
 // openResp issues the capability and, for a handle, its lease.
-func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle, session uint64) mdsproto.OpenResp {
+func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle, session uint64) (mdsproto.OpenResp, error) {
+	key, err := s.dataKeyFor(ctx, rec)
+	if err != nil {
+		return mdsproto.OpenResp{}, err
+	}
 	rights := capability.Read
 	if write {
 		rights |= capability.Write
@@ -288,7 +292,7 @@ func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle
 	now := s.cfg.Now()
 	c := s.keys.ring.Issue(rec.Ino, rights, rec.Layout.Version, now.Add(s.cfg.CapTTL))
 	out := mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now), OwnDirty: ownDirty(rec, handle),
-		DataKey: s.dataKeyFor(ctx, rec)}
+		DataKey: key}
 	if handle != 0 {
 		// A refused lease (the table is full) only means this handle is
 		// not counted as open; the open itself goes ahead.
@@ -298,7 +302,7 @@ func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle
 			out.Lock = s.openLock(ctx, rec.Ino, session, handle)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenResp, error) {
@@ -334,7 +338,7 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 	if req.Write && rec.Repair.active(s.cfg.Now()) {
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", rec.Ino)
 	}
-	return s.openResp(ctx, rec, req.Write, req.Handle, req.Session), nil
+	return s.openResp(ctx, rec, req.Write, req.Handle, req.Session)
 }
 
 // updateInode applies fn to inode ino in one transaction (fn may change

@@ -14,6 +14,7 @@ import (
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -133,9 +134,9 @@ func (s *Server) labelFile(ctx context.Context, ino uint64) {
 	}
 	now := s.cfg.Now()
 	l := rec.Layout
-	label, err := mdsproto.Marshal(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
+	label, err := s.sealLabel(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
 		Version: l.Version, Size: rec.Stored(), Mode: rec.Mode, MtimeNs: rec.MtimeNs, LabeledNs: now.UnixNano(),
-		WrappedKey: rec.WrappedKey})
+		WrappedKey: rec.WrappedKey, Uid: rec.Uid, Gid: rec.Gid})
 	if err != nil {
 		return
 	}
@@ -151,9 +152,10 @@ func (s *Server) labelFile(ctx context.Context, ino uint64) {
 
 // scavenged is what the OSDs say about one file.
 type scavenged struct {
-	label   mdsproto.ObjectLabel
-	labeled bool
-	objects int
+	label     mdsproto.ObjectLabel
+	labeled   bool
+	authentic bool // the label carries this MDS's MAC
+	objects   int
 }
 
 // recoverMeta rebuilds the namespace from the labels on the OSDs.
@@ -192,9 +194,25 @@ func (s *Server) recoverMeta(ctx context.Context, req mdsproto.RecoverReq) (mdsp
 			addProblem(&out, fmt.Sprintf("inode %d: %d objects without a label; not restored", f.label.Ino, f.objects))
 			continue
 		}
+		if !f.authentic && f.label.Spec != "" {
+			if spec, err := layout.Parse(f.label.Spec); err == nil && spec.Sealed {
+				addProblem(&out, fmt.Sprintf("inode %d (%s): encrypted, and no label of it is this MDS's; not restored", f.label.Ino, f.label.Path))
+				continue
+			}
+		}
 		s.restoreFile(ctx, f.label, dirs, &out)
 	}
 	return out, nil
+}
+
+// newerLabel reports whether label l wins over the one kept: one this
+// MDS wrote over one it cannot vouch for (an older MDS's, or an OSD's
+// invention), then the higher layout version, then the later written.
+func newerLabel(l mdsproto.ObjectLabel, authentic bool, kept mdsproto.ObjectLabel, keptAuthentic bool) bool {
+	if authentic != keptAuthentic {
+		return authentic
+	}
+	return l.Version > kept.Version || l.Version == kept.Version && l.LabeledNs > kept.LabeledNs
 }
 
 // scanCapLifetime is how long recover-metadata's scan capability lasts.
@@ -226,11 +244,15 @@ func (s *Server) scavenge(ctx context.Context, out *mdsproto.RecoverResp) (map[u
 				}
 				f.objects++
 				var l mdsproto.ObjectLabel
-				if len(e.Label) == 0 || decodeLabel(e.Label, &l) != nil || l.Ino != e.Ino {
+				if len(e.Label) == 0 {
 					continue
 				}
-				if !f.labeled || l.Version > f.label.Version || l.Version == f.label.Version && l.LabeledNs > f.label.LabeledNs {
-					f.label, f.labeled = l, true
+				authentic, err := s.decodeLabel(e.Label, &l)
+				if err != nil || l.Ino != e.Ino {
+					continue
+				}
+				if !f.labeled || newerLabel(l, authentic, f.label, f.authentic) {
+					f.label, f.labeled, f.authentic = l, true, authentic
 				}
 			}
 			if next == "" {
@@ -313,7 +335,7 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 			}
 			now := s.cfg.Now().UnixNano()
 			rec := &inodeRec{Inode: mdsproto.Inode{Ino: l.Ino, Type: mdsproto.TypeFile, Mode: l.Mode & 0o7777, Sealed: spec.Sealed,
-				Nlink: 1, MtimeNs: l.MtimeNs, CtimeNs: now, Layout: lay}, Parent: parent.Ino, Name: name, Base: l.Version,
+				Nlink: 1, MtimeNs: l.MtimeNs, CtimeNs: now, Layout: lay, Uid: l.Uid, Gid: l.Gid}, Parent: parent.Ino, Name: name, Base: l.Version,
 				WrappedKey: l.WrappedKey}
 			rec.SetStored(l.Size, spec.UnitBytes)
 			if err := putInode(tx, rec); err != nil {
@@ -349,11 +371,20 @@ func raiseCounter(tx kv.Txn, key []byte, n uint64) error {
 
 // decodeLabel reads an object's label: the protocol's codec, or format 1
 // (JSON, first byte '{') for labels written before it.
-func decodeLabel(b []byte, l *mdsproto.ObjectLabel) error {
+// A label this MDS sealed reports authentic; one whose MAC is wrong is an
+// error (forged or damaged), and an older MDS's (no MAC) is not authentic.
+func (s *Server) decodeLabel(b []byte, l *mdsproto.ObjectLabel) (authentic bool, err error) {
 	if len(b) > 0 && b[0] == '{' {
-		return decodeFormat1(b, l)
+		return false, decodeFormat1(b, l)
 	}
-	return mdsproto.Unmarshal(b, l)
+	var env mdsproto.SealedLabel
+	if mdsproto.Unmarshal(b, &env) == nil && len(env.Label) > 0 {
+		if !s.labelMACValid(env.Label, env.MAC) {
+			return false, wire.Errorf(wire.ErrCorrupt, "a label's MAC does not check")
+		}
+		return true, mdsproto.Unmarshal(env.Label, l)
+	}
+	return false, mdsproto.Unmarshal(b, l)
 }
 
 // maxRecoverProblems and maxProblemBytes bound the problems a recovery

@@ -99,9 +99,21 @@ func TestS3SecretsAreSealedAtRest(t *testing.T) {
 	if bob.Uid != nobody || bob.Gid != nobody || bob.Admin || got.Uid != u.Uid || u.Uid < mdsproto.FirstS3Uid {
 		t.Errorf("identities: bob (older record) %d:%d admin %v; alice %d (added as %d)", bob.Uid, bob.Gid, bob.Admin, got.Uid, u.Uid)
 	}
+	// A uid given by hand is skipped by the automatic ones.
+	taken := u.Uid + 1
+	if _, err := s.s3UserAdd(ctx, mdsproto.S3UserReq{Name: "dave", Uid: &taken}); err != nil {
+		t.Fatal(err)
+	}
 	carol, err := s.s3UserAdd(ctx, mdsproto.S3UserReq{Name: "carol"})
-	if err != nil || carol.Uid != u.Uid+1 || carol.Gid != carol.Uid {
-		t.Errorf("the next user's identity: %d:%d after alice's %d, %v", carol.Uid, carol.Gid, u.Uid, err)
+	if err != nil || carol.Uid != u.Uid+2 || carol.Gid != carol.Uid {
+		t.Errorf("the next user's identity: %d:%d after alice's %d and dave's %d, %v", carol.Uid, carol.Gid, u.Uid, taken, err)
+	}
+	root := uint32(0)
+	if _, err := s.s3UserAdd(ctx, mdsproto.S3UserReq{Name: "eve", Uid: &root}); err == nil {
+		t.Error("an ordinary S3 user was made with uid 0")
+	}
+	if r, err := s.s3UserAdd(ctx, mdsproto.S3UserReq{Name: "zoe", Uid: &root, Admin: true}); err != nil || r.Uid != 0 {
+		t.Errorf("an admin acting as root: %+v %v", r, err)
 	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("MDS directory mode %v, err %v; want 0700", fi.Mode().Perm(), err)

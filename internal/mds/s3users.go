@@ -23,6 +23,7 @@ import (
 //	S3u/<name>    user record (s3UserRec, with the secret sealed: s3secrets.go)
 //	S3k/<access>  access key → name
 //	S3n           the next uid of the S3 users' range (8 bytes, big endian)
+//	S3i/<uid>/<name>  the users acting as uid (uid: 8 bytes, big endian)
 //
 // A user acts as its uid, gid and groups (the gateway checks its objects'
 // modes with them). Records an MDS made before users had identities have
@@ -53,8 +54,25 @@ func (rec *s3UserRec) user() mdsproto.S3User {
 	return u
 }
 
+func s3UidPrefix(uid uint32) []byte {
+	return binary.BigEndian.AppendUint64([]byte("S3i/"), uint64(uid))
+}
+
+func s3UidKey(uid uint32, name string) []byte {
+	return append(append(s3UidPrefix(uid), '/'), name...)
+}
+
+// uidTaken reports whether an S3 user acts as uid.
+func uidTaken(tx kv.Txn, uid uint32) (bool, error) {
+	p := append(s3UidPrefix(uid), '/')
+	taken := false
+	err := tx.Scan(p, kv.PrefixEnd(p), func(_, _ []byte) bool { taken = true; return false })
+	return taken, err
+}
+
 // assignIDs gives u the identity req asks for, or the next uid of the S3
-// users' range.
+// users' range that no user acts as. Users given the same uid are one
+// owner to the gateway (two keys of one person); root is an admin's only.
 func assignIDs(tx kv.Txn, req mdsproto.S3UserReq, u *mdsproto.S3User) error {
 	if len(req.Groups) > mdsproto.MaxS3UserGroups {
 		return wire.Errorf(wire.ErrInvalid, "%d groups: at most %d", len(req.Groups), mdsproto.MaxS3UserGroups)
@@ -62,28 +80,45 @@ func assignIDs(tx kv.Txn, req mdsproto.S3UserReq, u *mdsproto.S3User) error {
 	u.Groups, u.Admin = slices.Clone(req.Groups), req.Admin
 	if req.Uid != nil {
 		u.Uid = *req.Uid
-	} else {
-		next := uint64(mdsproto.FirstS3Uid)
-		v, err := tx.Get(s3NextUidKey)
-		if err != nil {
-			return err
+		if u.Uid == 0 && !u.Admin {
+			return wire.Errorf(wire.ErrInvalid, "uid 0 is root's: an S3 user acting as root must be an admin (--admin)")
 		}
-		if len(v) == 8 {
-			next = binary.BigEndian.Uint64(v)
-		}
-		if next >= math.MaxUint32 { // (uint32)-1 is no uid
-			return wire.Errorf(wire.ErrNoSpace, "the S3 users' uid range is used up: give --uid")
-		}
-		u.Uid = uint32(next)
-		if err := tx.Put(s3NextUidKey, binary.BigEndian.AppendUint64(nil, next+1)); err != nil {
-			return err
-		}
+	} else if err := nextS3Uid(tx, u); err != nil {
+		return err
 	}
 	u.Gid = u.Uid
 	if req.Gid != nil {
 		u.Gid = *req.Gid
 	}
-	return nil
+	return tx.Put(s3UidKey(u.Uid, u.Name), nil)
+}
+
+// nextS3Uid gives u the next free uid of the S3 users' range (at most
+// maxS3Users are taken, so as many tries find one).
+func nextS3Uid(tx kv.Txn, u *mdsproto.S3User) error {
+	next := uint64(mdsproto.FirstS3Uid)
+	v, err := tx.Get(s3NextUidKey)
+	if err != nil {
+		return err
+	}
+	if len(v) == 8 {
+		next = binary.BigEndian.Uint64(v)
+	}
+	for try := 0; ; try++ {
+		if next >= math.MaxUint32 || try > maxS3Users { // (uint32)-1 is no uid
+			return wire.Errorf(wire.ErrNoSpace, "the S3 users' uid range is used up: give --uid")
+		}
+		taken, err := uidTaken(tx, uint32(next))
+		if err != nil {
+			return err
+		}
+		if !taken {
+			break
+		}
+		next++
+	}
+	u.Uid = uint32(next)
+	return tx.Put(s3NextUidKey, binary.BigEndian.AppendUint64(nil, next+1))
 }
 
 func s3UserKey(name string) []byte     { return append([]byte("S3u/"), name...) }
@@ -151,6 +186,11 @@ func (s *Server) s3UserRemove(ctx context.Context, req mdsproto.S3UserReq) (stru
 		}
 		if err := tx.Delete(s3AccessKey(rec.AccessKey)); err != nil {
 			return err
+		}
+		if rec.HasIDs {
+			if err := tx.Delete(s3UidKey(rec.Uid, rec.Name)); err != nil {
+				return err
+			}
 		}
 		return tx.Delete(s3UserKey(req.Name))
 	})

@@ -18,7 +18,7 @@ func messages() []any {
 		&RenewReq{}, &RenewResp{}, &ScrubReq{}, &ScrubResp{}, &DrainReq{}, &ObjectLabel{}, &RecoverReq{},
 		&RecoverResp{}, &SetattrReq{}, &LinkReq{}, &SymlinkReq{}, &XattrReq{}, &XattrResp{}, &StatfsResp{},
 		&CacheWaitReq{}, &CacheWaitResp{}, &Invalidation{}, &CacheLookupReq{}, &CacheLookupResp{}, &CacheSelf{},
-		&SelfEntry{}, &SelfKept{},
+		&SelfEntry{}, &SelfKept{}, &SealedLabel{},
 	}
 }
 

@@ -628,6 +628,16 @@ type ObjectLabel struct {
 	// WrappedKey is a sealed file's data key wrapped under the MDS's key:
 	// recover-metadata restores it, and it opens nothing without that key.
 	WrappedKey []byte `json:"wrapped_key,omitempty"`
+	Uid        uint32 `json:"uid,omitempty"`
+	Gid        uint32 `json:"gid,omitempty"`
+}
+
+// SealedLabel is an ObjectLabel as the MDS stores it on the OSDs: the
+// label's encoding and a MAC over it under a key only the MDS holds, so
+// that recover-metadata can tell its labels from ones an OSD made up.
+type SealedLabel struct {
+	Label []byte `json:"label"`
+	MAC   []byte `json:"mac"`
 }
 
 type RecoverReq struct {

@@ -27,6 +27,7 @@ package s3gw
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"slices"
 
@@ -120,8 +121,13 @@ func (b *braidBackend) mayReplace(ctx context.Context, p string) error {
 		return nil
 	}
 	fi, err := b.cl.Stat(ctx, p)
-	if err != nil || fi.IsDir {
-		return nil // nothing to replace (a directory in the way is refused later)
+	switch {
+	case errors.Is(err, braid.ErrNotFound), errors.Is(err, braid.ErrNotDir):
+		return nil // nothing to replace
+	case err != nil:
+		return s3Error(err, s3err.ErrNoSuchBucket)
+	case fi.IsDir:
+		return nil // a directory in the way is refused later
 	}
 	return mayDo(ctx, objectInfo{mode: fi.Mode, uid: fi.Uid, gid: fi.Gid}, mdsproto.MayWrite)
 }

@@ -208,6 +208,14 @@ func (b *braidBackend) PutBucketAcl(rctx context.Context, bucket string, acl []b
 func (b *braidBackend) DeleteBucket(rctx context.Context, bucket string) error {
 	ctx := b.opCtx(rctx)
 	defer b.acls.forget(bucket)
+	// versitygw lets a WRITE grant delete the bucket; only its owner (or
+	// an admin) may, or a grantee could empty it and take its name.
+	if id, _ := idOf(ctx); !id.admin && !b.owns(ctx, id.access, bucket) {
+		if _, err := b.bucketDir(ctx, bucket); err != nil {
+			return err
+		}
+		return s3err.GetAPIError(s3err.ErrAccessDenied)
+	}
 	fi, err := b.bucketDir(ctx, bucket)
 	if err != nil {
 		return err

@@ -124,6 +124,13 @@ func TestS3UsersAreIsolated(t *testing.T) {
 	}
 	_, err = bob.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("bob-data"), Key: aws.String("stolen"), CopySource: aws.String("alice-data/report.txt")})
 	wantCode(t, "bob copies alice's 0600 object", err, "AccessDenied")
+	up, err := bob.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("bob-data"), Key: aws.String("parts")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bob.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: aws.String("bob-data"), Key: aws.String("parts"), UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), CopySource: aws.String("alice-data/report.txt")})
+	wantCode(t, "bob copies a part of alice's 0600 object", err, "AccessDenied")
 	if got, err := get(alice, "alice-data", "report.txt"); err != nil || got != "alice's report" {
 		t.Fatalf("alice reads her 0600 object: %q %v", got, err)
 	}
@@ -145,6 +152,8 @@ func TestS3UsersAreIsolated(t *testing.T) {
 		t.Fatalf("bob's object: %+v %v", fi, err)
 	}
 	wantCode(t, "bob overwrites alice's object", put(bob, "alice-data", "report.txt", "overwritten"), "AccessDenied")
+	_, err = bob.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String("alice-data")})
+	wantCode(t, "bob, with WRITE, deletes alice's bucket", err, "AccessDenied")
 	if got, err := get(alice, "alice-data", "report.txt"); err != nil || got != "alice's report" {
 		t.Fatalf("alice's object after bob's overwrite: %q %v", got, err)
 	}
