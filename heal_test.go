@@ -374,12 +374,7 @@ func TestRecoverMetadataFromOSDs(t *testing.T) {
 	}
 	want["/proj/a/x2"] = want["/proj/x"]
 	delete(want, "/proj/x")
-	var st braid.Status
-	testcluster.Eventually(t, 20*time.Second, func() bool {
-		var err error
-		st, err = cl.Status(ctx)
-		return err == nil && st.LabelsPending == 0
-	}, func() string { return fmt.Sprintf("%d labels pending", st.LabelsPending) })
+	waitLabelled(t, cl)
 	c.WipeMDS()
 	testcluster.Eventually(t, 20*time.Second, func() bool {
 		st, err := cl.Status(ctx)
