@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,32 @@ var engines = []struct {
 }{
 	{"pebble", func(path string) (Engine, error) { return OpenPebble(path, slog.New(slog.DiscardHandler)) }},
 	{"bolt", func(path string) (Engine, error) { return OpenBolt(path) }},
+	{"etcd", openTestEtcd},
+}
+
+// openTestEtcd runs a one-member etcd cluster with its data in path (so a
+// second open finds what the first wrote) and returns an engine over it.
+func openTestEtcd(path string) (Engine, error) {
+	client, peer, err := twoFreePorts()
+	if err != nil {
+		return nil, err
+	}
+	return OpenEmbeddedEtcd(context.Background(), EtcdMember{Name: "m", Dir: path,
+		ClientURL: "http://" + client, PeerURL: "http://" + peer}, "")
+}
+
+// twoFreePorts asks the OS for two free loopback ports.
+func twoFreePorts() (string, string, error) {
+	var addrs []string
+	for i := 0; i < 2; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", "", err
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs[0], addrs[1], nil
 }
 
 func TestEngines(t *testing.T) {

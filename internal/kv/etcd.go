@@ -1,0 +1,405 @@
+package kv
+
+// Etcd is the engine of several MDS processes: an etcd cluster (Raft
+// replicated), reached through its v3 API. Each transaction is optimistic,
+// as etcd's own STM: it reads one snapshot (the revision of its first
+// read, a linearizable one), buffers its writes, and commits them in one
+// etcd txn guarded by what it read:
+//
+//   - every key it read (present or absent) still has the modification
+//     revision it had (a key deleted since fails this too);
+//   - no key of a range it scanned changed after the snapshot (which
+//     catches keys added to the range; keys it saw are compared one by
+//     one, which catches keys removed);
+//   - where those compares would pass etcd's limit on operations in a txn,
+//     a single compare on a clock key every commit writes: no commit at
+//     all since the snapshot.
+//
+// A txn whose guard fails is ErrConflict, and Update runs it again (Retry).
+// A snapshot etcd compacted away is a conflict too.
+//
+// Keys live under a prefix ("braid/" by default: the engine's keys under
+// "braid/d/", its clock at "braid/clock"), so one etcd cluster can hold
+// other data, or several braid clusters. etcd's limits apply to a
+// transaction's writes: --max-txn-ops (128 by default; braid's embedded
+// members allow etcdMaxTxnOps) and --max-request-bytes (1.5 MiB). A
+// transaction past them fails with ErrTooLarge rather than in part.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// ErrTooLarge is a transaction past the engine's limits on one commit.
+var ErrTooLarge = errors.New("kv: transaction too large for the engine")
+
+const (
+	// etcdScanPage is how many keys one range request of a scan fetches.
+	etcdScanPage = 512
+	// etcdDefaultMaxTxnOps is etcd's own default --max-txn-ops, assumed
+	// of a cluster braid did not start.
+	etcdDefaultMaxTxnOps = 128
+	// etcdCallTimeout bounds one request to etcd.
+	etcdCallTimeout = 10 * time.Second
+	// Under the prefix: data keys under "d/", and the clock every commit
+	// writes beside them.
+	dataSubprefix = "d/"
+	clockKey      = "clock"
+)
+
+// EtcdOptions says how to reach an etcd cluster.
+type EtcdOptions struct {
+	Endpoints []string // host:port, http(s)://host:port, or unix://path
+	Prefix    string   // key prefix; "" is "braid/"
+	// MaxTxnOps is the cluster's --max-txn-ops (0: etcd's default, 128).
+	MaxTxnOps int
+	// DialTimeout bounds connecting (0: 10 s).
+	DialTimeout time.Duration
+}
+
+// Etcd is an Engine over an etcd cluster.
+type Etcd struct {
+	cli       *clientv3.Client
+	root      string // EtcdOptions.Prefix
+	prefix    string // the data keys' (root + "d/")
+	clock     string // the clock key
+	maxTxnOps int
+	onClose   func() error // stops an embedded member, if this engine runs one
+
+	mu     sync.Mutex
+	closed bool
+	lead   *leadership // set by Lead: every commit is guarded by holding it
+}
+
+// OpenEtcd connects to the etcd cluster o names.
+func OpenEtcd(ctx context.Context, o EtcdOptions) (*Etcd, error) {
+	if len(o.Endpoints) == 0 {
+		return nil, errors.New("etcd: no endpoints")
+	}
+	if o.Prefix == "" {
+		o.Prefix = "braid/"
+	}
+	if o.MaxTxnOps <= 0 {
+		o.MaxTxnOps = etcdDefaultMaxTxnOps
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = etcdCallTimeout
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: o.Endpoints, DialTimeout: o.DialTimeout, Context: ctx,
+		MaxCallSendMsgSize: 2 << 20, MaxCallRecvMsgSize: 64 << 20, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %v: %w", o.Endpoints, err)
+	}
+	// Fail now, not at the first transaction, if no member answers.
+	cctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	defer cancel()
+	if _, err := cli.Get(cctx, o.Prefix+clockKey); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcd %v: %w", o.Endpoints, err)
+	}
+	return &Etcd{cli: cli, root: o.Prefix, prefix: o.Prefix + dataSubprefix, clock: o.Prefix + clockKey, maxTxnOps: o.MaxTxnOps}, nil
+}
+
+func (e *Etcd) open() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (e *Etcd) View(ctx context.Context, fn func(Reader) error) error {
+	if err := e.open(); err != nil {
+		return err
+	}
+	return Retry(ctx, func() error { return fn(e.begin(ctx)) })
+}
+
+func (e *Etcd) Update(ctx context.Context, fn func(Txn) error) error {
+	if err := e.open(); err != nil {
+		return err
+	}
+	return retryBackingOff(ctx, func() error {
+		t := e.begin(ctx)
+		if err := fn(t); err != nil {
+			return err // nothing was written: a panic in fn leaves nothing either
+		}
+		return t.commit()
+	})
+}
+
+// Conflicts between MDS processes (or goroutines) on one key are real
+// here: an attempt that lost waits a random while, growing, before the
+// next, so contenders spread out instead of colliding again.
+const (
+	etcdMaxAttempts  = 64
+	etcdFirstBackoff = 500 * time.Microsecond
+	etcdMaxBackoff   = 20 * time.Millisecond
+)
+
+func retryBackingOff(ctx context.Context, attempt func() error) error {
+	wait := etcdFirstBackoff
+	var err error
+	for i := 0; i < etcdMaxAttempts; i++ {
+		if err = attempt(); !errors.Is(err, ErrConflict) {
+			return err
+		}
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(wait))) + wait/2)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, etcdMaxBackoff)
+	}
+	return fmt.Errorf("gave up after %d attempts: %w", etcdMaxAttempts, err)
+}
+
+func (e *Etcd) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	var err error
+	if l := e.leader(); l != nil {
+		err = l.session.Close() // hands the lock to a standby at once
+	}
+	err = errors.Join(err, e.cli.Close())
+	if e.onClose != nil {
+		err = errors.Join(err, e.onClose())
+	}
+	return err
+}
+
+// etcdTxn is one attempt of a transaction.
+type etcdTxn struct {
+	e      *Etcd
+	ctx    context.Context
+	rev    int64            // the snapshot: the revision of the first read (0: none yet)
+	reads  map[string]int64 // key → modification revision seen (0: absent)
+	ranges [][2]string      // scanned [start, end) ("" end: to the prefix's end)
+	writes map[string][]byte
+	dels   map[string]bool
+}
+
+func (e *Etcd) begin(ctx context.Context) *etcdTxn {
+	return &etcdTxn{e: e, ctx: ctx, reads: map[string]int64{}, writes: map[string][]byte{}, dels: map[string]bool{}}
+}
+
+func (t *etcdTxn) call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.ctx, etcdCallTimeout)
+}
+
+// opts reads at the snapshot, once there is one.
+func (t *etcdTxn) opts(more ...clientv3.OpOption) []clientv3.OpOption {
+	if t.rev != 0 {
+		more = append(more, clientv3.WithRev(t.rev))
+	}
+	return more
+}
+
+func (t *etcdTxn) noteRev(rev int64) {
+	if t.rev == 0 {
+		t.rev = rev
+	}
+}
+
+func etcdErr(err error) error {
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return ErrConflict // the snapshot is gone: start again on a new one
+	}
+	return fmt.Errorf("etcd: %w", err)
+}
+
+func (t *etcdTxn) Get(key []byte) ([]byte, error) {
+	k := string(key)
+	if t.dels[k] {
+		return nil, nil
+	}
+	if v, ok := t.writes[k]; ok {
+		return slices.Clone(v), nil
+	}
+	ctx, cancel := t.call()
+	defer cancel()
+	resp, err := t.e.cli.Get(ctx, t.e.prefix+k, t.opts()...)
+	if err != nil {
+		return nil, etcdErr(err)
+	}
+	t.noteRev(resp.Header.Revision)
+	if len(resp.Kvs) == 0 {
+		t.reads[k] = 0
+		return nil, nil
+	}
+	t.reads[k] = resp.Kvs[0].ModRevision
+	return bytes.Clone(resp.Kvs[0].Value), nil
+}
+
+func (t *etcdTxn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
+	t.ranges = append(t.ranges, [2]string{string(start), string(end)})
+	pending := t.pendingIn(start, end) // this transaction's own writes, merged in
+	from := t.e.prefix + string(start)
+	to := t.e.prefix + string(end)
+	if end == nil {
+		to = clientv3.GetPrefixRangeEnd(t.e.prefix)
+	}
+	emit := func(k string, v []byte) bool { return fn([]byte(k), v) }
+	for {
+		ctx, cancel := t.call()
+		resp, err := t.e.cli.Get(ctx, from, t.opts(clientv3.WithRange(to), clientv3.WithLimit(etcdScanPage))...)
+		cancel()
+		if err != nil {
+			return etcdErr(err)
+		}
+		t.noteRev(resp.Header.Revision)
+		for _, kv := range resp.Kvs {
+			k := string(kv.Key[len(t.e.prefix):])
+			t.reads[k] = kv.ModRevision
+			for len(pending) > 0 && pending[0] < k {
+				if v, ok := t.writes[pending[0]]; ok && !emit(pending[0], v) {
+					return nil
+				}
+				pending = pending[1:]
+			}
+			if len(pending) > 0 && pending[0] == k {
+				pending = pending[1:]
+				if t.dels[k] {
+					continue
+				}
+				if !emit(k, t.writes[k]) {
+					return nil
+				}
+				continue
+			}
+			if t.dels[k] {
+				continue
+			}
+			if !emit(k, kv.Value) {
+				return nil
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	for _, k := range pending {
+		if v, ok := t.writes[k]; ok && !emit(k, v) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// pendingIn is the sorted keys this transaction wrote or deleted in
+// [start, end).
+func (t *etcdTxn) pendingIn(start, end []byte) []string {
+	var out []string
+	in := func(k string) bool {
+		return k >= string(start) && (end == nil || k < string(end))
+	}
+	for k := range t.writes {
+		if in(k) {
+			out = append(out, k)
+		}
+	}
+	for k := range t.dels {
+		if in(k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (t *etcdTxn) Put(key, value []byte) error {
+	k := string(key)
+	delete(t.dels, k)
+	t.writes[k] = slices.Clone(value)
+	if t.writes[k] == nil {
+		t.writes[k] = []byte{}
+	}
+	return nil
+}
+
+func (t *etcdTxn) Delete(key []byte) error {
+	k := string(key)
+	delete(t.writes, k)
+	t.dels[k] = true
+	return nil
+}
+
+// commit writes the buffered writes if nothing the transaction read has
+// changed since its snapshot.
+func (t *etcdTxn) commit() error {
+	if len(t.writes) == 0 && len(t.dels) == 0 {
+		return nil // read only: its snapshot was consistent
+	}
+	ops := make([]clientv3.Op, 0, len(t.writes)+len(t.dels)+1)
+	for k, v := range t.writes {
+		ops = append(ops, clientv3.OpPut(t.e.prefix+k, string(v)))
+	}
+	for k := range t.dels {
+		ops = append(ops, clientv3.OpDelete(t.e.prefix+k))
+	}
+	ops = append(ops, clientv3.OpPut(t.e.clock, ""))
+	if len(ops) > t.e.maxTxnOps {
+		return fmt.Errorf("%w: %d writes, etcd allows %d in one txn (--max-txn-ops)", ErrTooLarge, len(ops), t.e.maxTxnOps)
+	}
+	ctx, cancel := t.call()
+	defer cancel()
+	guard := t.guard()
+	lead := t.e.leader()
+	if lead != nil {
+		guard = append(guard, lead.mutex.IsOwner())
+	}
+	resp, err := t.e.cli.Txn(ctx).If(guard...).Then(ops...).Commit()
+	switch {
+	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrRequestTooLarge):
+		return fmt.Errorf("%w: %v", ErrTooLarge, err)
+	case err != nil:
+		return etcdErr(err)
+	case !resp.Succeeded && lead != nil && !lead.holds(ctx):
+		return ErrNotLeader
+	case !resp.Succeeded:
+		return ErrConflict
+	}
+	return nil
+}
+
+// guard is what must still hold for the commit: see the package comment.
+func (t *etcdTxn) guard() []clientv3.Cmp {
+	if t.rev == 0 {
+		return nil // wrote without reading
+	}
+	cmps := make([]clientv3.Cmp, 0, len(t.reads)+len(t.ranges))
+	for k, rev := range t.reads {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(t.e.prefix+k), "=", rev))
+	}
+	for _, r := range t.ranges {
+		end := t.e.prefix + r[1]
+		if r[1] == "" {
+			end = clientv3.GetPrefixRangeEnd(t.e.prefix)
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(t.e.prefix+r[0]).WithRange(end), "<", t.rev+1))
+	}
+	if len(cmps) > t.e.maxTxnOps {
+		// Too many to name: no commit at all since the snapshot.
+		return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(t.e.clock), "<", t.rev+1)}
+	}
+	return cmps
+}

@@ -1,0 +1,121 @@
+package kv
+
+// An etcd member inside the MDS process (braid mds --meta-peers): three
+// MDS processes form a Raft quorum with no other service to run. The
+// member is etcd's own server (go.etcd.io/etcd/server/v3/embed), with
+// limits raised for braid's transactions.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+const (
+	// etcdMaxTxnOps is what braid's members allow in one txn (etcd's
+	// default is 128): a transaction's writes, and the compares that guard
+	// it.
+	etcdMaxTxnOps = 4096
+	// etcdMaxRequestBytes is etcd's default, kept: it bounds what a
+	// member proposes to Raft at once.
+	etcdMaxRequestBytes = 3 << 19 // 1.5 MiB
+	// etcdStartTimeout bounds waiting for a member to join its cluster.
+	etcdStartTimeout = time.Minute
+)
+
+// EtcdMember is one member of an embedded etcd cluster.
+type EtcdMember struct {
+	Name      string // unique in the cluster
+	Dir       string // its data directory
+	ClientURL string // where it serves clients, e.g. http://127.0.0.1:2379
+	PeerURL   string // where it talks Raft with the others, e.g. http://127.0.0.1:2380
+	// Cluster is every member as name=peerURL, comma-separated ("": this
+	// one alone).
+	Cluster string
+	// LogLevel is etcd's (debug, info, warn, error); "" is error.
+	LogLevel string
+}
+
+// OpenEmbeddedEtcd starts member m and returns an engine over the cluster
+// it belongs to; Close stops both.
+func OpenEmbeddedEtcd(ctx context.Context, m EtcdMember, prefix string) (*Etcd, error) {
+	srv, err := startMember(m)
+	if err != nil {
+		return nil, err
+	}
+	e, err := OpenEtcd(ctx, EtcdOptions{Endpoints: []string{m.ClientURL}, Prefix: prefix, MaxTxnOps: etcdMaxTxnOps})
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	e.onClose = func() error { srv.Close(); return nil }
+	return e, nil
+}
+
+func startMember(m EtcdMember) (*embed.Etcd, error) {
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = m.Name, m.Dir
+	cu, err := url.Parse(m.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client URL %q: %w", m.ClientURL, err)
+	}
+	pu, err := url.Parse(m.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcd peer URL %q: %w", m.PeerURL, err)
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = m.Cluster
+	if cfg.InitialCluster == "" {
+		cfg.InitialCluster = m.Name + "=" + m.PeerURL
+	}
+	cfg.MaxTxnOps, cfg.MaxRequestBytes = etcdMaxTxnOps, etcdMaxRequestBytes
+	cfg.LogLevel = m.LogLevel
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "error"
+	}
+	// Old revisions are compacted away after an hour: a snapshot older
+	// than that is a conflict, and the history does not grow for ever.
+	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = embed.CompactorModePeriodic, "1h"
+	srv, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd member %s: %w", m.Name, err)
+	}
+	select {
+	case <-srv.Server.ReadyNotify():
+		return srv, nil
+	case err := <-srv.Err():
+		srv.Close()
+		return nil, fmt.Errorf("etcd member %s: %w", m.Name, err)
+	case <-time.After(etcdStartTimeout):
+		srv.Close()
+		return nil, fmt.Errorf("etcd member %s: not ready after %s (are the other members up? %s)", m.Name, etcdStartTimeout, m.Cluster)
+	}
+}
+
+// ParseEtcdURL reads "etcd://host:port,host:port[/prefix]" into options.
+func ParseEtcdURL(s string) (EtcdOptions, error) {
+	rest, ok := strings.CutPrefix(s, "etcd://")
+	if !ok || rest == "" {
+		return EtcdOptions{}, errors.New(`want etcd://host:port[,host:port...][/prefix]`)
+	}
+	hosts, prefix, _ := strings.Cut(rest, "/")
+	var o EtcdOptions
+	for _, h := range strings.Split(hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			o.Endpoints = append(o.Endpoints, h)
+		}
+	}
+	if len(o.Endpoints) == 0 {
+		return EtcdOptions{}, fmt.Errorf("%q names no etcd endpoint", s)
+	}
+	if prefix != "" {
+		o.Prefix = strings.TrimSuffix(prefix, "/") + "/"
+	}
+	return o, nil
+}
