@@ -17,7 +17,9 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/reedsolomon"
@@ -85,12 +87,15 @@ var DefaultOptions = Options{IOTimeout: 30 * time.Second, MaxInflightBytes: 96 <
 
 // Client talks to one braid cluster. It is safe for concurrent use.
 type Client struct {
-	mdsAddr string
-	opts    Options
-	conns   *wire.Pool // OSD connections
-	mdsPool *wire.Pool // MDS connections
-	self    Caller     // a limited credential's identity (Options.Caller unset)
-	hasSelf bool
+	// mdsAddrs are the MDS processes to try (one active, standbys), and
+	// mdsPick the one that answered last.
+	mdsAddrs []string
+	mdsPick  atomic.Int32
+	opts     Options
+	conns    *wire.Pool // OSD connections
+	mdsPool  *wire.Pool // MDS connections
+	self     Caller     // a limited credential's identity (Options.Caller unset)
+	hasSelf  bool
 	// life ends when the client is closed: open handles stop renewing
 	// their leases then, as they would if the process had died.
 	life    context.Context
@@ -120,7 +125,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 
 // DialOptions connects with explicit options.
 func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error) {
-	c := &Client{mdsAddr: addr, opts: opts, conns: wire.NewPoolOn(auth.DataNetwork(opts.Network, opts.Credential)), encoders: map[[2]int]reedsolomon.Encoder{}}
+	c := &Client{mdsAddrs: splitAddrs(addr), opts: opts, conns: wire.NewPoolOn(auth.DataNetwork(opts.Network, opts.Credential)), encoders: map[[2]int]reedsolomon.Encoder{}}
 	c.mdsPool = wire.NewPoolOn(c.mdsNetwork())
 	c.self, c.hasSelf = defaultCaller(opts.Credential)
 	c.life, c.endLife = context.WithCancel(context.Background())
@@ -151,16 +156,45 @@ func (c *Client) mdsNetwork() wire.Network {
 	return auth.Network(c.opts.Network, c.opts.Credential, auth.RoleMDS)
 }
 
-// mdsConnOn is mdsConn from another pool.
+// splitAddrs reads "host:port[,host:port...]".
+func splitAddrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{s}
+	}
+	return out
+}
+
+// mdsConnOn is mdsConn from another pool: from the MDS that answered
+// last, else the next that answers (a standby took over from it).
 func (c *Client) mdsConnOn(ctx context.Context, pool *wire.Pool) (*wire.Client, error) {
-	conn, err := pool.Get(ctx, c.mdsAddr)
-	if err != nil {
-		return nil, err
+	start := int(c.mdsPick.Load())
+	var firstErr error
+	for i := range c.mdsAddrs {
+		k := (start + i) % len(c.mdsAddrs)
+		addr := c.mdsAddrs[k]
+		conn, err := pool.Get(ctx, addr)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			if errors.Is(err, wire.ErrPoolClosed) || ctx.Err() != nil {
+				return nil, err
+			}
+			continue
+		}
+		if role := conn.Welcome().Role; role != wire.RoleMDS {
+			return nil, wire.Errorf(wire.ErrProtocol, "%s answers as %q, not as the MDS", addr, role)
+		}
+		c.mdsPick.Store(int32(k))
+		return conn, nil
 	}
-	if role := conn.Welcome().Role; role != wire.RoleMDS {
-		return nil, wire.Errorf(wire.ErrProtocol, "%s answers as %q, not as the MDS", c.mdsAddr, role)
-	}
-	return conn, nil
+	return nil, firstErr
 }
 
 // closeNoticeGrace bounds how long Close waits for requests still on

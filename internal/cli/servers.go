@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -25,11 +26,16 @@ import (
 func (e *env) mdsCmd() *cobra.Command {
 	var cfg mds.Config
 	var keyFile, addrFile, repairRate, scrubRate, balanceSlack, minFree, credFile string
+	var meta metaFlags
 	cmd := &cobra.Command{
 		Use:   "mds",
 		Short: "run the metadata service",
 		Long: "mds serves the namespace over mutual TLS. Without --cred it uses DIR/auth/mds.cred, and on its\n" +
-			"first start makes the cluster's CA there with that and an administrator's credential (admin.cred).",
+			"first start makes the cluster's CA there with that and an administrator's credential (admin.cred).\n\n" +
+			"The metadata lives in DIR, or with --meta in an etcd cluster (--meta-peers: one whose members\n" +
+			"run inside the MDS processes). Several MDS processes on one etcd cluster are one active and\n" +
+			"its standbys: a standby takes over within --meta-lease of the active's death. Standbys need\n" +
+			"copies of the active's DIR/auth, cluster.key, filekeys.key and s3secrets.key.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
@@ -65,8 +71,15 @@ func (e *env) mdsCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			lost, err := meta.engine(ctx, &cfg)
+			if err != nil {
+				return err
+			}
 			s, err := mds.Start(ctx, cfg)
 			if err != nil {
+				if cfg.Engine != nil {
+					_ = cfg.Engine.Close()
+				}
 				return err
 			}
 			defer s.Close()
@@ -74,7 +87,11 @@ func (e *env) mdsCmd() *cobra.Command {
 			if err := announce(addrFile, s.Addr()); err != nil {
 				return err
 			}
-			<-ctx.Done()
+			select {
+			case <-ctx.Done():
+			case <-lost:
+				return errors.New("lost the lead of the metadata service to another MDS (etcd unreachable past --meta-lease?): stopping")
+			}
 			cfg.Log.Info("mds stopping")
 			return nil
 		},
@@ -90,6 +107,7 @@ func (e *env) mdsCmd() *cobra.Command {
 	addHealFlags(f, &cfg, &repairRate, &scrubRate)
 	f.StringVar(&minFree, "min-free", "256MiB", "free space the metadata store's disk keeps: below it, new files and directories are refused (ENOSPC) and removals go on")
 	f.StringVar(&balanceSlack, "balance-slack", "1GiB", "difference in stored bytes between the fullest and emptiest OSD left alone by rebalancing")
+	meta.register(f)
 	return cmd
 }
 

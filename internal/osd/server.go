@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -349,18 +350,23 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 			mds.Close()
 		}
 	}()
+	// MDSAddr may name several MDS processes (one active, standbys that
+	// do not listen): an unreachable one is passed for the next.
+	addrs, pick := strings.Split(s.cfg.MDSAddr, ","), 0
 	for {
 		if mds == nil || mds.Err() != nil {
 			if mds != nil {
 				mds.Close()
 			}
 			var err error
-			mds, err = wire.DialOn(ctx, s.mdsNetwork(), s.cfg.MDSAddr)
+			addr := strings.TrimSpace(addrs[pick%len(addrs)])
+			mds, err = wire.DialOn(ctx, s.mdsNetwork(), addr)
 			if err == nil && mds.Welcome().Role != wire.RoleMDS {
-				err = wire.Errorf(wire.ErrProtocol, "%s answers as %q, not as the MDS", s.cfg.MDSAddr, mds.Welcome().Role)
+				err = wire.Errorf(wire.ErrProtocol, "%s answers as %q, not as the MDS", addr, mds.Welcome().Role)
 				mds.Close()
 			}
 			if err != nil {
+				pick++
 				mds = nil
 				if errors.Is(err, wire.ErrProtocol) {
 					s.cfg.Log.Warn("cannot heartbeat", "mds", s.cfg.MDSAddr, "err", err)

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mds"
+)
+
+// metaFlags choose where braid mds keeps its metadata: the embedded store
+// in DIR (default), an etcd cluster (--meta), or an etcd member run by
+// this process (--meta-peers).
+type metaFlags struct {
+	url       string
+	peers     string
+	name      string
+	clientURL string
+	lease     time.Duration
+}
+
+func (m *metaFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&m.url, "meta", "", "keep the metadata in an etcd cluster: etcd://host:port[,host:port...][/prefix]")
+	f.StringVar(&m.peers, "meta-peers", "", "run an etcd member in this process, of the cluster name=http://host:peerport,... (this one is --meta-name)")
+	f.StringVar(&m.name, "meta-name", "", "with --meta-peers: this member's name")
+	f.StringVar(&m.clientURL, "meta-client-url", "http://127.0.0.1:2379", "with --meta-peers: where this member serves etcd clients")
+	f.DurationVar(&m.lease, "meta-lease", 5*time.Second, "with etcd: how long the active MDS may be silent before a standby takes over")
+}
+
+// engine opens the etcd engine the flags name (none: the embedded store),
+// waits until this process leads, and sets cfg.Engine. The channel is
+// closed if the lead is lost.
+func (m *metaFlags) engine(ctx context.Context, cfg *mds.Config) (<-chan struct{}, error) {
+	var eng *kv.Etcd
+	switch {
+	case m.url != "" && m.peers != "":
+		return nil, fmt.Errorf("--meta and --meta-peers: one or the other")
+	case m.url != "":
+		o, err := kv.ParseEtcdURL(m.url)
+		if err != nil {
+			return nil, fmt.Errorf("--meta: %w", err)
+		}
+		if eng, err = kv.OpenEtcd(ctx, o); err != nil {
+			return nil, err
+		}
+	case m.peers != "":
+		member, err := m.member(cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Log.Info("starting etcd member", "name", member.Name, "peers", member.Cluster)
+		if eng, err = kv.OpenEmbeddedEtcd(ctx, member, ""); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, nil // the embedded store; a nil channel never closes
+	}
+	cfg.Log.Info("waiting to lead the metadata service (another MDS may hold it)")
+	lost, err := eng.Lead(ctx, m.lease)
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	cfg.Log.Info("leading the metadata service")
+	cfg.Engine = eng
+	return lost, nil
+}
+
+// member is this process's etcd member from --meta-peers and --meta-name.
+func (m *metaFlags) member(dir string) (kv.EtcdMember, error) {
+	if m.name == "" {
+		return kv.EtcdMember{}, fmt.Errorf("--meta-peers needs --meta-name: which of them this process is")
+	}
+	out := kv.EtcdMember{Name: m.name, Dir: filepath.Join(dir, "etcd"), ClientURL: m.clientURL, Cluster: m.peers}
+	for _, p := range strings.Split(m.peers, ",") {
+		if name, url, ok := strings.Cut(strings.TrimSpace(p), "="); ok && name == m.name {
+			out.PeerURL = url
+		}
+	}
+	if out.PeerURL == "" {
+		return kv.EtcdMember{}, fmt.Errorf("--meta-peers %q names no member %q", m.peers, m.name)
+	}
+	return out, nil
+}
