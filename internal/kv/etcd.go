@@ -205,10 +205,13 @@ func (t *etcdTxn) call() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.ctx, etcdCallTimeout)
 }
 
-// opts reads at the snapshot, once there is one.
+// opts reads at the snapshot, once there is one. Only the first read is
+// linearizable (a Raft read index round): the member it asked had then
+// applied the snapshot's revision, so the later reads of it may be
+// served from that member's own state.
 func (t *etcdTxn) opts(more ...clientv3.OpOption) []clientv3.OpOption {
 	if t.rev != 0 {
-		more = append(more, clientv3.WithRev(t.rev))
+		more = append(more, clientv3.WithRev(t.rev), clientv3.WithSerializable())
 	}
 	return more
 }
@@ -220,8 +223,8 @@ func (t *etcdTxn) noteRev(rev int64) {
 }
 
 func etcdErr(err error) error {
-	if errors.Is(err, rpctypes.ErrCompacted) {
-		return ErrConflict // the snapshot is gone: start again on a new one
+	if errors.Is(err, rpctypes.ErrCompacted) || errors.Is(err, rpctypes.ErrFutureRev) {
+		return ErrConflict // the snapshot is gone, or not there yet: start again on a new one
 	}
 	return fmt.Errorf("etcd: %w", err)
 }

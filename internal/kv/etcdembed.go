@@ -26,6 +26,9 @@ const (
 	etcdMaxRequestBytes = 3 << 19 // 1.5 MiB
 	// etcdStartTimeout bounds waiting for a member to join its cluster.
 	etcdStartTimeout = time.Minute
+	// etcdQuotaBytes is the database size a member allows (etcd's default
+	// is 2 GiB; 8 GiB is the most it recommends).
+	etcdQuotaBytes = 8 << 30
 )
 
 // EtcdMember is one member of an embedded etcd cluster.
@@ -74,7 +77,7 @@ func startMember(m EtcdMember) (*embed.Etcd, error) {
 	if cfg.InitialCluster == "" {
 		cfg.InitialCluster = m.Name + "=" + m.PeerURL
 	}
-	cfg.MaxTxnOps, cfg.MaxRequestBytes = etcdMaxTxnOps, etcdMaxRequestBytes
+	cfg.MaxTxnOps, cfg.MaxRequestBytes, cfg.QuotaBackendBytes = etcdMaxTxnOps, etcdMaxRequestBytes, etcdQuotaBytes
 	cfg.LogLevel = m.LogLevel
 	if cfg.LogLevel == "" {
 		cfg.LogLevel = "error"
