@@ -170,6 +170,22 @@ func splitAddrs(s string) []string {
 	return out
 }
 
+// mdsDialTimeout bounds connecting to one of several MDS addresses, so
+// that one whose host is gone (connection attempts dropped, not refused)
+// does not keep the client from the others.
+const mdsDialTimeout = 3 * time.Second
+
+// dialMDS gets a connection to addr, within mdsDialTimeout if there are
+// other addresses to try.
+func (c *Client) dialMDS(ctx context.Context, pool *wire.Pool, addr string) (*wire.Client, error) {
+	if len(c.mdsAddrs) == 1 {
+		return pool.Get(ctx, addr)
+	}
+	dctx, cancel := context.WithTimeout(ctx, mdsDialTimeout)
+	defer cancel()
+	return pool.Get(dctx, addr)
+}
+
 // mdsConnOn is mdsConn from another pool: from the MDS that answered
 // last, else the next that answers (a standby took over from it).
 func (c *Client) mdsConnOn(ctx context.Context, pool *wire.Pool) (*wire.Client, error) {
@@ -178,7 +194,7 @@ func (c *Client) mdsConnOn(ctx context.Context, pool *wire.Pool) (*wire.Client, 
 	for i := range c.mdsAddrs {
 		k := (start + i) % len(c.mdsAddrs)
 		addr := c.mdsAddrs[k]
-		conn, err := pool.Get(ctx, addr)
+		conn, err := c.dialMDS(ctx, pool, addr)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err

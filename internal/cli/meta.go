@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -33,9 +36,10 @@ func (m *metaFlags) register(f *pflag.FlagSet) {
 }
 
 // engine opens the etcd engine the flags name (none: the embedded store),
-// waits until this process leads, and sets cfg.Engine. The channel is
-// closed if the lead is lost.
-func (m *metaFlags) engine(ctx context.Context, cfg *mds.Config) (<-chan struct{}, error) {
+// checks that this MDS holds the cluster's keys (keyFile, the CA and
+// DIR's key files), waits until this process leads, and sets cfg.Engine.
+// The channel is closed if the lead is lost.
+func (m *metaFlags) engine(ctx context.Context, cfg *mds.Config, keyFile string) (<-chan struct{}, error) {
 	var eng *kv.Etcd
 	switch {
 	case m.url != "" && m.peers != "":
@@ -60,6 +64,10 @@ func (m *metaFlags) engine(ctx context.Context, cfg *mds.Config) (<-chan struct{
 	default:
 		return nil, nil // the embedded store; a nil channel never closes
 	}
+	if err := bindKeys(ctx, eng, cfg.Dir, keyFile); err != nil {
+		eng.Close()
+		return nil, err
+	}
 	cfg.Log.Info("waiting to lead the metadata service (another MDS may hold it)")
 	lost, err := eng.Lead(ctx, m.lease)
 	if err != nil {
@@ -68,6 +76,7 @@ func (m *metaFlags) engine(ctx context.Context, cfg *mds.Config) (<-chan struct{
 	}
 	cfg.Log.Info("leading the metadata service")
 	cfg.Engine = eng
+	cfg.TakeoverGrace = m.lease + time.Second
 	return lost, nil
 }
 
@@ -86,4 +95,30 @@ func (m *metaFlags) member(dir string) (kv.EtcdMember, error) {
 		return kv.EtcdMember{}, fmt.Errorf("--meta-peers %q names no member %q", m.peers, m.name)
 	}
 	return out, nil
+}
+
+// bindKeys checks this MDS's key files against the ones the cluster's
+// first MDS recorded (recording them if it is the first).
+func bindKeys(ctx context.Context, eng *kv.Etcd, dir, keyFile string) error {
+	files, err := mds.EnsureKeyFiles(dir)
+	if err != nil {
+		return err
+	}
+	files = append(files, keyFile, filepath.Join(dir, "auth", "ca.pem"))
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(f), len(b))
+		h.Write(b)
+	}
+	if err := eng.BindKeys(ctx, h.Sum(nil)); err != nil {
+		if errors.Is(err, kv.ErrKeysDiffer) {
+			return fmt.Errorf("%w: copy the first MDS's DIR/auth, cluster.key, filekeys.key and s3secrets.key over this one's (in %s)", err, dir)
+		}
+		return err
+	}
+	return nil
 }

@@ -71,7 +71,7 @@ func (e *env) mdsCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			lost, err := meta.engine(ctx, &cfg)
+			lost, err := meta.engine(ctx, &cfg, keyFile)
 			if err != nil {
 				return err
 			}

@@ -95,7 +95,9 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Etcd, error) {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = etcdCallTimeout
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: o.Endpoints, DialTimeout: o.DialTimeout, Context: ctx,
+	// The client outlives ctx (a signal's): its lease keepalive and the
+	// lease's revoke at Close must not end with the caller's context.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: o.Endpoints, DialTimeout: o.DialTimeout,
 		MaxCallSendMsgSize: 2 << 20, MaxCallRecvMsgSize: 64 << 20, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %v: %w", o.Endpoints, err)
@@ -123,7 +125,11 @@ func (e *Etcd) View(ctx context.Context, fn func(Reader) error) error {
 	if err := e.open(); err != nil {
 		return err
 	}
-	return Retry(ctx, func() error { return fn(e.begin(ctx)) })
+	return retryBackingOff(ctx, func() error {
+		t := e.begin(ctx)
+		t.readOnly = true
+		return fn(t)
+	})
 }
 
 func (e *Etcd) Update(ctx context.Context, fn func(Txn) error) error {
@@ -177,7 +183,7 @@ func (e *Etcd) Close() error {
 	e.mu.Unlock()
 	var err error
 	if l := e.leader(); l != nil {
-		err = l.session.Close() // hands the lock to a standby at once
+		err = l.session.Close() // revokes the lease: a standby leads at once
 	}
 	err = errors.Join(err, e.cli.Close())
 	if e.onClose != nil {
@@ -195,6 +201,9 @@ type etcdTxn struct {
 	ranges [][2]string      // scanned [start, end) ("" end: to the prefix's end)
 	writes map[string][]byte
 	dels   map[string]bool
+	// readOnly: a View's, which commits nothing and needs no record of
+	// what it read.
+	readOnly bool
 }
 
 func (e *Etcd) begin(ctx context.Context) *etcdTxn {
@@ -206,14 +215,31 @@ func (t *etcdTxn) call() (context.Context, context.CancelFunc) {
 }
 
 // opts reads at the snapshot, once there is one. Only the first read is
-// linearizable (a Raft read index round): the member it asked had then
-// applied the snapshot's revision, so the later reads of it may be
-// served from that member's own state.
+// linearizable (a Raft read index round); later ones are served from the
+// state of whichever member gets them, which has applied the snapshot's
+// revision unless it lags (ErrFutureRev: get does it again,
+// linearizably).
 func (t *etcdTxn) opts(more ...clientv3.OpOption) []clientv3.OpOption {
 	if t.rev != 0 {
 		more = append(more, clientv3.WithRev(t.rev), clientv3.WithSerializable())
 	}
 	return more
+}
+
+// get runs one read, again as a linearizable one if a lagging member
+// had not reached the snapshot yet.
+func (t *etcdTxn) get(key string, more ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	ctx, cancel := t.call()
+	defer cancel()
+	resp, err := t.e.cli.Get(ctx, key, t.opts(more...)...)
+	if errors.Is(err, rpctypes.ErrFutureRev) {
+		resp, err = t.e.cli.Get(ctx, key, append(more, clientv3.WithRev(t.rev))...)
+	}
+	if err != nil {
+		return nil, etcdErr(err)
+	}
+	t.noteRev(resp.Header.Revision)
+	return resp, nil
 }
 
 func (t *etcdTxn) noteRev(rev int64) {
@@ -237,41 +263,48 @@ func (t *etcdTxn) Get(key []byte) ([]byte, error) {
 	if v, ok := t.writes[k]; ok {
 		return slices.Clone(v), nil
 	}
-	ctx, cancel := t.call()
-	defer cancel()
-	resp, err := t.e.cli.Get(ctx, t.e.prefix+k, t.opts()...)
+	resp, err := t.get(t.e.prefix + k)
 	if err != nil {
-		return nil, etcdErr(err)
+		return nil, err
 	}
-	t.noteRev(resp.Header.Revision)
 	if len(resp.Kvs) == 0 {
-		t.reads[k] = 0
+		t.noteRead(k, 0)
 		return nil, nil
 	}
-	t.reads[k] = resp.Kvs[0].ModRevision
+	t.noteRead(k, resp.Kvs[0].ModRevision)
 	return bytes.Clone(resp.Kvs[0].Value), nil
 }
 
 func (t *etcdTxn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
-	t.ranges = append(t.ranges, [2]string{string(start), string(end)})
+	// The range guarded is what the scan covered: to its end, or to the
+	// key it stopped at.
+	covered := string(end)
+	defer func() {
+		if !t.readOnly {
+			t.ranges = append(t.ranges, [2]string{string(start), covered})
+		}
+	}()
 	pending := t.pendingIn(start, end) // this transaction's own writes, merged in
 	from := t.e.prefix + string(start)
 	to := t.e.prefix + string(end)
 	if end == nil {
 		to = clientv3.GetPrefixRangeEnd(t.e.prefix)
 	}
-	emit := func(k string, v []byte) bool { return fn([]byte(k), v) }
-	for {
-		ctx, cancel := t.call()
-		resp, err := t.e.cli.Get(ctx, from, t.opts(clientv3.WithRange(to), clientv3.WithLimit(etcdScanPage))...)
-		cancel()
-		if err != nil {
-			return etcdErr(err)
+	emit := func(k string, v []byte) bool {
+		if fn([]byte(k), v) {
+			return true
 		}
-		t.noteRev(resp.Header.Revision)
+		covered = k + "\x00"
+		return false
+	}
+	for {
+		resp, err := t.get(from, clientv3.WithRange(to), clientv3.WithLimit(etcdScanPage))
+		if err != nil {
+			return err
+		}
 		for _, kv := range resp.Kvs {
 			k := string(kv.Key[len(t.e.prefix):])
-			t.reads[k] = kv.ModRevision
+			t.noteRead(k, kv.ModRevision)
 			for len(pending) > 0 && pending[0] < k {
 				if v, ok := t.writes[pending[0]]; ok && !emit(pending[0], v) {
 					return nil
@@ -329,6 +362,13 @@ func (t *etcdTxn) pendingIn(start, end []byte) []string {
 	return out
 }
 
+// noteRead records what a read saw, for the commit's guard.
+func (t *etcdTxn) noteRead(k string, rev int64) {
+	if !t.readOnly {
+		t.reads[k] = rev
+	}
+}
+
 func (t *etcdTxn) Put(key, value []byte) error {
 	k := string(key)
 	delete(t.dels, k)
@@ -365,8 +405,12 @@ func (t *etcdTxn) commit() error {
 	}
 	ctx, cancel := t.call()
 	defer cancel()
-	guard := t.guard()
 	lead := t.e.leader()
+	budget := t.e.maxTxnOps
+	if lead != nil {
+		budget-- // room for the lock's compare
+	}
+	guard := t.guard(budget)
 	if lead != nil {
 		guard = append(guard, lead.mutex.IsOwner())
 	}
@@ -384,8 +428,9 @@ func (t *etcdTxn) commit() error {
 	return nil
 }
 
-// guard is what must still hold for the commit: see the package comment.
-func (t *etcdTxn) guard() []clientv3.Cmp {
+// guard is what must still hold for the commit (see the package comment),
+// in at most budget compares.
+func (t *etcdTxn) guard(budget int) []clientv3.Cmp {
 	if t.rev == 0 {
 		return nil // wrote without reading
 	}
@@ -400,7 +445,7 @@ func (t *etcdTxn) guard() []clientv3.Cmp {
 		}
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(t.e.prefix+r[0]).WithRange(end), "<", t.rev+1))
 	}
-	if len(cmps) > t.e.maxTxnOps {
+	if len(cmps) > budget {
 		// Too many to name: no commit at all since the snapshot.
 		return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(t.e.clock), "<", t.rev+1)}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestEtcdTransactionsConflict: interleavings that would break
@@ -179,6 +181,18 @@ func TestEtcdLead(t *testing.T) {
 	if err := second.Update(ctx, func(tx Txn) error { return tx.Put([]byte("k"), []byte("second")) }); err != nil {
 		t.Fatalf("the leader's commit: %v", err)
 	}
+	// The standby is waiting: its key is in the lock's queue.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := first.cli.Get(ctx, first.root+"lead/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && resp.Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the standby never queued for the lock: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling etcd, bounded by the deadline
+	}
 	select {
 	case err := <-led:
 		t.Fatalf("a standby led while the leader held the lock: %v", err)
@@ -210,5 +224,101 @@ func TestEtcdLead(t *testing.T) {
 	}
 	if v, _ := get(t, e, "k"); string(v) != "third" {
 		t.Fatalf("k = %q", v)
+	}
+}
+
+func TestParseEtcdURL(t *testing.T) {
+	o, err := ParseEtcdURL("etcd://e1:2379,e2:2379/team/braid?max-txn-ops=4096")
+	if err != nil || len(o.Endpoints) != 2 || o.Endpoints[1] != "e2:2379" || o.Prefix != "team/braid/" || o.MaxTxnOps != 4096 {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for _, bad := range []string{"", "etcd://", "http://e1:2379", "etcd://e1?max-txn-ops=3", "etcd://,"} {
+		if _, err := ParseEtcdURL(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// TestEtcdScanAcrossPages: a scan of more keys than one range request
+// fetches, with the transaction's own writes and deletes on both sides
+// of page boundaries, sees each key once, in order, as written.
+func TestEtcdScanAcrossPages(t *testing.T) {
+	e, err := openTestEtcd(filepath.Join(t.TempDir(), "meta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	const n = 3*etcdScanPage + 7
+	if err := e.Update(ctx, func(tx Txn) error {
+		for i := 0; i < n; i += 2 { // even keys stored
+			if err := tx.Put([]byte(fmt.Sprintf("s/%05d", i)), []byte("stored")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err = e.Update(ctx, func(tx Txn) error {
+		want := map[string]string{}
+		for i := 0; i < n; i++ {
+			k := fmt.Sprintf("s/%05d", i)
+			switch {
+			case i%2 == 1 && i%3 == 0: // odd keys written in the transaction
+				_ = tx.Put([]byte(k), []byte("mine"))
+				want[k] = "mine"
+			case i%2 == 0 && i%5 == 0: // stored keys deleted in it
+				_ = tx.Delete([]byte(k))
+			case i%2 == 0 && i%7 == 0: // stored keys overwritten in it
+				_ = tx.Put([]byte(k), []byte("over"))
+				want[k] = "over"
+			case i%2 == 0:
+				want[k] = "stored"
+			}
+		}
+		var last string
+		seen := 0
+		if err := tx.Scan([]byte("s/"), PrefixEnd([]byte("s/")), func(k, v []byte) bool {
+			if string(k) <= last {
+				t.Errorf("scan out of order: %s after %s", k, last)
+			}
+			last = string(k)
+			if want[string(k)] != string(v) {
+				t.Errorf("%s = %q, want %q", k, v, want[string(k)])
+			}
+			seen++
+			return true
+		}); err != nil {
+			return err
+		}
+		if seen != len(want) {
+			t.Errorf("scan saw %d keys, want %d", seen, len(want))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEtcdBindKeys: the first MDS records its keys' fingerprint; one with
+// the same keys is admitted, one with others refused.
+func TestEtcdBindKeys(t *testing.T) {
+	e, err := openTestEtcd(filepath.Join(t.TempDir(), "meta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	et := e.(*Etcd)
+	if err := et.BindKeys(ctx, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := et.BindKeys(ctx, []byte("first")); err != nil {
+		t.Fatalf("the same keys: %v", err)
+	}
+	if err := et.BindKeys(ctx, []byte("other")); !errors.Is(err, ErrKeysDiffer) {
+		t.Fatalf("other keys: %v, want ErrKeysDiffer", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,14 +102,27 @@ func startMember(m EtcdMember) (*embed.Etcd, error) {
 	}
 }
 
-// ParseEtcdURL reads "etcd://host:port,host:port[/prefix]" into options.
+// ParseEtcdURL reads "etcd://host:port,host:port[/prefix][?max-txn-ops=N]"
+// into options (N: the cluster's --max-txn-ops, if not etcd's default).
 func ParseEtcdURL(s string) (EtcdOptions, error) {
 	rest, ok := strings.CutPrefix(s, "etcd://")
 	if !ok || rest == "" {
-		return EtcdOptions{}, errors.New(`want etcd://host:port[,host:port...][/prefix]`)
+		return EtcdOptions{}, errors.New(`want etcd://host:port[,host:port...][/prefix][?max-txn-ops=N]`)
 	}
+	rest, query, _ := strings.Cut(rest, "?")
 	hosts, prefix, _ := strings.Cut(rest, "/")
 	var o EtcdOptions
+	if query != "" {
+		v, err := url.ParseQuery(query)
+		if err != nil {
+			return EtcdOptions{}, fmt.Errorf("%q: %w", s, err)
+		}
+		if n := v.Get("max-txn-ops"); n != "" {
+			if o.MaxTxnOps, err = strconv.Atoi(n); err != nil || o.MaxTxnOps < 16 {
+				return EtcdOptions{}, fmt.Errorf("%q: max-txn-ops=%s: want a number of at least 16", s, n)
+			}
+		}
+	}
 	for _, h := range strings.Split(hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			o.Endpoints = append(o.Endpoints, h)

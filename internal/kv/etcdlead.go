@@ -13,8 +13,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -24,6 +26,10 @@ var ErrNotLeader = errors.New("kv: this process lost the lead to another MDS")
 type leadership struct {
 	session *concurrency.Session
 	mutex   *concurrency.Mutex
+	// deposed is closed when a refused commit finds the lock another's
+	// while the session still runs (its key deleted behind its back).
+	deposed     chan struct{}
+	deposedOnce sync.Once
 }
 
 // Lead waits until this engine's process holds the writers' lock, for a
@@ -42,10 +48,19 @@ func (e *Etcd) Lead(ctx context.Context, ttl time.Duration) (<-chan struct{}, er
 		s.Close()
 		return nil, fmt.Errorf("etcd lock: %w", err)
 	}
+	l := &leadership{session: s, mutex: m, deposed: make(chan struct{})}
 	e.mu.Lock()
-	e.lead = &leadership{session: s, mutex: m}
+	e.lead = l
 	e.mu.Unlock()
-	return s.Done(), nil
+	lost := make(chan struct{})
+	go func() {
+		select {
+		case <-s.Done():
+		case <-l.deposed:
+		}
+		close(lost)
+	}()
+	return lost, nil
 }
 
 func (e *Etcd) leader() *leadership {
@@ -66,5 +81,35 @@ func (l *leadership) holds(ctx context.Context) bool {
 	if err != nil {
 		return true // unknown: a conflict, retried, will tell
 	}
-	return len(resp.Kvs) == 1 && resp.Kvs[0].Lease == int64(l.session.Lease())
+	if len(resp.Kvs) == 1 && resp.Kvs[0].Lease == int64(l.session.Lease()) {
+		return true
+	}
+	l.deposedOnce.Do(func() { close(l.deposed) })
+	return false
+}
+
+// ErrKeysDiffer is an MDS whose key files are not the cluster's.
+var ErrKeysDiffer = errors.New("kv: this MDS's key files differ from those the cluster's first MDS recorded")
+
+// BindKeys records fp, the fingerprint of an MDS's key files, as the
+// cluster's if none is recorded, and refuses another: a standby that
+// made keys of its own (no copies of the first's) is stopped at its
+// start, not when it takes over and nothing opens.
+func (e *Etcd) BindKeys(ctx context.Context, fp []byte) error {
+	key := e.root + "keys"
+	ctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
+	defer cancel()
+	resp, err := e.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(fp))).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return etcdErr(err)
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 1 && string(kvs[0].Value) == string(fp) {
+		return nil
+	}
+	return ErrKeysDiffer
 }

@@ -103,10 +103,10 @@ func newExtentTable(lease time.Duration, now time.Time) *extentTable {
 }
 
 // grace holds every grant back until now+lease.
-func (t *extentTable) grace(now time.Time) {
+func (t *extentTable) grace(now time.Time, extra time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.graceEnd = now.Add(t.lease)
+	t.graceEnd = now.Add(t.lease + extra)
 }
 
 // acquireResult is acquire's decision.

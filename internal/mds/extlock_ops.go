@@ -41,7 +41,7 @@ func (s *Server) startLocks(ctx context.Context) error {
 		}
 		if v != nil {
 			s.locksMarked.Store(true)
-			s.extents.grace(s.cfg.Now())
+			s.extents.grace(s.cfg.Now(), s.cfg.TakeoverGrace)
 		}
 		return nil
 	})

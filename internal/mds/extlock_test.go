@@ -137,7 +137,7 @@ func TestExtentLockTranscripts(t *testing.T) {
 				return "now " + since(now)
 			case "restart":
 				tab = newExtentTable(lease, now)
-				tab.grace(now)
+				tab.grace(now, 0)
 				return "grace until " + since(now.Add(lease))
 			case "locks":
 				ls := tab.held(ino)

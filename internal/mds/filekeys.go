@@ -25,6 +25,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"path/filepath"
 
 	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/layout"
@@ -108,4 +109,18 @@ func (s *Server) labelMACValid(label, mac []byte) bool {
 	}
 	_, err := s.keyWrap.Open(nil, mac[:n], mac[n:], labelAD(label))
 	return err == nil
+}
+
+// EnsureKeyFiles makes the key files of an MDS directory that are missing
+// (filekeys.key, s3secrets.key), as a first start would, and returns their
+// paths: MDS processes sharing one etcd cluster must hold the same.
+func EnsureKeyFiles(dir string) ([]string, error) {
+	var paths []string
+	for _, f := range []struct{ name, what string }{{fileKeysFile, "file key wrapping key"}, {s3SealKeyFile, "S3 secret sealing key"}} {
+		if _, err := loadSealKey(dir, f.name, f.what); err != nil {
+			return nil, err
+		}
+		paths = append(paths, filepath.Join(dir, f.name))
+	}
+	return paths, nil
 }

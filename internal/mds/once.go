@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -294,12 +295,22 @@ func (s *Server) sweepOnce(ctx context.Context, cursor []byte) ([]byte, error) {
 	if err != nil || len(stale) == 0 {
 		return next, err
 	}
-	return next, s.kv.Update(ctx, func(tx kv.Txn) error {
-		for _, k := range stale {
-			if err := tx.Delete(k); err != nil {
-				return err
+	// In pieces an engine with a small bound on writes per transaction
+	// takes (etcd's default is 128); each piece stands on its own.
+	for piece := range slices.Chunk(stale, onceDeletePiece) {
+		if err := s.kv.Update(ctx, func(tx kv.Txn) error {
+			for _, k := range piece {
+				if err := tx.Delete(k); err != nil {
+					return err
+				}
 			}
+			return nil
+		}); err != nil {
+			return next, err
 		}
-		return nil
-	})
+	}
+	return next, nil
 }
+
+// onceDeletePiece bounds the stale records one transaction deletes.
+const onceDeletePiece = 100

@@ -75,6 +75,11 @@ type Config struct {
 	// LockLease is how long a client session's extent locks last without
 	// a LockWait (extlock.go), and how long a restarted MDS grants none.
 	LockLease time.Duration
+	// TakeoverGrace lengthens the grace a starting MDS gives clients to
+	// reclaim their locks before it grants new ones: a standby taking over
+	// waits out the lease the active it replaces may still think it holds
+	// (an etcd lock's lease, the active paused rather than dead).
+	TakeoverGrace time.Duration
 	// Healers are the repair workers this MDS runs in-process; negative
 	// runs none (repair then waits for an external healer).
 	Healers int

@@ -339,6 +339,10 @@ func eachComp(req osdproto.Req, ver uint64, op func(ObjKey, uint64) error) error
 	return nil
 }
 
+// mdsDialTimeout bounds connecting to one MDS address: one whose host is
+// gone must not keep the OSD from the next.
+const mdsDialTimeout = 3 * time.Second
+
 // heartbeatLoop reports to the MDS every HeartbeatEvery until ctx ends,
 // reconnecting whenever the MDS is unreachable.
 func (s *Server) heartbeatLoop(ctx context.Context) {
@@ -360,7 +364,9 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 			}
 			var err error
 			addr := strings.TrimSpace(addrs[pick%len(addrs)])
-			mds, err = wire.DialOn(ctx, s.mdsNetwork(), addr)
+			dctx, cancel := context.WithTimeout(ctx, mdsDialTimeout)
+			mds, err = wire.DialOn(dctx, s.mdsNetwork(), addr)
+			cancel()
 			if err == nil && mds.Welcome().Role != wire.RoleMDS {
 				err = wire.Errorf(wire.ErrProtocol, "%s answers as %q, not as the MDS", addr, mds.Welcome().Role)
 				mds.Close()
