@@ -59,7 +59,7 @@ const (
 
 // EtcdOptions says how to reach an etcd cluster.
 type EtcdOptions struct {
-	Endpoints []string // host:port, http(s)://host:port, or unix://path
+	Endpoints []string // host:port or http://host:port (no TLS yet)
 	Prefix    string   // key prefix; "" is "braid/"
 	// MaxTxnOps is the cluster's --max-txn-ops (0: etcd's default, 128).
 	MaxTxnOps int
