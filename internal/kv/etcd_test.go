@@ -19,11 +19,7 @@ import (
 // from one, and a guard too large to name key by key. Update then runs the
 // transaction again.
 func TestEtcdTransactionsConflict(t *testing.T) {
-	e, err := openTestEtcd(filepath.Join(t.TempDir(), "meta"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := newTestEtcd(t)
 	ctx := context.Background()
 	et := e.(*Etcd)
 	put := func(k, v string) {
@@ -74,7 +70,7 @@ func TestEtcdTransactionsConflict(t *testing.T) {
 		t.Errorf("a guard past the limit: %v, want ErrConflict", err)
 	}
 	// Too many writes for one txn is refused whole.
-	err = small.Update(ctx, func(tx Txn) error {
+	err := small.Update(ctx, func(tx Txn) error {
 		for i := 0; i < 5; i++ {
 			_ = tx.Put([]byte(fmt.Sprintf("w%d", i)), nil)
 		}
@@ -92,11 +88,7 @@ func TestEtcdTransactionsConflict(t *testing.T) {
 // cluster increment one counter concurrently; conflicts happen, are
 // retried, and no increment is lost.
 func TestEtcdTwoClientsCounting(t *testing.T) {
-	e, err := openTestEtcd(filepath.Join(t.TempDir(), "meta"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := newTestEtcd(t)
 	ctx := context.Background()
 	other, err := OpenEtcd(ctx, EtcdOptions{Endpoints: e.(*Etcd).cli.Endpoints(), MaxTxnOps: etcdMaxTxnOps})
 	if err != nil {
@@ -154,11 +146,7 @@ func get(t *testing.T, e Engine, k string) ([]byte, error) {
 // lock and takes it when the first closes; the first's engine, had it
 // lost the lock while running, finds its commits refused.
 func TestEtcdLead(t *testing.T) {
-	e, err := openTestEtcd(filepath.Join(t.TempDir(), "meta"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := newTestEtcd(t)
 	ctx := context.Background()
 	first := e.(*Etcd)
 	second, err := OpenEtcd(ctx, EtcdOptions{Endpoints: first.cli.Endpoints(), MaxTxnOps: etcdMaxTxnOps})
@@ -243,11 +231,7 @@ func TestParseEtcdURL(t *testing.T) {
 // fetches, with the transaction's own writes and deletes on both sides
 // of page boundaries, sees each key once, in order, as written.
 func TestEtcdScanAcrossPages(t *testing.T) {
-	e, err := openTestEtcd(filepath.Join(t.TempDir(), "meta"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := newTestEtcd(t)
 	ctx := context.Background()
 	const n = 3*etcdScanPage + 7
 	if err := e.Update(ctx, func(tx Txn) error {
@@ -260,7 +244,7 @@ func TestEtcdScanAcrossPages(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err = e.Update(ctx, func(tx Txn) error {
+	err := e.Update(ctx, func(tx Txn) error {
 		want := map[string]string{}
 		for i := 0; i < n; i++ {
 			k := fmt.Sprintf("s/%05d", i)
@@ -305,11 +289,7 @@ func TestEtcdScanAcrossPages(t *testing.T) {
 // TestEtcdBindKeys: the first MDS records its keys' fingerprint; one with
 // the same keys is admitted, one with others refused.
 func TestEtcdBindKeys(t *testing.T) {
-	e, err := openTestEtcd(filepath.Join(t.TempDir(), "meta"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := newTestEtcd(t)
 	ctx := context.Background()
 	et := e.(*Etcd)
 	if err := et.BindKeys(ctx, []byte("first")); err != nil {
@@ -321,4 +301,15 @@ func TestEtcdBindKeys(t *testing.T) {
 	if err := et.BindKeys(ctx, []byte("other")); !errors.Is(err, ErrKeysDiffer) {
 		t.Fatalf("other keys: %v, want ErrKeysDiffer", err)
 	}
+}
+
+// newTestEtcd is an engine over a one-member etcd cluster of the test's.
+func newTestEtcd(t *testing.T) Engine {
+	t.Helper()
+	e, err := openTestEtcd(filepath.Join(t.TempDir(), "meta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }
