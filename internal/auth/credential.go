@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -24,8 +25,13 @@ type Credential struct {
 	Principal Principal
 	cert      tls.Certificate
 	roots     *x509.CertPool
+	caRaw     []byte // the CA's certificate (DER)
 	pem       []byte
 }
+
+// CAFingerprint is the SHA-256 of the certificate of the CA that issued
+// the credential.
+func (c *Credential) CAFingerprint() [32]byte { return sha256.Sum256(c.caRaw) }
 
 // maxCredentialBytes bounds a credential file.
 const maxCredentialBytes = 64 << 10
@@ -76,6 +82,7 @@ func ParseCredential(b []byte) (*Credential, error) {
 		Principal: p,
 		cert:      tls.Certificate{Certificate: [][]byte{leaf.Raw}, PrivateKey: key, Leaf: leaf},
 		roots:     roots,
+		caRaw:     ca.Raw,
 		pem:       slices.Clone(b),
 	}, nil
 }

@@ -64,7 +64,7 @@ func (m *metaFlags) engine(ctx context.Context, cfg *mds.Config, keyFile string)
 	default:
 		return nil, nil // the embedded store; a nil channel never closes
 	}
-	if err := bindKeys(ctx, eng, cfg.Dir, keyFile); err != nil {
+	if err := bindKeys(ctx, eng, cfg.Dir, keyFile, cfg.Credential.CAFingerprint()); err != nil {
 		eng.Close()
 		return nil, err
 	}
@@ -97,15 +97,16 @@ func (m *metaFlags) member(dir string) (kv.EtcdMember, error) {
 	return out, nil
 }
 
-// bindKeys checks this MDS's key files against the ones the cluster's
-// first MDS recorded (recording them if it is the first).
-func bindKeys(ctx context.Context, eng *kv.Etcd, dir, keyFile string) error {
+// bindKeys checks this MDS's key files and CA against the ones the
+// cluster's first MDS recorded (recording them if it is the first).
+func bindKeys(ctx context.Context, eng *kv.Etcd, dir, keyFile string, ca [32]byte) error {
 	files, err := mds.EnsureKeyFiles(dir)
 	if err != nil {
 		return err
 	}
-	files = append(files, keyFile, filepath.Join(dir, "auth", "ca.pem"))
+	files = append(files, keyFile)
 	h := sha256.New()
+	h.Write(ca[:])
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
