@@ -96,7 +96,7 @@ func TestMDSFailoverOnEtcd(t *testing.T) {
 		}
 		cmd := exec.Command(bin, "mds", "--dir", filepath.Join(dir, n), "--listen", addrs[3*i], "--key-file", key,
 			"--default-layout", "mirror:2", "--osd-down-after", "2s", "--meta-peers", strings.Join(peers, ","), "--meta-name", n,
-			"--meta-client-url", "http://"+addrs[3*i+1], "--meta-lease", "2s")
+			"--meta-client-url", "http://"+addrs[3*i+1], "--meta-lease", "4s")
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -212,7 +212,7 @@ func TestMDSFailoverOnEtcd(t *testing.T) {
 	mu.Lock()
 	before := len(acked)
 	mu.Unlock()
-	testcluster.Eventually(t, 30*time.Second, func() bool {
+	testcluster.Eventually(t, 90*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) > before+5

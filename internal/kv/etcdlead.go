@@ -39,14 +39,25 @@ func (e *Etcd) Lead(ctx context.Context, ttl time.Duration) (<-chan struct{}, er
 	if err := e.open(); err != nil {
 		return nil, err
 	}
-	s, err := concurrency.NewSession(e.cli, concurrency.WithTTL(max(int(ttl/time.Second), 1)))
-	if err != nil {
-		return nil, fmt.Errorf("etcd session: %w", err)
-	}
-	m := concurrency.NewMutex(s, e.root+"lead/")
-	if err := m.Lock(ctx); err != nil {
+	var s *concurrency.Session
+	var m *concurrency.Mutex
+	for {
+		var err error
+		s, err = concurrency.NewSession(e.cli, concurrency.WithTTL(max(int(ttl/time.Second), 1)))
+		if err != nil {
+			return nil, fmt.Errorf("etcd session: %w", err)
+		}
+		m = concurrency.NewMutex(s, e.root+"lead/")
+		err = m.Lock(ctx)
+		if err == nil {
+			break
+		}
 		s.Close()
-		return nil, fmt.Errorf("etcd lock: %w", err)
+		if !errors.Is(err, concurrency.ErrSessionExpired) || ctx.Err() != nil {
+			return nil, fmt.Errorf("etcd lock: %w", err)
+		}
+		// The waiting session's lease ran out (etcd slow to answer its
+		// keepalives): queue again on a new one, until ctx ends.
 	}
 	l := &leadership{session: s, mutex: m, deposed: make(chan struct{})}
 	e.mu.Lock()
