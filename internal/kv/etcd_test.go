@@ -170,17 +170,14 @@ func TestEtcdLead(t *testing.T) {
 		t.Fatalf("the leader's commit: %v", err)
 	}
 	// The standby is waiting: its key is in the lock's queue.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var queued int64
+	eventually(t, 30*time.Second, func() bool {
 		resp, err := first.cli.Get(ctx, first.root+"lead/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err == nil && resp.Count == 2 {
-			break
+		if err == nil {
+			queued = resp.Count
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the standby never queued for the lock: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling etcd, bounded by the deadline
-	}
+		return queued == 2
+	}, func() string { return fmt.Sprintf("the standby never queued for the lock (%d keys)", queued) })
 	select {
 	case err := <-led:
 		t.Fatalf("a standby led while the leader held the lock: %v", err)
@@ -312,4 +309,21 @@ func newTestEtcd(t *testing.T) Engine {
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
+}
+
+// eventually polls cond on a ticker until it holds, failing the test with
+// what() after timeout.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatal(what())
+		case <-tick.C:
+		}
+	}
 }

@@ -7,13 +7,11 @@
 package mdsproto
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/seal"
-	"github.com/braidfs/braid/internal/wire"
 )
 
 // Op codes.
@@ -612,46 +610,6 @@ func (s StatusResp) UpOSDs() int {
 	return n
 }
 
-// ObjectLabel is what the MDS writes into each of a file's objects so the
-// namespace can be rebuilt from the OSDs alone (Swift's scavenging).
-type ObjectLabel struct {
-	Ino       uint64   `json:"ino"`
-	Path      string   `json:"path"`
-	Spec      string   `json:"spec"`
-	Groups    int      `json:"groups"`
-	OSDs      []uint32 `json:"osds"`
-	Version   uint64   `json:"version"`
-	Size      int64    `json:"size"`
-	Mode      uint32   `json:"mode"`
-	MtimeNs   int64    `json:"mtime_ns"`
-	LabeledNs int64    `json:"labeled_ns"` // when the MDS wrote it: the newest label wins
-	// WrappedKey is a sealed file's data key wrapped under the MDS's key:
-	// recover-metadata restores it, and it opens nothing without that key.
-	WrappedKey []byte `json:"wrapped_key,omitempty"`
-	Uid        uint32 `json:"uid,omitempty"`
-	Gid        uint32 `json:"gid,omitempty"`
-}
-
-// SealedLabel is an ObjectLabel as the MDS stores it on the OSDs: the
-// label's encoding and a MAC over it under a key only the MDS holds, so
-// that recover-metadata can tell its labels from ones an OSD made up.
-type SealedLabel struct {
-	Label []byte `json:"label"`
-	MAC   []byte `json:"mac"`
-}
-
-type RecoverReq struct {
-	Force bool `json:"force"` // merge into a namespace that is not empty
-}
-
-type RecoverResp struct {
-	Objects  int64    `json:"objects"` // objects scanned
-	Files    int64    `json:"files"`   // files restored
-	Dirs     int64    `json:"dirs"`    // directories recreated
-	Unnamed  int64    `json:"unnamed"` // files put in /lost+found (no label, or their path was taken)
-	Problems []string `json:"problems,omitempty"`
-}
-
 // SetattrReq changes an inode's attributes; nil fields are left alone.
 // Sizes change through the client (the OSDs' objects are cut too).
 type SetattrReq struct {
@@ -739,124 +697,6 @@ type StatfsResp struct {
 	CapacityBytes int64 `json:"capacity_bytes"`
 	FreeBytes     int64 `json:"free_bytes"`
 	Inodes        int64 `json:"inodes"` // next inode number: an upper bound on files and directories
-}
-
-// S3 access keys, kept by the MDS. The secret leaves the MDS once, in the
-// answer to S3UserAdd; gateways ask for SigV4 signing keys instead, which
-// are valid for one day, region and service.
-
-type S3UserReq struct {
-	Name string `json:"name"`
-	// Uid and Gid are the identity whose POSIX permissions the user's
-	// objects are checked with; nil Uid picks the next free one of the
-	// S3 users' range (FirstS3Uid up), nil Gid the uid.
-	Uid    *uint32  `json:"uid,omitempty"`
-	Gid    *uint32  `json:"gid,omitempty"`
-	Groups []uint32 `json:"groups,omitempty"` // supplementary groups
-	Admin  bool     `json:"admin,omitempty"`  // every bucket, as root
-}
-
-// FirstS3Uid is the first uid given to S3 users made without one: far
-// above the system's and the usual login users' ranges.
-const FirstS3Uid = 200_000
-
-// MaxS3UserGroups bounds an S3 user's supplementary groups.
-const MaxS3UserGroups = 64
-
-type S3User struct {
-	Name      string   `json:"name"`
-	AccessKey string   `json:"access_key"`
-	SecretKey string   `json:"secret_key,omitempty"` // only in S3UserAdd's answer
-	CreatedNs int64    `json:"created_ns"`
-	Uid       uint32   `json:"uid"`
-	Gid       uint32   `json:"gid"`
-	Groups    []uint32 `json:"groups,omitempty"`
-	Admin     bool     `json:"admin,omitempty"`
-}
-
-type S3UserListResp struct {
-	Users []S3User `json:"users"`
-}
-
-type S3SigningKeyReq struct {
-	AccessKey string `json:"access_key"`
-	Date      string `json:"date"` // yyyymmdd
-	Region    string `json:"region"`
-	Service   string `json:"service"`
-}
-
-type S3SigningKeyResp struct {
-	Name string `json:"name"`
-	Key  []byte `json:"key"`
-	// Who the key's user is: the gateway acts as this identity.
-	Uid    uint32   `json:"uid"`
-	Gid    uint32   `json:"gid"`
-	Groups []uint32 `json:"groups,omitempty"`
-	Admin  bool     `json:"admin,omitempty"`
-}
-
-// Caller is who a request acts as: the uid, primary gid and supplementary
-// groups whose permissions the MDS checks. It travels beside every
-// request's own fields, as "as" (WithCaller); the MDS admits it only
-// if the connection's principal may act as it (internal/auth).
-type Caller struct {
-	Uid    uint32   `json:"uid"`
-	Gid    uint32   `json:"gid"`
-	Groups []uint32 `json:"groups,omitempty"`
-}
-
-// Permission bits asked of Permits.
-const (
-	MayExec  uint32 = 1
-	MayWrite uint32 = 2
-	MayRead  uint32 = 4
-)
-
-// Permits reports whether c may do want (MayRead|MayWrite|MayExec) to an
-// inode of type typ with permission bits mode and owner uid:gid, by
-// Linux's generic_permission: the owner's bits, else the group's
-// (primary or supplementary), else the others'; root passes all but
-// execute on a file that no one may execute.
-func (c Caller) Permits(typ string, mode, uid, gid, want uint32) bool {
-	if c.Uid == 0 {
-		return want&MayExec == 0 || typ == TypeDir || mode&0o111 != 0
-	}
-	switch {
-	case c.Uid == uid:
-		mode >>= 6
-	case c.Gid == gid || slices.Contains(c.Groups, gid):
-		mode >>= 3
-	}
-	return mode&want == want
-}
-
-// MaxCallerGroups bounds a caller's supplementary groups (Linux allows
-// 65536; NFS's AUTH_SYS 16).
-const MaxCallerGroups = 1024
-
-// WithCaller adds c to an encoded request.
-func WithCaller(body []byte, c Caller) []byte { return AppendField(body, "as", c) }
-
-// callerKey is the field name "as" as CBOR writes it (a text string of
-// two bytes), which a body naming a caller holds.
-var callerKey = []byte{0x62, 'a', 's'}
-
-// CallerOf reads the caller a request names, if it names one. Bodies
-// that cannot (most, from clients that name no one) are not decoded.
-func CallerOf(body []byte) (*Caller, error) {
-	if !bytes.Contains(body, callerKey) {
-		return nil, nil
-	}
-	var v struct {
-		As *Caller `json:"as"`
-	}
-	if err := Unmarshal(body, &v); err != nil {
-		return nil, err
-	}
-	if v.As != nil && len(v.As.Groups) > MaxCallerGroups {
-		return nil, fmt.Errorf("%w: a caller in %d groups", wire.ErrBadRequest, len(v.As.Groups))
-	}
-	return v.As, nil
 }
 
 // KeyRotateResp says which capability key is now current and when the
