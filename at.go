@@ -205,6 +205,6 @@ func (f *File) Attr() Attr {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	a := f.attr
-	a.SetStored(f.size, f.layout().Spec.UnitBytes)
+	a.SetStored(f.size, f.sealUnit)
 	return a
 }

@@ -189,9 +189,12 @@ func (c *Client) newFile(p string, write bool, handle uint64, r mdsproto.OpenRes
 		return nil, err
 	}
 	if f.isSealed = r.Inode.Sealed; f.isSealed {
+		if !f.lay.Spec.Sealed {
+			return nil, wire.Errorf(wire.ErrProtocol, "%s: the MDS calls it encrypted, and its layout %s is not", p, f.lay.Spec)
+		}
 		f.sealUnit = f.lay.Spec.UnitBytes
 		if r.DataKey != nil {
-			sio, err := newSealedIO(r.DataKey, f.sealUnit)
+			sio, err := newSealedIO(r.DataKey)
 			if err != nil {
 				return nil, err
 			}

@@ -51,7 +51,6 @@ var errShortBlock = fmt.Errorf("%w: a block shorter than the file's size", seal.
 // sealedIO is a sealed file's encryption state.
 type sealedIO struct {
 	blocks *seal.Blocks
-	unit   int64        // the layout's stripe unit, which blocks are packed into
 	mu     sync.RWMutex // writers (and cuts) exclusive; readers shared
 	// last is the plaintext of the last block this handle wrote, when
 	// it ended short of a whole block (lastIdx -1: none), as of lock
@@ -61,16 +60,16 @@ type sealedIO struct {
 	lastGiven uint64
 }
 
-func newSealedIO(key []byte, unit int64) (*sealedIO, error) {
+func newSealedIO(key []byte) (*sealedIO, error) {
 	b, err := seal.New(key)
 	if err != nil {
 		return nil, fmt.Errorf("%w: data key from MDS: %v", wire.ErrInternal, err)
 	}
-	return &sealedIO{blocks: b, unit: unit, lastIdx: -1}, nil
+	return &sealedIO{blocks: b, lastIdx: -1}, nil
 }
 
-// off is where block i is stored.
-func (s *sealedIO) off(i int64) int64 { return seal.StoredOffset(i, s.unit) }
+// blockOff is where block i is stored.
+func (f *File) blockOff(i int64) int64 { return seal.StoredOffset(i, f.sealUnit) }
 
 // sealed reports whether the file is encrypted, and refuses its data to a
 // handle without the key.
@@ -142,8 +141,8 @@ func (f *File) readPlain(p []byte, off int64) error {
 
 func (f *File) readPlainOnce(p []byte, off int64) error {
 	b0, b1 := off/blockBytes, (off+int64(len(p))-1)/blockBytes
-	sOff := f.sio.off(b0)
-	sEnd := min(f.sio.off(b1)+seal.StoredBlockBytes, f.storedSize())
+	sOff := f.blockOff(b0)
+	sEnd := min(f.blockOff(b1)+seal.StoredBlockBytes, f.storedSize())
 	if sEnd <= sOff {
 		return errShortBlock
 	}
@@ -157,7 +156,7 @@ func (f *File) readPlainOnce(p []byte, off int64) error {
 	}
 	var plain [blockBytes]byte
 	for i := b0; i <= b1; i++ {
-		at := f.sio.off(i) - sOff
+		at := f.blockOff(i) - sOff
 		if at >= int64(len(stored)) {
 			return errShortBlock
 		}
@@ -206,7 +205,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if lay := f.layout(); off > lay.MaxSize() || seal.StoredSize(off+int64(len(p)), f.sio.unit) > lay.MaxSize() {
+	if lay := f.layout(); off > lay.MaxSize() || seal.StoredSize(off+int64(len(p)), f.sealUnit) > lay.MaxSize() {
 		return 0, wire.Errorf(wire.ErrTooBig, "%s: write past what layout %s holds", f.path, lay.Spec)
 	}
 	f.sio.mu.Lock()
@@ -237,9 +236,9 @@ func (f *File) pinSealed(first func(size int64) int64, last int64) (func(), int6
 	size := f.Size()
 	for try := 0; ; try++ {
 		b0 := first(size)
-		lo, hi := f.sio.off(b0)/S, mdsproto.MaxStripe
+		lo, hi := f.blockOff(b0)/S, mdsproto.MaxStripe
 		if last >= 0 {
-			hi = (f.sio.off(max(last, b0))+seal.StoredBlockBytes-1)/S + 1
+			hi = (f.blockOff(max(last, b0))+seal.StoredBlockBytes-1)/S + 1
 		}
 		unpin, err := f.lockStripes(context.Background(), lo, hi)
 		if err != nil {
@@ -296,8 +295,8 @@ func (f *File) rewriteBlocksLocked(p []byte, off, size int64) error {
 		from, end = size, off
 	}
 	b0, b1 := from/blockBytes, (end-1)/blockBytes
-	base := f.sio.off(b0)
-	out := wire.GetBuf(int(f.sio.off(b1) + seal.StoredBlockBytes - base))[:0]
+	base := f.blockOff(b0)
+	out := wire.GetBuf(int(f.blockOff(b1) + seal.StoredBlockBytes - base))[:0]
 	defer func() { wire.PutBuf(out) }()
 	var plain [blockBytes]byte
 	for i := b0; i <= b1; i++ {
@@ -314,8 +313,9 @@ func (f *File) rewriteBlocksLocked(p []byte, off, size int64) error {
 		if p != nil {
 			copy(blk[lo:hi], p[start+lo-off:start+hi-off])
 		}
-		if gap := f.sio.off(i) - base - int64(len(out)); gap > 0 {
-			out = append(out, make([]byte, gap)...) // a unit's unused tail
+		if gap := int(f.blockOff(i) - base - int64(len(out))); gap > 0 {
+			out = out[:len(out)+gap] // a unit's unused tail (out has room for every block)
+			clear(out[len(out)-gap:])
 		}
 		out = f.sio.blocks.Seal(out, blk, i)
 		f.sio.noteLast(blk, i, f.locks.given.Load())
@@ -368,7 +368,7 @@ func (f *File) Truncate(size int64) error {
 	if !f.write {
 		return errReadOnly
 	}
-	unit := f.sio.unit
+	unit := f.sealUnit
 	if size < 0 || seal.StoredSize(size, unit) > f.layout().MaxSize() {
 		return fmt.Errorf("%w: size %d", wire.ErrInvalid, size)
 	}
@@ -462,6 +462,6 @@ func (f *File) PunchHole(off, n int64) error {
 			return err
 		}
 	}
-	from, to := f.sio.off(w0), min(f.sio.off(w1-1)+seal.StoredBlockBytes, f.storedSize())
+	from, to := f.blockOff(w0), min(f.blockOff(w1-1)+seal.StoredBlockBytes, f.storedSize())
 	return f.punchStored(from, to-from)
 }

@@ -32,7 +32,7 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 	if f.storedSize() > 0 {
 		return f.readFromOver(r)
 	}
-	sr := &sealingReader{r: r, blocks: f.sio.blocks, unit: f.sio.unit}
+	sr := &sealingReader{r: r, blocks: f.sio.blocks, unit: f.sealUnit}
 	_, err := f.readFromStored(sr)
 	if sr.err != nil && !errors.Is(sr.err, io.EOF) {
 		err = sr.err
@@ -90,12 +90,10 @@ func (s *sealingReader) Read(p []byte) (int, error) {
 			return 0, s.err
 		}
 		s.plain += int64(n)
-		s.buf = s.buf[:0]
-		if s.idx > 0 {
-			// A unit's unused tail before the block that starts the next.
-			gap := seal.StoredOffset(s.idx, s.unit) - seal.StoredOffset(s.idx-1, s.unit) - seal.StoredBlockBytes
-			s.buf = append(s.buf, make([]byte, gap)...)
-		}
+		// A unit's unused tail before the block that starts the next.
+		gap := int(seal.GapBefore(s.idx, s.unit))
+		s.buf = slices.Grow(s.buf[:0], gap+seal.StoredBlockBytes)[:gap]
+		clear(s.buf)
 		s.out = s.blocks.Seal(s.buf, plain[:n], s.idx)
 		s.buf = s.out
 		s.idx++
@@ -116,7 +114,7 @@ func (f *File) WriteTo(w io.Writer) (int64, error) {
 	}
 	f.sio.mu.RLock()
 	defer f.sio.mu.RUnlock()
-	ow := &openingWriter{w: w, blocks: f.sio.blocks, unit: f.sio.unit}
+	ow := &openingWriter{w: w, blocks: f.sio.blocks, unit: f.sealUnit}
 	_, err := f.writeToStored(ow)
 	if err == nil {
 		err = ow.flush()
@@ -176,8 +174,8 @@ func (o *openingWriter) open(stored []byte) error {
 		return fmt.Errorf("%w: %v", wire.ErrCorrupt, err)
 	}
 	o.out = out
-	o.skip = seal.StoredOffset(o.idx+1, o.unit) - seal.StoredOffset(o.idx, o.unit) - seal.StoredBlockBytes
 	o.idx++
+	o.skip = seal.GapBefore(o.idx, o.unit)
 	return nil
 }
 

@@ -37,13 +37,25 @@ const MinUnitBytes = 2 * BlockBytes
 // block is one write to one stripe, which a crash leaves old or new
 // (a stripe's staged write), never torn between two.
 
-// BlocksPerUnit is how many stored blocks a unit of unit bytes holds.
-func BlocksPerUnit(unit int64) int64 { return unit / StoredBlockBytes }
+// BlocksPerUnit is how many stored blocks a unit of unit bytes holds: at
+// least one (a layout's validation refuses units below MinUnitBytes; one
+// that slipped through packs blocks across units rather than dividing by
+// zero).
+func BlocksPerUnit(unit int64) int64 { return max(unit/StoredBlockBytes, 1) }
+
+// GapBefore is how many unused bytes (the end of a unit) lie between
+// block i-1 and block i.
+func GapBefore(i, unit int64) int64 {
+	if i == 0 {
+		return 0
+	}
+	return StoredOffset(i, unit) - StoredOffset(i-1, unit) - StoredBlockBytes
+}
 
 // StoredOffset is where block i is stored.
 func StoredOffset(i, unit int64) int64 {
 	per := BlocksPerUnit(unit)
-	return i/per*unit + i%per*StoredBlockBytes
+	return i/per*max(unit, StoredBlockBytes) + i%per*StoredBlockBytes
 }
 
 // StoredSize is how many stored bytes plaintext of size bytes takes.
@@ -66,6 +78,7 @@ func PlainSize(stored, unit int64) int64 {
 		return 0
 	}
 	per := BlocksPerUnit(unit)
+	unit = max(unit, StoredBlockBytes)
 	u := (stored - 1) / unit
 	within := stored - u*unit // 1..unit
 	j := min((within-1)/StoredBlockBytes, per-1)

@@ -7,6 +7,11 @@ import (
 )
 
 func TestSizesRoundTrip(t *testing.T) {
+	// A unit below the minimum (never valid in a layout) still maps
+	// without dividing by zero.
+	if got := PlainSize(StoredSize(3*BlockBytes+5, 4096), 4096); got != 3*BlockBytes+5 {
+		t.Errorf("a 4 KiB unit: PlainSize(StoredSize) = %d", got)
+	}
 	for _, unit := range []int64{MinUnitBytes, 64 << 10, 1 << 20} {
 		for _, n := range []int64{0, 1, 100, BlockBytes - 1, BlockBytes, BlockBytes + 1, 3*BlockBytes + 7,
 			BlocksPerUnit(unit) * BlockBytes, BlocksPerUnit(unit)*BlockBytes + 1, 1 << 30} {
