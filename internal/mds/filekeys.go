@@ -23,7 +23,6 @@ package mds
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"path/filepath"
 
@@ -52,9 +51,7 @@ func (s *Server) sealNew(rec *inodeRec, spec layout.Spec) {
 	if !spec.Sealed {
 		return
 	}
-	nonce := make([]byte, s.keyWrap.NonceSize())
-	_, _ = rand.Read(nonce) // crypto/rand does not fail on Linux
-	rec.WrappedKey = s.keyWrap.Seal(nonce, nonce, seal.NewKey(), fileKeyAD(rec.Ino))
+	rec.WrappedKey = sealWith(s.keyWrap, seal.NewKey(), fileKeyAD(rec.Ino))
 }
 
 // dataKeyFor is rec's data key for the caller of ctx, who may open it:
@@ -68,11 +65,7 @@ func (s *Server) dataKeyFor(ctx context.Context, rec *inodeRec) ([]byte, error) 
 	if p, ok := principal(ctx); ok && !mayHoldFileKeys(p.Role) {
 		return nil, nil
 	}
-	n := s.keyWrap.NonceSize()
-	if len(rec.WrappedKey) < n {
-		return nil, wire.Errorf(wire.ErrCorrupt, "inode %d is encrypted and has no key", rec.Ino)
-	}
-	key, err := s.keyWrap.Open(nil, rec.WrappedKey[:n], rec.WrappedKey[n:], fileKeyAD(rec.Ino))
+	key, err := openWith(s.keyWrap, rec.WrappedKey, fileKeyAD(rec.Ino))
 	if err != nil {
 		s.cfg.Log.Error("a sealed file's key does not unwrap: is filekeys.key the one it was made with?", "ino", rec.Ino, "err", err)
 		return nil, wire.Errorf(wire.ErrCorrupt, "inode %d: its key does not unwrap under this MDS's filekeys.key", rec.Ino)
@@ -95,19 +88,12 @@ func (s *Server) sealLabel(l mdsproto.ObjectLabel) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, s.keyWrap.NonceSize())
-	_, _ = rand.Read(nonce) // crypto/rand does not fail on Linux
-	mac := s.keyWrap.Seal(nonce, nonce, nil, labelAD(b))
-	return mdsproto.Marshal(mdsproto.SealedLabel{Label: b, MAC: mac})
+	return mdsproto.Marshal(mdsproto.SealedLabel{Label: b, MAC: sealWith(s.keyWrap, nil, labelAD(b))})
 }
 
 // labelMACValid reports whether mac is this MDS's over label.
 func (s *Server) labelMACValid(label, mac []byte) bool {
-	n := s.keyWrap.NonceSize()
-	if len(mac) < n {
-		return false
-	}
-	_, err := s.keyWrap.Open(nil, mac[:n], mac[n:], labelAD(label))
+	_, err := openWith(s.keyWrap, mac, labelAD(label))
 	return err == nil
 }
 

@@ -59,11 +59,27 @@ func makeSealKey(path string) ([]byte, error) {
 
 func sealAD(name, access string) []byte { return []byte(name + "\x00" + access) }
 
+// sealWith seals plain under aead with additional data ad, as
+// nonce || ciphertext || tag (the form of everything the MDS seals: S3
+// secrets, files' data keys, labels' MACs).
+func sealWith(aead cipher.AEAD, plain, ad []byte) []byte {
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
+	_, _ = rand.Read(nonce) // crypto/rand does not fail on Linux
+	return aead.Seal(nonce, nonce, plain, ad)
+}
+
+// openWith opens what sealWith sealed.
+func openWith(aead cipher.AEAD, sealed, ad []byte) ([]byte, error) {
+	n := aead.NonceSize()
+	if len(sealed) < n {
+		return nil, fmt.Errorf("sealed value of %d bytes", len(sealed))
+	}
+	return aead.Open(nil, sealed[:n], sealed[n:], ad)
+}
+
 // sealSecret stores rec's secret sealed, and not in the clear.
 func (s *Server) sealSecret(rec *s3UserRec) {
-	nonce := make([]byte, s.s3Seal.NonceSize())
-	_, _ = rand.Read(nonce)
-	rec.Sealed = s.s3Seal.Seal(nonce, nonce, []byte(rec.SecretKey), sealAD(rec.Name, rec.AccessKey))
+	rec.Sealed = sealWith(s.s3Seal, []byte(rec.SecretKey), sealAD(rec.Name, rec.AccessKey))
 	rec.SecretKey = ""
 }
 
@@ -72,11 +88,7 @@ func (s *Server) secretOf(rec *s3UserRec) (string, error) {
 	if rec.Sealed == nil {
 		return rec.SecretKey, nil
 	}
-	n := s.s3Seal.NonceSize()
-	if len(rec.Sealed) < n {
-		return "", wire.Errorf(wire.ErrCorrupt, "S3 user %s: sealed secret of %d bytes", rec.Name, len(rec.Sealed))
-	}
-	secret, err := s.s3Seal.Open(nil, rec.Sealed[:n], rec.Sealed[n:], sealAD(rec.Name, rec.AccessKey))
+	secret, err := openWith(s.s3Seal, rec.Sealed, sealAD(rec.Name, rec.AccessKey))
 	if err != nil {
 		return "", wire.Errorf(wire.ErrCorrupt, "S3 user %s: the secret does not open with %s", rec.Name, s3SealKeyFile)
 	}
