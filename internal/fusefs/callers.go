@@ -46,6 +46,17 @@ func (m *mount) opCtx(ctx context.Context) context.Context {
 	return braid.WithCaller(out, m.callers.of(ctx, fc, time.Now()))
 }
 
+// groupsOf is the calling process's group and supplementary groups (from
+// the cache), for the decisions the mount makes itself.
+func (m *mount) groupsOf(ctx context.Context) []uint32 {
+	fc, ok := fuse.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	who := m.callers.of(ctx, fc, time.Now())
+	return append([]uint32{who.Gid}, who.Groups...)
+}
+
 // of is the identity of the process fc names, from the cache while it is
 // fresh and the process still has the uid and gid it had.
 func (c *callerCache) of(ctx context.Context, fc *fuse.Caller, now time.Time) braid.Caller {

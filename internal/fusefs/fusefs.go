@@ -449,7 +449,7 @@ func (n *node) killsOnly(ctx context.Context, mode uint32) ([]uint32, bool) {
 	if err != nil || a.Uid == fc.Uid {
 		return nil, false
 	}
-	groups := callerGroups(ctx)
+	groups := n.m.groupsOf(ctx)
 	killed := braid.KilledOnWrite(a.Mode, a.Gid, groups)
 	return groups, killed != 0 && a.Mode&0o7777&^killed == mode
 }

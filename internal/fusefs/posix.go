@@ -62,7 +62,7 @@ func (n *node) dropPrivileges(ctx context.Context) syscall.Errno {
 	}
 	var groups []uint32
 	if mode&0o2010 == 0o2000 {
-		groups = callerGroups(ctx) // only then does the group matter
+		groups = n.m.groupsOf(ctx) // only then does the group matter
 	}
 	if braid.KilledOnWrite(mode, gid, groups) == 0 {
 		return 0 // a group member's write keeps set-group-ID without group execute
