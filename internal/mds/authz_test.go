@@ -68,16 +68,7 @@ func TestMDSAdmitsOnlyItsPrincipals(t *testing.T) {
 		t.Fatalf("client's own directory's layout: %v", err)
 	}
 	data := bytes.Repeat([]byte("mine "), 10_000)
-	f, err := bob.Create(ctx, "/bob/f", braid.CreateOptions{})
-	if err == nil {
-		_, err = f.WriteAt(data, 0)
-	}
-	if err == nil {
-		err = f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testcluster.WriteFile(t, bob, "/bob/f", braid.CreateOptions{}, data)
 	fi, err := bob.Stat(ctx, "/bob/f")
 	if err != nil {
 		t.Fatal(err)

@@ -178,16 +178,7 @@ func TestDataPathTLS(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3, DefaultLayout: "ec:2+1", Auth: true, DataTLS: true})
 	cl := c.Dial()
 	data := bytes.Repeat([]byte("over tls "), 200_000)
-	f, err := cl.Create(ctx, "/f", braid.CreateOptions{})
-	if err == nil {
-		_, err = f.WriteAt(data, 0)
-	}
-	if err == nil {
-		err = f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testcluster.WriteFile(t, cl, "/f", braid.CreateOptions{}, data)
 	r, err := cl.Open(ctx, "/f")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/testcluster"
 )
 
 // TestS3UsersAreIsolated: a bucket is its creator's, others reach it only
@@ -134,7 +135,7 @@ func TestS3UsersAreIsolated(t *testing.T) {
 	if got, err := get(alice, "alice-data", "report.txt"); err != nil || got != "alice's report" {
 		t.Fatalf("alice reads her 0600 object: %q %v", got, err)
 	}
-	writeFile(t, e.cl, "/alice-data/root-only.txt", "root's", 0o600)
+	testcluster.WriteFile(t, e.cl, "/alice-data/root-only.txt", braid.CreateOptions{Mode: 0o600}, []byte("root's"))
 	_, err = get(alice, "alice-data", "root-only.txt")
 	wantCode(t, "alice reads root's 0600 file in her bucket", err, "AccessDenied")
 
@@ -171,7 +172,7 @@ func TestS3UsersAreIsolated(t *testing.T) {
 	if err := e.cl.Mkdir(ctx, "/private", false); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, e.cl, "/private/secret.txt", "root's secret", 0o600)
+	testcluster.WriteFile(t, e.cl, "/private/secret.txt", braid.CreateOptions{Mode: 0o600}, []byte("root's secret"))
 	_, err = get(alice, "private", "secret.txt")
 	wantCode(t, "alice reads a directory made through a mount", err, "AccessDenied")
 	_, err = alice.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("private")})
@@ -243,22 +244,6 @@ func grantsOf(acl *s3.GetBucketAclOutput) string {
 		out = append(out, who+":"+string(g.Permission))
 	}
 	return strings.Join(out, " ")
-}
-
-// writeFile writes a file as the cluster's administrator (as root through
-// a mount would).
-func writeFile(t *testing.T, cl *braid.Client, p, body string, mode uint32) {
-	t.Helper()
-	f, err := cl.Create(context.Background(), p, braid.CreateOptions{Mode: mode})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte(body), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestSealedBucket: objects of a bucket whose layout seals them read back

@@ -359,3 +359,19 @@ func (c *Cluster) eachObjectFile(fn func(os.FileInfo)) {
 		})
 	}
 }
+
+// WriteFile creates p through cl with o and writes data into it, failing
+// the test on any error.
+func WriteFile(t testing.TB, cl *braid.Client, p string, o braid.CreateOptions, data []byte) {
+	t.Helper()
+	f, err := cl.Create(context.Background(), p, o)
+	if err != nil {
+		t.Fatalf("create %s: %v", p, err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatalf("write %s: %v", p, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close %s: %v", p, err)
+	}
+}
