@@ -67,7 +67,7 @@ func TestMDSFailoverOnEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One MDS start makes the CA and the keys every MDS must share.
-	c := &Cluster{t: t, Dir: dir, bin: bin, key: key}
+	c := &Cluster{t: t, Dir: dir, bin: bin, key: key, caDir: filepath.Join(dir, "a", "auth")}
 	boot := c.start("boot", "mds", "--dir", filepath.Join(dir, "a"), "--listen", "127.0.0.1:0", "--key-file", key)
 	_ = boot.cmd.Process.Signal(syscall.SIGTERM)
 	<-boot.done
@@ -142,7 +142,7 @@ func TestMDSFailoverOnEtcd(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("osd%d", i)
 		c.OSDs = append(c.OSDs, c.start(name, "osd", "--dir", filepath.Join(dir, name), "--listen", "127.0.0.1:0",
-			"--mds-addr", mdsList, "--key-file", key, "--heartbeat", "200ms", "--cred", c.credFrom("a", name, auth.RoleOSD)))
+			"--mds-addr", mdsList, "--key-file", key, "--heartbeat", "200ms", "--cred", c.Cred(name, auth.RoleOSD)))
 	}
 	t.Cleanup(func() {
 		for _, p := range c.OSDs {
@@ -229,24 +229,6 @@ func TestMDSFailoverOnEtcd(t *testing.T) {
 	mustReadE2E(t, cl, "/before", data)
 	createFile(t, cl, "/after", "", data)
 	mustReadE2E(t, cl, "/after", data)
-}
-
-// credFrom issues a credential with the CA in DIR/m/auth.
-func (c *Cluster) credFrom(m, name, role string) string {
-	c.t.Helper()
-	path := filepath.Join(c.Dir, name+".cred")
-	ca, err := auth.LoadCA(filepath.Join(c.Dir, m, "auth"))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cred, err := ca.Issue(auth.Principal{Name: name, Role: role, AnyID: true}, time.Now())
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := cred.Save(path); err != nil {
-		c.t.Fatal(err)
-	}
-	return path
 }
 
 func mustReadE2E(t *testing.T, cl *braid.Client, p string, want []byte) {

@@ -71,6 +71,7 @@ type Cluster struct {
 	// cluster's CA on its first start (DIR/mds/auth/admin.cred).
 	AdminCred string
 	admin     *braid.Credential
+	caDir     string // the CA Cred issues with ("": DIR/mds/auth)
 }
 
 // StartCluster launches an MDS (with mdsArgs added) and n OSD processes
@@ -166,7 +167,11 @@ func (c *Cluster) Cred(name, role string) string {
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
-	ca, err := auth.LoadCA(filepath.Join(c.Dir, "mds", "auth"))
+	caDir := c.caDir
+	if caDir == "" {
+		caDir = filepath.Join(c.Dir, "mds", "auth")
+	}
+	ca, err := auth.LoadCA(caDir)
 	if err != nil {
 		c.t.Fatal(err)
 	}
