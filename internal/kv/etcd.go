@@ -30,7 +30,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -143,34 +142,6 @@ func (e *Etcd) Update(ctx context.Context, fn func(Txn) error) error {
 		}
 		return t.commit()
 	})
-}
-
-// Conflicts between MDS processes (or goroutines) on one key are real
-// here: an attempt that lost waits a random while, growing, before the
-// next, so contenders spread out instead of colliding again.
-const (
-	etcdMaxAttempts  = 64
-	etcdFirstBackoff = 500 * time.Microsecond
-	etcdMaxBackoff   = 20 * time.Millisecond
-)
-
-func retryBackingOff(ctx context.Context, attempt func() error) error {
-	wait := etcdFirstBackoff
-	var err error
-	for i := 0; i < etcdMaxAttempts; i++ {
-		if err = attempt(); !errors.Is(err, ErrConflict) {
-			return err
-		}
-		t := time.NewTimer(time.Duration(rand.Int64N(int64(wait))) + wait/2)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		wait = min(2*wait, etcdMaxBackoff)
-	}
-	return fmt.Errorf("gave up after %d attempts: %w", etcdMaxAttempts, err)
 }
 
 func (e *Etcd) Close() error {

@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 )
 
 // ErrConflict is returned by an engine when a transaction lost a race with
@@ -18,8 +20,19 @@ var ErrConflict = errors.New("kv: transaction conflict")
 // ErrClosed is returned by an engine's calls after its Close.
 var ErrClosed = errors.New("kv: engine closed")
 
-// maxTxnRetries bounds how often Update re-runs a conflicting transaction.
-const maxTxnRetries = 16
+// Retries of a conflicting transaction: at most maxTxnAttempts. With
+// backoff (retryBackingOff: MDS processes contending on one etcd key),
+// the second attempt runs at once (a lone lost race is over) and later
+// ones after a random wait growing from firstBackoff to maxBackoff, so
+// contenders spread out instead of colliding again. The embedded engines
+// retry at once: their only conflicts are the simulation's injected
+// ones, and a sleep there would stall the simulation's bubble, whose
+// clock moves only when every goroutine waits durably.
+const (
+	maxTxnAttempts = 64
+	firstBackoff   = 500 * time.Microsecond
+	maxBackoff     = 20 * time.Millisecond
+)
 
 // Reader reads inside a transaction.
 type Reader interface {
@@ -47,18 +60,37 @@ type Engine interface {
 }
 
 // Retry runs attempt until it does not fail with ErrConflict, at most
-// maxTxnRetries times. Engines use it to implement Update.
-func Retry(ctx context.Context, attempt func() error) error {
+// maxTxnAttempts times, at once. Engines use it to implement Update.
+func Retry(ctx context.Context, attempt func() error) error { return retry(ctx, attempt, false) }
+
+// retryBackingOff is Retry, waiting between attempts after the second.
+func retryBackingOff(ctx context.Context, attempt func() error) error {
+	return retry(ctx, attempt, true)
+}
+
+func retry(ctx context.Context, attempt func() error, backoff bool) error {
+	wait := firstBackoff
 	var err error
-	for i := 0; i < maxTxnRetries; i++ {
+	for i := 0; i < maxTxnAttempts; i++ {
 		if err = attempt(); !errors.Is(err, ErrConflict) {
 			return err
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if !backoff || i == 0 {
+			continue
+		}
+		t := time.NewTimer(wait/2 + time.Duration(rand.Int64N(int64(wait))))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, maxBackoff)
 	}
-	return fmt.Errorf("gave up after %d attempts: %w", maxTxnRetries, err)
+	return fmt.Errorf("gave up after %d attempts: %w", maxTxnAttempts, err)
 }
 
 // PrefixEnd returns the smallest key greater than every key with prefix p.
