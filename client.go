@@ -132,7 +132,7 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 	c.locks = newLockSession(c)
 	c.once = newOnceSession()
 	c.renewer = newLeaseRenewer(c)
-	if _, err := c.mdsConn(ctx); err != nil {
+	if err := c.dialFirst(ctx); err != nil {
 		c.conns.Close()
 		c.mdsPool.Close()
 		c.endLife()
@@ -140,6 +140,37 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 	}
 	return c, nil
 }
+
+// dialFirst makes the client's first MDS connection. With several MDS
+// addresses none may answer for a while (the active died and a standby
+// has not yet taken over, within its lease): it tries again, backing off,
+// for up to IOTimeout, as requests on a connected client do.
+func (c *Client) dialFirst(ctx context.Context) error {
+	_, err := c.mdsConn(ctx)
+	if err == nil || len(c.mdsAddrs) == 1 || c.opts.IOTimeout <= 0 || errors.Is(err, wire.ErrProtocol) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.IOTimeout)
+	defer cancel()
+	backoff := 50 * time.Millisecond
+	for attempt := 0; attempt < maxFirstDialAttempts; attempt++ {
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("no MDS of %s answered within %v: %w", strings.Join(c.mdsAddrs, ","), c.opts.IOTimeout, err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+		if _, err = c.mdsConn(ctx); err == nil || errors.Is(err, wire.ErrProtocol) {
+			return err
+		}
+	}
+	return err
+}
+
+// maxFirstDialAttempts bounds dialFirst's loop (IOTimeout bounds it first).
+const maxFirstDialAttempts = 1000
 
 // mdsConn is the connection to the MDS, dialled if needed: a server that
 // answers the handshake as something else is refused (ErrProtocol).

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mds"
+	"github.com/braidfs/braid/internal/mdsproto"
 )
 
 // metaFlags choose where braid mds keeps its metadata: the embedded store
@@ -25,6 +27,9 @@ type metaFlags struct {
 	name      string
 	clientURL string
 	lease     time.Duration
+
+	eng  *kv.Etcd         // set by engine, with etcd
+	self kv.ProcessRecord // this process, as etcd records it
 }
 
 func (m *metaFlags) register(f *pflag.FlagSet) {
@@ -34,6 +39,10 @@ func (m *metaFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&m.clientURL, "meta-client-url", "http://127.0.0.1:2379", "with --meta-peers: where this member serves etcd clients")
 	f.DurationVar(&m.lease, "meta-lease", 5*time.Second, "with etcd: how long the active MDS may be silent before a standby takes over")
 }
+
+// takeoverClockMargin is added to the grace a standby taking over gives
+// clients' extent locks and cache grants (mds.Config.TakeoverGrace).
+const takeoverClockMargin = time.Second
 
 // engine opens the etcd engine the flags name (none: the embedded store),
 // checks that this MDS holds the cluster's keys (keyFile, the CA and
@@ -69,15 +78,48 @@ func (m *metaFlags) engine(ctx context.Context, cfg *mds.Config, keyFile string)
 		return nil, err
 	}
 	cfg.Log.Info("waiting to lead the metadata service (another MDS may hold it)")
-	lost, err := eng.Lead(ctx, m.lease)
+	addr := cfg.Listen
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "0" {
+		addr = "" // known once it listens
+	}
+	m.self = kv.SelfRecord(m.name, addr)
+	lost, err := eng.Lead(ctx, m.lease, m.self)
 	if err != nil {
 		eng.Close()
 		return nil, err
 	}
 	cfg.Log.Info("leading the metadata service")
 	cfg.Engine = eng
-	cfg.TakeoverGrace = m.lease + time.Second
+	cfg.TakeoverGrace = takeoverClockMargin
+	cfg.LeadUntil = eng.LeadUntil
+	cfg.MetaStatus = func(ctx context.Context) mdsproto.MetaStatus { return etcdStatus(ctx, eng) }
+	m.eng = eng
 	return lost, nil
+}
+
+// announce records where this MDS serves, once it listens (with etcd).
+func (m *metaFlags) announce(ctx context.Context, addr string) error {
+	if m.eng == nil {
+		return nil
+	}
+	m.self.Addr = addr
+	return m.eng.Announce(ctx, m.self)
+}
+
+// etcdStatus is the metadata service on etcd, for status.
+func etcdStatus(ctx context.Context, eng *kv.Etcd) mdsproto.MetaStatus {
+	out := mdsproto.MetaStatus{Engine: "etcd"}
+	ps, err := eng.Processes(ctx)
+	if err != nil {
+		out.Members = append(out.Members, mdsproto.EngineMember{Error: "listing MDS processes: " + err.Error()})
+	}
+	for _, p := range ps {
+		out.MDS = append(out.MDS, mdsproto.MDSProcess{Name: p.Name, Addr: p.Addr, Pid: p.Pid, Host: p.Host, Role: p.Role, StartedNs: p.StartedNs})
+	}
+	for _, m := range eng.Members(ctx) {
+		out.Members = append(out.Members, mdsproto.EngineMember(m))
+	}
+	return out
 }
 
 // member is this process's etcd member from --meta-peers and --meta-name.

@@ -73,6 +73,10 @@ func (e *env) mdsCmd() *cobra.Command {
 			defer stop()
 			lost, err := meta.engine(ctx, &cfg, keyFile)
 			if err != nil {
+				if ctx.Err() != nil {
+					cfg.Log.Info("mds stopping (it was standing by)")
+					return nil
+				}
 				return err
 			}
 			s, err := mds.Start(ctx, cfg)
@@ -84,6 +88,9 @@ func (e *env) mdsCmd() *cobra.Command {
 			}
 			defer s.Close()
 			cfg.Log.Info("mds serving", "addr", s.Addr(), "dir", cfg.Dir)
+			if err := meta.announce(ctx, s.Addr()); err != nil {
+				return fmt.Errorf("record this MDS's address in etcd: %w", err)
+			}
 			if err := announce(addrFile, s.Addr()); err != nil {
 				return err
 			}

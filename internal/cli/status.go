@@ -11,6 +11,7 @@ import (
 
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
 )
 
 func (e *env) statusCmd() *cobra.Command {
@@ -36,6 +37,37 @@ func (e *env) statusCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print machine-readable JSON")
 	return cmd
+}
+
+// printMeta shows the metadata service: its engine (with etcd, each
+// member's health) and its MDS processes.
+func printMeta(tw *tabwriter.Writer, m mdsproto.MetaStatus) {
+	if m.Engine == "etcd" {
+		fmt.Fprintln(tw, "ETCD MEMBER\tENDPOINT\tRAFT\tDB\tTERM\tINDEX")
+		for _, em := range m.Members {
+			raft, db := "follower", human(em.DBBytes)
+			switch {
+			case em.Error != "":
+				raft, db = "unreachable: "+em.Error, "-"
+			case em.Leader:
+				raft = "leader"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", orDash(em.Name), orDash(em.Endpoint), raft, db, em.RaftTerm, em.RaftIndex)
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintf(tw, "MDS (%s store)\tADDRESS\tROLE\tPID\tHOST\n", m.Engine)
+	for _, p := range m.MDS {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Name, orDash(p.Addr), p.Role, p.Pid, p.Host)
+	}
+	fmt.Fprintln(tw)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func human(n int64) string {
@@ -70,6 +102,7 @@ func (e *env) printStatus(st braid.Status) error {
 	e.printHealth(st)
 	fmt.Fprintln(e.stdout)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	printMeta(tw, st.Meta)
 	fmt.Fprintln(tw, "OSD\tADDRESS\tSTATE\tCOMPONENTS\tUSED\tFREE\tPID")
 	for _, o := range st.OSDs {
 		state := o.State

@@ -39,6 +39,8 @@ type upOptions struct {
 	s3            string
 	writeCache    bool
 	dataTLS       bool
+	mdsCount      int
+	mdsCountSet   bool
 }
 
 func defaultDataDir() string {
@@ -49,16 +51,20 @@ func (e *env) upCmd() *cobra.Command {
 	var o upOptions
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "start a whole local cluster (one MDS, N OSDs) as child processes",
-		Long: "up starts one MDS and N OSDs on 127.0.0.1, prints their endpoints, records the cluster in\n" +
-			"the per-user state file so other braid commands find it, and stops them all on Ctrl-C.\n" +
-			"Started again with the same --dir it serves the same data.",
+		Short: "start a whole local cluster (MDS processes, N OSDs) as child processes",
+		Long: "up starts the MDS (with --mds-count, several on embedded etcd) and N OSDs on 127.0.0.1, prints\n" +
+			"their endpoints, records the cluster in the per-user state file so other braid commands find\n" +
+			"it, and stops them all on Ctrl-C. Started again with the same --dir it serves the same data.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return e.up(o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.mdsCountSet = cmd.Flags().Changed("mds-count")
+			return e.up(o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", defaultDataDir(), "directory for the cluster's data")
 	f.IntVar(&o.osds, "osds", 6, "number of OSDs")
+	f.IntVar(&o.mdsCount, "mds-count", 1, "MDS processes: 1 keeps the metadata in an embedded store; 3, 5 or 7 run an etcd member in each, one active and the others standing by (fixed for the cluster's life)")
 	f.StringVar(&o.defaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2; ec:2+1 below 6 OSDs, mirror:2 on 2)")
 	f.StringVar(&o.capacity, "capacity", "", "bytes each OSD may store, e.g. 10GiB")
 	f.DurationVar(&o.osdDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
@@ -75,11 +81,13 @@ func (e *env) upCmd() *cobra.Command {
 
 // child is a server process started by up.
 type child struct {
-	name string
-	dir  string
-	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
+	name     string
+	dir      string
+	addr     string // where it serves, once it said so
+	addrFile string
+	logFile  string
+	cmd      *exec.Cmd
+	done     chan struct{}
 }
 
 func (e *env) up(o upOptions) error {
@@ -105,12 +113,16 @@ func (e *env) up(o upOptions) error {
 	if err != nil {
 		return err
 	}
+	ms, err := mdsLayout(dir, o.mdsCount, o.mdsCountSet)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var children []*child
+	var children []*child // MDS processes first, then OSDs
 	defer func() { stopChildren(children) }()
 
-	mdsArgs := []string{"mds", "--dir", filepath.Join(dir, "mds"), "--listen", "127.0.0.1:0", "--key-file", keyFile, "--cred", creds.path(mdsCredName),
+	common := []string{"--key-file", keyFile, "--cred", creds.path(mdsCredName),
 		"--osd-down-after", o.osdDownAfter.String(), "--osd-out-after", o.osdOutAfter.String(), "--cap-ttl", o.capTTL.String(),
 		"--repair-rate", o.repairRate, "--scrub-rate", o.scrubRate, "--log-level", e.logLevel}
 	n := max(o.osds, existingOSDs(dir)) // OSDs added by braid osd add come back too
@@ -118,19 +130,21 @@ func (e *env) up(o upOptions) error {
 		o.defaultLayout = fittingDefaultLayout(n)
 	}
 	if o.defaultLayout != "" {
-		mdsArgs = append(mdsArgs, "--default-layout", o.defaultLayout)
+		common = append(common, "--default-layout", o.defaultLayout)
 	}
-	m, err := startChild(ctx, "mds", dir, filepath.Join(dir, "mds"), mdsArgs)
+	mdsKids, err := startMDSChildren(ctx, dir, ms, common)
 	if err != nil {
 		return err
 	}
-	children = append(children, m)
+	children = append(children, mdsKids...)
+	mdsAddr := mdsAddrs(ms, mdsKids)
+	osds := func() []*child { return children[len(mdsKids):] }
 	osdArgs := func(osdDir string) ([]string, error) {
 		cred, err := creds.issue(filepath.Base(osdDir)+".cred", auth.Principal{Name: filepath.Base(osdDir), Role: auth.RoleOSD})
 		if err != nil {
 			return nil, err
 		}
-		args := []string{"osd", "--dir", osdDir, "--listen", "127.0.0.1:0", "--mds-addr", m.addr,
+		args := []string{"osd", "--dir", osdDir, "--listen", "127.0.0.1:0", "--mds-addr", mdsAddr,
 			"--key-file", keyFile, "--cred", cred, "--log-level", e.logLevel}
 		if o.capacity != "" {
 			args = append(args, "--capacity", o.capacity)
@@ -155,15 +169,15 @@ func (e *env) up(o upOptions) error {
 		}
 		children = append(children, c)
 	}
-	if err := waitOSDsUp(ctx, m.addr, creds.admin, n); err != nil {
+	if err := waitOSDsUp(ctx, mdsAddr, creds.admin, n); err != nil {
 		return err
 	}
 	s3Addr := ""
-	if err := writeUpState(m, children[1:], dir, s3Addr, creds.path(adminCred)); err != nil {
+	if err := writeUpState(mdsAddr, osds(), dir, s3Addr, creds.path(adminCred)); err != nil {
 		return err
 	}
 	defer os.Remove(stateFile())
-	e.printEndpoints(m, children[1:], dir)
+	e.printEndpoints(mdsAddr, mdsKids, osds(), dir)
 	for _, extra := range []struct {
 		name, what string
 		args       []string
@@ -174,7 +188,7 @@ func (e *env) up(o upOptions) error {
 		if extra.what == "" {
 			continue
 		}
-		c, err := startChild(ctx, extra.name, dir, dir, append(extra.args, "--mds", m.addr, "--log-level", e.logLevel))
+		c, err := startChild(ctx, extra.name, dir, dir, append(extra.args, "--mds", mdsAddr, "--log-level", e.logLevel))
 		if err != nil {
 			return err
 		}
@@ -187,7 +201,7 @@ func (e *env) up(o upOptions) error {
 		}()
 		if extra.name == "s3" {
 			fmt.Fprintf(e.stdout, "  s3    http://%s (pid %d); keys: braid s3 user add NAME\n", c.addr, c.cmd.Process.Pid)
-			if err := writeUpState(m, children[1:], dir, c.addr, creds.path(adminCred)); err != nil {
+			if err := writeUpState(mdsAddr, osds(), dir, c.addr, creds.path(adminCred)); err != nil {
 				return err
 			}
 			s3Addr = c.addr
@@ -197,7 +211,7 @@ func (e *env) up(o upOptions) error {
 	}
 	fmt.Fprintln(e.stdout, "Ctrl-C stops the cluster.")
 	addOSD := func() (*child, error) {
-		i := len(children) - 1
+		i := len(osds())
 		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
 		args, err := osdArgs(osdDir)
 		if err != nil {
@@ -208,7 +222,7 @@ func (e *env) up(o upOptions) error {
 			return nil, err
 		}
 		children = append(children, c)
-		return c, writeUpState(m, children[1:], dir, s3Addr, creds.path(adminCred))
+		return c, writeUpState(mdsAddr, osds(), dir, s3Addr, creds.path(adminCred))
 	}
 	return superviseChildren(ctx, e, children, addOSD)
 }
@@ -279,8 +293,8 @@ func existingOSDs(dir string) int {
 	}
 }
 
-func writeUpState(m *child, osds []*child, dir, s3Addr, cred string) error {
-	st := upState{MDS: m.addr, Dir: dir, Pid: os.Getpid(), S3: s3Addr, Cred: cred}
+func writeUpState(mdsAddr string, osds []*child, dir, s3Addr, cred string) error {
+	st := upState{MDS: mdsAddr, Dir: dir, Pid: os.Getpid(), S3: s3Addr, Cred: cred}
 	for _, c := range osds {
 		st.OSDs = append(st.OSDs, upProcess{Dir: c.dir, Addr: c.addr, Pid: c.cmd.Process.Pid})
 	}
@@ -288,13 +302,23 @@ func writeUpState(m *child, osds []*child, dir, s3Addr, cred string) error {
 	return writeFileAtomic(stateFile(), b)
 }
 
-func (e *env) printEndpoints(m *child, osds []*child, dir string) {
+func (e *env) printEndpoints(mdsAddr string, mdsKids, osds []*child, dir string) {
 	fmt.Fprintf(e.stdout, "braid cluster up (data in %s, logs in %s)\n", dir, filepath.Join(dir, "logs"))
-	fmt.Fprintf(e.stdout, "  mds   %-21s pid %d\n", m.addr, m.cmd.Process.Pid)
+	addrs := strings.Split(mdsAddr, ",")
+	for i, c := range mdsKids {
+		role := ""
+		if len(mdsKids) > 1 {
+			role = "  (standby)"
+			if c.addr != "" {
+				role = "  (active)"
+			}
+		}
+		fmt.Fprintf(e.stdout, "  %-5s %-21s pid %d%s\n", c.name, addrs[i], c.cmd.Process.Pid, role)
+	}
 	for _, c := range osds {
 		fmt.Fprintf(e.stdout, "  %-5s %-21s pid %d\n", c.name, c.addr, c.cmd.Process.Pid)
 	}
-	fmt.Fprintf(e.stdout, "export BRAID_MDS=%s   # or just run braid commands: they read %s\n", m.addr, stateFile())
+	fmt.Fprintf(e.stdout, "export BRAID_MDS=%s   # or just run braid commands: they read %s\n", mdsAddr, stateFile())
 }
 
 // superviseChildren waits for Ctrl-C. A child that dies is reported and
@@ -337,6 +361,29 @@ func superviseChildren(ctx context.Context, e *env, children []*child, addOSD fu
 }
 
 func startChild(ctx context.Context, name, clusterDir, dir string, args []string) (*child, error) {
+	c, err := launchChild(clusterDir, name, dir, args)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(upReadyTimeout)
+	for time.Now().Before(deadline) {
+		if c.readAddr() {
+			return c, nil
+		}
+		select {
+		case <-c.done:
+			return nil, fmt.Errorf("%s exited during start-up: %v (see %s)", name, c.cmd.ProcessState, c.logFile)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("%s did not start within %v (see %s)", name, upReadyTimeout, c.logFile)
+}
+
+// launchChild starts `braid args...` as name, its output in the cluster's
+// logs, without waiting for it to serve.
+func launchChild(clusterDir, name, dir string, args []string) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -354,23 +401,18 @@ func startChild(ctx context.Context, name, clusterDir, dir string, args []string
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, dir: dir, cmd: cmd, done: make(chan struct{})}
+	c := &child{name: name, dir: dir, cmd: cmd, done: make(chan struct{}), addrFile: addrFile, logFile: logf.Name()}
 	go func() { _ = cmd.Wait(); close(c.done) }()
-	deadline := time.Now().Add(upReadyTimeout)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(addrFile); err == nil && strings.TrimSpace(string(b)) != "" {
-			c.addr = strings.TrimSpace(string(b))
-			return c, nil
-		}
-		select {
-		case <-c.done:
-			return nil, fmt.Errorf("%s exited during start-up: %v (see %s)", name, cmd.ProcessState, logf.Name())
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+	return c, nil
+}
+
+// readAddr reports whether c announced where it serves, and notes it.
+func (c *child) readAddr() bool {
+	if b, err := os.ReadFile(c.addrFile); err == nil && strings.TrimSpace(string(b)) != "" {
+		c.addr = strings.TrimSpace(string(b))
+		return true
 	}
-	return nil, fmt.Errorf("%s did not start within %v (see %s)", name, upReadyTimeout, logf.Name())
+	return false
 }
 
 func waitOSDsUp(ctx context.Context, mdsAddr string, cred *auth.Credential, n int) error {

@@ -220,6 +220,9 @@ func (t *etcdTxn) noteRev(rev int64) {
 }
 
 func etcdErr(err error) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, rpctypes.ErrCompacted) || errors.Is(err, rpctypes.ErrFutureRev) {
 		return ErrConflict // the snapshot is gone, or not there yet: start again on a new one
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -160,12 +161,12 @@ func TestEtcdLead(t *testing.T) {
 	}
 	defer third.Close()
 
-	lost, err := second.Lead(ctx, time.Second)
+	lost, err := second.Lead(ctx, time.Second, ProcessRecord{Name: "second", Addr: "127.0.0.1:1", Pid: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	led := make(chan error, 1)
-	go func() { _, err := third.Lead(ctx, time.Second); led <- err }()
+	go func() { _, err := third.Lead(ctx, time.Second, ProcessRecord{Name: "third", Pid: 3}); led <- err }()
 	if err := second.Update(ctx, func(tx Txn) error { return tx.Put([]byte("k"), []byte("second")) }); err != nil {
 		t.Fatalf("the leader's commit: %v", err)
 	}
@@ -182,6 +183,9 @@ func TestEtcdLead(t *testing.T) {
 	case err := <-led:
 		t.Fatalf("a standby led while the leader held the lock: %v", err)
 	default:
+	}
+	if got := roles(t, first); got != "second=active@127.0.0.1:1 third=standby@" {
+		t.Fatalf("processes while second leads: %s", got)
 	}
 	// The leader's lease is revoked behind its back (as when it could not
 	// reach etcd for its ttl): its commits are refused, and it is told.
@@ -207,9 +211,34 @@ func TestEtcdLead(t *testing.T) {
 	if err := third.Update(ctx, func(tx Txn) error { return tx.Put([]byte("k"), []byte("third")) }); err != nil {
 		t.Fatalf("the new leader's commit: %v", err)
 	}
+	// The deposed process's record went with its lease; the new active
+	// says where it listens.
+	if err := third.Announce(ctx, ProcessRecord{Name: "third", Addr: "127.0.0.1:3", Pid: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if got := roles(t, first); got != "third=active@127.0.0.1:3" {
+		t.Fatalf("processes after the takeover: %s", got)
+	}
+	if ms := first.Members(ctx); len(ms) != 1 || !ms[0].Leader || ms[0].Error != "" || ms[0].DBBytes <= 0 {
+		t.Fatalf("members of a one-member etcd: %+v", ms)
+	}
 	if v, _ := get(t, e, "k"); string(v) != "third" {
 		t.Fatalf("k = %q", v)
 	}
+}
+
+// roles lists the MDS processes e's etcd records, as name=role@addr.
+func roles(t *testing.T, e *Etcd) string {
+	t.Helper()
+	ps, err := e.Processes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name+"="+p.Role+"@"+p.Addr)
+	}
+	return strings.Join(out, " ")
 }
 
 func TestParseEtcdURL(t *testing.T) {

@@ -30,12 +30,17 @@ type leadership struct {
 	// while the session still runs (its key deleted behind its back).
 	deposed     chan struct{}
 	deposedOnce sync.Once
+
+	ttl        time.Duration
+	mu         sync.Mutex
+	validUntil time.Time // the lease surely lives until then (vouch)
 }
 
 // Lead waits until this engine's process holds the writers' lock, for a
 // lease of ttl (whole seconds, at least one), and returns a channel closed
-// when it loses it.
-func (e *Etcd) Lead(ctx context.Context, ttl time.Duration) (<-chan struct{}, error) {
+// when it loses it. Meanwhile self is this process's record (Processes),
+// kept on the same lease.
+func (e *Etcd) Lead(ctx context.Context, ttl time.Duration, self ProcessRecord) (<-chan struct{}, error) {
 	if err := e.open(); err != nil {
 		return nil, err
 	}
@@ -46,6 +51,10 @@ func (e *Etcd) Lead(ctx context.Context, ttl time.Duration) (<-chan struct{}, er
 		s, err = concurrency.NewSession(e.cli, concurrency.WithTTL(max(int(ttl/time.Second), 1)))
 		if err != nil {
 			return nil, fmt.Errorf("etcd session: %w", err)
+		}
+		if err := e.putRecord(ctx, self, s.Lease()); err != nil {
+			s.Close()
+			return nil, err
 		}
 		m = concurrency.NewMutex(s, e.root+"lead/")
 		err = m.Lock(ctx)
@@ -59,19 +68,82 @@ func (e *Etcd) Lead(ctx context.Context, ttl time.Duration) (<-chan struct{}, er
 		// The waiting session's lease ran out (etcd slow to answer its
 		// keepalives): queue again on a new one, until ctx ends.
 	}
-	l := &leadership{session: s, mutex: m, deposed: make(chan struct{})}
+	l := &leadership{session: s, mutex: m, deposed: make(chan struct{}), ttl: time.Duration(max(int(ttl/time.Second), 1)) * time.Second}
+	if err := l.vouch(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	e.mu.Lock()
 	e.lead = l
 	e.mu.Unlock()
 	lost := make(chan struct{})
 	go func() {
-		select {
-		case <-s.Done():
-		case <-l.deposed:
-		}
+		l.keepVouching()
 		close(lost)
 	}()
 	return lost, nil
+}
+
+// vouch renews the lease once, and on success moves validUntil to a ttl
+// after the renewal was sent: etcd renewed it later than that, so the
+// lease surely lives until then, whatever the time the answer took to
+// arrive (concurrency.Session counts its ttl from the answer's arrival,
+// which a paused process learns late).
+func (l *leadership) vouch(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.ttl/3)
+	defer cancel()
+	sent := time.Now()
+	resp, err := l.session.Client().KeepAliveOnce(ctx, l.session.Lease())
+	if err != nil {
+		return fmt.Errorf("etcd lease: %w", err)
+	}
+	until := sent.Add(min(time.Duration(resp.TTL)*time.Second, l.ttl))
+	l.mu.Lock()
+	if until.After(l.validUntil) {
+		l.validUntil = until
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// keepVouching renews the lease every quarter ttl until it cannot vouch
+// for it any longer (validUntil passed), the session ends, or the process
+// was deposed.
+func (l *leadership) keepVouching() {
+	tick := time.NewTicker(l.ttl / 4)
+	defer tick.Stop()
+	for {
+		lapse := time.NewTimer(time.Until(l.until()))
+		select {
+		case <-l.session.Done():
+		case <-l.deposed:
+		case <-lapse.C:
+		case <-tick.C:
+			lapse.Stop()
+			_ = l.vouch(context.Background()) // a failure leaves validUntil to run out
+			continue
+		}
+		lapse.Stop()
+		return
+	}
+}
+
+func (l *leadership) until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// LeadUntil is the time until which this process surely leads (zero: it
+// does not lead). Past it another process may lead, and this one must
+// hand out nothing whose safety rests on its leading: extent locks and
+// cache grants, whose grace at a successor counts from its takeover.
+func (e *Etcd) LeadUntil() time.Time {
+	l := e.leader()
+	if l == nil {
+		return time.Time{}
+	}
+	return l.until()
 }
 
 func (e *Etcd) leader() *leadership {

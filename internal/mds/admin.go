@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
@@ -160,7 +161,24 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	out.Writers = s.leases.writers()
 	out.Repair = s.repairProgress(h, now)
 	_, _, _, out.Repair.Balancing = s.balanceTarget(h.views)
+	out.Meta = s.metaStatus(ctx)
+	for _, m := range out.Meta.Members {
+		if m.Error != "" {
+			out.Problems = append(out.Problems, fmt.Sprintf("etcd member %s (%s): %s", m.Name, m.Endpoint, m.Error))
+		}
+	}
 	return out, err
+}
+
+// metaStatus describes the metadata service: Config.MetaStatus's answer,
+// or this process alone on its embedded store.
+func (s *Server) metaStatus(ctx context.Context) mdsproto.MetaStatus {
+	if s.cfg.MetaStatus != nil {
+		return s.cfg.MetaStatus(ctx)
+	}
+	host, _ := os.Hostname()
+	return mdsproto.MetaStatus{Engine: "embedded", MDS: []mdsproto.MDSProcess{
+		{Name: host, Addr: s.Addr(), Pid: os.Getpid(), Host: host, Role: "active", StartedNs: s.started.UnixNano()}}}
 }
 
 // healthScan accumulates what status reports about redundancy.

@@ -76,10 +76,19 @@ type Config struct {
 	// a LockWait (extlock.go), and how long a restarted MDS grants none.
 	LockLease time.Duration
 	// TakeoverGrace lengthens the grace a starting MDS gives clients to
-	// reclaim their locks before it grants new ones: a standby taking over
-	// waits out the lease the active it replaces may still think it holds
-	// (an etcd lock's lease, the active paused rather than dead).
+	// reclaim their locks before it grants new ones: a margin for clocks
+	// that run at different rates on the machines of an active and the
+	// standby taking over from it.
 	TakeoverGrace time.Duration
+	// LeadUntil, with several MDS processes, is the time until which this
+	// one surely leads (kv.Etcd.LeadUntil). Past it the MDS answers
+	// nothing: a request it took then might be answered with an extent
+	// lock or cache grant a successor, counting its grace from its
+	// takeover, does not wait for. Every grant's lease is counted by its
+	// client from before the request was sent, so grants answered to
+	// requests taken earlier end within a lock lease of the takeover.
+	// Nil: one MDS, leading for ever.
+	LeadUntil func() time.Time
 	// Healers are the repair workers this MDS runs in-process; negative
 	// runs none (repair then waits for an external healer).
 	Healers int
@@ -87,6 +96,9 @@ type Config struct {
 	// runs none. It is injected so the MDS does not depend on the client
 	// library (internal/healer provides it).
 	RunHealer func(ctx context.Context, log *slog.Logger, mdsAddr string, workers int)
+	// MetaStatus describes the metadata service for status: its MDS
+	// processes and engine (nil: this process, on its embedded store).
+	MetaStatus func(ctx context.Context) mdsproto.MetaStatus
 }
 
 // Server is a running MDS.
@@ -121,8 +133,9 @@ type Server struct {
 	cacheMarked atomic.Bool // keyCacheHeld is stored
 	cacheMarkMu sync.RWMutex
 
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	started time.Time
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 const (
@@ -154,7 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		eng = e
 	}
-	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), heal: newHealState(),
+	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), heal: newHealState(), started: cfg.Now(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	keys, err := loadKeyRing(cfg.Dir, cfg.Key)
 	if err != nil {
@@ -339,6 +352,9 @@ func (s *Server) Close() {
 
 // handle decodes a request, runs its op and encodes the answer.
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
+	if s.cfg.LeadUntil != nil && !time.Now().Before(s.cfg.LeadUntil()) {
+		return wire.Response{}, wire.Errorf(wire.ErrUnavail, "this MDS may no longer lead the metadata service (etcd unreachable?): ask another")
+	}
 	ctx, err := s.authenticate(ctx)
 	if err == nil {
 		err = s.authorize(ctx, r.Op)

@@ -427,6 +427,39 @@ type StatusResp struct {
 	LabelsPending int64          `json:"labels_pending"`
 	Problems      []string       `json:"problems,omitempty"`
 	Repair        RepairProgress `json:"repair"`
+	// Meta is the metadata service itself: its MDS processes and the
+	// engine holding the namespace.
+	Meta MetaStatus `json:"meta"`
+}
+
+// MetaStatus describes the metadata service.
+type MetaStatus struct {
+	Engine string `json:"engine"` // "embedded" (Pebble in the MDS's directory) or "etcd"
+	// MDS lists the MDS processes, the active first.
+	MDS []MDSProcess `json:"mds"`
+	// Members are the etcd members, with Engine "etcd".
+	Members []EngineMember `json:"members,omitempty"`
+}
+
+// MDSProcess is one MDS process.
+type MDSProcess struct {
+	Name      string `json:"name"`
+	Addr      string `json:"addr"`
+	Pid       int    `json:"pid"`
+	Host      string `json:"host,omitempty"`
+	Role      string `json:"role"` // "active" or "standby"
+	StartedNs int64  `json:"started_ns,omitempty"`
+}
+
+// EngineMember is one etcd member's health.
+type EngineMember struct {
+	Endpoint  string `json:"endpoint"`
+	Name      string `json:"name,omitempty"`
+	Leader    bool   `json:"leader"` // leads Raft
+	DBBytes   int64  `json:"db_bytes"`
+	RaftTerm  uint64 `json:"raft_term"`
+	RaftIndex uint64 `json:"raft_index"`
+	Error     string `json:"error,omitempty"`
 }
 
 // Cluster health values.
