@@ -165,6 +165,10 @@ func TestEtcdLead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// It can vouch for its lease for at most a ttl from now.
+	if u := second.LeadUntil(); !u.After(time.Now()) || u.After(time.Now().Add(time.Second)) {
+		t.Fatalf("the leader vouches for its lease until %v (now %v, ttl 1s)", u, time.Now())
+	}
 	led := make(chan error, 1)
 	go func() { _, err := third.Lead(ctx, time.Second, ProcessRecord{Name: "third", Pid: 3}); led <- err }()
 	if err := second.Update(ctx, func(tx Txn) error { return tx.Put([]byte("k"), []byte("second")) }); err != nil {
