@@ -135,8 +135,8 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 			if decodeRecord(v, &g) == nil {
 				out.PendingDelete.Objects += int64(len(g.Comps))
 				out.PendingDelete.Bytes += g.Bytes
-				if next := &out.PendingDelete.NextNs; *next == 0 || g.NotBeforeNs < *next {
-					*next = g.NotBeforeNs
+				if next, at := &out.PendingDelete.NextNs, s.expiry(g.NotBeforeNs, s.cfg.DeleteDelay); *next == 0 || at < *next {
+					*next = at
 				}
 			}
 			return true
@@ -389,7 +389,7 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 	}
 	var done []progress
 	for _, it := range items {
-		if now.UnixNano() < it.rec.NotBeforeNs || s.repairing(ctx, it.ino, now) {
+		if now.UnixNano() < s.expiry(it.rec.NotBeforeNs, s.cfg.DeleteDelay) || s.repairing(ctx, it.ino, now) {
 			continue
 		}
 		if deleted := s.deleteObjects(ctx, it); len(deleted) > 0 {

@@ -109,7 +109,7 @@ func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (stru
 		if in.State == intentCommitted {
 			state = staged.Committed
 		}
-		switch staged.Commit(ok && (in.State == intentCommitted || in.State == intentPrepared), state, s.cfg.Now().UnixNano() >= in.ExpiresNs) {
+		switch staged.Commit(ok && (in.State == intentCommitted || in.State == intentPrepared), state, s.cfg.Now().UnixNano() >= s.expiry(in.ExpiresNs, s.cfg.IntentTTL)) {
 		case staged.AlreadyCommitted:
 			return nil // sent again after its reply was lost: the first copy committed it
 		case staged.Unknown:
@@ -273,7 +273,7 @@ func (s *Server) resolvePass(ctx context.Context) error {
 		return r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool {
 			var it intentItem
 			if len(k) == 17 && decodeRecord(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) &&
-				now.UnixNano() >= it.rec.ExpiresNs {
+				now.UnixNano() >= s.expiry(it.rec.ExpiresNs, s.cfg.IntentTTL) {
 				it.ino, it.txid = binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17])
 				items = append(items, it)
 			}

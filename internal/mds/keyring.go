@@ -7,9 +7,12 @@ package mds
 // every up OSD holds it, then signs with it; the keys before it retire
 // once every capability they signed has expired, and OSDs drop them
 // with the next answer. The ring lives in a file of the MDS's directory
-// (like the cluster key file it starts from), not in the metadata store:
+// (like the cluster key file it starts from), or, when several MDS
+// processes share the metadata store, in the store, sealed under
+// filekeys.key (loadRing):
 //
 //	<dir>/capkeys.json   {"v":1,"current":id,"keys":[{"id","key" (hex),"retire_ns"}]} (0600)
+//	s/capkeys            nonce || AES-GCM(the same JSON), additional data "s/capkeys"
 
 import (
 	"context"
@@ -24,6 +27,7 @@ import (
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/durable"
+	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -54,20 +58,18 @@ type keyRing struct {
 	mu       sync.Mutex        // changes to the ring; guards retire and held
 	retire   map[uint8]int64   // key id → unix nanoseconds when it goes
 	held     map[uint32]uint64 // OSD id → ids it holds (its last heartbeat)
+	store    func([]byte) error
 }
 
-// loadKeyRing reads the ring in dir, or starts one from the cluster key.
-func loadKeyRing(dir string, clusterKey capability.Key) (*keyRing, error) {
-	kr := &keyRing{ring: capability.NewRing(clusterKey), retire: map[uint8]int64{}, held: map[uint32]uint64{}}
-	b, err := os.ReadFile(filepath.Join(dir, capKeysFile))
-	if errors.Is(err, os.ErrNotExist) {
+// loadKeyRing reads the ring (ringBytes; nil: none yet), or starts one
+// from the cluster key. store keeps it when it changes.
+func loadKeyRing(ringBytes []byte, clusterKey capability.Key, store func([]byte) error) (*keyRing, error) {
+	kr := &keyRing{ring: capability.NewRing(clusterKey), retire: map[uint8]int64{}, held: map[uint32]uint64{}, store: store}
+	if ringBytes == nil {
 		return kr, nil
 	}
-	if err != nil {
-		return nil, err
-	}
 	var f keyFile
-	if err := json.Unmarshal(b, &f); err != nil || f.V != 1 {
+	if err := json.Unmarshal(ringBytes, &f); err != nil || f.V != 1 {
 		return nil, fmt.Errorf("%s: not a key ring this MDS reads", capKeysFile)
 	}
 	keys := map[uint8]capability.Key{}
@@ -87,8 +89,58 @@ func loadKeyRing(dir string, clusterKey capability.Key) (*keyRing, error) {
 	return kr, nil
 }
 
-// save writes the ring to dir durably. Callers hold kr.mu.
-func (kr *keyRing) save(dir string) error {
+// keyCapRing is where MDS processes sharing an engine keep the ring,
+// sealed under filekeys.key (which they share): a standby taking over
+// signs with the keys the OSDs were last handed, rotations included.
+var keyCapRing = []byte("s/capkeys")
+
+// loadRing reads the ring: from the engine when it is shared (taking it
+// from DIR/capkeys.json into the engine the first time), else from DIR.
+// It returns the ring's bytes (nil: none yet) and where to store them.
+func (s *Server) loadRing(ctx context.Context) ([]byte, func([]byte) error, error) {
+	path := filepath.Join(s.cfg.Dir, capKeysFile)
+	fromFile, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		fromFile, err = nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	toFile := func(b []byte) error { return durable.WriteFile(path, b, 0o600) }
+	if s.cfg.LeadUntil == nil {
+		return fromFile, toFile, nil
+	}
+	toEngine := func(b []byte) error {
+		ctx, cancel := context.WithTimeout(context.Background(), osdCallTimeout)
+		defer cancel()
+		sealed := sealWith(s.keyWrap, b, keyCapRing)
+		return s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyCapRing, sealed) })
+	}
+	var sealed []byte
+	if err := s.kv.View(ctx, func(r kv.Reader) error {
+		var err error
+		sealed, err = r.Get(keyCapRing)
+		return err
+	}); err != nil {
+		return nil, nil, err
+	}
+	if sealed == nil {
+		if fromFile != nil {
+			if err := toEngine(fromFile); err != nil {
+				return nil, nil, err
+			}
+		}
+		return fromFile, toEngine, nil
+	}
+	b, err := openWith(s.keyWrap, sealed, keyCapRing)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the capability key ring in the metadata store does not open with this MDS's filekeys.key: %w", err)
+	}
+	return b, toEngine, nil
+}
+
+// save stores the ring (kr.store). Callers hold kr.mu.
+func (kr *keyRing) save() error {
 	keys, cur := kr.ring.Keys()
 	f := keyFile{V: 1, Current: cur}
 	for id, k := range keys {
@@ -98,7 +150,7 @@ func (kr *keyRing) save(dir string) error {
 	if err != nil {
 		return err
 	}
-	return durable.WriteFile(filepath.Join(dir, capKeysFile), b, 0o600)
+	return kr.store(b)
 }
 
 // heard notes the key ids an OSD holds and returns the ring it is to hold.
@@ -124,7 +176,7 @@ func (s *Server) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateR
 	kr := s.keys
 	kr.rotating.Lock()
 	defer kr.rotating.Unlock()
-	id, err := kr.addPending(s.cfg.Dir)
+	id, err := kr.addPending()
 	if err != nil {
 		return mdsproto.KeyRotateResp{}, err
 	}
@@ -134,7 +186,7 @@ func (s *Server) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateR
 		keys, cur := kr.ring.Keys()
 		delete(keys, id)
 		kr.ring.Set(keys, cur)
-		saveErr := kr.save(s.cfg.Dir)
+		saveErr := kr.save()
 		kr.mu.Unlock()
 		return mdsproto.KeyRotateResp{}, errors.Join(err, saveErr)
 	}
@@ -148,7 +200,7 @@ func (s *Server) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateR
 		}
 	}
 	kr.ring.Set(keys, id)
-	if err := kr.save(s.cfg.Dir); err != nil {
+	if err := kr.save(); err != nil {
 		return mdsproto.KeyRotateResp{}, err
 	}
 	s.cfg.Log.Info("capability key rotated", "id", id, "previous", prev, "retire_at", time.Unix(0, retireAt))
@@ -156,7 +208,7 @@ func (s *Server) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateR
 }
 
 // addPending adds a new key to the ring, not yet current, and saves it.
-func (kr *keyRing) addPending(dir string) (uint8, error) {
+func (kr *keyRing) addPending() (uint8, error) {
 	kr.mu.Lock()
 	defer kr.mu.Unlock()
 	keys, cur := kr.ring.Keys()
@@ -176,7 +228,7 @@ func (kr *keyRing) addPending(dir string) (uint8, error) {
 	}
 	keys[id] = fresh
 	kr.ring.Set(keys, cur)
-	return id, kr.save(dir)
+	return id, kr.save()
 }
 
 // retireAfter is how long a replaced key stays: past the longest
@@ -225,7 +277,7 @@ func (s *Server) retireKeys() error {
 	now := s.cfg.Now().UnixNano()
 	changed := false
 	for id, at := range kr.retire {
-		if id != cur && at <= now {
+		if id != cur && s.expiry(at, s.retireAfter()) <= now {
 			delete(keys, id)
 			delete(kr.retire, id)
 			changed = true
@@ -236,5 +288,5 @@ func (s *Server) retireKeys() error {
 	}
 	kr.ring.Set(keys, cur)
 	s.cfg.Log.Info("capability keys retired", "left", len(keys))
-	return kr.save(s.cfg.Dir)
+	return kr.save()
 }

@@ -274,7 +274,7 @@ func (s *Server) sweepOnce(ctx context.Context, cursor []byte) ([]byte, error) {
 	if cursor == nil {
 		cursor = []byte{'r'}
 	}
-	oldest := s.cfg.Now().Add(-onceKeep).UnixNano()
+	now := s.cfg.Now().UnixNano()
 	var next []byte
 	var stale [][]byte
 	err := s.kv.View(ctx, func(r kv.Reader) error {
@@ -286,7 +286,7 @@ func (s *Server) sweepOnce(ctx context.Context, cursor []byte) ([]byte, error) {
 				return false
 			}
 			var rec onceRec
-			if decodeRecord(v, &rec) != nil || rec.TimeNs < oldest {
+			if decodeRecord(v, &rec) != nil || s.expiry(rec.TimeNs+int64(onceKeep), onceKeep) <= now {
 				stale = append(stale, append([]byte{}, k...)) // an undecodable record answers no retry
 			}
 			return true

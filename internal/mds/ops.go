@@ -39,10 +39,15 @@ func (s *Server) stat(ctx context.Context, req mdsproto.PathReq) (mdsproto.StatR
 	return out, nil
 }
 
+// newInode makes an inode with a number from this process's range
+// (inorange.go), or, with the range drained, from the counter.
 func (s *Server) newInode(tx kv.Txn, typ string, mode uint32) (*inodeRec, error) {
-	ino, err := nextCounter(tx, keyNextIno, rootIno+1)
-	if err != nil {
-		return nil, err
+	ino, ok := s.inos.take()
+	if !ok {
+		var err error
+		if ino, err = nextCounter(tx, keyNextIno, rootIno+1); err != nil {
+			return nil, err
+		}
 	}
 	now := s.cfg.Now().UnixNano()
 	return &inodeRec{Inode: mdsproto.Inode{Ino: ino, Type: typ, Mode: mode & 0o7777, Nlink: 1, MtimeNs: now, CtimeNs: now, AtimeNs: now}}, nil
@@ -64,6 +69,7 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrExists, "/")
 	}
 	var out *inodeRec
+	s.ensureInodes(ctx, len(parts))
 	err = s.mutate(ctx, func(tx kv.Txn) error {
 		base := req.Dir
 		if base == 0 {
@@ -146,6 +152,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrInvalid, "an unlinked file needs a handle to hold it")
 	}
 	var rec *inodeRec
+	s.ensureInodes(ctx, 1)
 	err := s.mutate(ctx, func(tx kv.Txn) error {
 		who := whoOf(ctx)
 		dir, name, err := resolveParent(tx, who, req.Dir, req.Path)

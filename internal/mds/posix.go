@@ -81,6 +81,7 @@ func (s *Server) mknod(ctx context.Context, req mdsproto.MknodReq) (mdsproto.Ino
 // name in directory dirIno: symlinks and special files.
 func (s *Server) makeEntry(ctx context.Context, dirIno uint64, name, typ string, mode uint32, fill func(*inodeRec)) (mdsproto.Inode, error) {
 	var out mdsproto.Inode
+	s.ensureInodes(ctx, 1)
 	err := s.mutate(ctx, func(tx kv.Txn) error {
 		dir, err := newEntry(tx, whoOf(ctx), dirIno, name)
 		if err != nil {

@@ -187,6 +187,8 @@ func (s *Server) recoverMeta(ctx context.Context, req mdsproto.RecoverReq) (mdsp
 	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return raiseCounter(tx, keyNextIno, maxIno+1) }); err != nil {
 		return out, err
 	}
+	s.inos.reset() // a range taken before may hold recovered numbers
+
 	sort.Slice(all, func(i, j int) bool { return all[i].label.Path < all[j].label.Path })
 	dirs := map[string]bool{"/": true}
 	for _, f := range all {

@@ -120,6 +120,7 @@ type Server struct {
 	rngMu sync.Mutex
 	rng   *mrand.Rand
 
+	inos   inoAlloc // this process's range of inode numbers
 	heal   *healState
 	labels labelQueue
 	leases leaseTable
@@ -169,12 +170,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), heal: newHealState(), started: cfg.Now(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
-	keys, err := loadKeyRing(cfg.Dir, cfg.Key)
-	if err != nil {
-		eng.Close()
-		return nil, err
-	}
-	s.keys = keys
 	seal, err := loadSealKey(cfg.Dir, s3SealKeyFile, "S3 secret sealing key")
 	if err != nil {
 		eng.Close()
@@ -182,6 +177,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.s3Seal = seal
 	if s.keyWrap, err = loadSealKey(cfg.Dir, fileKeysFile, "file key wrapping key"); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	ring, store, err := s.loadRing(ctx)
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	if s.keys, err = loadKeyRing(ring, cfg.Key, store); err != nil {
 		eng.Close()
 		return nil, err
 	}
@@ -382,6 +386,16 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		}
 	}
 	return wire.Response{Meta: b}, nil
+}
+
+// expiry is when a deadline stored in the engine passes for this
+// process: never before window has passed on its own clock since it
+// started. A deadline written by another MDS process (before a restart
+// or a failover, perhaps on another machine's clock) can so only be late
+// here, never early: expiry is never one machine's wall-clock time
+// compared on another's.
+func (s *Server) expiry(storedNs int64, window time.Duration) int64 {
+	return max(storedNs, s.started.Add(window).UnixNano())
 }
 
 func decode[T any](meta []byte) (T, error) {
