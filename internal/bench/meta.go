@@ -11,17 +11,39 @@ import (
 )
 
 // MetaResult is one metadata benchmark: operations per second of each
-// phase over one directory of Files entries, by Workers clients at once.
+// phase over one directory of Files entries, by Workers clients at once,
+// and, where a probe could tell, what each operation cost the MDS.
 type MetaResult struct {
 	Workers, Files                int
 	Create, Stat, Readdir, Remove float64 // per second (Readdir: entries)
+	// Cost per operation of each phase (create, stat, readdir, remove);
+	// zero without a probe.
+	Cost [4]Cost
+}
+
+// Cost is what the metadata service spent, in total or per operation.
+type Cost struct {
+	Reads, Commits, Conflicts float64 // engine requests (etcd only)
+	CPU                       time.Duration
+}
+
+// Probe reads the metadata service's running totals (a Cost).
+type Probe func(ctx context.Context) (Cost, error)
+
+func (c Cost) per(before Cost, ops int) Cost {
+	n := float64(max(ops, 1))
+	return Cost{Reads: (c.Reads - before.Reads) / n, Commits: (c.Commits - before.Commits) / n,
+		Conflicts: (c.Conflicts - before.Conflicts) / n, CPU: (c.CPU - before.CPU) / time.Duration(max(ops, 1))}
 }
 
 // Meta creates files empty files in a new directory dir through the
 // library (create and close, as touch does), stats each, lists the
 // directory, and removes every file, each phase split among the clients
 // (one worker each), and reports each phase's rate.
-func Meta(ctx context.Context, clients []*braid.Client, dir string, files int) (MetaResult, error) {
+//
+// probe, if not nil, is read before and after each phase, for the cost
+// of its operations (each reading includes the probe's own cost).
+func Meta(ctx context.Context, clients []*braid.Client, dir string, files int, probe Probe) (MetaResult, error) {
 	res := MetaResult{Workers: len(clients), Files: files}
 	if len(clients) == 0 || files < len(clients) {
 		return res, fmt.Errorf("need at least one client and a file per client")
@@ -30,16 +52,31 @@ func Meta(ctx context.Context, clients []*braid.Client, dir string, files int) (
 	if err != nil {
 		return res, err
 	}
+	var last Cost
+	measured := func(i int) {
+		if probe == nil {
+			return
+		}
+		if now, err := probe(ctx); err == nil {
+			if i >= 0 {
+				res.Cost[i] = now.per(last, files)
+			}
+			last = now
+		}
+	}
+	measured(-1)
 	phase := func(op func(c *braid.Client, i int) error) (float64, error) { return split(clients, files, op) }
 	if res.Create, err = phase(func(c *braid.Client, i int) error { return touch(ctx, c, d.Ino, i) }); err != nil {
 		return res, err
 	}
+	measured(0)
 	if res.Stat, err = phase(func(c *braid.Client, i int) error {
 		_, err := c.LookupAt(ctx, d.Ino, name(i))
 		return err
 	}); err != nil {
 		return res, err
 	}
+	measured(1)
 	start, listed := time.Now(), 0
 	for after, more := "", true; more; {
 		var ents []braid.DirEntry
@@ -56,19 +93,36 @@ func Meta(ctx context.Context, clients []*braid.Client, dir string, files int) (
 		return res, fmt.Errorf("listed %d of %d entries", listed, files)
 	}
 	res.Readdir = float64(files) / time.Since(start).Seconds()
+	measured(2)
 	if res.Remove, err = phase(func(c *braid.Client, i int) error {
 		return c.RemoveAt(ctx, d.Ino, name(i), false)
 	}); err != nil {
 		return res, err
 	}
+	measured(3)
 	return res, clients[0].RemoveAt(ctx, braid.RootIno, dir, true)
 }
 
-// ReportMeta prints metadata results as a table.
+// ReportMeta prints metadata results as a table, and their costs per
+// operation where they were probed.
 func ReportMeta(w io.Writer, results []MetaResult) {
 	fmt.Fprintf(w, "%-8s %8s %10s %10s %12s %10s\n", "workers", "files", "create/s", "stat/s", "readdir/s", "remove/s")
+	probed := false
 	for _, r := range results {
 		fmt.Fprintf(w, "%-8d %8d %10.0f %10.0f %12.0f %10.0f\n", r.Workers, r.Files, r.Create, r.Stat, r.Readdir, r.Remove)
+		probed = probed || r.Cost != [4]Cost{}
+	}
+	if !probed {
+		return
+	}
+	fmt.Fprintf(w, "\nper operation at the MDS processes: CPU, and engine reads+commits (conflicts) where the engine is etcd\n")
+	fmt.Fprintf(w, "%-8s %-18s %-18s %-18s %-18s\n", "workers", "create", "stat", "readdir (entry)", "remove")
+	for _, r := range results {
+		fmt.Fprintf(w, "%-8d", r.Workers)
+		for _, c := range r.Cost {
+			fmt.Fprintf(w, " %-18s", fmt.Sprintf("%4.0fus %.1f+%.1f(%.2f)", float64(c.CPU)/float64(time.Microsecond), c.Reads, c.Commits, c.Conflicts))
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -132,7 +133,7 @@ func (e *env) benchMeta(files int, workers string) error {
 				defer extra.Close()
 				clients = append(clients, extra)
 			}
-			r, err := bench.Meta(ctx, clients, fmt.Sprintf(".bench-meta-%d", n), files)
+			r, err := bench.Meta(ctx, clients, fmt.Sprintf(".bench-meta-%d", n), files, mdsProbe(c))
 			if err != nil {
 				return fmt.Errorf("%d workers: %w", n, err)
 			}
@@ -143,6 +144,51 @@ func (e *env) benchMeta(files int, workers string) error {
 		return nil
 	})
 }
+
+// mdsProbe reads the metadata service's totals: its engine requests
+// (status) and the CPU time of the MDS processes on this machine
+// (/proc), embedded etcd members included.
+func mdsProbe(c *braid.Client) bench.Probe {
+	host, _ := os.Hostname()
+	return func(ctx context.Context) (bench.Cost, error) {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return bench.Cost{}, err
+		}
+		r := st.Meta.Requests
+		out := bench.Cost{Reads: float64(r.Reads), Commits: float64(r.Commits), Conflicts: float64(r.Conflicts)}
+		for _, p := range st.Meta.MDS {
+			if p.Host == host && p.Pid > 0 {
+				out.CPU += processCPU(p.Pid)
+			}
+		}
+		return out, nil
+	}
+}
+
+// processCPU is the user and system CPU time pid has used (0 if unknown).
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces), from the
+	// third: utime and stime are the 14th and 15th, in clock ticks.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+stime) * time.Second / clockTicks
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc's CPU times.
+const clockTicks = 100
 
 func (e *env) bench(ctx context.Context, c *braid.Client, n int64, specs []string, diskDir string) error {
 	tcp, err := bench.LoopbackTCP(n)

@@ -108,7 +108,7 @@ func (m *metaFlags) announce(ctx context.Context, addr string) error {
 
 // etcdStatus is the metadata service on etcd, for status.
 func etcdStatus(ctx context.Context, eng *kv.Etcd) mdsproto.MetaStatus {
-	out := mdsproto.MetaStatus{Engine: "etcd"}
+	out := mdsproto.MetaStatus{Engine: "etcd", Requests: mdsproto.EngineRequests(eng.Stats())}
 	ps, err := eng.Processes(ctx)
 	if err != nil {
 		out.Members = append(out.Members, mdsproto.EngineMember{Error: "listing MDS processes: " + err.Error()})

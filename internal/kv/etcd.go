@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -78,6 +79,8 @@ type Etcd struct {
 	mu     sync.Mutex
 	closed bool
 	lead   *leadership // set by Lead: every commit is guarded by holding it
+
+	stats struct{ reads, commits, conflicts atomic.Int64 }
 }
 
 // OpenEtcd connects to the etcd cluster o names.
@@ -202,8 +205,10 @@ func (t *etcdTxn) opts(more ...clientv3.OpOption) []clientv3.OpOption {
 func (t *etcdTxn) get(key string, more ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	ctx, cancel := t.call()
 	defer cancel()
+	t.e.stats.reads.Add(1)
 	resp, err := t.e.cli.Get(ctx, key, t.opts(more...)...)
 	if errors.Is(err, rpctypes.ErrFutureRev) {
+		t.e.stats.reads.Add(1)
 		resp, err = t.e.cli.Get(ctx, key, append(more, clientv3.WithRev(t.rev))...)
 	}
 	if err != nil {
@@ -247,6 +252,56 @@ func (t *etcdTxn) Get(key []byte) ([]byte, error) {
 	}
 	t.noteRead(k, resp.Kvs[0].ModRevision)
 	return bytes.Clone(resp.Kvs[0].Value), nil
+}
+
+// GetMany reads keys in as few requests as etcd's limit on operations
+// per txn allows: read-only txns of gets at the snapshot (one request for
+// what would be a round trip each).
+func (t *etcdTxn) GetMany(keys [][]byte) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	var todo []int // indexes not answered by this transaction's own writes
+	for i, key := range keys {
+		k := string(key)
+		switch v, ok := t.writes[k]; {
+		case t.dels[k]:
+		case ok:
+			out[i] = slices.Clone(v)
+		default:
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) > 0 && t.rev == 0 {
+		// The first read of a transaction is a linearizable one, alone.
+		v, err := t.Get(keys[todo[0]])
+		if err != nil {
+			return nil, err
+		}
+		out[todo[0]], todo = v, todo[1:]
+	}
+	for chunk := range slices.Chunk(todo, max(t.e.maxTxnOps, 1)) {
+		ops := make([]clientv3.Op, len(chunk))
+		for j, i := range chunk {
+			ops[j] = clientv3.OpGet(t.e.prefix+string(keys[i]), clientv3.WithRev(t.rev), clientv3.WithSerializable())
+		}
+		ctx, cancel := t.call()
+		t.e.stats.reads.Add(1)
+		resp, err := t.e.cli.Txn(ctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return nil, etcdErr(err)
+		}
+		for j, i := range chunk {
+			k := string(keys[i])
+			rr := resp.Responses[j].GetResponseRange()
+			if rr == nil || len(rr.Kvs) == 0 {
+				t.noteRead(k, 0)
+				continue
+			}
+			t.noteRead(k, rr.Kvs[0].ModRevision)
+			out[i] = bytes.Clone(rr.Kvs[0].Value)
+		}
+	}
+	return out, nil
 }
 
 func (t *etcdTxn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
@@ -388,6 +443,7 @@ func (t *etcdTxn) commit() error {
 	if lead != nil {
 		guard = append(guard, lead.mutex.IsOwner())
 	}
+	t.e.stats.commits.Add(1)
 	resp, err := t.e.cli.Txn(ctx).If(guard...).Then(ops...).Commit()
 	switch {
 	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrRequestTooLarge):
@@ -397,9 +453,22 @@ func (t *etcdTxn) commit() error {
 	case !resp.Succeeded && lead != nil && !lead.holds(ctx):
 		return ErrNotLeader
 	case !resp.Succeeded:
+		t.e.stats.conflicts.Add(1)
 		return ErrConflict
 	}
 	return nil
+}
+
+// EtcdStats counts an engine's requests to etcd since it opened.
+type EtcdStats struct {
+	Reads     int64 `json:"reads"`     // range requests (point reads and scan pages)
+	Commits   int64 `json:"commits"`   // txn requests
+	Conflicts int64 `json:"conflicts"` // txns refused by their guard and run again
+}
+
+// Stats reports the requests this engine made.
+func (e *Etcd) Stats() EtcdStats {
+	return EtcdStats{Reads: e.stats.reads.Load(), Commits: e.stats.commits.Load(), Conflicts: e.stats.conflicts.Load()}
 }
 
 // guard is what must still hold for the commit (see the package comment),

@@ -39,6 +39,10 @@ func TestEtcdTransactionsConflict(t *testing.T) {
 	}{
 		{"a key read and changed since", func(t1 *etcdTxn) { _, _ = t1.Get([]byte("a")) }, func() { put("a", "2") }},
 		{"an absent key read and made since", func(t1 *etcdTxn) { _, _ = t1.Get([]byte("none")) }, func() { put("none", "now") }},
+		{"keys read together, one changed since", func(t1 *etcdTxn) {
+			_, _ = t1.Get([]byte("r/1"))
+			_, _ = t1.GetMany([][]byte{[]byte("none2"), []byte("a")})
+		}, func() { put("a", "3") }},
 		{"a key added to a scanned range", func(t1 *etcdTxn) {
 			_ = t1.Scan([]byte("r/"), PrefixEnd([]byte("r/")), func(k, v []byte) bool { return true })
 		}, func() { put("r/2", "new") }},

@@ -44,6 +44,28 @@ type Reader interface {
 	Scan(start, end []byte, fn func(k, v []byte) bool) error
 }
 
+// ManyGetter is a Reader that reads several keys in one request (etcd).
+type ManyGetter interface {
+	GetMany(keys [][]byte) ([][]byte, error)
+}
+
+// GetMany reads keys through r: in one request where r can (ManyGetter),
+// else one Get each. Values are in the order of keys, nil where absent.
+func GetMany(r Reader, keys [][]byte) ([][]byte, error) {
+	if m, ok := r.(ManyGetter); ok {
+		return m.GetMany(keys)
+	}
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		v, err := r.Get(k)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 // Txn reads and writes inside a transaction.
 type Txn interface {
 	Reader

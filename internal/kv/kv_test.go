@@ -188,6 +188,10 @@ func TestEnginesReadOwnWrites(t *testing.T) {
 			if v, _ := tx.Get([]byte("a/3")); v != nil {
 				t.Errorf("own delete read as %q", v)
 			}
+			many, err := GetMany(tx, [][]byte{[]byte("a/3"), []byte("a/1"), []byte("none"), []byte("a/2")})
+			if err != nil || fmt.Sprintf("%q", many) != `["" "va/1" "" "va/2"]` {
+				t.Errorf("GetMany in transaction = %q, %v", many, err)
+			}
 			var keys []string
 			_ = tx.Scan([]byte("a/"), []byte("a0"), func(k, v []byte) bool { keys = append(keys, string(k)+"="+string(v)); return true })
 			if fmt.Sprint(keys) != "[a/1=va/1 a/2=va/2]" {

@@ -105,6 +105,30 @@ func getInode(r kv.Reader, ino uint64) (*inodeRec, error) {
 	return &rec, nil
 }
 
+// getInodes reads several inodes, in one engine request where the engine
+// can (kv.GetMany): a listing's entries.
+func getInodes(r kv.Reader, inos []uint64) ([]*inodeRec, error) {
+	keys := make([][]byte, len(inos))
+	for i, ino := range inos {
+		keys[i] = inodeKey(ino)
+	}
+	vals, err := kv.GetMany(r, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*inodeRec, len(inos))
+	for i, v := range vals {
+		if v == nil {
+			return nil, wire.Errorf(wire.ErrNotFound, "inode %d", inos[i])
+		}
+		out[i] = &inodeRec{}
+		if err := decodeRecord(v, out[i]); err != nil {
+			return nil, fmt.Errorf("record %q: %w", keys[i], err)
+		}
+	}
+	return out, nil
+}
+
 // putInode stores rec and keeps the heal index in step with it: a file
 // with dirty components or a repair lock is listed there, so that healers
 // find the work without reading every inode while the cluster is steady.

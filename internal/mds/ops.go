@@ -538,11 +538,11 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirP
 		// Entries are encoded into one buffer; each is a piece of it
 		// (a piece stays valid when the buffer grows elsewhere).
 		buf := make([]byte, 0, 64<<10)
-		for i, ino := range inos {
-			rec, err := getInode(r, ino)
-			if err != nil {
-				return err
-			}
+		recs, err := getInodes(r, inos)
+		if err != nil {
+			return err
+		}
+		for i, rec := range recs {
 			start := len(buf)
 			e := mdsproto.DirEntry{Name: names[i], Inode: rec.Inode}
 			if req.Xattr != "" && mayXattr(r, who, rec, mdsproto.XattrReq{Op: mdsproto.XattrGet, Name: req.Xattr}) == nil {

@@ -439,6 +439,16 @@ type MetaStatus struct {
 	MDS []MDSProcess `json:"mds"`
 	// Members are the etcd members, with Engine "etcd".
 	Members []EngineMember `json:"members,omitempty"`
+	// Requests counts the active MDS's requests to etcd since it
+	// started (bench divides them by operations).
+	Requests EngineRequests `json:"requests"`
+}
+
+// EngineRequests counts requests to the engine.
+type EngineRequests struct {
+	Reads     int64 `json:"reads"`
+	Commits   int64 `json:"commits"`
+	Conflicts int64 `json:"conflicts"`
 }
 
 // MDSProcess is one MDS process.
