@@ -163,7 +163,7 @@ func (t *touchTxn) Put(key, value []byte) error { t.note(key, value); return t.T
 func (t *touchTxn) Delete(key []byte) error     { t.note(key, nil); return t.Txn.Delete(key) }
 
 func (t *touchTxn) note(key, value []byte) {
-	if len(key) < 9 || (key[0] != 'i' && key[0] != 'd') || (key[0] == 'i' && len(key) != 9) {
+	if len(key) < 9 || (key[0] != 'i' && key[0] != 'd' && key[0] != 't') || (key[0] != 'd' && len(key) != 9) {
 		return
 	}
 	if t.touched == nil {
@@ -175,9 +175,12 @@ func (t *touchTxn) note(key, value []byte) {
 		tc = &touched{}
 		t.touched[ino] = tc
 	}
-	if key[0] == 'i' {
+	switch key[0] {
+	case 'i':
 		tc.rec, tc.deleted = value, value == nil
 		return
+	case 't':
+		return // a directory's times: it is touched (touchDir notes its record)
 	}
 	if tc.entries == nil {
 		tc.entries = map[string]uint64{}

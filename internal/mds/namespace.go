@@ -60,6 +60,8 @@ func direntKey(parent uint64, name string) []byte {
 type inodeRec struct {
 	Format int `json:"v"`
 	mdsproto.Inode
+	// timesUnread: a directory read without its times (dirtimes.go).
+	timesUnread bool
 	// WrappedKey is a sealed file's data key, wrapped (filekeys.go).
 	WrappedKey []byte `json:"wk,omitempty"`
 	// Parent and Name are the directory entry that names the inode (for
@@ -93,7 +95,22 @@ type clusterRec struct {
 	DefaultLayout string `json:"default_layout"`
 }
 
+// getInode reads an inode, a directory's times included (dirtimes.go).
 func getInode(r kv.Reader, ino uint64) (*inodeRec, error) {
+	rec, err := getInodeNoTimes(r, ino)
+	if err != nil || rec.Type != mdsproto.TypeDir {
+		return rec, err
+	}
+	return rec, readDirTimes(r, rec)
+}
+
+// getInodeNoTimes reads an inode without a directory's times, which a
+// transaction that only checks a directory's type, owner and mode (the
+// directories a path walks through, a parent named into) must not read:
+// every change of an entry in the directory writes them, and a read
+// would make concurrent creates in one directory conflict. A directory
+// so read cannot be stored again before its times are set (putInode).
+func getInodeNoTimes(r kv.Reader, ino uint64) (*inodeRec, error) {
 	var rec inodeRec
 	ok, err := getRecord(r, inodeKey(ino), &rec)
 	if err != nil {
@@ -102,6 +119,7 @@ func getInode(r kv.Reader, ino uint64) (*inodeRec, error) {
 	if !ok {
 		return nil, wire.Errorf(wire.ErrNotFound, "inode %d", ino)
 	}
+	rec.timesUnread = rec.Type == mdsproto.TypeDir
 	return &rec, nil
 }
 
@@ -117,6 +135,8 @@ func getInodes(r kv.Reader, inos []uint64) ([]*inodeRec, error) {
 		return nil, err
 	}
 	out := make([]*inodeRec, len(inos))
+	var dirs []*inodeRec
+	var timeKeys [][]byte
 	for i, v := range vals {
 		if v == nil {
 			return nil, wire.Errorf(wire.ErrNotFound, "inode %d", inos[i])
@@ -125,6 +145,26 @@ func getInodes(r kv.Reader, inos []uint64) ([]*inodeRec, error) {
 		if err := decodeRecord(v, out[i]); err != nil {
 			return nil, fmt.Errorf("record %q: %w", keys[i], err)
 		}
+		if out[i].Type == mdsproto.TypeDir {
+			dirs, timeKeys = append(dirs, out[i]), append(timeKeys, dirTimesKey(out[i].Ino))
+		}
+	}
+	if len(dirs) == 0 {
+		return out, nil
+	}
+	times, err := kv.GetMany(r, timeKeys)
+	if err != nil {
+		return nil, err
+	}
+	for i, b := range times {
+		var t dirTimesRec
+		if b == nil {
+			continue
+		}
+		if err := decodeRecord(b, &t); err != nil {
+			return nil, fmt.Errorf("record %q: %w", timeKeys[i], err)
+		}
+		dirs[i].MtimeNs, dirs[i].CtimeNs = t.MtimeNs, t.CtimeNs
 	}
 	return out, nil
 }
@@ -134,6 +174,14 @@ func getInodes(r kv.Reader, inos []uint64) ([]*inodeRec, error) {
 // find the work without reading every inode while the cluster is steady.
 func putInode(tx kv.Txn, rec *inodeRec) error {
 	rec.Format = recFormat
+	if rec.Type == mdsproto.TypeDir {
+		if rec.timesUnread {
+			return fmt.Errorf("mds: bug: directory %d stored with times it did not read", rec.Ino)
+		}
+		if err := putDirTimes(tx, rec); err != nil {
+			return err
+		}
+	}
 	if err := putRecord(tx, inodeKey(rec.Ino), rec); err != nil {
 		return err
 	}
@@ -149,6 +197,9 @@ func putInode(tx kv.Txn, rec *inodeRec) error {
 // deleteInode removes an inode record and its heal index entry.
 func deleteInode(tx kv.Txn, ino uint64) error {
 	if err := tx.Delete(healKey(ino)); err != nil {
+		return err
+	}
+	if err := tx.Delete(dirTimesKey(ino)); err != nil {
 		return err
 	}
 	return tx.Delete(inodeKey(ino))
@@ -206,7 +257,7 @@ func walk(r kv.Reader, who *caller, base uint64, parts []string, full string) (*
 	if base == 0 {
 		base = rootIno
 	}
-	cur, err := getInode(r, base)
+	cur, err := getInodeNoTimes(r, base)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +280,7 @@ func walk(r kv.Reader, who *caller, base uint64, parts []string, full string) (*
 		if !ok {
 			return nil, wire.Errorf(wire.ErrNotFound, "%s", full)
 		}
-		if cur, err = getInode(r, ino); err != nil {
+		if cur, err = getInodeNoTimes(r, ino); err != nil {
 			return nil, err
 		}
 	}
@@ -245,11 +296,16 @@ func resolve(r kv.Reader, who *caller, base uint64, p string) (*inodeRec, error)
 	if err != nil {
 		return nil, err
 	}
-	return walk(r, who, base, parts, p)
+	rec, err := walk(r, who, base, parts, p)
+	if err != nil || !rec.timesUnread {
+		return rec, err
+	}
+	return rec, readDirTimes(r, rec)
 }
 
 // resolveParent returns the directory that holds p's last component and
-// that component's name.
+// that component's name; the directory without its times
+// (getInodeNoTimes).
 func resolveParent(r kv.Reader, who *caller, base uint64, p string) (*inodeRec, string, error) {
 	parts, err := splitPath(p)
 	if err != nil {
@@ -299,7 +355,7 @@ func inheritedSpec(r kv.Reader, dir *inodeRec, clusterDefault string) (string, e
 			break
 		}
 		var err error
-		if dir, err = getInode(r, dir.Parent); err != nil {
+		if dir, err = getInodeNoTimes(r, dir.Parent); err != nil {
 			return "", err
 		}
 	}
@@ -315,7 +371,7 @@ func isAncestor(r kv.Reader, anc uint64, dir *inodeRec) (bool, error) {
 			return false, nil
 		}
 		var err error
-		if dir, err = getInode(r, dir.Parent); err != nil {
+		if dir, err = getInodeNoTimes(r, dir.Parent); err != nil {
 			return false, err
 		}
 	}

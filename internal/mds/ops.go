@@ -279,8 +279,7 @@ func (s *Server) publish(tx kv.Txn, who *caller, rec *inodeRec, p *mdsproto.Publ
 		return err
 	}
 	rec.Nlink, rec.Parent, rec.Name, rec.Unnamed = 1, dir.Ino, name, false
-	dir.MtimeNs, dir.CtimeNs = rec.CtimeNs, rec.CtimeNs
-	if err := putInode(tx, dir); err != nil {
+	if err := touchDir(tx, dir, rec.CtimeNs); err != nil {
 		return err
 	}
 	return link(tx, dir, name, rec)
@@ -592,9 +591,7 @@ func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, er
 		if err := tx.Delete(direntKey(dir.Ino, name)); err != nil {
 			return err
 		}
-		dir.MtimeNs = s.cfg.Now().UnixNano()
-		dir.CtimeNs = dir.MtimeNs
-		if err := putInode(tx, dir); err != nil {
+		if err := touchParent(tx, dir, rec.Type == mdsproto.TypeDir, s.cfg.Now().UnixNano()); err != nil {
 			return err
 		}
 		return s.dropLink(tx, rec)

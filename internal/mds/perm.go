@@ -159,7 +159,7 @@ func (c *caller) searchUp(r kv.Reader, dir *inodeRec) error {
 	}
 	cur := dir
 	for i := 0; i < maxDepth && cur.Ino != rootIno && cur.Parent != 0; i++ {
-		parent, err := getInode(r, cur.Parent)
+		parent, err := getInodeNoTimes(r, cur.Parent)
 		if err != nil {
 			return err
 		}
@@ -177,7 +177,7 @@ func (c *caller) reachable(r kv.Reader, rec *inodeRec) error {
 	if c == nil || !c.limited || c.uid == 0 || rec.Parent == 0 || rec.Ino == rootIno {
 		return nil
 	}
-	parent, err := getInode(r, rec.Parent)
+	parent, err := getInodeNoTimes(r, rec.Parent)
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func newEntry(tx kv.Txn, who *caller, dirIno uint64, name string) (*inodeRec, er
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	dir, err := getInode(tx, dirIno)
+	dir, err := getInodeNoTimes(tx, dirIno)
 	if err != nil {
 		return nil, err
 	}
@@ -174,15 +174,27 @@ func (s *Server) hardLink(ctx context.Context, req mdsproto.LinkReq) (mdsproto.I
 }
 
 // addEntry stores rec and names it name in dir, whose times change.
+// A new subdirectory changes dir's link count too: dir is then stored
+// whole; otherwise only its times are written (dirtimes.go).
 func addEntry(tx kv.Txn, dir *inodeRec, name string, rec *inodeRec) error {
-	dir.MtimeNs, dir.CtimeNs = rec.CtimeNs, rec.CtimeNs
 	if err := putInode(tx, rec); err != nil {
 		return err
 	}
-	if err := putInode(tx, dir); err != nil {
+	if err := touchParent(tx, dir, rec.Type == mdsproto.TypeDir, rec.CtimeNs); err != nil {
 		return err
 	}
 	return link(tx, dir, name, rec)
+}
+
+// touchParent sets dir's times to nowNs after a change of its entries:
+// stored whole if its link count changed (a subdirectory came or went),
+// else only its times.
+func touchParent(tx kv.Txn, dir *inodeRec, nlinkChanged bool, nowNs int64) error {
+	if nlinkChanged {
+		setDirTimes(dir, nowNs)
+		return putInode(tx, dir)
+	}
+	return touchDir(tx, dir, nowNs)
 }
 
 func (s *Server) symlink(ctx context.Context, req mdsproto.SymlinkReq) (mdsproto.Inode, error) {

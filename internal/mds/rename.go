@@ -31,6 +31,7 @@ func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, 
 		if dstDir.Ino == srcDir.Ino {
 			dstDir = srcDir // one record, so link-count changes land once
 		}
+		srcLinks, dstLinks := srcDir.Nlink, dstDir.Nlink // a moved or replaced directory changes them
 		if src.Type == mdsproto.TypeDir {
 			inside, err := isAncestor(tx, src.Ino, dstDir)
 			if err != nil {
@@ -60,13 +61,11 @@ func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, 
 		if err := putInode(tx, src); err != nil {
 			return err
 		}
-		srcDir.MtimeNs, dstDir.MtimeNs = now, now
-		srcDir.CtimeNs, dstDir.CtimeNs = now, now
-		if err := putInode(tx, srcDir); err != nil {
+		if err := touchParent(tx, srcDir, srcDir.Nlink != srcLinks, now); err != nil {
 			return err
 		}
 		if srcDir.Ino != dstDir.Ino {
-			if err := putInode(tx, dstDir); err != nil {
+			if err := touchParent(tx, dstDir, dstDir.Nlink != dstLinks, now); err != nil {
 				return err
 			}
 		}
