@@ -67,7 +67,12 @@ func TestEntryChangesDoNotReadTheDirectorysTimes(t *testing.T) {
 	eng := &loggedEngine{Engine: pebble}
 	clock := time.Unix(1e9, 0)
 	var clockMu sync.Mutex
-	now := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); clock = clock.Add(time.Millisecond); return clock }
+	now := func() time.Time {
+		clockMu.Lock()
+		defer clockMu.Unlock()
+		clock = clock.Add(time.Millisecond)
+		return clock
+	}
 	s, err := Start(ctx, Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Key: key, Engine: eng, Now: now})
 	if err != nil {
 		t.Fatal(err)
