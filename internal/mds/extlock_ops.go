@@ -120,7 +120,7 @@ func (s *Server) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdspro
 	deadline := time.NewTimer(lockAcquireWindow)
 	defer deadline.Stop()
 	for {
-		g, granted, r, err := s.tryExtentLock(ctx, req, true)
+		g, granted, r, err := s.tryExtentLock(ctx, req, true, false)
 		if err != nil || granted {
 			return g, err
 		}
@@ -145,18 +145,22 @@ func (s *Server) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdspro
 }
 
 // tryExtentLock asks the table once, and fills in the grant from the
-// inode (its size as the MDS knows it).
-func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, recall bool) (mdsproto.ExtentGrant, bool, acquireResult, error) {
+// inode (its size as the MDS knows it), read once the lock is held. The
+// inode is read before too, to refuse anything but a file, unless the
+// caller knows it is one (an open: isFile).
+func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, recall, isFile bool) (mdsproto.ExtentGrant, bool, acquireResult, error) {
 	var rec *inodeRec
-	if err := s.kv.View(ctx, func(r kv.Reader) error {
-		var err error
-		rec, err = getInode(r, req.Ino)
-		return err
-	}); err != nil {
-		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
-	}
-	if rec.Type != mdsproto.TypeFile {
-		return mdsproto.ExtentGrant{}, false, acquireResult{}, wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
+	if !isFile {
+		if err := s.kv.View(ctx, func(r kv.Reader) error {
+			var err error
+			rec, err = getInode(r, req.Ino)
+			return err
+		}); err != nil {
+			return mdsproto.ExtentGrant{}, false, acquireResult{}, err
+		}
+		if rec.Type != mdsproto.TypeFile {
+			return mdsproto.ExtentGrant{}, false, acquireResult{}, wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
+		}
 	}
 	if err := s.markLocksHeld(ctx); err != nil {
 		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
@@ -170,12 +174,18 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 	// stripes it held) may have committed since the first read, and the
 	// grant must hand over the size and extents as of the grant. No cut
 	// of these stripes can commit from now on without recalling it.
-	_ = s.kv.View(ctx, func(rd kv.Reader) error {
-		if now, err := getInode(rd, req.Ino); err == nil {
+	if err := s.kv.View(ctx, func(rd kv.Reader) error {
+		now, err := getInode(rd, req.Ino)
+		if err == nil {
 			rec = now
+		} else if rec != nil {
+			err = nil // the record read before stands
 		}
-		return nil
-	})
+		return err
+	}); err != nil {
+		s.extents.release(req.Ino, req.Handle, r.grant, r.seq, -1, 0)
+		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
+	}
 	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, SessionEpoch: r.epoch, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Stored(), SizeGen: rec.SizeGen,
 		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle), Extents: rec.Extents}
 	if r.endGen == rec.SizeGen {
@@ -191,7 +201,7 @@ func (s *Server) openLock(ctx context.Context, ino, session, handle uint64) *mds
 		return nil
 	}
 	req := mdsproto.ExtentReq{Ino: ino, Session: session, Handle: handle, Lo: 0, Hi: mdsproto.MaxStripe}
-	g, granted, _, err := s.tryExtentLock(ctx, req, false)
+	g, granted, _, err := s.tryExtentLock(ctx, req, false, true)
 	if err != nil || !granted {
 		return nil // the writer asks per stripe range when it writes
 	}

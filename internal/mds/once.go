@@ -96,40 +96,43 @@ type onceSlot struct {
 	self  *selfNote // what the requester's cache is granted again (cache_ops.go)
 }
 
-// onceBegin looks up a named mutation: a done one is answered from its
-// record; a new one runs with ctx carrying its slot.
-func (s *Server) onceBegin(ctx context.Context, r *wire.Request) (context.Context, any, bool, error) {
+// onceBegin names a mutation: ctx then carries its slot, and mutate
+// looks for its record in the mutation's own transaction, so a retry
+// that arrives while the first attempt is still running (its connection
+// dropped) waits for it or conflicts with it, never applies it twice.
+func (s *Server) onceBegin(ctx context.Context, r *wire.Request) (context.Context, error) {
 	if !namedOp(r.Op) {
-		return ctx, nil, false, nil
+		return ctx, nil
 	}
 	o, err := decode[mdsproto.Once](r.Meta)
 	if err != nil || o.Session == 0 || o.Seq == 0 {
-		return ctx, nil, false, err // unnamed: runs as before
+		return ctx, err // unnamed: runs as before
 	}
-	slot := &onceSlot{op: r.Op, key: onceKey(o.Session, o.Seq), Once: o}
-	var rec onceRec
-	var done bool
-	err = s.kv.View(ctx, func(rd kv.Reader) error {
-		var err error
-		done, err = getRecord(rd, slot.key, &rec)
-		return err
-	})
-	if err != nil {
-		return ctx, nil, false, err
-	}
-	if !done {
-		return context.WithValue(ctx, onceCtxKey{}, slot), nil, false, nil
+	return context.WithValue(ctx, onceCtxKey{}, &onceSlot{op: r.Op, key: onceKey(o.Session, o.Seq), Once: o}), nil
+}
+
+// errOnceDone is a named mutation found applied before (its record).
+type errOnceDone struct{ rec onceRec }
+
+func (e *errOnceDone) Error() string { return "mds: the mutation was applied before" }
+
+// onceAnswer answers a named mutation found applied before, from its
+// record.
+func (s *Server) onceAnswer(ctx context.Context, r *wire.Request, rec onceRec) (any, error) {
+	slot, _ := ctx.Value(onceCtxKey{}).(*onceSlot)
+	if slot == nil {
+		return nil, wire.Errorf(wire.ErrInternal, "an applied mutation without its name")
 	}
 	if rec.Op != r.Op {
-		return ctx, nil, true, wire.Errorf(wire.ErrInvalid, "session %d sequence %d named op %d, now op %d", o.Session, o.Seq, rec.Op, r.Op)
+		return nil, wire.Errorf(wire.ErrInvalid, "session %d sequence %d named op %d, now op %d", slot.Session, slot.Seq, rec.Op, r.Op)
 	}
 	if rec.By != onceBy(ctx) {
 		// Another's session: its outcome (a create's capability) is not
 		// this requester's to have.
-		return ctx, nil, true, wire.Errorf(wire.ErrDenied, "session %d sequence %d is another requester's", o.Session, o.Seq)
+		return nil, wire.Errorf(wire.ErrDenied, "session %d sequence %d is another requester's", slot.Session, slot.Seq)
 	}
-	out, err := s.onceReplay(ctx, r, rec)
-	return ctx, out, true, err
+	slot.self = nil // the first attempt's grant of its cache is not this answer's
+	return s.onceReplay(ctx, r, rec)
 }
 
 // onceReplay is the answer to a retry of a mutation that was applied.
@@ -190,6 +193,12 @@ func (s *Server) mutate(ctx context.Context, fn func(kv.Txn) error) error {
 	}
 	var low uint64
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		var prev onceRec
+		if done, err := getRecord(tx, slot.key, &prev); err != nil {
+			return err
+		} else if done {
+			return &errOnceDone{prev}
+		}
 		if err := fn(tx); err != nil {
 			return err
 		}

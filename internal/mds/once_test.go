@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,5 +187,92 @@ func TestRecordsBelowTheFloorAreDropped(t *testing.T) {
 	}
 	if got := seqs(); !slices.Equal(got, []uint64{next + 4}) {
 		t.Fatalf("%d records after the floor jumped (%v...), want only %d", len(got), got[:min(len(got), 4)], next+4)
+	}
+}
+
+// gateEngine holds the first update that succeeds, before its commit,
+// until released.
+type gateEngine struct {
+	kv.Engine
+	updates  atomic.Int32 // updates begun since armed
+	armed    atomic.Bool
+	entered  chan struct{}
+	release  chan struct{}
+	gateOnce sync.Once
+}
+
+func (e *gateEngine) Update(ctx context.Context, fn func(kv.Txn) error) error {
+	if e.armed.Load() {
+		e.updates.Add(1)
+	}
+	return e.Engine.Update(ctx, func(tx kv.Txn) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if e.armed.Load() {
+			e.gateOnce.Do(func() { close(e.entered); <-e.release })
+		}
+		return nil
+	})
+}
+
+// A retry that arrives while its first attempt is still committing (the
+// client's connection dropped and it sent the request again) is answered
+// with the first attempt's outcome once that commits: not applied again
+// and not refused as a new request (here a mkdir, which would be EEXIST).
+func TestRetryDuringItsFirstAttempt(t *testing.T) {
+	ctx := context.Background()
+	key, err := capability.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := kv.OpenEmbedded(ctx, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &gateEngine{Engine: store, entered: make(chan struct{}), release: make(chan struct{})}
+	s, err := Start(ctx, Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Key: key, GCEvery: time.Hour, Engine: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	body, err := mdsproto.Marshal(mdsproto.MkdirReq{Once: mdsproto.Once{Session: 9, Seq: 1}, Path: "/once", Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		in  mdsproto.Inode
+		err error
+	}
+	send := func(to chan<- answer) {
+		resp, err := s.handle(ctx, &wire.Request{Op: mdsproto.OpMkdir, Meta: body})
+		var a answer
+		if a.err = err; err == nil {
+			a.err = mdsproto.Unmarshal(resp.Meta, &a.in)
+		}
+		to <- a
+	}
+	warm, err := mdsproto.Marshal(mdsproto.MkdirReq{Path: "/warm", Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.handle(ctx, &wire.Request{Op: mdsproto.OpMkdir, Meta: warm}); err != nil {
+		t.Fatal(err) // takes this process's range of inode numbers: a mkdir is then one update
+	}
+	eng.armed.Store(true)
+	first, retry := make(chan answer, 1), make(chan answer, 1)
+	go send(first)
+	<-eng.entered // the first attempt is in its commit
+	go send(retry)
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	for eng.updates.Load() < 2 && time.Now().Before(deadline) {
+		<-tick.C // the retry reaches its update (behind the first's commit)
+	}
+	tick.Stop()
+	close(eng.release)
+	a, b := <-first, <-retry
+	if a.err != nil || b.err != nil || a.in.Ino == 0 || a.in.Ino != b.in.Ino {
+		t.Fatalf("first attempt: %+v, %v; retry: %+v, %v; want both the same directory", a.in, a.err, b.in, b.err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -369,9 +370,13 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	if err != nil {
 		return wire.Response{}, err
 	}
-	ctx, out, done, err := s.onceBegin(ctx, r)
-	if err == nil && !done {
+	ctx, err = s.onceBegin(ctx, r)
+	var out any
+	if err == nil {
 		out, err = s.dispatch(ctx, r)
+	}
+	if done := (*errOnceDone)(nil); errors.As(err, &done) {
+		out, err = s.onceAnswer(ctx, r, done.rec)
 	}
 	if err != nil {
 		return wire.Response{}, err
