@@ -1,8 +1,11 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
@@ -217,5 +220,51 @@ func TestMutualTLSAdmitsOnlyTheCluster(t *testing.T) {
 	_ = raw.SetDeadline(time.Now().Add(5 * time.Second))
 	if b, _ := io.ReadAll(raw); strings.Contains(string(b), "bob") || strings.Contains(string(b), "client") {
 		t.Fatalf("a plain connection was answered: %q", b)
+	}
+}
+
+// The etcd CA is the same wherever it is derived from the same secret,
+// another from another secret, and a member's certificate verifies under
+// the first only.
+func TestEtcdPKIIsDerived(t *testing.T) {
+	secret := bytes.Repeat([]byte{7}, 32)
+	now := time.Now()
+	a, err := DeriveEtcdPKI(secret, "a", []string{"127.0.0.1", "h1.example"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DeriveEtcdPKI(secret, "b", []string{"127.0.0.2"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := DeriveEtcdPKI(bytes.Repeat([]byte{8}, 32), "a", []string{"127.0.0.1"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.CA, b.CA) || bytes.Equal(a.CA, other.CA) {
+		t.Fatal("the etcd CA is not a function of the secret")
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(a.CA)
+	verify := func(certPEM []byte, host string) error {
+		blk, _ := pem.Decode(certPEM)
+		cert, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return err
+		}
+		_, err = cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: host, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		return err
+	}
+	if err := verify(b.Cert, "127.0.0.2"); err != nil {
+		t.Fatalf("member b under the derived CA: %v", err)
+	}
+	if err := verify(a.Cert, "h1.example"); err != nil {
+		t.Fatalf("member a by name: %v", err)
+	}
+	if err := verify(other.Cert, "127.0.0.1"); err == nil {
+		t.Fatal("a member of another secret verified")
+	}
+	if _, err := DeriveEtcdPKI([]byte("short"), "a", nil, now); err == nil {
+		t.Fatal("a short secret was taken")
 	}
 }

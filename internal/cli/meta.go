@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/braidfs/braid/internal/auth"
+	"github.com/braidfs/braid/internal/durable"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -36,7 +39,7 @@ func (m *metaFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&m.url, "meta", "", "keep the metadata in an etcd cluster: etcd://host:port[,host:port...][/prefix]")
 	f.StringVar(&m.peers, "meta-peers", "", "run an etcd member in this process, of the cluster name=http://host:peerport,... (this one is --meta-name)")
 	f.StringVar(&m.name, "meta-name", "", "with --meta-peers: this member's name")
-	f.StringVar(&m.clientURL, "meta-client-url", "http://127.0.0.1:2379", "with --meta-peers: where this member serves etcd clients")
+	f.StringVar(&m.clientURL, "meta-client-url", "https://127.0.0.1:2379", "with --meta-peers: where this member serves etcd clients (its MDS)")
 	f.DurationVar(&m.lease, "meta-lease", 5*time.Second, "with etcd: how long the active MDS may be silent before a standby takes over")
 }
 
@@ -136,7 +139,54 @@ func (m *metaFlags) member(dir string) (kv.EtcdMember, error) {
 	if out.PeerURL == "" {
 		return kv.EtcdMember{}, fmt.Errorf("--meta-peers %q names no member %q", m.peers, m.name)
 	}
-	return out, nil
+	var err error
+	out.TLS, err = memberTLS(dir, m.name, out.ClientURL, out.PeerURL)
+	return out, err
+}
+
+// memberTLS writes this member's TLS material into DIR/etcd-tls: the etcd
+// CA every MDS derives from filekeys.key, which they share and nothing
+// else holds (auth.DeriveEtcdPKI), and a certificate for the hosts of its
+// URLs, made afresh at each start.
+func memberTLS(dir, name string, urls ...string) (*kv.EtcdTLSFiles, error) {
+	keyFiles, err := mds.EnsureKeyFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	var secret []byte
+	for _, f := range keyFiles {
+		if filepath.Base(f) == "filekeys.key" {
+			if secret, err = os.ReadFile(f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var hosts []string
+	for _, u := range urls {
+		pu, err := url.Parse(u)
+		if err != nil || pu.Hostname() == "" {
+			return nil, fmt.Errorf("etcd URL %q: want https://host:port", u)
+		}
+		hosts = append(hosts, pu.Hostname())
+	}
+	pki, err := auth.DeriveEtcdPKI(secret, name, hosts, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	tlsDir := filepath.Join(dir, "etcd-tls")
+	if err := os.MkdirAll(tlsDir, 0o700); err != nil {
+		return nil, err
+	}
+	files := &kv.EtcdTLSFiles{CA: filepath.Join(tlsDir, "ca.pem"), Cert: filepath.Join(tlsDir, "member.pem"), Key: filepath.Join(tlsDir, "member.key")}
+	for _, f := range []struct {
+		path string
+		b    []byte
+	}{{files.CA, pki.CA}, {files.Cert, pki.Cert}, {files.Key, pki.Key}} {
+		if err := durable.WriteFile(f.path, f.b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
 }
 
 // bindKeys checks this MDS's key files and CA against the ones the

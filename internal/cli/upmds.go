@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/braidfs/braid/internal/durable"
 	"github.com/braidfs/braid/internal/mds"
 )
 
@@ -92,8 +93,8 @@ func mdsLayout(dir string, count int, countSet bool) ([]upMDS, error) {
 		name := fmt.Sprintf("mds%d", i)
 		t.MDS = append(t.MDS, upMDS{Name: name, Dir: filepath.Join(dir, name),
 			Listen:    fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+1]),
-			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+2])})
+			ClientURL: fmt.Sprintf("https://127.0.0.1:%d", ports[3*i+1]),
+			PeerURL:   fmt.Sprintf("https://127.0.0.1:%d", ports[3*i+2])})
 	}
 	if err := shareMDSKeys(t.MDS); err != nil {
 		return nil, err
@@ -140,7 +141,7 @@ func shareMDSKeys(ms []upMDS) error {
 			if err != nil {
 				return err
 			}
-			if err := writeFileAtomic(filepath.Join(m.Dir, filepath.Base(f)), b); err != nil {
+			if err := durable.WriteFile(filepath.Join(m.Dir, filepath.Base(f)), b, 0o600); err != nil {
 				return err
 			}
 		}

@@ -28,6 +28,7 @@ package kv
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -65,6 +66,8 @@ type EtcdOptions struct {
 	MaxTxnOps int
 	// DialTimeout bounds connecting (0: 10 s).
 	DialTimeout time.Duration
+	// TLS, if set, is how the engine authenticates to etcd and checks it.
+	TLS *tls.Config
 }
 
 // Etcd is an Engine over an etcd cluster.
@@ -74,6 +77,7 @@ type Etcd struct {
 	prefix    string // the data keys' (root + "d/")
 	clock     string // the clock key
 	maxTxnOps int
+	tls       *tls.Config  // EtcdOptions.TLS
 	onClose   func() error // stops an embedded member, if this engine runs one
 
 	mu     sync.Mutex
@@ -99,7 +103,7 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Etcd, error) {
 	}
 	// The client outlives ctx (a signal's): its lease keepalive and the
 	// lease's revoke at Close must not end with the caller's context.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: o.Endpoints, DialTimeout: o.DialTimeout,
+	cli, err := clientv3.New(clientv3.Config{Endpoints: o.Endpoints, DialTimeout: o.DialTimeout, TLS: o.TLS,
 		MaxCallSendMsgSize: 2 << 20, MaxCallRecvMsgSize: 64 << 20, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %v: %w", o.Endpoints, err)
@@ -111,7 +115,7 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Etcd, error) {
 		cli.Close()
 		return nil, fmt.Errorf("etcd %v: %w", o.Endpoints, err)
 	}
-	return &Etcd{cli: cli, root: o.Prefix, prefix: o.Prefix + dataSubprefix, clock: o.Prefix + clockKey, maxTxnOps: o.MaxTxnOps}, nil
+	return &Etcd{cli: cli, root: o.Prefix, prefix: o.Prefix + dataSubprefix, clock: o.Prefix + clockKey, maxTxnOps: o.MaxTxnOps, tls: o.TLS}, nil
 }
 
 func (e *Etcd) open() error {

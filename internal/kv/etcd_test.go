@@ -1,7 +1,9 @@
 package kv
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -95,7 +97,7 @@ func TestEtcdTransactionsConflict(t *testing.T) {
 func TestEtcdTwoClientsCounting(t *testing.T) {
 	e := newTestEtcd(t)
 	ctx := context.Background()
-	other, err := OpenEtcd(ctx, EtcdOptions{Endpoints: e.(*Etcd).cli.Endpoints(), MaxTxnOps: etcdMaxTxnOps})
+	other, err := OpenEtcd(ctx, EtcdOptions{Endpoints: e.(*Etcd).cli.Endpoints(), MaxTxnOps: etcdMaxTxnOps, TLS: e.(*Etcd).tls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,12 +156,12 @@ func TestEtcdLead(t *testing.T) {
 	e := newTestEtcd(t)
 	ctx := context.Background()
 	first := e.(*Etcd)
-	second, err := OpenEtcd(ctx, EtcdOptions{Endpoints: first.cli.Endpoints(), MaxTxnOps: etcdMaxTxnOps})
+	second, err := OpenEtcd(ctx, EtcdOptions{Endpoints: first.cli.Endpoints(), MaxTxnOps: etcdMaxTxnOps, TLS: first.tls})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	third, err := OpenEtcd(ctx, EtcdOptions{Endpoints: first.cli.Endpoints(), MaxTxnOps: etcdMaxTxnOps})
+	third, err := OpenEtcd(ctx, EtcdOptions{Endpoints: first.cli.Endpoints(), MaxTxnOps: etcdMaxTxnOps, TLS: first.tls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,6 +363,37 @@ func eventually(t *testing.T, timeout time.Duration, cond func() bool, what func
 		case <-deadline.C:
 			t.Fatal(what())
 		case <-tick.C:
+		}
+	}
+}
+
+// TestEtcdMembersAdmitOnlyTheirCA: a member with TLS serves only clients
+// with a certificate of its CA: not plain connections, not TLS without a
+// certificate, not a certificate of another secret's CA.
+func TestEtcdMembersAdmitOnlyTheirCA(t *testing.T) {
+	e := newTestEtcd(t).(*Etcd)
+	ctx := context.Background()
+	endpoints := e.cli.Endpoints()
+	other, err := testEtcdTLS(filepath.Join(t.TempDir(), "other"), bytes.Repeat([]byte("o"), 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherTLS, err := other.clientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherTLS.RootCAs = e.tls.RootCAs // it trusts the member; the member must not trust it
+	noCert := e.tls.Clone()
+	noCert.Certificates = nil
+	for name, cfg := range map[string]*tls.Config{"plain": nil, "TLS without a certificate": noCert, "another CA's certificate": otherTLS} {
+		eps := endpoints
+		if cfg == nil {
+			eps = []string{strings.Replace(endpoints[0], "https://", "http://", 1)}
+		}
+		c, err := OpenEtcd(ctx, EtcdOptions{Endpoints: eps, TLS: cfg, DialTimeout: time.Second})
+		if err == nil {
+			c.Close()
+			t.Errorf("%s: served", name)
 		}
 	}
 }

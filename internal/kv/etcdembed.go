@@ -7,13 +7,17 @@ package kv
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -43,16 +47,48 @@ type EtcdMember struct {
 	Cluster string
 	// LogLevel is etcd's (debug, info, warn, error); "" is error.
 	LogLevel string
+	// TLS, if set, makes the member talk mutual TLS to its peers and its
+	// clients (URLs https://), admitting only certificates of TLS.CA.
+	TLS *EtcdTLSFiles
+}
+
+// EtcdTLSFiles are a member's TLS material, as PEM files.
+type EtcdTLSFiles struct {
+	CA, Cert, Key string
+}
+
+// clientTLS is the configuration an engine reaches its member with.
+func (f *EtcdTLSFiles) clientTLS() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return nil, fmt.Errorf("etcd member certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(f.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s: no certificate", f.CA)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}, nil
 }
 
 // OpenEmbeddedEtcd starts member m and returns an engine over the cluster
 // it belongs to; Close stops both.
 func OpenEmbeddedEtcd(ctx context.Context, m EtcdMember, prefix string) (*Etcd, error) {
+	o := EtcdOptions{Endpoints: []string{m.ClientURL}, Prefix: prefix, MaxTxnOps: etcdMaxTxnOps}
+	if m.TLS != nil {
+		var err error
+		if o.TLS, err = m.TLS.clientTLS(); err != nil {
+			return nil, err
+		}
+	}
 	srv, err := startMember(m)
 	if err != nil {
 		return nil, err
 	}
-	e, err := OpenEtcd(ctx, EtcdOptions{Endpoints: []string{m.ClientURL}, Prefix: prefix, MaxTxnOps: etcdMaxTxnOps})
+	e, err := OpenEtcd(ctx, o)
 	if err != nil {
 		srv.Close()
 		return nil, err
@@ -74,6 +110,13 @@ func startMember(m EtcdMember) (*embed.Etcd, error) {
 	}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	if err := checkSchemes(m); err != nil {
+		return nil, err
+	}
+	if m.TLS != nil {
+		info := transport.TLSInfo{CertFile: m.TLS.Cert, KeyFile: m.TLS.Key, TrustedCAFile: m.TLS.CA, ClientCertAuth: true}
+		cfg.ClientTLSInfo, cfg.PeerTLSInfo = info, info
+	}
 	cfg.InitialCluster = m.Cluster
 	if cfg.InitialCluster == "" {
 		cfg.InitialCluster = m.Name + "=" + m.PeerURL
@@ -100,6 +143,27 @@ func startMember(m EtcdMember) (*embed.Etcd, error) {
 		srv.Close()
 		return nil, fmt.Errorf("etcd member %s: not ready after %s (are the other members up? %s)", m.Name, etcdStartTimeout, m.Cluster)
 	}
+}
+
+// checkSchemes refuses a member whose URLs do not all say what it talks:
+// https with TLS, http without.
+func checkSchemes(m EtcdMember) error {
+	want := "http"
+	if m.TLS != nil {
+		want = "https"
+	}
+	urls := []string{m.ClientURL, m.PeerURL}
+	for _, p := range strings.Split(m.Cluster, ",") {
+		if _, u, ok := strings.Cut(p, "="); ok {
+			urls = append(urls, u)
+		}
+	}
+	for _, u := range urls {
+		if pu, err := url.Parse(strings.TrimSpace(u)); err != nil || pu.Scheme != want {
+			return fmt.Errorf("etcd member %s: URL %q: want %s://", m.Name, u, want)
+		}
+	}
+	return nil
 }
 
 // ParseEtcdURL reads "etcd://host:port,host:port[/prefix][?max-txn-ops=N]"

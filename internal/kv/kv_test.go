@@ -1,15 +1,20 @@
 package kv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/braidfs/braid/internal/auth"
 )
 
 // engines opens each embedded engine on a path in dir; tests hold both to
@@ -30,8 +35,33 @@ func openTestEtcd(path string) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	files, err := testEtcdTLS(path+"-tls", testEtcdSecret)
+	if err != nil {
+		return nil, err
+	}
 	return OpenEmbeddedEtcd(context.Background(), EtcdMember{Name: "m", Dir: path,
-		ClientURL: "http://" + client, PeerURL: "http://" + peer}, "")
+		ClientURL: "https://" + client, PeerURL: "https://" + peer, TLS: files}, "")
+}
+
+var testEtcdSecret = bytes.Repeat([]byte("s"), 32)
+
+// testEtcdTLS writes a member's TLS material, of the CA secret derives,
+// into dir.
+func testEtcdTLS(dir string, secret []byte) (*EtcdTLSFiles, error) {
+	pki, err := auth.DeriveEtcdPKI(secret, "m", []string{"127.0.0.1"}, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f := &EtcdTLSFiles{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "member.pem"), Key: filepath.Join(dir, "member.key")}
+	for path, b := range map[string][]byte{f.CA: pki.CA, f.Cert: pki.Cert, f.Key: pki.Key} {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
 }
 
 // twoFreePorts asks the OS for two free loopback ports.
