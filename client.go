@@ -336,7 +336,7 @@ func (c *Client) mdsMetaOn(ctx context.Context, pool *wire.Pool, op uint16, req 
 	for attempt := 0; ; attempt++ {
 		var conn *wire.Client
 		if conn, err = c.mdsConnOn(ctx, pool); err == nil {
-			if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) {
+			if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) && !c.notServing(err) {
 				break
 			}
 		} else if errors.Is(err, wire.ErrPoolClosed) || errors.Is(err, wire.ErrProtocol) || errors.Is(err, wire.ErrDenied) {
@@ -352,6 +352,19 @@ func (c *Client) mdsMetaOn(ctx context.Context, pool *wire.Pool, op uint16, req 
 		backoff = min(2*backoff, time.Second)
 	}
 	return meta, err
+}
+
+// notServing reports whether err is an MDS saying it no longer serves (it
+// lost its lead; it did nothing): with other MDS addresses, the client
+// moves on to the next and asks again.
+func (c *Client) notServing(err error) bool {
+	if !errors.Is(err, wire.ErrNotLeader) || len(c.mdsAddrs) == 1 {
+		return false
+	}
+	n := int32(len(c.mdsAddrs))
+	k := c.mdsPick.Load()
+	c.mdsPick.CompareAndSwap(k, (k+1)%n)
+	return true
 }
 
 // mdsWaitBusy is mds for requests the MDS may refuse while the file is

@@ -283,14 +283,11 @@ func (t *etcdTxn) GetMany(keys [][]byte) ([][]byte, error) {
 		out[todo[0]], todo = v, todo[1:]
 	}
 	for chunk := range slices.Chunk(todo, max(t.e.maxTxnOps, 1)) {
-		ops := make([]clientv3.Op, len(chunk))
-		for j, i := range chunk {
-			ops[j] = clientv3.OpGet(t.e.prefix+string(keys[i]), clientv3.WithRev(t.rev), clientv3.WithSerializable())
+		resp, err := t.getChunk(keys, chunk, true)
+		if errors.Is(err, rpctypes.ErrFutureRev) {
+			// A lagging member: ask again as a linearizable read.
+			resp, err = t.getChunk(keys, chunk, false)
 		}
-		ctx, cancel := t.call()
-		t.e.stats.reads.Add(1)
-		resp, err := t.e.cli.Txn(ctx).Then(ops...).Commit()
-		cancel()
 		if err != nil {
 			return nil, etcdErr(err)
 		}
@@ -306,6 +303,23 @@ func (t *etcdTxn) GetMany(keys [][]byte) ([][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// getChunk reads keys[i] for each i of chunk at the snapshot, in one
+// read-only txn, served by the member asked if serializable.
+func (t *etcdTxn) getChunk(keys [][]byte, chunk []int, serializable bool) (*clientv3.TxnResponse, error) {
+	ops := make([]clientv3.Op, len(chunk))
+	for j, i := range chunk {
+		opts := []clientv3.OpOption{clientv3.WithRev(t.rev)}
+		if serializable {
+			opts = append(opts, clientv3.WithSerializable())
+		}
+		ops[j] = clientv3.OpGet(t.e.prefix+string(keys[i]), opts...)
+	}
+	ctx, cancel := t.call()
+	defer cancel()
+	t.e.stats.reads.Add(1)
+	return t.e.cli.Txn(ctx).Then(ops...).Commit()
 }
 
 func (t *etcdTxn) Scan(start, end []byte, fn func(k, v []byte) bool) error {

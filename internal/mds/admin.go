@@ -389,6 +389,9 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 	}
 	var done []progress
 	for _, it := range items {
+		if !s.leading() {
+			break // a successor deletes them, on its own clock
+		}
 		if now.UnixNano() < s.expiry(it.rec.NotBeforeNs, s.cfg.DeleteDelay) || s.repairing(ctx, it.ino, now) {
 			continue
 		}

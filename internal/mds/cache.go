@@ -79,10 +79,12 @@ func newCacheTable(lease time.Duration, incarnation uint64) *cacheTable {
 }
 
 // grace starts the wait of a restarted process: nothing is granted or
-// changed until every client of the previous one has let its cache go.
-func (t *cacheTable) grace(now time.Time) {
+// changed until every client of the previous one has let its cache go:
+// until now+lease+extra (extra: Config.TakeoverGrace, for clocks that run
+// at other rates).
+func (t *cacheTable) grace(now time.Time, extra time.Duration) {
 	t.mu.Lock()
-	t.graceUntil = now.Add(t.lease)
+	t.graceUntil = now.Add(t.lease + extra)
 	t.mu.Unlock()
 }
 

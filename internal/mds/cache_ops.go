@@ -277,7 +277,7 @@ func (s *Server) startCache(ctx context.Context) error {
 	}
 	if marked {
 		s.cacheMarked.Store(true)
-		s.cache.grace(s.cfg.Now())
+		s.cache.grace(s.cfg.Now(), s.cfg.TakeoverGrace)
 	}
 	s.kv = &coherentEngine{Engine: s.kv, t: s.cache, now: s.cfg.Now}
 	return nil

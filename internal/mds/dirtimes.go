@@ -11,7 +11,9 @@ import (
 // entries do not change, and concurrent creates in one directory no
 // longer conflict on it (on etcd each was retried; an optimistic engine
 // checks what a transaction read, not what it wrote). Concurrent changes
-// each set the times to their own now, and the last commit's stands.
+// each set the times to their own now, and the last commit's stands: it
+// may be a little earlier than the other's (by less than the time the two
+// overlapped), so a directory's mtime can step back that much.
 //
 //	t<ino>  {"v":1,"m":mtime_ns,"c":ctime_ns}   (record.go's encoding)
 //

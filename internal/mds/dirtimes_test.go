@@ -162,4 +162,18 @@ func TestEntryChangesDoNotReadTheDirectorysTimes(t *testing.T) {
 	if !found {
 		t.Error("sub not listed")
 	}
+	// rmdir takes the directory's times with it.
+	do(mdsproto.OpRemove, mdsproto.PathReq{Path: "/d/sub/x"}, nil)
+	do(mdsproto.OpRemove, mdsproto.PathReq{Path: "/d/sub"}, nil)
+	var left []byte
+	if err := s.kv.View(ctx, func(r kv.Reader) error {
+		var err error
+		left, err = r.Get(dirTimesKey(sub.Inode.Ino))
+		return err
+	}); err != nil || left != nil {
+		t.Errorf("a removed directory's times record: %q, %v", left, err)
+	}
+	if d := stat(); d.Nlink != 2 {
+		t.Errorf("/d's link count after its subdirectory went: %d", d.Nlink)
+	}
 }

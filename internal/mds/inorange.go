@@ -42,8 +42,11 @@ func (a *inoAlloc) left() uint64 {
 	return a.end - a.next
 }
 
-// reset drops the range (the counter was moved under it: recovery).
+// reset drops the range (the counter was moved under it: recovery). It
+// waits for a refill in flight, whose range would be as stale.
 func (a *inoAlloc) reset() {
+	a.refillLock.Lock()
+	defer a.refillLock.Unlock()
 	a.mu.Lock()
 	a.next, a.end = 0, 0
 	a.mu.Unlock()

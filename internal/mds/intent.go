@@ -285,6 +285,9 @@ func (s *Server) resolvePass(ctx context.Context) error {
 	}
 	views := s.cluster.views(now)
 	for _, it := range items {
+		if !s.leading() {
+			return nil // a successor resolves them, on its own clock
+		}
 		if err := s.resolveIntent(ctx, it, views, now); err != nil {
 			return err
 		}

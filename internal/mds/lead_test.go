@@ -50,8 +50,8 @@ func TestNoAnswersPastTheLead(t *testing.T) {
 		{mdsproto.OpExtentLock, mdsproto.ExtentReq{Ino: 2, Session: 1, Handle: 1, Lo: 0, Hi: 1}},
 		{mdsproto.OpLookup, mdsproto.PathReq{Path: "/d"}},
 	} {
-		if err := do(tc.op, tc.req); !errors.Is(err, wire.ErrUnavail) {
-			t.Errorf("op %d past the lead: %v, want ErrUnavail", tc.op, err)
+		if err := do(tc.op, tc.req); !errors.Is(err, wire.ErrNotLeader) {
+			t.Errorf("op %d past the lead: %v, want ErrNotLeader", tc.op, err)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 // (format byte, CRC32C, CBOR body; format 1 JSON still read):
 //
 //	i<ino be64>              inode record (inodeRec)
+//	t<ino be64>              a directory's mtime and ctime (dirTimesRec; dirtimes.go)
 //	d<parent be64><name>     directory entry → child ino (be64)
 //	g<ino be64><version be64> objects of a removed file awaiting deletion (gcRec)
 //	n<ino be64><txid be64>   an intent: a staged partial-stripe write (intentRec)
@@ -26,8 +27,14 @@ import (
 //	u<uuid>                  OSD uuid → id (be32)
 //	O/<uuid>                 OSD uuid → the principal it is bound to (authz.go)
 //	S3u/<name>, S3k/<access> S3 users, their secrets sealed (s3users.go)
-//	s/next_ino, s/next_osd   counters (be64)
+//	s/next_ino, s/next_osd   counters (be64); s/next_ino is taken a range at a time (inorange.go)
 //	s/cluster                cluster record (clusterRec)
+//	s/capkeys                the capability key ring, sealed, when MDS processes share the store (keyring.go)
+//
+// On etcd these are under "<prefix>d/"; beside them, outside the data,
+// kv keeps its clock, the lead lock ("<prefix>lead/"), the MDS
+// processes' records ("<prefix>mds/<name>", etcdmembers.go) and the key
+// fingerprint ("<prefix>keys").
 const (
 	rootIno      = 1
 	maxNameBytes = 255
@@ -194,12 +201,10 @@ func putInode(tx kv.Txn, rec *inodeRec) error {
 	return tx.Delete(healKey(rec.Ino))
 }
 
-// deleteInode removes an inode record and its heal index entry.
+// deleteInode removes a file's inode record and its heal index entry
+// (a directory's goes in dropLink, with its times).
 func deleteInode(tx kv.Txn, ino uint64) error {
 	if err := tx.Delete(healKey(ino)); err != nil {
-		return err
-	}
-	if err := tx.Delete(dirTimesKey(ino)); err != nil {
 		return err
 	}
 	return tx.Delete(inodeKey(ino))
@@ -389,6 +394,9 @@ func dirEmpty(r kv.Reader, ino uint64) (bool, error) {
 // is deleted and its objects are queued for deletion on the OSDs.
 func (s *Server) dropLink(tx kv.Txn, rec *inodeRec) error {
 	if rec.Type == mdsproto.TypeDir {
+		if err := tx.Delete(dirTimesKey(rec.Ino)); err != nil {
+			return err
+		}
 		return tx.Delete(inodeKey(rec.Ino)) // never in the heal index
 	}
 	if rec.Nlink > 1 {

@@ -28,9 +28,13 @@ import (
 // ENOENT). A failed mutation stores nothing: it changed nothing, and its
 // retry runs again.
 //
-// Copies of one request cannot run side by side: a retry comes on a newer
+// Copies of one request seldom run side by side: a retry comes on a newer
 // connection, whose hello waits for the older connection's requests to
 // finish (wire/fence.go), so the original has committed or failed first.
+// Where they still do (the fence gave up waiting, or the copies reached
+// the MDS other ways), the record is looked up inside the mutation's own
+// transaction: the later copy conflicts with the first or commits after
+// it, and finds the record either way.
 //
 // Records are bounded two ways. Each request carries the session's floor,
 // below which every mutation has been answered; its transaction deletes
@@ -115,6 +119,27 @@ func (s *Server) onceBegin(ctx context.Context, r *wire.Request) (context.Contex
 type errOnceDone struct{ rec onceRec }
 
 func (e *errOnceDone) Error() string { return "mds: the mutation was applied before" }
+
+// onceAppliedBefore looks up ctx's named mutation outside a transaction
+// of its own: *errOnceDone if it was applied, nil if not (or unnamed).
+// For where no transaction runs (the MDS refuses new entries), so that a
+// retry still gets the answer its first attempt got.
+func (s *Server) onceAppliedBefore(ctx context.Context) error {
+	slot, _ := ctx.Value(onceCtxKey{}).(*onceSlot)
+	if slot == nil {
+		return nil
+	}
+	var rec onceRec
+	var done bool
+	if err := s.kv.View(ctx, func(r kv.Reader) error {
+		var err error
+		done, err = getRecord(r, slot.key, &rec)
+		return err
+	}); err != nil || !done {
+		return err
+	}
+	return &errOnceDone{rec}
+}
 
 // onceAnswer answers a named mutation found applied before, from its
 // record.

@@ -537,11 +537,17 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirP
 		// Entries are encoded into one buffer; each is a piece of it
 		// (a piece stays valid when the buffer grows elsewhere).
 		buf := make([]byte, 0, 64<<10)
-		recs, err := getInodes(r, inos)
-		if err != nil {
-			return err
-		}
-		for i, rec := range recs {
+		// Inodes are read a batch at a time (one engine request each on
+		// etcd), and no more once the page is full: a batch's answer stays
+		// small whatever its inodes carry (extended attributes).
+		var recs []*inodeRec
+		for i := range inos {
+			if i%readdirReadBatch == 0 {
+				if recs, err = getInodes(r, inos[i:min(i+readdirReadBatch, len(inos))]); err != nil {
+					return err
+				}
+			}
+			rec := recs[i%readdirReadBatch]
 			start := len(buf)
 			e := mdsproto.DirEntry{Name: names[i], Inode: rec.Inode}
 			if req.Xattr != "" && mayXattr(r, who, rec, mdsproto.XattrReq{Op: mdsproto.XattrGet, Name: req.Xattr}) == nil {
@@ -597,6 +603,9 @@ func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, er
 		return s.dropLink(tx, rec)
 	})
 }
+
+// readdirReadBatch is how many entries' inodes a listing reads at once.
+const readdirReadBatch = 64
 
 // readdirPageBytes bounds a page of a listing, well inside the frame
 // (wire.MaxMetaBytes): a page is cut by bytes as well as by count, so

@@ -89,7 +89,9 @@ func (s *Server) labelLoop(ctx context.Context) {
 		s.labels.busy = len(batch)
 		s.labels.mu.Unlock()
 		for _, ino := range batch {
-			s.labelFile(ctx, ino)
+			if s.leading() { // else dropped, as a crash drops the queue: labels are written again when the file changes
+				s.labelFile(ctx, ino)
+			}
 		}
 		s.labels.mu.Lock()
 		s.labels.busy = 0

@@ -118,6 +118,9 @@ func (s *Server) scrubLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if !s.leading() {
+			continue
+		}
 		if _, err := s.scrub(ctx, mdsproto.ScrubReq{Path: "/"}); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("background scrub", "err", err)
 		}

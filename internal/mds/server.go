@@ -357,8 +357,8 @@ func (s *Server) Close() {
 
 // handle decodes a request, runs its op and encodes the answer.
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
-	if s.cfg.LeadUntil != nil && !time.Now().Before(s.cfg.LeadUntil()) {
-		return wire.Response{}, wire.Errorf(wire.ErrUnavail, "this MDS may no longer lead the metadata service (etcd unreachable?): ask another")
+	if !s.leading() {
+		return wire.Response{}, wire.Errorf(wire.ErrNotLeader, "this MDS may no longer lead the metadata service (etcd unreachable?): ask another")
 	}
 	ctx, err := s.authenticate(ctx)
 	if err == nil {
@@ -393,6 +393,15 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	return wire.Response{Meta: b}, nil
 }
 
+// leading reports whether this process may act for the metadata service
+// now: always when it is the only one; with several, while it can vouch
+// for its lead (Config.LeadUntil). Requests are refused past it, and the
+// background passes that act on OSDs (deletion, intent resolution,
+// labels, scrub) stop before their next object.
+func (s *Server) leading() bool {
+	return s.cfg.LeadUntil == nil || time.Now().Before(s.cfg.LeadUntil())
+}
+
 // expiry is when a deadline stored in the engine passes for this
 // process: never before window has passed on its own clock since it
 // started. A deadline written by another MDS process (before a restart
@@ -410,6 +419,9 @@ func decode[T any](meta []byte) (T, error) {
 
 func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	if addsToNamespace(r.Op) && s.space.low(s.cfg.Dir, s.cfg.MinFreeBytes, s.cfg.Now()) {
+		if err := s.onceAppliedBefore(ctx); err != nil {
+			return nil, err // a retry of what was applied gets its answer, not ENOSPC
+		}
 		return nil, wire.Errorf(wire.ErrNoSpace, "the MDS's disk has less than %d bytes free", s.cfg.MinFreeBytes)
 	}
 	switch r.Op {

@@ -343,6 +343,11 @@ func eachComp(req osdproto.Req, ver uint64, op func(ObjKey, uint64) error) error
 // gone must not keep the OSD from the next.
 const mdsDialTimeout = 3 * time.Second
 
+// heartbeatTimeout bounds one heartbeat's answer: the MDS answers from
+// memory, so one that takes longer is paused or gone, and with several
+// MDS addresses the OSD moves on to the next.
+const heartbeatTimeout = 3 * time.Second
+
 // heartbeatLoop reports to the MDS every HeartbeatEvery until ctx ends,
 // reconnecting whenever the MDS is unreachable.
 func (s *Server) heartbeatLoop(ctx context.Context) {
@@ -382,6 +387,12 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 		if mds != nil {
 			if err := s.heartbeat(ctx, mds); err != nil && ctx.Err() == nil {
 				s.cfg.Log.Debug("heartbeat failed", "mds", s.cfg.MDSAddr, "err", err)
+				if len(addrs) > 1 {
+					// The MDS may be paused or deposed while its connection
+					// stays open: ask the next one (a standby that took over).
+					mds.Close()
+					mds, pick = nil, pick+1
+				}
 			}
 		}
 		select {
@@ -413,7 +424,7 @@ func (s *Server) heartbeat(ctx context.Context, mds *wire.Client) error {
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
 	defer cancel()
 	meta, _, err := mds.Call(cctx, mdsproto.OpHeartbeat, body, nil, nil)
 	if err != nil {

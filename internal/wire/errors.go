@@ -34,6 +34,7 @@ const (
 	ErrLost        Code = 20 // a component object is gone, short, or unusable as a whole
 	ErrOverflow    Code = 21 // the answer does not fit one frame (EOVERFLOW)
 	ErrProtocol    Code = 22 // the peers share no protocol version, or the server is not what the client wanted
+	ErrNotLeader   Code = 23 // this server does not serve now (an MDS that lost its lead): ask another; nothing was done
 )
 
 var codeNames = map[Code]string{
@@ -44,7 +45,7 @@ var codeNames = map[Code]string{
 	ErrUnavail: "unavailable", ErrUnknownOp: "unknown operation", ErrInvalid: "invalid argument",
 	ErrNameTooLong: "name too long", ErrBusy: "busy, retry later", ErrNoData: "no such attribute",
 	ErrPerm: "operation not permitted", ErrTooBig: "file too large", ErrLost: "component object lost",
-	ErrOverflow: "reply too large", ErrProtocol: "protocol mismatch",
+	ErrOverflow: "reply too large", ErrProtocol: "protocol mismatch", ErrNotLeader: "not the serving MDS",
 }
 
 func (c Code) Error() string {
