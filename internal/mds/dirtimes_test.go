@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
-	"github.com/braidfs/braid/internal/wire"
 )
 
 // loggedEngine records the keys each transaction read and wrote.
@@ -56,10 +54,7 @@ func (t *loggedTxn) Delete(k []byte) error        { t.log(&t.e.writes, k); retur
 // times still move, and listings and stat show them.
 func TestEntryChangesDoNotReadTheDirectorysTimes(t *testing.T) {
 	ctx := context.Background()
-	key, err := capability.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testKey(t)
 	pebble, err := kv.OpenPebble(filepath.Join(t.TempDir(), "store"), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -80,18 +75,8 @@ func TestEntryChangesDoNotReadTheDirectorysTimes(t *testing.T) {
 	defer s.Close()
 	do := func(op uint16, req any, out any) {
 		t.Helper()
-		body, err := mdsproto.Marshal(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := s.handle(ctx, &wire.Request{Op: op, Meta: body})
-		if err != nil {
+		if err := handleOp(t, s, op, req, out); err != nil {
 			t.Fatalf("op %d: %v", op, err)
-		}
-		if out != nil {
-			if err := mdsproto.Unmarshal(resp.Meta, out); err != nil {
-				t.Fatal(err)
-			}
 		}
 	}
 	// Three OSDs that exist only in the cluster map: creating an empty

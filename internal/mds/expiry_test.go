@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -20,10 +19,7 @@ import (
 // writer's commit is still accepted, and expires after that.
 func TestStoredDeadlinesAreNeverEarly(t *testing.T) {
 	ctx := context.Background()
-	key, err := capability.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testKey(t)
 	dir := t.TempDir()
 	var mu sync.Mutex
 	now := time.Unix(1e9, 0)

@@ -20,10 +20,7 @@ import (
 // filekeys.key differs cannot open it.
 func TestKeyRingSharedThroughTheEngine(t *testing.T) {
 	ctx := context.Background()
-	key, err := capability.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testKey(t)
 	store := filepath.Join(t.TempDir(), "store")
 	start := func(dir string) (*Server, error) {
 		eng, err := kv.OpenPebble(store, slog.New(slog.DiscardHandler))

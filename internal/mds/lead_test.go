@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -16,28 +15,15 @@ import (
 // (Config.LeadUntil passed) answers nothing, the extent locks and lock
 // renewals above all, whose safety rests on a successor's grace.
 func TestNoAnswersPastTheLead(t *testing.T) {
-	ctx := context.Background()
-	key, err := capability.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var until atomic.Int64
 	until.Store(time.Now().Add(time.Hour).UnixNano())
-	s, err := Start(ctx, Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Key: key,
+	s, err := Start(context.Background(), Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Key: testKey(t),
 		LeadUntil: func() time.Time { return time.Unix(0, until.Load()) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	do := func(op uint16, req any) error {
-		t.Helper()
-		body, err := mdsproto.Marshal(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.handle(ctx, &wire.Request{Op: op, Meta: body})
-		return err
-	}
+	do := func(op uint16, req any) error { t.Helper(); return handleOp(t, s, op, req, nil) }
 	if err := do(mdsproto.OpMkdir, mdsproto.MkdirReq{Path: "/d", Mode: 0o755}); err != nil {
 		t.Fatalf("while leading: %v", err)
 	}

@@ -222,10 +222,7 @@ func (e *gateEngine) Update(ctx context.Context, fn func(kv.Txn) error) error {
 // and not refused as a new request (here a mkdir, which would be EEXIST).
 func TestRetryDuringItsFirstAttempt(t *testing.T) {
 	ctx := context.Background()
-	key, err := capability.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testKey(t)
 	store, err := kv.OpenEmbedded(ctx, t.TempDir(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -19,15 +19,7 @@ func TestNearlyFullDiskRefusesNewNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	do := func(s *Server, op uint16, req any) error {
-		t.Helper()
-		body, err := mdsproto.Marshal(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.handle(ctx, &wire.Request{Op: op, Meta: body})
-		return err
-	}
+	do := func(s *Server, op uint16, req any) error { t.Helper(); return handleOp(t, s, op, req, nil) }
 	s, err := Start(ctx, Config{Dir: dir, Listen: "127.0.0.1:0", Key: key})
 	if err != nil {
 		t.Fatal(err)
