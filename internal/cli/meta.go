@@ -47,11 +47,10 @@ func (m *metaFlags) register(f *pflag.FlagSet) {
 // clients' extent locks and cache grants (mds.Config.TakeoverGrace).
 const takeoverClockMargin = time.Second
 
-// engine opens the etcd engine the flags name (none: the embedded store),
-// checks that this MDS holds the cluster's keys (keyFile, the CA and
-// DIR's key files), waits until this process leads, and sets cfg.Engine.
-// The channel is closed if the lead is lost.
-func (m *metaFlags) engine(ctx context.Context, cfg *mds.Config, keyFile string) (<-chan struct{}, error) {
+// open opens the etcd engine the flags name (nil: the embedded store in
+// DIR) and checks that this MDS holds the cluster's keys (keyFile, the CA
+// and DIR's key files).
+func (m *metaFlags) open(ctx context.Context, cfg *mds.Config, keyFile string) (*kv.Etcd, error) {
 	var eng *kv.Etcd
 	switch {
 	case m.url != "" && m.peers != "":
@@ -74,31 +73,41 @@ func (m *metaFlags) engine(ctx context.Context, cfg *mds.Config, keyFile string)
 			return nil, err
 		}
 	default:
-		return nil, nil // the embedded store; a nil channel never closes
+		return nil, nil
 	}
 	if err := bindKeys(ctx, eng, cfg.Dir, keyFile, cfg.Credential.CAFingerprint()); err != nil {
 		eng.Close()
 		return nil, err
 	}
-	cfg.Log.Info("waiting to lead the metadata service (another MDS may hold it)")
 	addr := cfg.Listen
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "0" {
 		addr = "" // known once it listens
 	}
 	m.self = kv.SelfRecord(m.name, addr)
+	m.eng = eng
+	return eng, nil
+}
+
+// lead waits until this process leads the metadata service on eng, and
+// sets cfg to serve on it. The channel is closed when the lead is lost.
+func (m *metaFlags) lead(ctx context.Context, cfg *mds.Config, eng *kv.Etcd) (<-chan struct{}, error) {
+	cfg.Log.Info("waiting to lead the metadata service (another MDS may hold it)")
 	lost, err := eng.Lead(ctx, m.lease, m.self)
 	if err != nil {
-		eng.Close()
 		return nil, err
 	}
 	cfg.Log.Info("leading the metadata service")
-	cfg.Engine = eng
+	cfg.Engine = keepOpen{eng} // the server closes its engine; this one outlives it (standing by again)
 	cfg.TakeoverGrace = takeoverClockMargin
 	cfg.LeadUntil = eng.LeadUntil
 	cfg.MetaStatus = func(ctx context.Context) mdsproto.MetaStatus { return etcdStatus(ctx, eng) }
-	m.eng = eng
 	return lost, nil
 }
+
+// keepOpen is an engine whose Close leaves it open.
+type keepOpen struct{ kv.Engine }
+
+func (keepOpen) Close() error { return nil }
 
 // announce records where this MDS serves, once it listens (with etcd).
 func (m *metaFlags) announce(ctx context.Context, addr string) error {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -23,6 +22,28 @@ import (
 	"github.com/braidfs/braid/internal/osd"
 )
 
+// serveMDS runs the MDS until ctx ends or lost is closed (nil: never).
+func serveMDS(ctx context.Context, cfg mds.Config, meta *metaFlags, addrFile string, lost <-chan struct{}) error {
+	s, err := mds.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	cfg.Log.Info("mds serving", "addr", s.Addr(), "dir", cfg.Dir)
+	if err := meta.announce(ctx, s.Addr()); err != nil {
+		return fmt.Errorf("record this MDS's address in etcd: %w", err)
+	}
+	if err := announce(addrFile, s.Addr()); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		cfg.Log.Info("mds stopping")
+	case <-lost:
+	}
+	return nil
+}
+
 func (e *env) mdsCmd() *cobra.Command {
 	var cfg mds.Config
 	var keyFile, addrFile, repairRate, scrubRate, balanceSlack, minFree, credFile string
@@ -34,7 +55,8 @@ func (e *env) mdsCmd() *cobra.Command {
 			"first start makes the cluster's CA there with that and an administrator's credential (admin.cred).\n\n" +
 			"The metadata lives in DIR, or with --meta in an etcd cluster (--meta-peers: one whose members\n" +
 			"run inside the MDS processes). Several MDS processes on one etcd cluster are one active and\n" +
-			"its standbys: a standby takes over within --meta-lease of the active's death. Standbys need\n" +
+			"its standbys: a standby takes over within --meta-lease of the active's death, and an active that\n" +
+			"lost the lead (paused, or cut from etcd) stands by again. Standbys need\n" +
 			"copies of the active's DIR/auth, cluster.key, filekeys.key and s3secrets.key.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -71,36 +93,32 @@ func (e *env) mdsCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			lost, err := meta.engine(ctx, &cfg, keyFile)
+			eng, err := meta.open(ctx, &cfg, keyFile)
 			if err != nil {
-				if ctx.Err() != nil {
-					cfg.Log.Info("mds stopping (it was standing by)")
-					return nil
+				return err
+			}
+			if eng == nil {
+				return serveMDS(ctx, cfg, &meta, addrFile, nil)
+			}
+			defer eng.Close()
+			for {
+				lost, err := meta.lead(ctx, &cfg, eng)
+				if err != nil {
+					if ctx.Err() != nil {
+						cfg.Log.Info("mds stopping (it was standing by)")
+						return nil
+					}
+					return err
 				}
-				return err
-			}
-			s, err := mds.Start(ctx, cfg)
-			if err != nil {
-				if cfg.Engine != nil {
-					_ = cfg.Engine.Close()
+				if err := serveMDS(ctx, cfg, &meta, addrFile, lost); err != nil || ctx.Err() != nil {
+					return err
 				}
-				return err
+				// Deposed (etcd unreachable past --meta-lease, or this
+				// process paused): it served nothing since, and stands by
+				// again, its etcd member still running.
+				eng.Resign()
+				cfg.Log.Warn("lost the lead of the metadata service to another MDS; standing by again")
 			}
-			defer s.Close()
-			cfg.Log.Info("mds serving", "addr", s.Addr(), "dir", cfg.Dir)
-			if err := meta.announce(ctx, s.Addr()); err != nil {
-				return fmt.Errorf("record this MDS's address in etcd: %w", err)
-			}
-			if err := announce(addrFile, s.Addr()); err != nil {
-				return err
-			}
-			select {
-			case <-ctx.Done():
-			case <-lost:
-				return errors.New("lost the lead of the metadata service to another MDS (etcd unreachable past --meta-lease?): stopping")
-			}
-			cfg.Log.Info("mds stopping")
-			return nil
 		},
 	}
 	f := cmd.Flags()

@@ -295,7 +295,8 @@ func (s upStatus) active() (name string, pid int, n int) {
 // processes on embedded etcd; four clients run operations on shared names
 // while the active MDS fails: SIGKILLed, or paused (SIGSTOP) until a
 // standby has taken over and then let run again (SIGCONT), when it must
-// answer nothing more (it can no longer vouch for its lease) and stop.
+// answer nothing more (it can no longer vouch for its lease) and stand
+// by again.
 // The clients carry on once a standby takes over, no acknowledged
 // operation is lost or applied twice (the history is linearizable),
 // status shows the new active and the missing etcd member, and, after the
@@ -402,6 +403,9 @@ func failover(t *testing.T, pause bool) {
 				unreachable++
 			}
 		}
+		if pause { // the paused process stands by again, its etcd member with it
+			return len(after.Meta.MDS) == 3 && actives == 1 && newName != oldName && unreachable == 0
+		}
 		return len(after.Meta.MDS) == 2 && actives == 1 && newName != oldName && unreachable == 1
 	}, func() string { return fmt.Sprintf("status after the failover of %s: %+v", oldName, after.Meta) })
 	if pause {
@@ -450,7 +454,7 @@ func failover(t *testing.T, pause bool) {
 }
 
 // pauseActive stops the active MDS (SIGSTOP) until another leads, lets it
-// run again, and waits for it to see it no longer leads and exit.
+// run again, and waits for it to see it no longer leads and stand by.
 func pauseActive(t *testing.T, e cliEnv, status func() upStatus, name string, pid int) {
 	t.Helper()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -473,10 +477,19 @@ func pauseActive(t *testing.T, e cliEnv, status func() upStatus, name string, pi
 	}, func() string { return "no standby took over from the paused active" })
 	_ = syscall.Kill(pid, syscall.SIGCONT)
 	resumed = true
-	testcluster.Eventually(t, 60*time.Second, func() bool { return syscall.Kill(pid, 0) != nil },
-		func() string {
-			return fmt.Sprintf("the paused active (pid %d) still runs after another took over", pid)
-		})
+	testcluster.Eventually(t, 60*time.Second, func() bool {
+		out, _, err := e.run("status", "--json")
+		var st upStatus
+		if err != nil || json.Unmarshal([]byte(out), &st) != nil {
+			return false
+		}
+		for _, m := range st.Meta.MDS {
+			if m.Name == name && m.Pid == pid && m.Role == "standby" {
+				return true
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("the paused active (pid %d) did not stand by again", pid) })
 }
 
 // readUpState reads the state file braid up wrote for e.

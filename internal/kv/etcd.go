@@ -83,6 +83,7 @@ type Etcd struct {
 	mu     sync.Mutex
 	closed bool
 	lead   *leadership // set by Lead: every commit is guarded by holding it
+	led    bool        // Lead succeeded once: from then on, no commit without the lead
 
 	stats struct{ reads, commits, conflicts atomic.Int64 }
 }
@@ -450,9 +451,12 @@ func (t *etcdTxn) commit() error {
 	if len(ops) > t.e.maxTxnOps {
 		return fmt.Errorf("%w: %d writes, etcd allows %d in one txn (--max-txn-ops)", ErrTooLarge, len(ops), t.e.maxTxnOps)
 	}
+	lead := t.e.leader()
+	if lead == nil && t.e.hasLed() {
+		return ErrNotLeader // resigned, not leading again yet
+	}
 	ctx, cancel := t.call()
 	defer cancel()
-	lead := t.e.leader()
 	budget := t.e.maxTxnOps
 	if lead != nil {
 		budget-- // room for the lock's compare

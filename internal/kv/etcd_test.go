@@ -235,6 +235,31 @@ func TestEtcdLead(t *testing.T) {
 	if v, _ := get(t, e, "k"); string(v) != "third" {
 		t.Fatalf("k = %q", v)
 	}
+	// The deposed process stands by again: no commit until it leads, then
+	// it leads when the active goes.
+	second.Resign()
+	if err := second.Update(ctx, func(tx Txn) error { return tx.Put([]byte("k"), []byte("resigned")) }); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a commit after resigning: %v, want ErrNotLeader", err)
+	}
+	relead := make(chan error, 1)
+	go func() { _, err := second.Lead(ctx, time.Second, ProcessRecord{Name: "second", Pid: 2}); relead <- err }()
+	eventually(t, 30*time.Second, func() bool { return roles(t, first) == "third=active@127.0.0.1:3 second=standby@" },
+		func() string { return "the resigned process is not standing by: " + roles(t, first) })
+	third.Close()
+	select {
+	case err := <-relead:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the standing-by process did not lead again")
+	}
+	if err := second.Update(ctx, func(tx Txn) error { return tx.Put([]byte("k"), []byte("second again")) }); err != nil {
+		t.Fatalf("a commit after leading again: %v", err)
+	}
+	if v, _ := get(t, e, "k"); string(v) != "second again" {
+		t.Fatalf("k = %q", v)
+	}
 }
 
 // roles lists the MDS processes e's etcd records, as name=role@addr.

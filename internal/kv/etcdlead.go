@@ -74,7 +74,7 @@ func (e *Etcd) Lead(ctx context.Context, ttl time.Duration, self ProcessRecord) 
 		return nil, err
 	}
 	e.mu.Lock()
-	e.lead = l
+	e.lead, e.led = l, true
 	e.mu.Unlock()
 	lost := make(chan struct{})
 	go func() {
@@ -144,6 +144,25 @@ func (e *Etcd) LeadUntil() time.Time {
 		return time.Time{}
 	}
 	return l.until()
+}
+
+// Resign gives up the lead (if this process still holds it) and forgets
+// it: commits are refused (ErrNotLeader) until Lead returns again. For a
+// process that lost the lead and stands by again.
+func (e *Etcd) Resign() {
+	e.mu.Lock()
+	l := e.lead
+	e.lead = nil
+	e.mu.Unlock()
+	if l != nil {
+		_ = l.session.Close() // revokes the lease; fails harmlessly if it ran out
+	}
+}
+
+func (e *Etcd) hasLed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.led
 }
 
 func (e *Etcd) leader() *leadership {

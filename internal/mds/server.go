@@ -169,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		eng = e
 	}
-	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now()), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), heal: newHealState(), started: cfg.Now(),
+	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now().Add(osdFindTime(cfg))), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), heal: newHealState(), started: cfg.Now(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	seal, err := loadSealKey(cfg.Dir, s3SealKeyFile, "S3 secret sealing key")
 	if err != nil {
@@ -236,6 +236,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		go func() { defer s.wg.Done(); cfg.RunHealer(ctx, cfg.Log, s.Addr(), cfg.Healers) }()
 	}
 	return s, nil
+}
+
+// osdFindTime is how long after this MDS's start OSDs it has not heard
+// from are still taken as up, beyond OSDDownAfter: with several MDS
+// processes, an OSD whose heartbeats went to a paused active moves to the
+// next address only when one times out (the OSD's heartbeat timeout, 3
+// s) and may meet a standby not listening first (its dial timeout, 3 s).
+// Until then a takeover would report every OSD down, and clients would
+// read around all of them.
+func osdFindTime(cfg Config) time.Duration {
+	if cfg.LeadUntil == nil {
+		return 0 // one MDS: a restart breaks the OSDs' connections, and they dial again at once
+	}
+	return 6 * time.Second
 }
 
 func fillDefaults(cfg *Config) error {
