@@ -220,6 +220,12 @@ func (c *Client) dialMDS(ctx context.Context, pool *wire.Pool, addr string) (*wi
 // mdsConnOn is mdsConn from another pool: from the MDS that answered
 // last, else the next that answers (a standby took over from it).
 func (c *Client) mdsConnOn(ctx context.Context, pool *wire.Pool) (*wire.Client, error) {
+	conn, _, err := c.mdsConnAt(ctx, pool)
+	return conn, err
+}
+
+// mdsConnAt is mdsConnOn, also saying which of mdsAddrs it reached.
+func (c *Client) mdsConnAt(ctx context.Context, pool *wire.Pool) (*wire.Client, int, error) {
 	start := int(c.mdsPick.Load())
 	var firstErr error
 	for i := range c.mdsAddrs {
@@ -231,17 +237,17 @@ func (c *Client) mdsConnOn(ctx context.Context, pool *wire.Pool) (*wire.Client, 
 				firstErr = err
 			}
 			if errors.Is(err, wire.ErrPoolClosed) || ctx.Err() != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			continue
 		}
 		if role := conn.Welcome().Role; role != wire.RoleMDS {
-			return nil, wire.Errorf(wire.ErrProtocol, "%s answers as %q, not as the MDS", addr, role)
+			return nil, 0, wire.Errorf(wire.ErrProtocol, "%s answers as %q, not as the MDS", addr, role)
 		}
 		c.mdsPick.Store(int32(k))
-		return conn, nil
+		return conn, k, nil
 	}
-	return nil, firstErr
+	return nil, 0, firstErr
 }
 
 // closeNoticeGrace bounds how long Close waits for requests still on
@@ -335,8 +341,9 @@ func (c *Client) mdsMetaOn(ctx context.Context, pool *wire.Pool, op uint16, req 
 	backoff := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		var conn *wire.Client
-		if conn, err = c.mdsConnOn(ctx, pool); err == nil {
-			if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) && !c.notServing(err) {
+		var at int
+		if conn, at, err = c.mdsConnAt(ctx, pool); err == nil {
+			if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) && !c.notServing(err, at) {
 				break
 			}
 		} else if errors.Is(err, wire.ErrPoolClosed) || errors.Is(err, wire.ErrProtocol) || errors.Is(err, wire.ErrDenied) {
@@ -354,16 +361,16 @@ func (c *Client) mdsMetaOn(ctx context.Context, pool *wire.Pool, op uint16, req 
 	return meta, err
 }
 
-// notServing reports whether err is an MDS saying it no longer serves (it
-// lost its lead; it did nothing): with other MDS addresses, the client
-// moves on to the next and asks again.
-func (c *Client) notServing(err error) bool {
+// notServing reports whether err is the MDS at mdsAddrs[at] saying it no
+// longer serves (it lost its lead; it did nothing): with other MDS
+// addresses, the client moves past it, unless another request already
+// did, and asks again.
+func (c *Client) notServing(err error, at int) bool {
 	if !errors.Is(err, wire.ErrNotLeader) || len(c.mdsAddrs) == 1 {
 		return false
 	}
-	n := int32(len(c.mdsAddrs))
-	k := c.mdsPick.Load()
-	c.mdsPick.CompareAndSwap(k, (k+1)%n)
+	n := len(c.mdsAddrs)
+	c.mdsPick.CompareAndSwap(int32(at), int32((at+1)%n))
 	return true
 }
 

@@ -79,19 +79,25 @@ func (m *metaFlags) open(ctx context.Context, cfg *mds.Config, keyFile string) (
 		eng.Close()
 		return nil, err
 	}
-	addr := cfg.Listen
-	if _, port, err := net.SplitHostPort(addr); err != nil || port == "0" {
-		addr = "" // known once it listens
-	}
-	m.self = kv.SelfRecord(m.name, addr)
+	m.self = kv.SelfRecord(m.name, standbyAddr(cfg.Listen))
 	m.eng = eng
 	return eng, nil
+}
+
+// standbyAddr is where a standby will serve: --listen, unless the port is
+// chosen when it listens.
+func standbyAddr(listen string) string {
+	if _, port, err := net.SplitHostPort(listen); err != nil || port == "0" {
+		return ""
+	}
+	return listen
 }
 
 // lead waits until this process leads the metadata service on eng, and
 // sets cfg to serve on it. The channel is closed when the lead is lost.
 func (m *metaFlags) lead(ctx context.Context, cfg *mds.Config, eng *kv.Etcd) (<-chan struct{}, error) {
 	cfg.Log.Info("waiting to lead the metadata service (another MDS may hold it)")
+	m.self.Addr = standbyAddr(cfg.Listen) // not where it served last, if that port was chosen then
 	lost, err := eng.Lead(ctx, m.lease, m.self)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,50 @@ import (
 	"github.com/braidfs/braid/internal/osd"
 )
 
+// leadAndServe stands by until this process leads the metadata service
+// on eng, serves, and stands by again when deposed (etcd unreachable past
+// --meta-lease, or the process paused), its etcd member still running,
+// until ctx ends. A failure before it first served is returned (a
+// configuration error, most likely); later ones (etcd busy after a
+// disruption, the lead lost while starting) are retried, backing off.
+func leadAndServe(ctx context.Context, cfg mds.Config, meta *metaFlags, eng *kv.Etcd, addrFile string) error {
+	served := false
+	backoff := time.Second
+	for ctx.Err() == nil {
+		lost, err := meta.lead(ctx, &cfg, eng)
+		if err == nil {
+			served = true
+			err = serveMDS(ctx, cfg, meta, addrFile, lost)
+			if err == nil && ctx.Err() == nil {
+				cfg.Log.Warn("lost the lead of the metadata service to another MDS; standing by again")
+				backoff = time.Second
+			}
+		}
+		eng.Resign()
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			if !served {
+				return err
+			}
+			cfg.Log.Warn("could not lead the metadata service; standing by again", "err", err, "retry_in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			backoff = min(2*backoff, maxLeadBackoff)
+		}
+	}
+	cfg.Log.Info("mds stopping")
+	return nil
+}
+
+// maxLeadBackoff bounds the wait between attempts to lead after a failure.
+const maxLeadBackoff = 30 * time.Second
+
 // serveMDS runs the MDS until ctx ends or lost is closed (nil: never).
 func serveMDS(ctx context.Context, cfg mds.Config, meta *metaFlags, addrFile string, lost <-chan struct{}) error {
 	s, err := mds.Start(ctx, cfg)
@@ -38,7 +82,6 @@ func serveMDS(ctx context.Context, cfg mds.Config, meta *metaFlags, addrFile str
 	}
 	select {
 	case <-ctx.Done():
-		cfg.Log.Info("mds stopping")
 	case <-lost:
 	}
 	return nil
@@ -98,27 +141,12 @@ func (e *env) mdsCmd() *cobra.Command {
 				return err
 			}
 			if eng == nil {
-				return serveMDS(ctx, cfg, &meta, addrFile, nil)
+				err := serveMDS(ctx, cfg, &meta, addrFile, nil)
+				cfg.Log.Info("mds stopping")
+				return err
 			}
 			defer eng.Close()
-			for {
-				lost, err := meta.lead(ctx, &cfg, eng)
-				if err != nil {
-					if ctx.Err() != nil {
-						cfg.Log.Info("mds stopping (it was standing by)")
-						return nil
-					}
-					return err
-				}
-				if err := serveMDS(ctx, cfg, &meta, addrFile, lost); err != nil || ctx.Err() != nil {
-					return err
-				}
-				// Deposed (etcd unreachable past --meta-lease, or this
-				// process paused): it served nothing since, and stands by
-				// again, its etcd member still running.
-				eng.Resign()
-				cfg.Log.Warn("lost the lead of the metadata service to another MDS; standing by again")
-			}
+			return leadAndServe(ctx, cfg, &meta, eng, addrFile)
 		},
 	}
 	f := cmd.Flags()

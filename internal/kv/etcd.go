@@ -451,8 +451,8 @@ func (t *etcdTxn) commit() error {
 	if len(ops) > t.e.maxTxnOps {
 		return fmt.Errorf("%w: %d writes, etcd allows %d in one txn (--max-txn-ops)", ErrTooLarge, len(ops), t.e.maxTxnOps)
 	}
-	lead := t.e.leader()
-	if lead == nil && t.e.hasLed() {
+	lead, led := t.e.leadState()
+	if lead == nil && led {
 		return ErrNotLeader // resigned, not leading again yet
 	}
 	ctx, cancel := t.call()

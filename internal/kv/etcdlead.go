@@ -48,7 +48,15 @@ func (e *Etcd) Lead(ctx context.Context, ttl time.Duration, self ProcessRecord) 
 	var m *concurrency.Mutex
 	for {
 		var err error
-		s, err = concurrency.NewSession(e.cli, concurrency.WithTTL(max(int(ttl/time.Second), 1)))
+		// The lease is granted within ctx, so an MDS cut off from etcd
+		// still stops on a signal; the session keeps it alive apart from
+		// ctx, so that Close revokes it (a standby leads at once).
+		secs := int64(max(int(ttl/time.Second), 1))
+		grant, err := e.cli.Grant(ctx, secs)
+		if err != nil {
+			return nil, fmt.Errorf("etcd lease: %w", err)
+		}
+		s, err = concurrency.NewSession(e.cli, concurrency.WithLease(grant.ID), concurrency.WithTTL(int(secs)))
 		if err != nil {
 			return nil, fmt.Errorf("etcd session: %w", err)
 		}
@@ -159,10 +167,12 @@ func (e *Etcd) Resign() {
 	}
 }
 
-func (e *Etcd) hasLed() bool {
+// leadState is the lead a commit must hold (nil: none), and whether this
+// engine ever led (then a commit without the lead is refused).
+func (e *Etcd) leadState() (*leadership, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.led
+	return e.lead, e.led
 }
 
 func (e *Etcd) leader() *leadership {

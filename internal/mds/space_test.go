@@ -27,6 +27,11 @@ func TestNearlyFullDiskRefusesNewNames(t *testing.T) {
 	if err := do(s, mdsproto.OpMkdir, mdsproto.MkdirReq{Path: "/d", Mode: 0o755}); err != nil {
 		t.Fatal(err)
 	}
+	named := mdsproto.MkdirReq{Once: mdsproto.Once{Session: 3, Seq: 1}, Path: "/named", Mode: 0o755}
+	var first mdsproto.Inode
+	if err := handleOp(t, s, mdsproto.OpMkdir, named, &first); err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
 	s, err = Start(ctx, Config{Dir: dir, Listen: "127.0.0.1:0", Key: key, MinFreeBytes: 1 << 62})
 	if err != nil {
@@ -44,6 +49,16 @@ func TestNearlyFullDiskRefusesNewNames(t *testing.T) {
 		if err := do(s, tc.op, tc.req); !errors.Is(err, wire.ErrNoSpace) {
 			t.Errorf("op %d on a nearly full disk: %v, want ENOSPC", tc.op, err)
 		}
+	}
+	// A retry of a mutation applied before the disk filled gets the
+	// answer its first attempt got; a new one is refused.
+	var again mdsproto.Inode
+	if err := handleOp(t, s, mdsproto.OpMkdir, named, &again); err != nil || again.Ino != first.Ino {
+		t.Errorf("a retried mkdir on a nearly full disk: inode %d, %v; want %d", again.Ino, err, first.Ino)
+	}
+	named.Seq, named.Path = 2, "/named2"
+	if err := do(s, mdsproto.OpMkdir, named); !errors.Is(err, wire.ErrNoSpace) {
+		t.Errorf("a new named mkdir on a nearly full disk: %v, want ENOSPC", err)
 	}
 	if err := do(s, mdsproto.OpRemove, mdsproto.PathReq{Path: "/d"}); err != nil {
 		t.Fatalf("remove on a nearly full disk: %v", err)

@@ -348,6 +348,10 @@ const mdsDialTimeout = 3 * time.Second
 // MDS addresses the OSD moves on to the next.
 const heartbeatTimeout = 3 * time.Second
 
+// maxHeartbeatTimeouts is how many heartbeats in a row an MDS may leave
+// unanswered before an OSD with other MDS addresses moves to the next.
+const maxHeartbeatTimeouts = 2
+
 // heartbeatLoop reports to the MDS every HeartbeatEvery until ctx ends,
 // reconnecting whenever the MDS is unreachable.
 func (s *Server) heartbeatLoop(ctx context.Context) {
@@ -362,8 +366,11 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 	// MDSAddr may name several MDS processes (one active, standbys that
 	// do not listen): an unreachable one is passed for the next.
 	addrs, pick := strings.Split(s.cfg.MDSAddr, ","), 0
+	timeouts := 0 // heartbeats in a row the current MDS did not answer in time
 	for {
-		if mds == nil || mds.Err() != nil {
+		// An address that refuses (a standby, not listening) is passed for
+		// the next at once, each at most once a round.
+		for try := 0; try < len(addrs) && (mds == nil || mds.Err() != nil); try++ {
 			if mds != nil {
 				mds.Close()
 			}
@@ -383,16 +390,26 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 					s.cfg.Log.Warn("cannot heartbeat", "mds", s.cfg.MDSAddr, "err", err)
 				}
 			}
+			timeouts = 0
 		}
 		if mds != nil {
-			if err := s.heartbeat(ctx, mds); err != nil && ctx.Err() == nil {
+			err := s.heartbeat(ctx, mds)
+			switch {
+			case err == nil || ctx.Err() != nil:
+				timeouts = 0
+			case errors.Is(err, wire.ErrNotLeader):
+				timeouts = maxHeartbeatTimeouts // deposed: move on now
+			case errors.Is(err, context.DeadlineExceeded):
+				timeouts++
+			}
+			if err != nil && ctx.Err() == nil {
 				s.cfg.Log.Debug("heartbeat failed", "mds", s.cfg.MDSAddr, "err", err)
-				if len(addrs) > 1 {
-					// The MDS may be paused or deposed while its connection
-					// stays open: ask the next one (a standby that took over).
-					mds.Close()
-					mds, pick = nil, pick+1
-				}
+			}
+			if len(addrs) > 1 && timeouts >= maxHeartbeatTimeouts {
+				// Paused or deposed while its connection stays open: ask
+				// the next MDS (a standby that took over).
+				mds.Close()
+				mds, pick = nil, pick+1
 			}
 		}
 		select {
