@@ -36,7 +36,7 @@ type metaFlags struct {
 }
 
 func (m *metaFlags) register(f *pflag.FlagSet) {
-	f.StringVar(&m.url, "meta", "", "keep the metadata in an etcd cluster: etcd://host:port[,host:port...][/prefix]")
+	f.StringVar(&m.url, "meta", "", "keep the metadata in an etcd cluster: etcd://host:port[,host:port...][/prefix][?max-txn-ops=N][&ca=FILE&cert=FILE&key=FILE] (TLS with a client certificate)")
 	f.StringVar(&m.peers, "meta-peers", "", "run an etcd member in this process, of the cluster name=https://host:peerport,... (this one is --meta-name; members talk TLS)")
 	f.StringVar(&m.name, "meta-name", "", "with --meta-peers: this member's name")
 	f.StringVar(&m.clientURL, "meta-client-url", "https://127.0.0.1:2379", "with --meta-peers: where this member serves etcd clients (its MDS)")

@@ -281,7 +281,7 @@ func TestParseEtcdURL(t *testing.T) {
 	if err != nil || len(o.Endpoints) != 2 || o.Endpoints[1] != "e2:2379" || o.Prefix != "team/braid/" || o.MaxTxnOps != 4096 {
 		t.Fatalf("%+v %v", o, err)
 	}
-	for _, bad := range []string{"", "etcd://", "http://e1:2379", "etcd://e1?max-txn-ops=3", "etcd://,"} {
+	for _, bad := range []string{"", "etcd://", "http://e1:2379", "etcd://e1?max-txn-ops=3", "etcd://,", "etcd://e1?ca=/x", "etcd://e1?ca=/no&cert=/no&key=/no"} {
 		if _, err := ParseEtcdURL(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
@@ -389,6 +389,29 @@ func eventually(t *testing.T, timeout time.Duration, cond func() bool, what func
 			t.Fatal(what())
 		case <-tick.C:
 		}
+	}
+}
+
+// TestEtcdURLWithTLS: an etcd cluster of the operator's own, reached by
+// URL with a client certificate and the CA to trust.
+func TestEtcdURLWithTLS(t *testing.T) {
+	e := newTestEtcd(t).(*Etcd)
+	files, err := testEtcdTLS(filepath.Join(t.TempDir(), "client"), testEtcdSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(e.cli.Endpoints()[0], "https://")
+	o, err := ParseEtcdURL("etcd://" + host + "/other?ca=" + files.CA + "&cert=" + files.Cert + "&key=" + files.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenEtcd(context.Background(), o)
+	if err != nil {
+		t.Fatalf("an engine with the member's CA and a certificate of it: %v", err)
+	}
+	defer c.Close()
+	if err := c.Update(context.Background(), func(tx Txn) error { return tx.Put([]byte("k"), []byte("v")) }); err != nil {
+		t.Fatal(err)
 	}
 }
 

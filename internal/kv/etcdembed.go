@@ -166,8 +166,11 @@ func checkSchemes(m EtcdMember) error {
 	return nil
 }
 
-// ParseEtcdURL reads "etcd://host:port,host:port[/prefix][?max-txn-ops=N]"
-// into options (N: the cluster's --max-txn-ops, if not etcd's default).
+// ParseEtcdURL reads
+// "etcd://host:port,host:port[/prefix][?max-txn-ops=N][&ca=F&cert=F&key=F]"
+// into options: N is the cluster's --max-txn-ops, if not etcd's default;
+// ca, cert and key (PEM files, all three) make the engine talk TLS to the
+// cluster, as a client with that certificate, trusting that CA only.
 func ParseEtcdURL(s string) (EtcdOptions, error) {
 	rest, ok := strings.CutPrefix(s, "etcd://")
 	if !ok || rest == "" {
@@ -184,6 +187,16 @@ func ParseEtcdURL(s string) (EtcdOptions, error) {
 		if n := v.Get("max-txn-ops"); n != "" {
 			if o.MaxTxnOps, err = strconv.Atoi(n); err != nil || o.MaxTxnOps < 16 {
 				return EtcdOptions{}, fmt.Errorf("%q: max-txn-ops=%s: want a number of at least 16", s, n)
+			}
+		}
+		files := EtcdTLSFiles{CA: v.Get("ca"), Cert: v.Get("cert"), Key: v.Get("key")}
+		switch {
+		case files == EtcdTLSFiles{}:
+		case files.CA == "" || files.Cert == "" || files.Key == "":
+			return EtcdOptions{}, fmt.Errorf("%q: TLS needs ca=, cert= and key= together", s)
+		default:
+			if o.TLS, err = files.clientTLS(); err != nil {
+				return EtcdOptions{}, fmt.Errorf("%q: %w", s, err)
 			}
 		}
 	}
