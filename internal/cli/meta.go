@@ -79,6 +79,12 @@ func (m *metaFlags) open(ctx context.Context, cfg *mds.Config, keyFile string) (
 		eng.Close()
 		return nil, err
 	}
+	// A successor's grace for the extent locks and cache grants of the
+	// active it replaces is its own lock lease: theirs must not be longer.
+	if err := eng.BindSetting(ctx, "lock-lease", cfg.LockLease.String()); err != nil {
+		eng.Close()
+		return nil, err
+	}
 	m.self = kv.SelfRecord(m.name, standbyAddr(cfg.Listen))
 	m.eng = eng
 	return eng, nil

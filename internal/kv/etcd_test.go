@@ -362,6 +362,19 @@ func TestEtcdBindKeys(t *testing.T) {
 	if err := et.BindKeys(ctx, []byte("other")); !errors.Is(err, ErrKeysDiffer) {
 		t.Fatalf("other keys: %v, want ErrKeysDiffer", err)
 	}
+	// Settings bind the same way, each on its own.
+	if err := et.BindSetting(ctx, "lock-lease", "4s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := et.BindSetting(ctx, "lock-lease", "4s"); err != nil {
+		t.Fatalf("the same lock lease: %v", err)
+	}
+	if err := et.BindSetting(ctx, "lock-lease", "9s"); !errors.Is(err, ErrSettingDiffers) || !strings.Contains(err.Error(), "9s here, 4s") {
+		t.Fatalf("another lock lease: %v, want ErrSettingDiffers naming both", err)
+	}
+	if err := et.BindSetting(ctx, "other", "9s"); err != nil {
+		t.Fatalf("another setting: %v", err)
+	}
 }
 
 // newTestEtcd is an engine over a one-member etcd cluster of the test's.

@@ -208,20 +208,43 @@ var ErrKeysDiffer = errors.New("kv: this MDS's key files differ from those the c
 // made keys of its own (no copies of the first's) is stopped at its
 // start, not when it takes over and nothing opens.
 func (e *Etcd) BindKeys(ctx context.Context, fp []byte) error {
-	key := e.root + "keys"
+	recorded, err := e.bind(ctx, e.root+"keys", fp)
+	if err != nil || string(recorded) == string(fp) {
+		return err
+	}
+	return ErrKeysDiffer
+}
+
+// ErrSettingDiffers is an MDS run with another value of a setting every
+// MDS of the cluster must share.
+var ErrSettingDiffers = errors.New("kv: this MDS's setting differs from the cluster's")
+
+// BindSetting records value as the cluster's for setting name if none is
+// recorded, and refuses another (ErrSettingDiffers, saying both).
+func (e *Etcd) BindSetting(ctx context.Context, name, value string) error {
+	recorded, err := e.bind(ctx, e.root+"settings/"+name, []byte(value))
+	if err != nil || string(recorded) == value {
+		return err
+	}
+	return fmt.Errorf("%w: --%s %s here, %s in the cluster's first MDS", ErrSettingDiffers, name, value, recorded)
+}
+
+// bind stores value at key unless the key exists, and returns what the
+// key holds after.
+func (e *Etcd) bind(ctx context.Context, key string, value []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, etcdCallTimeout)
 	defer cancel()
 	resp, err := e.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(fp))).Else(clientv3.OpGet(key)).Commit()
+		Then(clientv3.OpPut(key, string(value))).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
-		return etcdErr(err)
+		return nil, etcdErr(err)
 	}
 	if resp.Succeeded {
-		return nil
+		return value, nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 1 && string(kvs[0].Value) == string(fp) {
-		return nil
+	if len(kvs) != 1 {
+		return nil, fmt.Errorf("etcd: %s vanished", key)
 	}
-	return ErrKeysDiffer
+	return kvs[0].Value, nil
 }
