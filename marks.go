@@ -2,10 +2,12 @@ package braid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // Dirty marks: a component that missed a write, or was found lost, is
@@ -153,7 +155,16 @@ func (f *File) reportDirty(ctx context.Context, req mdsproto.MarkDirtyReq, all [
 		req.Comps = append(req.Comps, uint32(c))
 	}
 	var in mdsproto.Inode
-	if err := f.c.mds(ctx, mdsproto.OpMarkDirty, req, &in); err != nil { // retried through MDS restarts
+	err := f.c.mds(ctx, mdsproto.OpMarkDirty, req, &in) // retried through MDS restarts
+	if errors.Is(err, wire.ErrDenied) && req.Writer != 0 && f.write {
+		// An MDS that restarted (or took over) since the handle's last
+		// renewal does not know it writes yet: renewing tells it, and the
+		// mark goes again.
+		if rerr := f.c.mds(ctx, mdsproto.OpRenew, mdsproto.RenewReq{Ino: req.Ino, Handle: req.Writer}, nil); rerr == nil {
+			err = f.c.mds(ctx, mdsproto.OpMarkDirty, req, &in)
+		}
+	}
+	if err != nil {
 		return in, fmt.Errorf("%s: record components %v as dirty: %w", f.path, comps, err)
 	}
 	return in, nil
