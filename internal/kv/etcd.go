@@ -292,10 +292,18 @@ func (t *etcdTxn) GetMany(keys [][]byte) ([][]byte, error) {
 		if err != nil {
 			return nil, etcdErr(err)
 		}
+		if len(resp.Responses) != len(chunk) {
+			return nil, fmt.Errorf("etcd: %d answers to %d reads", len(resp.Responses), len(chunk))
+		}
 		for j, i := range chunk {
 			k := string(keys[i])
 			rr := resp.Responses[j].GetResponseRange()
-			if rr == nil || len(rr.Kvs) == 0 {
+			switch {
+			case rr == nil:
+				return nil, fmt.Errorf("etcd: read %d of a batch answered as something else", j)
+			case len(rr.Kvs) == 1 && string(rr.Kvs[0].Key) != t.e.prefix+k:
+				return nil, fmt.Errorf("etcd: a read of %q answered with %q", k, rr.Kvs[0].Key)
+			case len(rr.Kvs) == 0:
 				t.noteRead(k, 0)
 				continue
 			}

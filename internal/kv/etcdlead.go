@@ -242,6 +242,9 @@ func (e *Etcd) bind(ctx context.Context, key string, value []byte) ([]byte, erro
 	if resp.Succeeded {
 		return value, nil
 	}
+	if len(resp.Responses) != 1 || resp.Responses[0].GetResponseRange() == nil {
+		return nil, fmt.Errorf("etcd: no answer to the read of %s", key)
+	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) != 1 {
 		return nil, fmt.Errorf("etcd: %s vanished", key)

@@ -68,11 +68,8 @@ func (s *Server) ensureInodes(ctx context.Context, n int) {
 	var first uint64
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		var err error
-		first, err = nextCounter(tx, keyNextIno, rootIno+1)
-		if err != nil {
-			return err
-		}
-		return raiseCounter(tx, keyNextIno, first+size)
+		first, err = takeFromCounter(tx, keyNextIno, rootIno+1, size)
+		return err
 	})
 	if err != nil {
 		return

@@ -211,15 +211,20 @@ func deleteInode(tx kv.Txn, ino uint64) error {
 }
 
 func nextCounter(tx kv.Txn, key []byte, first uint64) (uint64, error) {
+	return takeFromCounter(tx, key, first, 1)
+}
+
+// takeFromCounter takes n numbers from the counter at key (first, if it
+// has none yet) and returns the first of them.
+func takeFromCounter(tx kv.Txn, key []byte, first, n uint64) (uint64, error) {
 	b, err := tx.Get(key)
 	if err != nil {
 		return 0, err
 	}
-	n := first
 	if len(b) == 8 {
-		n = binary.BigEndian.Uint64(b)
+		first = binary.BigEndian.Uint64(b)
 	}
-	return n, tx.Put(key, binary.BigEndian.AppendUint64(nil, n+1))
+	return first, tx.Put(key, binary.BigEndian.AppendUint64(nil, first+n))
 }
 
 // splitPath validates and cleans a path into its components ("" and "/"
