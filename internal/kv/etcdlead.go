@@ -65,7 +65,7 @@ func (e *Etcd) Lead(ctx context.Context, ttl time.Duration, self ProcessRecord) 
 			return nil, err
 		}
 		m = concurrency.NewMutex(s, e.root+"lead/")
-		err = m.Lock(ctx)
+		err = lockWhileAlive(ctx, s, m)
 		if err == nil {
 			break
 		}
@@ -152,6 +152,27 @@ func (e *Etcd) LeadUntil() time.Time {
 		return time.Time{}
 	}
 	return l.until()
+}
+
+// lockWhileAlive waits for m as Lock does, but gives up with
+// ErrSessionExpired as soon as s ends: a standby whose lease ran out while
+// it waited (its record gone with it) queues again on a new session at
+// once, rather than when the lock is next released.
+func lockWhileAlive(ctx context.Context, s *concurrency.Session, m *concurrency.Mutex) error {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.Done():
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	err := m.Lock(lctx)
+	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
+		return concurrency.ErrSessionExpired
+	}
+	return err
 }
 
 // Resign gives up the lead (if this process still holds it) and forgets
