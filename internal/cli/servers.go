@@ -158,6 +158,7 @@ func (e *env) mdsCmd() *cobra.Command {
 	f.StringVar(&cfg.DefaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2)")
 	f.DurationVar(&cfg.OSDDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
 	addHealFlags(f, &cfg, &repairRate, &scrubRate)
+	f.Float64Var(&cfg.MkdirSwitch, "mkdir-switch", 0.25, "probability that a new directory gets a slot of its own, not its parent's (how far a tree spreads over active MDS processes)")
 	f.StringVar(&minFree, "min-free", "256MiB", "free space the metadata store's disk keeps: below it, new files and directories are refused (ENOSPC) and removals go on")
 	f.StringVar(&balanceSlack, "balance-slack", "1GiB", "difference in stored bytes between the fullest and emptiest OSD left alone by rebalancing")
 	meta.register(f)

@@ -76,6 +76,7 @@ func (e *Bolt) View(ctx context.Context, fn func(Reader) error) error {
 }
 
 func (e *Bolt) Update(ctx context.Context, fn func(Txn) error) error {
+	fn = fenced(ctx, fn)
 	return Retry(ctx, func() error { return e.run(fn) })
 }
 

@@ -469,9 +469,16 @@ func (t *etcdTxn) commit() error {
 	if lead != nil {
 		budget-- // room for the lock's compare
 	}
+	exp, expecting := expectationOf(t.ctx)
+	if expecting {
+		budget--
+	}
 	guard := t.guard(budget)
 	if lead != nil {
 		guard = append(guard, lead.mutex.IsOwner())
+	}
+	if expecting {
+		guard = append(guard, clientv3.Compare(clientv3.Value(t.e.prefix+string(exp.key)), "=", string(exp.value)))
 	}
 	t.e.stats.commits.Add(1)
 	resp, err := t.e.cli.Txn(ctx).If(guard...).Then(ops...).Commit()
@@ -482,11 +489,19 @@ func (t *etcdTxn) commit() error {
 		return etcdErr(err)
 	case !resp.Succeeded && lead != nil && !lead.holds(ctx):
 		return ErrNotLeader
+	case !resp.Succeeded && expecting && !t.expected(ctx, exp):
+		return ErrFenced
 	case !resp.Succeeded:
 		t.e.stats.conflicts.Add(1)
 		return ErrConflict
 	}
 	return nil
+}
+
+// expected reports whether exp still holds (an unreadable key: no).
+func (t *etcdTxn) expected(ctx context.Context, exp expectation) bool {
+	resp, err := t.e.cli.Get(ctx, t.e.prefix+string(exp.key))
+	return err == nil && len(resp.Kvs) == 1 && bytes.Equal(resp.Kvs[0].Value, exp.value)
 }
 
 // EtcdStats counts an engine's requests to etcd since it opened.

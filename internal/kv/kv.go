@@ -6,6 +6,7 @@
 package kv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,48 @@ const (
 	firstBackoff   = 500 * time.Microsecond
 	maxBackoff     = 20 * time.Millisecond
 )
+
+// ErrFenced is returned by Update when the expectation its context
+// carries (WithExpect) no longer held at commit: nothing was written.
+var ErrFenced = errors.New("kv: fenced: the state this change was decided under has changed")
+
+type expectCtxKey struct{}
+
+type expectation struct{ key, value []byte }
+
+// WithExpect makes Updates run with ctx commit only while key holds
+// value (not empty); otherwise they fail with ErrFenced and write
+// nothing. An MDS process fences its changes this way by the routing
+// table it served them under, without reading the table in each
+// transaction (on etcd a compare, not a read).
+func WithExpect(ctx context.Context, key, value []byte) context.Context {
+	return context.WithValue(ctx, expectCtxKey{}, expectation{key: key, value: value})
+}
+
+func expectationOf(ctx context.Context) (expectation, bool) {
+	e, ok := ctx.Value(expectCtxKey{}).(expectation)
+	return e, ok && len(e.value) > 0
+}
+
+// fenced is fn checking ctx's expectation first, in its own transaction:
+// how engines whose transactions read consistently (the embedded ones)
+// fence.
+func fenced(ctx context.Context, fn func(Txn) error) func(Txn) error {
+	exp, ok := expectationOf(ctx)
+	if !ok {
+		return fn
+	}
+	return func(tx Txn) error {
+		v, err := tx.Get(exp.key)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(v, exp.value) {
+			return ErrFenced
+		}
+		return fn(tx)
+	}
+}
 
 // Reader reads inside a transaction.
 type Reader interface {

@@ -138,6 +138,50 @@ func testEngine(t *testing.T, open func(string) (Engine, error)) {
 		}
 		return nil
 	})
+	testExpect(t, e)
+}
+
+// testExpect: an Update fenced by WithExpect commits while the key holds
+// the value, with and without reading first, and is refused with
+// ErrFenced, writing nothing, once it does not.
+func testExpect(t *testing.T, e Engine) {
+	ctx := context.Background()
+	put := func(ctx context.Context, k, v string, read bool) error {
+		return e.Update(ctx, func(tx Txn) error {
+			if read {
+				if _, err := tx.Get([]byte(k)); err != nil {
+					return err
+				}
+			}
+			return tx.Put([]byte(k), []byte(v))
+		})
+	}
+	if err := put(ctx, "fence", "epoch-1", false); err != nil {
+		t.Fatal(err)
+	}
+	at1 := WithExpect(ctx, []byte("fence"), []byte("epoch-1"))
+	for _, read := range []bool{false, true} {
+		if err := put(at1, "fenced/a", fmt.Sprint("read=", read), read); err != nil {
+			t.Fatalf("fenced by what holds (read first %v): %v", read, err)
+		}
+	}
+	if err := put(ctx, "fence", "epoch-2", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, read := range []bool{false, true} {
+		if err := put(at1, "fenced/b", "x", read); !errors.Is(err, ErrFenced) {
+			t.Fatalf("fenced by a changed key (read first %v): %v, want ErrFenced", read, err)
+		}
+	}
+	_ = e.View(ctx, func(r Reader) error {
+		if v, _ := r.Get([]byte("fenced/b")); v != nil {
+			t.Error("a fenced-off write is visible")
+		}
+		if v, _ := r.Get([]byte("fenced/a")); string(v) != "read=true" {
+			t.Errorf("fenced/a = %q", v)
+		}
+		return nil
+	})
 }
 
 func TestRetry(t *testing.T) {

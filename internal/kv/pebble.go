@@ -91,6 +91,7 @@ func (e *Pebble) Update(ctx context.Context, fn func(Txn) error) error {
 		return err
 	}
 	defer e.leave()
+	fn = fenced(ctx, fn)
 	return Retry(ctx, func() error { return e.run(fn) })
 }
 

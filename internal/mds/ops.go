@@ -39,15 +39,20 @@ func (s *Server) stat(ctx context.Context, req mdsproto.PathReq) (mdsproto.StatR
 	return out, nil
 }
 
-// newInode makes an inode with a number from this process's range
-// (inorange.go), or, with the range drained, from the counter.
-func (s *Server) newInode(tx kv.Txn, typ string, mode uint32) (*inodeRec, error) {
-	ino, ok := s.inos.take()
+// newInode makes an inode in slot (slots.go) with a number from this
+// process's range (inorange.go), or, with the range drained, from the
+// counter.
+func (s *Server) newInode(tx kv.Txn, typ string, mode uint32, slot uint32) (*inodeRec, error) {
+	n, ok := s.inos.take()
 	if !ok {
 		var err error
-		if ino, err = nextCounter(tx, keyNextIno, rootIno+1); err != nil {
+		if n, err = nextCounter(tx, keyNextIno, rootIno+1); err != nil {
 			return nil, err
 		}
+	}
+	ino, err := inoInSlot(n, slot)
+	if err != nil {
+		return nil, err
 	}
 	now := s.cfg.Now().UnixNano()
 	return &inodeRec{Inode: mdsproto.Inode{Ino: ino, Type: typ, Mode: mode & 0o7777, Nlink: 1, MtimeNs: now, CtimeNs: now, AtimeNs: now}}, nil
@@ -115,7 +120,7 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 			if err := who.need(cur, permW|permX, req.Path); err != nil {
 				return err
 			}
-			d, err := s.newInode(tx, mdsproto.TypeDir, req.Mode)
+			d, err := s.newInode(tx, mdsproto.TypeDir, req.Mode, newDirSlot(cur.Ino, name, s.cfg.MkdirSwitch, s.draw()))
 			if err != nil {
 				return err
 			}
@@ -136,6 +141,13 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 		return mdsproto.Inode{}, err
 	}
 	return out.Inode, nil
+}
+
+// draw is a number in [0, 1) from the process's seeded randomness.
+func (s *Server) draw() float64 {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return s.rng.Float64()
 }
 
 func (s *Server) place(spec layout.Spec, sizeHint int64) (layout.Layout, error) {
@@ -198,7 +210,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		if err != nil {
 			return err
 		}
-		if rec, err = s.newInode(tx, mdsproto.TypeFile, req.Mode); err != nil {
+		if rec, err = s.newInode(tx, mdsproto.TypeFile, req.Mode, slotOf(dir.Ino)); err != nil {
 			return err
 		}
 		rec.Uid, rec.Gid = who.owner(req.Uid, req.Gid)

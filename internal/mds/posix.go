@@ -87,7 +87,7 @@ func (s *Server) makeEntry(ctx context.Context, dirIno uint64, name, typ string,
 		if err != nil {
 			return err
 		}
-		rec, err := s.newInode(tx, typ, mode)
+		rec, err := s.newInode(tx, typ, mode, slotOf(dir.Ino))
 		if err != nil {
 			return err
 		}

@@ -57,6 +57,10 @@ type Config struct {
 	Log            *slog.Logger
 	Now            func() time.Time
 	Seed           uint64 // placement randomness; 0 picks one
+	// MkdirSwitch is the probability that a new directory goes to a slot
+	// of its own rather than its parent's (slots.go): with several
+	// active MDS processes, how far a tree spreads over them. 0: never.
+	MkdirSwitch float64
 	// RepairRateBytes and ScrubRateBytes bound each healer's write rate
 	// (rebuild, catch-up, drain) and read rate (scrub), in bytes per second.
 	RepairRateBytes int64
@@ -261,6 +265,9 @@ func fillDefaults(cfg *Config) error {
 	}
 	if cfg.OSDOutAfter == 0 {
 		cfg.OSDOutAfter = 10 * time.Minute
+	}
+	if !(cfg.MkdirSwitch >= 0 && cfg.MkdirSwitch <= 1) {
+		return fmt.Errorf("mds: mkdir switching probability %v is not in [0, 1]", cfg.MkdirSwitch)
 	}
 	if cfg.OSDOutAfter < cfg.OSDDownAfter {
 		return fmt.Errorf("mds: out-after %v is shorter than down-after %v", cfg.OSDOutAfter, cfg.OSDDownAfter)
