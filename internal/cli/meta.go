@@ -112,6 +112,7 @@ func (m *metaFlags) lead(ctx context.Context, cfg *mds.Config, eng *kv.Etcd) (<-
 	cfg.Engine = keepOpen{eng} // the server closes its engine; this one outlives it (standing by again)
 	cfg.TakeoverGrace = takeoverClockMargin
 	cfg.LeadUntil = eng.LeadUntil
+	cfg.Name = m.self.Name
 	cfg.MetaStatus = func(ctx context.Context) mdsproto.MetaStatus { return etcdStatus(ctx, eng) }
 	return lost, nil
 }

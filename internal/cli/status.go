@@ -61,6 +61,13 @@ func printMeta(tw *tabwriter.Writer, m mdsproto.MetaStatus) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Name, orDash(p.Addr), p.Role, p.Pid, p.Host)
 	}
 	fmt.Fprintln(tw)
+	if r := m.Routing; r != nil {
+		fmt.Fprintf(tw, "ROUTING (epoch %d)\tADDRESS\tSLOTS\n", r.Epoch)
+		for _, s := range r.Servers {
+			fmt.Fprintf(tw, "%s\t%s\t%d of %d\n", s.Name, orDash(s.Addr), s.Slots, len(r.Owners))
+		}
+		fmt.Fprintln(tw)
+	}
 }
 
 func orDash(s string) string {

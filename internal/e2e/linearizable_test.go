@@ -278,7 +278,22 @@ type upStatus struct {
 			Leader bool   `json:"leader"`
 			Error  string `json:"error"`
 		} `json:"members"`
+		Routing struct {
+			Epoch   uint64 `json:"epoch"`
+			Servers []struct {
+				Name  string `json:"name"`
+				Slots int    `json:"slots"`
+			} `json:"servers"`
+			Owners []int `json:"owners"`
+		} `json:"routing"`
 	} `json:"meta"`
+}
+
+// routedTo reports whether the routing table sends all 256 slots to the
+// process name.
+func (s upStatus) routedTo(name string) bool {
+	r := s.Meta.Routing
+	return len(r.Servers) == 1 && r.Servers[0].Name == name && r.Servers[0].Slots == 256 && len(r.Owners) == 256
 }
 
 func (s upStatus) active() (name string, pid int, n int) {
@@ -319,7 +334,7 @@ func failover(t *testing.T, pause bool) {
 	}
 	st := status()
 	oldName, oldPid, actives := st.active()
-	if len(st.Meta.MDS) != 3 || actives != 1 || len(st.Meta.Members) != 3 {
+	if len(st.Meta.MDS) != 3 || actives != 1 || len(st.Meta.Members) != 3 || !st.routedTo(oldName) {
 		t.Fatalf("status of braid up --mds-count 3: %+v", st.Meta)
 	}
 	e.must("mkdir", linDir)
@@ -403,10 +418,12 @@ func failover(t *testing.T, pause bool) {
 				unreachable++
 			}
 		}
+		// The new active took every slot, in a new epoch of the table.
+		routed := after.routedTo(newName) && after.Meta.Routing.Epoch > st.Meta.Routing.Epoch
 		if pause { // the paused process stands by again, its etcd member with it
-			return len(after.Meta.MDS) == 3 && actives == 1 && newName != oldName && unreachable == 0
+			return len(after.Meta.MDS) == 3 && actives == 1 && newName != oldName && unreachable == 0 && routed
 		}
-		return len(after.Meta.MDS) == 2 && actives == 1 && newName != oldName && unreachable == 1
+		return len(after.Meta.MDS) == 2 && actives == 1 && newName != oldName && unreachable == 1 && routed
 	}, func() string { return fmt.Sprintf("status after the failover of %s: %+v", oldName, after.Meta) })
 	if pause {
 		return

@@ -162,6 +162,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	out.Repair = s.repairProgress(h, now)
 	_, _, _, out.Repair.Balancing = s.balanceTarget(h.views)
 	out.Meta = s.metaStatus(ctx)
+	out.Meta.Routing = s.routing()
 	for _, m := range out.Meta.Members {
 		if m.Error != "" {
 			out.Problems = append(out.Problems, fmt.Sprintf("etcd member %s (%s): %s", m.Name, m.Endpoint, m.Error))

@@ -57,6 +57,10 @@ type Config struct {
 	Log            *slog.Logger
 	Now            func() time.Time
 	Seed           uint64 // placement randomness; 0 picks one
+	// Name names this process in the routing table (routing.go): unique
+	// among the MDS processes sharing the engine, and the same across
+	// its restarts. "": "mds".
+	Name string
 	// MkdirSwitch is the probability that a new directory goes to a slot
 	// of its own rather than its parent's (slots.go): with several
 	// active MDS processes, how far a tree spreads over them. 0: never.
@@ -126,6 +130,7 @@ type Server struct {
 	rng   *mrand.Rand
 
 	inos   inoAlloc // this process's range of inode numbers
+	routes routes   // the routing table this process serves by (routing.go)
 	heal   *healState
 	labels labelQueue
 	leases leaseTable
@@ -224,11 +229,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ln = tls.NewListener(ln, cfg.Credential.ServerTLS())
 	}
 	s.ln = ln
+	if _, err := s.planAndStoreRoutes(ctx); err != nil {
+		ln.Close()
+		eng.Close()
+		return nil, fmt.Errorf("routing table: %w", err)
+	}
 	ctx, s.stop = context.WithCancel(ctx)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.Limits{MaxInflightPerConn: 256, MaxInflightBytes: 64 << 20})
 	s.wsrv.Identify(wire.RoleMDS, 0)
 	s.labels.in = map[uint64]bool{}
-	s.wg.Add(6)
+	s.wg.Add(7)
+	go func() { defer s.wg.Done(); s.routeLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.labelLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.resolveLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.balanceLoop(ctx) }()
@@ -265,6 +276,9 @@ func fillDefaults(cfg *Config) error {
 	}
 	if cfg.OSDOutAfter == 0 {
 		cfg.OSDOutAfter = 10 * time.Minute
+	}
+	if cfg.Name == "" {
+		cfg.Name = "mds"
 	}
 	if !(cfg.MkdirSwitch >= 0 && cfg.MkdirSwitch <= 1) {
 		return fmt.Errorf("mds: mkdir switching probability %v is not in [0, 1]", cfg.MkdirSwitch)
@@ -391,10 +405,13 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	if err != nil {
 		return wire.Response{}, err
 	}
-	ctx, err = s.onceBegin(ctx, r)
+	ctx, err = s.onceBegin(s.fenceByRoutes(ctx), r)
 	var out any
 	if err == nil {
 		out, err = s.dispatch(ctx, r)
+	}
+	if errors.Is(err, kv.ErrFenced) {
+		err = wire.Errorf(wire.ErrMoved, "the routing table changed while the request was served: ask again")
 	}
 	if done := (*errOnceDone)(nil); errors.As(err, &done) {
 		out, err = s.onceAnswer(ctx, r, done.rec)

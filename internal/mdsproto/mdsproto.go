@@ -442,6 +442,24 @@ type MetaStatus struct {
 	// Requests counts the active MDS's requests to etcd since it
 	// started (bench divides them by operations).
 	Requests EngineRequests `json:"requests"`
+	// Routing is the table of which MDS process serves each slot (the
+	// low 8 bits of an inode number), as the answering process holds it.
+	Routing *Routing `json:"routing,omitempty"`
+}
+
+// Routing maps slots to the MDS processes serving them.
+type Routing struct {
+	Epoch   uint64        `json:"epoch"` // raised by every change
+	Servers []RouteServer `json:"servers"`
+	// Owners has one entry per slot: the index in Servers of its server.
+	Owners []uint16 `json:"owners"`
+}
+
+// RouteServer is one MDS process of the routing table.
+type RouteServer struct {
+	Name  string `json:"name"`
+	Addr  string `json:"addr"`
+	Slots int    `json:"slots"` // how many slots it serves
 }
 
 // EngineRequests counts requests to the engine.

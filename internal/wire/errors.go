@@ -35,6 +35,7 @@ const (
 	ErrOverflow    Code = 21 // the answer does not fit one frame (EOVERFLOW)
 	ErrProtocol    Code = 22 // the peers share no protocol version, or the server is not what the client wanted
 	ErrNotLeader   Code = 23 // this server does not serve now (an MDS that lost its lead): ask another; nothing was done
+	ErrMoved       Code = 24 // this MDS does not serve that inode's slot now (the routing table changed): ask by the current table; nothing was done
 )
 
 var codeNames = map[Code]string{
@@ -46,6 +47,7 @@ var codeNames = map[Code]string{
 	ErrNameTooLong: "name too long", ErrBusy: "busy, retry later", ErrNoData: "no such attribute",
 	ErrPerm: "operation not permitted", ErrTooBig: "file too large", ErrLost: "component object lost",
 	ErrOverflow: "reply too large", ErrProtocol: "protocol mismatch", ErrNotLeader: "not the serving MDS",
+	ErrMoved: "served by another MDS",
 }
 
 func (c Code) Error() string {
