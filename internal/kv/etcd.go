@@ -82,7 +82,9 @@ type Etcd struct {
 
 	mu     sync.Mutex
 	closed bool
-	lead   *leadership // set by Lead: every commit is guarded by holding it
+	lead   *leadership // set by Lead: every commit is guarded by holding it (joined: AsLeader's)
+	member *leadership // set by Join: this process's session as one of several actives
+	multi  bool        // Join was called: the lead guards only AsLeader commits
 	led    bool        // Lead succeeded once: from then on, no commit without the lead
 
 	stats struct{ reads, commits, conflicts atomic.Int64 }
@@ -462,6 +464,16 @@ func (t *etcdTxn) commit() error {
 	lead, led := t.e.leadState()
 	if lead == nil && led {
 		return ErrNotLeader // resigned, not leading again yet
+	}
+	if t.e.joined() {
+		// One of several actives: the lead guards only the leader's own
+		// duties.
+		switch {
+		case !isAsLeader(t.ctx):
+			lead = nil
+		case lead == nil:
+			return ErrNotLeader
+		}
 	}
 	ctx, cancel := t.call()
 	defer cancel()

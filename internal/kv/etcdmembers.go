@@ -23,6 +23,7 @@ import (
 const (
 	RoleActive  = "active"
 	RoleStandby = "standby"
+	RoleLeader  = "leader" // of several actives, the one holding the lead
 )
 
 // ProcessRecord is what an MDS process says of itself.
@@ -32,6 +33,9 @@ type ProcessRecord struct {
 	Pid       int    `json:"pid"`
 	Host      string `json:"host"`
 	StartedNs int64  `json:"started_ns"`
+	// Joined: one of several active processes (Join), serving its slots
+	// whether or not it holds the lead.
+	Joined bool `json:"joined,omitempty"`
 }
 
 // ProcessStatus is a ProcessRecord with the role it holds now.
@@ -84,7 +88,12 @@ func (e *Etcd) putRecord(ctx context.Context, rec ProcessRecord, lease clientv3.
 func (e *Etcd) Announce(ctx context.Context, rec ProcessRecord) error {
 	l := e.leader()
 	if l == nil {
-		return fmt.Errorf("etcd: announce before leading")
+		e.mu.Lock()
+		l = e.member
+		e.mu.Unlock()
+	}
+	if l == nil {
+		return fmt.Errorf("etcd: announce before leading or joining")
 	}
 	return e.putRecord(ctx, rec, l.session.Lease())
 }
@@ -114,18 +123,20 @@ func (e *Etcd) Processes(ctx context.Context) ([]ProcessStatus, error) {
 		if len(kv.Value) > maxProcessRecordBytes || json.Unmarshal(kv.Value, &p.ProcessRecord) != nil {
 			continue
 		}
-		p.Role = RoleStandby
-		if active != 0 && kv.Lease == active {
+		leads := active != 0 && kv.Lease == active
+		switch {
+		case p.Joined && leads:
+			p.Role = RoleLeader
+		case p.Joined || leads:
 			p.Role = RoleActive
+		default:
+			p.Role = RoleStandby
 		}
 		out = append(out, p)
 	}
 	slices.SortStableFunc(out, func(a, b ProcessStatus) int {
-		if (a.Role == RoleActive) != (b.Role == RoleActive) {
-			if a.Role == RoleActive {
-				return -1
-			}
-			return 1
+		if ra, rb := roleOrder(a.Role), roleOrder(b.Role); ra != rb {
+			return ra - rb
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
@@ -176,4 +187,15 @@ func (e *Etcd) Members(ctx context.Context) []MemberStatus {
 		out = append(out, m)
 	}
 	return out
+}
+
+// roleOrder sorts processes: the leader, actives, standbys.
+func roleOrder(role string) int {
+	switch role {
+	case RoleLeader:
+		return 0
+	case RoleActive:
+		return 1
+	}
+	return 2
 }
