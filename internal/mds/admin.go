@@ -337,6 +337,9 @@ func (s *Server) gcLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if !s.leading() {
+			continue // the leader's duty
+		}
 		next, err := s.gcPass(ctx, cursor)
 		if err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("object deletion pass", "err", err)

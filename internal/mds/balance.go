@@ -70,7 +70,9 @@ func componentBytes(rec *inodeRec, l layout.Layout, c int) int64 {
 func (s *Server) balanceLoop(ctx context.Context) {
 	for {
 		began := time.Now()
-		if err := s.refreshBalance(ctx); err != nil && ctx.Err() == nil {
+		if !s.leading() {
+			// another process leads: nothing to estimate here
+		} else if err := s.refreshBalance(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("balance estimate", "err", err)
 		}
 		wait := max(s.cfg.BalanceEvery, balanceDutyFactor*time.Since(began))

@@ -356,8 +356,8 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 		inos = append(inos, ino)
 		return nil
 	})
-	if err != nil || req.Session == 0 {
-		return out, err
+	if err != nil || req.Session == 0 || s.multi() {
+		return out, err // with several active processes nothing is granted yet (multi.go)
 	}
 	if err := s.markCacheHeld(ctx); err != nil {
 		return out, nil // answered, not granted

@@ -214,3 +214,47 @@ func (m *clusterMap) forget(id uint32) {
 	defer m.mu.Unlock()
 	delete(m.osds, id)
 }
+
+// publish is the map as the leader publishes it (multi.go), by id.
+func (m *clusterMap) publish(now time.Time) []osdPub {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]osdPub, 0, len(m.osds))
+	for _, st := range m.osds {
+		p := osdPub{osdRec: st.osdRec, Capacity: st.hb.CapacityBytes, Used: st.hb.UsedBytes, Free: st.hb.FreeBytes, Pid: st.hb.Pid}
+		if !st.lastSeen.IsZero() {
+			p.Heard, p.SilentNs = true, max(int64(now.Sub(st.lastSeen)), 0)
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// adopt makes the map the leader's, read with a request sent at sent: an
+// OSD the leader had heard from counts as heard its silence before that.
+func (m *clusterMap) adopt(pubs []osdPub, sent time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := make(map[uint32]bool, len(pubs))
+	for _, p := range pubs {
+		seen[p.ID] = true
+		st := m.osds[p.ID]
+		if st == nil {
+			st = &osdState{}
+			m.osds[p.ID] = st
+		}
+		st.osdRec = p.osdRec
+		if p.Heard {
+			if at := sent.Add(-time.Duration(p.SilentNs)); at.After(st.lastSeen) {
+				st.lastSeen = at
+			}
+			st.hb.CapacityBytes, st.hb.UsedBytes, st.hb.FreeBytes, st.hb.Pid = p.Capacity, p.Used, p.Free, p.Pid
+		}
+	}
+	for id := range m.osds {
+		if !seen[id] {
+			delete(m.osds, id)
+		}
+	}
+}

@@ -19,6 +19,9 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 		// Others mark only as a writer of the file, for writes of their
 		// own that missed; what a reader finds is verified by a scrub
 		// first, so no one can make a file unreadable by saying so.
+		if err := s.needOwner(req.Ino); err != nil {
+			return mdsproto.Inode{}, err // the writer's lease is there
+		}
 		if req.Lost || !s.leases.writes(req.Ino, req.Writer, s.cfg.Now()) {
 			s.queueScrub([]uint64{req.Ino})
 			return mdsproto.Inode{}, wire.Errorf(wire.ErrDenied, "only a writer of inode %d marks its components dirty; a scrub of it is queued", req.Ino)

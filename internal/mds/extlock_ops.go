@@ -114,6 +114,9 @@ func (s *Server) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdspro
 	if err := validExtent(req); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
+	if err := s.needOwner(req.Ino); err != nil {
+		return mdsproto.ExtentGrant{}, err
+	}
 	if err := s.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
@@ -214,6 +217,9 @@ func (s *Server) extentRelease(ctx context.Context, req mdsproto.ExtentReq) (str
 	if err := validExtent(req); err != nil {
 		return struct{}{}, err
 	}
+	if err := s.needOwner(req.Ino); err != nil {
+		return struct{}{}, err
+	}
 	s.extents.release(req.Ino, req.Handle, span{req.Lo, req.Hi}, req.Seq, req.End, req.SizeGen)
 	return struct{}{}, nil
 }
@@ -252,6 +258,9 @@ const maxReclaimSpans = 4096
 func (s *Server) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq) (mdsproto.ExtentGrant, error) {
 	if req.Handle == 0 || req.Session == 0 || len(req.Spans) == 0 || len(req.Spans) > maxReclaimSpans || req.End < 0 {
 		return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrInvalid, "reclaim of %d ranges", len(req.Spans))
+	}
+	if err := s.needOwner(req.Ino); err != nil {
+		return mdsproto.ExtentGrant{}, err
 	}
 	if err := s.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
 		return mdsproto.ExtentGrant{}, err

@@ -50,6 +50,9 @@ func intentKey(ino, txid uint64) []byte {
 }
 
 func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
+	if err := s.needOwner(req.Ino); err != nil {
+		return struct{}{}, err // the writer's lease is there
+	}
 	now := s.cfg.Now()
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		rec, err := getInode(tx, req.Ino)
@@ -146,6 +149,9 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	if req.Handle == 0 {
 		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrInvalid, "no handle")
 	}
+	if err := s.needOwner(req.Ino); err != nil {
+		return mdsproto.RenewResp{}, err
+	}
 	now := s.cfg.Now()
 	var noteErr error
 	if req.Release && len(req.Uncommitted) > 0 && s.leases.writes(req.Ino, req.Handle, now) {
@@ -238,8 +244,13 @@ func (s *Server) resolveLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := s.resolvePass(ctx); err != nil && ctx.Err() == nil {
-			s.cfg.Log.Warn("intent resolution", "err", err)
+		if s.leading() {
+			if err := s.resolvePass(kv.AsLeader(ctx)); err != nil && ctx.Err() == nil {
+				s.cfg.Log.Warn("intent resolution", "err", err)
+			}
+			if err := s.takeWantedScrubs(ctx); s.multi() && err != nil && ctx.Err() == nil {
+				s.cfg.Log.Warn("scrubs wanted by other MDS processes", "err", err)
+			}
 		}
 		if err := s.expireWriters(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("writer lease expiry", "err", err)
@@ -252,6 +263,9 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		}
 		if err := s.expireCaches(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("metadata cache mark", "err", err)
+		}
+		if !s.leading() {
+			continue // keys are the leader's to retire
 		}
 		if err := s.retireKeys(); err != nil {
 			s.cfg.Log.Warn("capability key retirement", "err", err)
@@ -428,8 +442,8 @@ func (s *Server) osdCallData(ctx context.Context, id uint32, op uint16, req osdp
 // client died) for a scrub.
 func (s *Server) expireWriters(ctx context.Context) error {
 	if inos := s.leases.expireWriters(s.cfg.Now()); len(inos) > 0 {
-		s.queueScrub(inos)
 		s.queueLabel(inos...) // a writer that never committed left objects unlabelled
+		return s.wantScrub(ctx, inos)
 	}
 	return nil
 }

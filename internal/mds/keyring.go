@@ -68,25 +68,38 @@ func loadKeyRing(ringBytes []byte, clusterKey capability.Key, store func([]byte)
 	if ringBytes == nil {
 		return kr, nil
 	}
+	if err := kr.adopt(ringBytes); err != nil {
+		return nil, err
+	}
+	return kr, nil
+}
+
+// adopt makes the ring the one ringBytes holds: at the start, and, for
+// an MDS process that does not lead, as the leader rotates keys.
+func (kr *keyRing) adopt(ringBytes []byte) error {
 	var f keyFile
 	if err := json.Unmarshal(ringBytes, &f); err != nil || f.V != 1 {
-		return nil, fmt.Errorf("%s: not a key ring this MDS reads", capKeysFile)
+		return fmt.Errorf("%s: not a key ring this MDS reads", capKeysFile)
 	}
 	keys := map[uint8]capability.Key{}
+	retire := map[uint8]int64{}
 	for _, k := range f.Keys {
 		raw, err := hex.DecodeString(k.Key)
 		if err != nil {
-			return nil, fmt.Errorf("%s: key %d: %w", capKeysFile, k.ID, err)
+			return fmt.Errorf("%s: key %d: %w", capKeysFile, k.ID, err)
 		}
 		keys[k.ID] = raw
 		if k.RetireNs != 0 {
-			kr.retire[k.ID] = k.RetireNs
+			retire[k.ID] = k.RetireNs
 		}
 	}
+	kr.mu.Lock()
+	defer kr.mu.Unlock()
 	if !kr.ring.Set(keys, f.Current) {
-		return nil, fmt.Errorf("%s: the current key %d is not in the ring, or a key is malformed", capKeysFile, f.Current)
+		return fmt.Errorf("%s: the current key %d is not in the ring, or a key is malformed", capKeysFile, f.Current)
 	}
-	return kr, nil
+	kr.retire = retire
+	return nil
 }
 
 // keyCapRing is where MDS processes sharing an engine keep the ring,
@@ -110,12 +123,15 @@ func (s *Server) loadRing(ctx context.Context) ([]byte, func([]byte) error, erro
 	if s.cfg.LeadUntil == nil {
 		return fromFile, toFile, nil
 	}
-	toEngine := func(b []byte) error {
-		ctx, cancel := context.WithTimeout(context.Background(), osdCallTimeout)
+	put := func(ctx context.Context, b []byte) error {
+		ctx, cancel := context.WithTimeout(ctx, osdCallTimeout)
 		defer cancel()
 		sealed := sealWith(s.keyWrap, b, keyCapRing)
 		return s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyCapRing, sealed) })
 	}
+	// Rotation is the leader's (with several active processes, the
+	// others adopt what it stores: ring.go's adoptRing).
+	toEngine := func(b []byte) error { return put(kv.AsLeader(context.Background()), b) }
 	var sealed []byte
 	if err := s.kv.View(ctx, func(r kv.Reader) error {
 		var err error
@@ -126,7 +142,7 @@ func (s *Server) loadRing(ctx context.Context) ([]byte, func([]byte) error, erro
 	}
 	if sealed == nil {
 		if fromFile != nil {
-			if err := toEngine(fromFile); err != nil {
+			if err := put(ctx, fromFile); err != nil {
 				return nil, nil, err
 			}
 		}

@@ -171,6 +171,13 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		if err != nil {
 			return err
 		}
+		if req.Handle != 0 {
+			// The handle's lease (and lock) are kept by the owner of the
+			// new file's slot, its directory's.
+			if err := s.needOwner(dir.Ino); err != nil {
+				return err
+			}
+		}
 		if err := who.need(dir, permW|permX, req.Path); err != nil {
 			return err
 		}
@@ -353,6 +360,11 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 	case rec.Type != mdsproto.TypeFile || rec.Layout == nil:
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrInvalid, "%s is a %s, which holds no data", req.Path, rec.Type)
 	}
+	if req.Handle != 0 {
+		if err := s.needOwner(rec.Ino); err != nil {
+			return mdsproto.OpenResp{}, err
+		}
+	}
 	if req.Write && rec.Repair.active(s.cfg.Now()) {
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", rec.Ino)
 	}
@@ -384,6 +396,9 @@ func (s *Server) updateInode(ctx context.Context, ino uint64, fn func(kv.Txn, *i
 func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.Inode, error) {
 	if req.Size < 0 {
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "negative size")
+	}
+	if err := s.needOwner(req.Ino); err != nil {
+		return mdsproto.Inode{}, err
 	}
 	defer s.queueLabel(req.Ino)
 	var caughtUp []uint32

@@ -139,9 +139,12 @@ func (l *leaseTable) writers() int64 {
 
 // leased reports whether any handle holds a lease on ino. Right after an
 // MDS start it assumes so: leases were in the old process's memory and
-// come back with their next renewal.
+// come back with their next renewal. So it does for a file of a slot it
+// does not serve (its owner keeps the leases, and reaps the orphan) or
+// took over lately (multi.go).
 func (s *Server) leased(ino uint64, now time.Time) bool {
-	return now.Sub(s.cluster.started) < s.cfg.WriterLease || s.leases.held(ino, now)
+	return now.Sub(s.cluster.started) < s.cfg.WriterLease || s.leases.held(ino, now) ||
+		s.multi() && (!s.owns(ino) || s.inGainGrace(now))
 }
 
 // orphan keeps a file whose last name is gone while it is open.

@@ -89,7 +89,7 @@ func (s *Server) labelLoop(ctx context.Context) {
 		s.labels.busy = len(batch)
 		s.labels.mu.Unlock()
 		for _, ino := range batch {
-			if s.leading() { // else dropped, as a crash drops the queue: labels are written again when the file changes
+			if s.serving() { // else dropped, as a crash drops the queue: labels are written again when the file changes
 				s.labelFile(ctx, ino)
 			}
 		}

@@ -41,9 +41,27 @@ func (s *Server) selfRoute() routeServer {
 	return routeServer{Name: s.cfg.Name, Addr: s.Addr()}
 }
 
-// aliveRoutes are the processes the table is to name: this one. (With
-// several active processes, the leader's list of the processes alive.)
-func (s *Server) aliveRoutes() []routeServer { return []routeServer{s.selfRoute()} }
+// aliveRoutes are the processes the table is to name: this one, or with
+// several active processes, those the engine lists.
+func (s *Server) aliveRoutes(ctx context.Context) ([]routeServer, error) {
+	if !s.multi() || s.cfg.Actives == nil {
+		return []routeServer{s.selfRoute()}, nil
+	}
+	actives, err := s.cfg.Actives(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]routeServer, 0, len(actives))
+	for _, a := range actives {
+		if a.Name == s.cfg.Name {
+			a.Addr = s.Addr()
+		}
+		if a.Name != "" && a.Addr != "" { // one not listening yet gets slots once it is
+			out = append(out, routeServer{Name: a.Name, Addr: a.Addr})
+		}
+	}
+	return out, nil
+}
 
 // readRoutes reads the table and its epoch in r (nil table: none yet).
 func readRoutes(r kv.Reader) (*routeTable, []byte, error) {
@@ -68,14 +86,21 @@ func readRoutes(r kv.Reader) (*routeTable, []byte, error) {
 // planAndStoreRoutes makes the table name the processes alive, if it
 // does not already: the leader's part. It returns the table as stored.
 func (s *Server) planAndStoreRoutes(ctx context.Context) (*routeView, error) {
+	alive, err := s.aliveRoutes(ctx)
+	if err != nil {
+		return nil, err
+	}
 	sent := time.Now()
 	var view routeView
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+	err = s.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error {
 		old, epoch, err := readRoutes(tx)
 		if err != nil {
 			return err
 		}
-		next, changed := planRoutes(old, s.aliveRoutes())
+		next, changed := planRoutes(old, alive)
+		if next == nil {
+			return wire.Errorf(wire.ErrUnavail, "no MDS process to route to")
+		}
 		view = routeView{table: next, epoch: epoch, readAt: sent}
 		if !changed {
 			return nil
@@ -89,14 +114,45 @@ func (s *Server) planAndStoreRoutes(ctx context.Context) (*routeView, error) {
 	if err != nil {
 		return nil, err
 	}
-	if old := s.routes.load(); old == nil || old.table.Epoch != view.table.Epoch {
-		s.cfg.Log.Info("routing table", "epoch", view.table.Epoch, "servers", len(view.table.Servers), "slots_here", view.table.slotsOf()[s.cfg.Name])
-	}
-	s.routes.view.Store(&view)
+	s.serveRoutes(&view)
 	return &view, nil
 }
 
-// routeLoop keeps the table current while the process serves.
+// startRoutes sets the table up at the start: the only active process
+// plans it; one of several adopts the leader's (which names it once it
+// is listed, within a refresh or two), and serves no file until then.
+func (s *Server) startRoutes(ctx context.Context) error {
+	if !s.multi() {
+		_, err := s.planAndStoreRoutes(ctx)
+		return err
+	}
+	if err := s.adoptShared(ctx); err != nil {
+		s.cfg.Log.Info("no routing table to serve by yet", "err", err)
+	}
+	return nil
+}
+
+// serveRoutes makes v the table this process serves by, and starts the
+// waits for slots it gained (multi.go).
+func (s *Server) serveRoutes(v *routeView) {
+	old := s.routes.view.Swap(v)
+	if old != nil && old.table.Epoch == v.table.Epoch {
+		return
+	}
+	var was *routeTable
+	if old != nil {
+		was = old.table
+	}
+	gained, lost := slotChanges(was, v.table, s.cfg.Name)
+	s.cfg.Log.Info("routing table", "epoch", v.table.Epoch, "servers", len(v.table.Servers), "slots_here", v.table.slotsOf()[s.cfg.Name], "gained", len(gained), "lost", len(lost))
+	if s.multi() && len(gained) > 0 {
+		s.gained(s.cfg.Now())
+	}
+}
+
+// routeLoop keeps the table current while the process serves: the
+// leader plans it (and publishes the OSD map); with several active
+// processes the others adopt what it keeps.
 func (s *Server) routeLoop(ctx context.Context) {
 	t := time.NewTicker(routeRefresh)
 	defer t.Stop()
@@ -106,11 +162,20 @@ func (s *Server) routeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !s.leading() {
+		if !s.serving() {
 			continue
 		}
-		if _, err := s.planAndStoreRoutes(ctx); err != nil && ctx.Err() == nil {
-			s.cfg.Log.Warn("routing table not planned", "err", err)
+		var err error
+		switch {
+		case s.leading():
+			if _, err = s.planAndStoreRoutes(ctx); err == nil && s.multi() {
+				err = s.publishOSDMap(ctx)
+			}
+		case s.multi():
+			err = s.adoptShared(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("routing table, OSD map or key ring not current", "err", err)
 		}
 	}
 }

@@ -98,6 +98,14 @@ type Config struct {
 	// requests taken earlier end within a lock lease of the takeover.
 	// Nil: one MDS, leading for ever.
 	LeadUntil func() time.Time
+	// ServeUntil, with several active MDS processes (multi.go), is the
+	// time until which this one surely holds its own session in the
+	// engine (kv.Etcd.ServeUntil): it serves until then, and LeadUntil
+	// says whether it also leads. Nil: one active process.
+	ServeUntil func() time.Time
+	// Actives lists the active MDS processes, for the leader to plan the
+	// routing table by (with ServeUntil).
+	Actives func(ctx context.Context) ([]mdsproto.RouteServer, error)
 	// Healers are the repair workers this MDS runs in-process; negative
 	// runs none (repair then waits for an external healer).
 	Healers int
@@ -131,6 +139,10 @@ type Server struct {
 
 	inos   inoAlloc // this process's range of inode numbers
 	routes routes   // the routing table this process serves by (routing.go)
+	// gainedAt is when this process last took over slots (multi.go), in
+	// unix nanoseconds; osdMap what it last published of the OSD map.
+	gainedAt atomic.Int64
+	osdMap   osdMapState
 	heal   *healState
 	labels labelQueue
 	leases leaseTable
@@ -229,7 +241,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ln = tls.NewListener(ln, cfg.Credential.ServerTLS())
 	}
 	s.ln = ln
-	if _, err := s.planAndStoreRoutes(ctx); err != nil {
+	if err := s.startRoutes(ctx); err != nil {
 		ln.Close()
 		eng.Close()
 		return nil, fmt.Errorf("routing table: %w", err)
@@ -242,10 +254,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.routeLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.labelLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.resolveLoop(ctx) }()
-	go func() { defer s.wg.Done(); s.balanceLoop(ctx) }()
+	go func() { defer s.wg.Done(); s.balanceLoop(kv.AsLeader(ctx)) }()
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
-	go func() { defer s.wg.Done(); s.gcLoop(ctx) }()
-	go func() { defer s.wg.Done(); s.scrubLoop(ctx) }()
+	go func() { defer s.wg.Done(); s.gcLoop(kv.AsLeader(ctx)) }()
+	go func() { defer s.wg.Done(); s.scrubLoop(kv.AsLeader(ctx)) }()
 	if cfg.RunHealer != nil && cfg.Healers > 0 {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); cfg.RunHealer(ctx, cfg.Log, s.Addr(), cfg.Healers) }()
@@ -392,12 +404,15 @@ func (s *Server) Close() {
 
 // handle decodes a request, runs its op and encodes the answer.
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
-	if !s.leading() {
+	if !s.serving() {
 		return wire.Response{}, wire.Errorf(wire.ErrNotLeader, "this MDS may no longer lead the metadata service (etcd unreachable?): ask another")
 	}
 	ctx, err := s.authenticate(ctx)
 	if err == nil {
 		err = s.authorize(ctx, r.Op)
+	}
+	if err == nil {
+		ctx, err = s.admit(ctx, r.Op)
 	}
 	if err == nil {
 		ctx, err = s.actAs(ctx, r.Meta)

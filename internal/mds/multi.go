@@ -1,0 +1,258 @@
+package mds
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Several active MDS processes (Config.ServeUntil; kv.Etcd.Join), as
+// Slice's directory servers. Each serves while it holds its own session,
+// and every request that acts on a file's in-memory state (its handles'
+// leases, its extent locks, its writers' marks and commits, its staged
+// writes) only for the files of the slots the routing table gives it:
+// others are answered ErrMoved. Namespace operations that need none of
+// that state (lookups, listings, mkdir, renames, removes) any process
+// serves, the engine's transactions keeping them atomic. One process, the
+// one holding the lead, also does what is the cluster's alone: it takes
+// the OSDs' heartbeats and publishes the OSD map (keyOSDMap) the others
+// adopt, plans the routing table, rotates capability keys (the others
+// adopt the ring), and deletes, resolves, repairs, scrubs and balances.
+//
+// What a process does not know about a slot it gains (the previous
+// owner's leases and extent locks, in its memory) it waits out, as a
+// restarted MDS does: new extent locks only after a lock lease (clients
+// reclaim theirs meanwhile), and no orphan of the slot reaped for a
+// writer lease. A process that removes another slot's file's last name
+// keeps the file as an orphan, for its owner, which knows whether it is
+// open, to reap. Metadata caching grants nothing yet here: a grant would
+// need its recall by whichever process changes the inode (the cover
+// protocol, still to come), so clients look up every time.
+
+// multi reports whether several MDS processes may be active.
+func (s *Server) multi() bool { return s.cfg.ServeUntil != nil }
+
+// serving reports whether this process may answer requests now.
+func (s *Server) serving() bool {
+	if s.multi() {
+		return time.Now().Before(s.cfg.ServeUntil())
+	}
+	return s.leading()
+}
+
+// leaderOps are what only the leader serves when several are active:
+// they rest on its memory (the OSDs' heartbeats, the repair queues,
+// status of both) or change what is the cluster's (OSDs, keys).
+var leaderOps = map[uint16]bool{
+	mdsproto.OpHeartbeat: true, mdsproto.OpOSDDrain: true, mdsproto.OpOSDRemove: true,
+	mdsproto.OpRecover: true, mdsproto.OpKeyRotate: true, mdsproto.OpRepairClaim: true,
+	mdsproto.OpRepairDone: true, mdsproto.OpScrub: true, mdsproto.OpStatus: true,
+}
+
+// admit refuses op here if only the leader serves it and this process
+// does not lead, and otherwise marks the leader's commits as such.
+func (s *Server) admit(ctx context.Context, op uint16) (context.Context, error) {
+	if !s.multi() || !leaderOps[op] {
+		return ctx, nil
+	}
+	if !s.leading() {
+		return ctx, wire.Errorf(wire.ErrNotLeader, "this MDS does not lead the metadata service: ask another")
+	}
+	return kv.AsLeader(ctx), nil
+}
+
+// routeStale is how old the routing table a process serves files by may
+// be: past it (etcd unreachable) it serves none, as the table may have
+// moved their slots.
+const routeStale = 3 * time.Second
+
+// owns reports whether this process serves ino's slot now.
+func (s *Server) owns(ino uint64) bool {
+	if !s.multi() {
+		return true
+	}
+	v := s.routes.load()
+	return v != nil && time.Since(v.readAt) < routeStale && v.table.owner(slotOf(ino)).Name == s.cfg.Name
+}
+
+// needOwner is nil if this process serves ino's file state, else the
+// ErrMoved that sends the client to the table.
+func (s *Server) needOwner(ino uint64) error {
+	if s.owns(ino) {
+		return nil
+	}
+	if v := s.routes.load(); v != nil {
+		o := v.table.owner(slotOf(ino))
+		return wire.Errorf(wire.ErrMoved, "inode %d (slot %d) is served by %s at %s (routing table epoch %d)", ino, slotOf(ino), o.Name, o.Addr, v.table.Epoch)
+	}
+	return wire.Errorf(wire.ErrMoved, "no routing table here yet")
+}
+
+// gained starts the waits for slots this process took over (see above).
+func (s *Server) gained(now time.Time) {
+	s.extents.grace(now, s.cfg.TakeoverGrace+routeStale)
+	s.gainedAt.Store(now.UnixNano())
+}
+
+// inGainGrace reports whether leases of slots gained lately may still be
+// unknown here.
+func (s *Server) inGainGrace(now time.Time) bool {
+	at := s.gainedAt.Load()
+	return at != 0 && now.Sub(time.Unix(0, at)) < s.cfg.WriterLease
+}
+
+// keyScrubWanted holds a file a process that does not lead wants
+// scrubbed (its writer died): 'q' + ino, no value. The leader queues and
+// deletes them.
+func scrubWantedKey(ino uint64) []byte { return be64('q', ino) }
+
+// wantScrub has the leader scrub inos: at once if this process leads,
+// else through the engine.
+func (s *Server) wantScrub(ctx context.Context, inos []uint64) error {
+	if !s.multi() || s.leading() {
+		s.queueScrub(inos)
+		return nil
+	}
+	return s.kv.Update(ctx, func(tx kv.Txn) error {
+		for _, ino := range inos {
+			if err := tx.Put(scrubWantedKey(ino), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// takeWantedScrubs queues what others asked the leader to scrub.
+func (s *Server) takeWantedScrubs(ctx context.Context) error {
+	var inos []uint64
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		return r.Scan([]byte{'q'}, []byte{'r'}, func(k, _ []byte) bool {
+			if len(k) == 9 {
+				inos = append(inos, binary.BigEndian.Uint64(k[1:]))
+			}
+			return len(inos) < resolveBatch
+		})
+	})
+	if err != nil || len(inos) == 0 {
+		return err
+	}
+	s.queueScrub(inos)
+	return s.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error {
+		for _, ino := range inos {
+			if err := tx.Delete(scrubWantedKey(ino)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// The OSD map others adopt: keyOSDMap, a record the leader writes when an
+// OSD's identity or state changes, and every osdMapEvery besides (free
+// space, and to show it is alive). An OSD's liveness travels as how long
+// it had been silent when the leader wrote, never as a time of the
+// leader's clock: a process adopting it counts that silence back from
+// when it sent its read.
+var keyOSDMap = []byte("s/osdmap")
+
+const osdMapEvery = 2 * time.Second
+
+type osdMapRec struct {
+	V    int      `json:"v"` // 1
+	OSDs []osdPub `json:"osds"`
+}
+
+type osdPub struct {
+	osdRec
+	Heard    bool  `json:"heard"`     // the leader has heard from it
+	SilentNs int64 `json:"silent_ns"` // since, when the leader wrote
+	Capacity int64 `json:"capacity"`
+	Used     int64 `json:"used"`
+	Free     int64 `json:"free"`
+	Pid      int   `json:"pid"`
+}
+
+// osdMapState is what the leader last published.
+type osdMapState struct {
+	last   atomic.Pointer[osdMapRec]
+	lastAt atomic.Int64
+}
+
+// publishOSDMap writes the OSD map if it changed, or osdMapEvery passed.
+func (s *Server) publishOSDMap(ctx context.Context) error {
+	now := s.cfg.Now()
+	rec := &osdMapRec{V: 1, OSDs: s.cluster.publish(now)}
+	if last := s.osdMap.last.Load(); last != nil && sameOSDMap(last, rec) && now.Sub(time.Unix(0, s.osdMap.lastAt.Load())) < osdMapEvery {
+		return nil
+	}
+	if err := s.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error { return putRecord(tx, keyOSDMap, rec) }); err != nil {
+		return err
+	}
+	s.osdMap.last.Store(rec)
+	s.osdMap.lastAt.Store(now.UnixNano())
+	return nil
+}
+
+// sameOSDMap compares maps but for silences and space.
+func sameOSDMap(a, b *osdMapRec) bool {
+	if len(a.OSDs) != len(b.OSDs) {
+		return false
+	}
+	for i := range a.OSDs {
+		x, y := a.OSDs[i], b.OSDs[i]
+		if x.osdRec != y.osdRec || x.Heard != y.Heard {
+			return false
+		}
+	}
+	return true
+}
+
+// adoptShared reads what the leader keeps for all (the routing table,
+// the OSD map and the capability key ring) and serves by it.
+func (s *Server) adoptShared(ctx context.Context) error {
+	sent := time.Now()
+	var (
+		table       *routeTable
+		epoch       []byte
+		osdMap      osdMapRec
+		haveMap     bool
+		sealedRing  []byte
+		errNoRoutes = errors.New("no routing table in the engine yet")
+	)
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		var err error
+		if table, epoch, err = readRoutes(r); err != nil {
+			return err
+		}
+		if table == nil {
+			return errNoRoutes
+		}
+		if haveMap, err = getRecord(r, keyOSDMap, &osdMap); err != nil {
+			return err
+		}
+		sealedRing, err = r.Get(keyCapRing)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.serveRoutes(&routeView{table: table, epoch: epoch, readAt: sent})
+	if haveMap {
+		s.cluster.adopt(osdMap.OSDs, sent)
+	}
+	if sealedRing != nil {
+		b, err := openWith(s.keyWrap, sealedRing, keyCapRing)
+		if err != nil {
+			return err
+		}
+		return s.keys.adopt(b)
+	}
+	return nil
+}
