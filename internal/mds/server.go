@@ -143,9 +143,9 @@ type Server struct {
 	// unix nanoseconds; osdMap what it last published of the OSD map.
 	gainedAt atomic.Int64
 	osdMap   osdMapState
-	heal   *healState
-	labels labelQueue
-	leases leaseTable
+	heal     *healState
+	labels   labelQueue
+	leases   leaseTable
 
 	extents     *extentTable
 	incarnation uint64      // names this process to clients holding its extent locks
