@@ -113,9 +113,15 @@ type Client struct {
 	encoders map[[2]int]reedsolomon.Encoder
 
 	locks *lockSession // extent locks of the handles writing (lock.go)
+	// lockSessions are the lock sessions with each of several active MDS
+	// processes, by address (lockSessionFor).
+	lockSessMu   sync.Mutex
+	lockSessions map[string]*lockSession
 
 	cacheMu sync.Mutex
 	mdc     *mdCache // names and attributes kept coherent by the MDS (mdcache.go); nil: none
+
+	routes routeState // which MDS process serves which files, with several active (route.go)
 }
 
 // Dial connects to the MDS at addr.
@@ -147,6 +153,9 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 // for up to IOTimeout, as requests on a connected client do.
 func (c *Client) dialFirst(ctx context.Context) error {
 	_, err := c.mdsConn(ctx)
+	if err == nil && len(c.mdsAddrs) > 1 {
+		c.refreshRoutes(ctx)
+	}
 	if err == nil || len(c.mdsAddrs) == 1 || c.opts.IOTimeout <= 0 || errors.Is(err, wire.ErrProtocol) {
 		return err
 	}
@@ -163,6 +172,9 @@ func (c *Client) dialFirst(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, time.Second)
 		if _, err = c.mdsConn(ctx); err == nil || errors.Is(err, wire.ErrProtocol) {
+			if err == nil {
+				c.refreshRoutes(ctx)
+			}
 			return err
 		}
 	}
@@ -341,13 +353,25 @@ func (c *Client) mdsMetaOn(ctx context.Context, pool *wire.Pool, op uint16, req 
 	backoff := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		var conn *wire.Client
-		var at int
-		if conn, at, err = c.mdsConnAt(ctx, pool); err == nil {
-			if meta, _, err = conn.Call(ctx, op, body, nil, nil); err == nil || !isConnError(err) && !c.notServing(err, at) {
+		at := -1
+		routedTo := c.routeAddr(ctx, req)
+		if routedTo != "" {
+			conn, err = c.dialMDS(ctx, pool, routedTo)
+		} else {
+			conn, at, err = c.mdsConnAt(ctx, pool)
+		}
+		if err == nil {
+			meta, _, err = conn.Call(ctx, op, body, nil, nil)
+			if err == nil {
+				break
+			}
+			if rerouted := c.rerouted(ctx, err, routedTo, req); !rerouted && !isConnError(err) && (routedTo != "" || !c.notServing(err, at)) {
 				break
 			}
 		} else if errors.Is(err, wire.ErrPoolClosed) || errors.Is(err, wire.ErrProtocol) || errors.Is(err, wire.ErrDenied) {
 			break // the client is closed, or the server will not speak with it: no retry helps
+		} else if routedTo != "" {
+			c.refreshRoutes(ctx) // the owner is gone: its slots will move
 		}
 		if attempt == 0 {
 			continue // a pooled connection the MDS closed: retry at once

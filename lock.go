@@ -31,8 +31,9 @@ const maxLockTries = 64
 // request at the MDS renews every lock the client's handles hold and
 // brings back recalls.
 type lockSession struct {
-	c  *Client
-	id uint64
+	c    *Client
+	id   uint64
+	addr string // the MDS process it is with ("" : whichever serves)
 
 	mu         sync.Mutex
 	files      map[uint64]*File // handles that hold (or held) locks, by handle
@@ -104,7 +105,7 @@ func (f *File) awaitLocks() {
 	holds := len(f.locks.held) > 0
 	f.locks.mu.Unlock()
 	if holds && f.write {
-		f.c.locks.awaitValid(f.c.life, f.c.opts.IOTimeout)
+		f.lockSession().awaitValid(f.c.life, f.c.opts.IOTimeout)
 	}
 }
 
@@ -142,6 +143,9 @@ func (s *lockSession) file(handle uint64) (*File, bool) {
 // run keeps a LockWait at the MDS while any handle holds locks.
 func (s *lockSession) run() {
 	ctx := s.c.life
+	if s.addr != "" {
+		ctx = toMDS(ctx, s.addr)
+	}
 	lease := defaultLockLease
 	idleSince := time.Now()
 	for ctx.Err() == nil {
@@ -241,6 +245,7 @@ func (s *lockSession) recall(r mdsproto.Recall) {
 // fileLocks is a handle's extent locks (guarded by mu).
 type fileLocks struct {
 	mu        sync.Mutex
+	sess      atomic.Pointer[lockSession] // the session they are held in (nil: none yet)
 	cond      *sync.Cond
 	held      []stripeSpan // sorted, disjoint
 	seq       uint64       // the newest grant taken into held
@@ -308,11 +313,13 @@ func (f *File) initLocks() { f.locks.cond = sync.NewCond(&f.locks.mu) }
 // for), sent at sent, with the size it hands over and the dirty marks it
 // names; it reports false for a grant from a process since replaced.
 func (f *File) takeGrant(g *mdsproto.ExtentGrant, sent time.Time) bool {
-	if !f.c.locks.meet(f.c.life, g.Incarnation, g.SessionEpoch) { // before: the grant is not among what is reclaimed or lost
+	ls := f.c.lockSessionFor(f.layoutIno())
+	f.useLockSession(ls)
+	if !ls.meet(f.c.life, g.Incarnation, g.SessionEpoch) { // before: the grant is not among what is reclaimed or lost
 		return false
 	}
-	f.c.locks.extend(sent, time.Duration(g.LeaseNs))
-	f.c.locks.join(f)
+	ls.extend(sent, time.Duration(g.LeaseNs))
+	ls.join(f)
 	// Marks other writers made are read around from now on: a component
 	// that missed one of their writes must not be read for a
 	// read-modify-write (seed 50 of the simulation, with a disk failing
@@ -391,7 +398,7 @@ func (f *File) lockStripes(ctx context.Context, lo, hi int64) (func(), error) {
 		// not forgotten: the answer's session epoch says whether the MDS
 		// kept the locks (then buffered stripes stand) or dropped them
 		// (then loseLocks fails what was buffered under them).
-		if covers(l.held, lo, hi) && f.c.locks.valid(time.Now()) {
+		if covers(l.held, lo, hi) && f.lockSession().valid(time.Now()) {
 			l.using++
 			l.mu.Unlock()
 			return f.unpinLocks, nil
@@ -439,7 +446,7 @@ func (f *File) stripeHeld(fs int64) error {
 	l := &f.locks
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if covers(l.held, fs, fs+1) && f.c.locks.valid(time.Now()) {
+	if covers(l.held, fs, fs+1) && f.lockSession().valid(time.Now()) {
 		return nil
 	}
 	if l.lost != nil {
@@ -556,7 +563,7 @@ func (f *File) loseLocks(why error) {
 // releaseLocks gives back every lock the handle holds (its lease is
 // left to run out, which would otherwise keep them).
 func (f *File) releaseLocks(ctx context.Context) {
-	f.c.locks.leave(f)
+	f.lockSession().leave(f)
 	f.locks.mu.Lock()
 	had, seq := len(f.locks.held) > 0, f.locks.seq
 	f.locks.held = nil
@@ -581,4 +588,52 @@ func (s *lockSession) sessionEpoch() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.epoch
+}
+
+// lockSessionFor is the session that holds locks on ino: with several
+// active MDS processes, one per process (its owner's), all under the
+// client's one session id; else the client's one session, which follows
+// whichever MDS serves.
+func (c *Client) lockSessionFor(ino uint64) *lockSession {
+	addr := c.ownerOf(ino)
+	if addr == "" {
+		return c.locks
+	}
+	c.lockSessMu.Lock()
+	defer c.lockSessMu.Unlock()
+	if c.lockSessions == nil {
+		c.lockSessions = map[string]*lockSession{}
+	}
+	s := c.lockSessions[addr]
+	if s == nil {
+		s = newLockSession(c)
+		s.id, s.addr = c.locks.id, addr
+		c.lockSessions[addr] = s
+	}
+	return s
+}
+
+// lockSession is the session the handle's locks are held in.
+func (f *File) lockSession() *lockSession {
+	if s := f.locks.sess.Load(); s != nil {
+		return s
+	}
+	return f.c.locks
+}
+
+// useLockSession makes ls the session of the handle's locks. Locks held
+// in another (the file's slot moved to another MDS process, which knows
+// nothing of them) are lost.
+func (f *File) useLockSession(ls *lockSession) {
+	old := f.locks.sess.Swap(ls)
+	f.locks.mu.Lock()
+	had := len(f.locks.held) > 0
+	f.locks.mu.Unlock()
+	if old == nil || old == ls {
+		return
+	}
+	old.leave(f)
+	if had {
+		f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process", f.path))
+	}
 }

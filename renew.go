@@ -110,7 +110,20 @@ func (r *leaseRenewer) send(ctx context.Context, due []mdsproto.LeaseRef) {
 	// A missed renewal costs at most a scrub (a writer's lease running
 	// out) or an early delete of an unlinked file's objects held by a
 	// reader; the next round tries again.
-	_ = r.c.mds(ctx, mdsproto.OpRenewBatch, mdsproto.RenewBatchReq{Leases: due}, nil)
+	// With several active MDS processes, each renews the leases of its
+	// own slots' files.
+	byOwner := map[string][]mdsproto.LeaseRef{}
+	for _, l := range due {
+		owner := r.c.ownerOf(l.Ino)
+		byOwner[owner] = append(byOwner[owner], l)
+	}
+	for owner, refs := range byOwner {
+		octx := ctx
+		if owner != "" {
+			octx = toMDS(ctx, owner)
+		}
+		_ = r.c.mds(octx, mdsproto.OpRenewBatch, mdsproto.RenewBatchReq{Leases: refs}, nil)
+	}
 	r.mu.Lock()
 	for _, l := range due {
 		delete(r.sending, l.Handle)

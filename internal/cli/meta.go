@@ -30,6 +30,7 @@ type metaFlags struct {
 	name      string
 	clientURL string
 	lease     time.Duration
+	allActive bool
 
 	eng  *kv.Etcd         // set by engine, with etcd
 	self kv.ProcessRecord // this process, as etcd records it
@@ -41,6 +42,7 @@ func (m *metaFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&m.name, "meta-name", "", "with --meta-peers: this member's name")
 	f.StringVar(&m.clientURL, "meta-client-url", "https://127.0.0.1:2379", "with --meta-peers: where this member serves etcd clients (its MDS)")
 	f.DurationVar(&m.lease, "meta-lease", 5*time.Second, "with etcd: how long the active MDS may be silent before a standby takes over")
+	f.BoolVar(&m.allActive, "all-active", false, "with etcd: every MDS process serves, each the files of its share of the slots (Slice's routing), and one leads the cluster-wide duties; without it one serves and the others stand by")
 }
 
 // takeoverClockMargin is added to the grace a standby taking over gives
@@ -85,6 +87,10 @@ func (m *metaFlags) open(ctx context.Context, cfg *mds.Config, keyFile string) (
 		eng.Close()
 		return nil, err
 	}
+	if err := eng.BindSetting(ctx, "all-active", fmt.Sprint(m.allActive)); err != nil {
+		eng.Close()
+		return nil, err
+	}
 	m.self = kv.SelfRecord(m.name, standbyAddr(cfg.Listen))
 	m.eng = eng
 	return eng, nil
@@ -115,6 +121,38 @@ func (m *metaFlags) lead(ctx context.Context, cfg *mds.Config, eng *kv.Etcd) (<-
 	cfg.Name = m.self.Name
 	cfg.MetaStatus = func(ctx context.Context) mdsproto.MetaStatus { return etcdStatus(ctx, eng) }
 	return lost, nil
+}
+
+// join makes this process one of several active ones on eng, and sets
+// cfg to serve so. The channel is closed when its session ends.
+func (m *metaFlags) join(ctx context.Context, cfg *mds.Config, eng *kv.Etcd) (<-chan struct{}, error) {
+	m.self.Addr = standbyAddr(cfg.Listen)
+	m.self.Joined = true
+	over, err := eng.Join(ctx, m.lease, m.self)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Log.Info("serving as one of several active MDS processes")
+	cfg.Engine = keepOpen{eng}
+	cfg.TakeoverGrace = takeoverClockMargin
+	cfg.LeadUntil = eng.LeadUntil
+	cfg.ServeUntil = eng.ServeUntil
+	cfg.Name = m.self.Name
+	cfg.Actives = func(ctx context.Context) ([]mdsproto.RouteServer, error) {
+		ps, err := eng.Processes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []mdsproto.RouteServer
+		for _, p := range ps {
+			if p.Joined {
+				out = append(out, mdsproto.RouteServer{Name: p.Name, Addr: p.Addr})
+			}
+		}
+		return out, nil
+	}
+	cfg.MetaStatus = func(ctx context.Context) mdsproto.MetaStatus { return etcdStatus(ctx, eng) }
+	return over, nil
 }
 
 // keepOpen is an engine whose Close leaves it open.

@@ -28,11 +28,19 @@ import (
 // until ctx ends. A failure before it first served is returned (a
 // configuration error, most likely); later ones (etcd busy after a
 // disruption, the lead lost while starting) are retried, backing off.
+// With --all-active it serves at once as one of several active processes
+// instead (kv.Etcd.Join), and joins again when its session ends.
 func leadAndServe(ctx context.Context, cfg mds.Config, meta *metaFlags, eng *kv.Etcd, addrFile string) error {
 	served := false
 	backoff := time.Second
 	for ctx.Err() == nil {
-		lost, err := meta.lead(ctx, &cfg, eng)
+		var lost <-chan struct{}
+		var err error
+		if meta.allActive {
+			lost, err = meta.join(ctx, &cfg, eng)
+		} else {
+			lost, err = meta.lead(ctx, &cfg, eng)
+		}
 		if err == nil {
 			served = true
 			err = serveMDS(ctx, cfg, meta, addrFile, lost)
@@ -42,6 +50,7 @@ func leadAndServe(ctx context.Context, cfg mds.Config, meta *metaFlags, eng *kv.
 			}
 		}
 		eng.Resign()
+		eng.Leave()
 		if ctx.Err() != nil {
 			break
 		}

@@ -41,6 +41,8 @@ type upOptions struct {
 	dataTLS       bool
 	mdsCount      int
 	mdsCountSet   bool
+	allActive     bool
+	allActiveSet  bool
 }
 
 func defaultDataDir() string {
@@ -58,6 +60,7 @@ func (e *env) upCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.mdsCountSet = cmd.Flags().Changed("mds-count")
+			o.allActiveSet = cmd.Flags().Changed("all-active")
 			return e.up(o)
 		},
 	}
@@ -65,6 +68,7 @@ func (e *env) upCmd() *cobra.Command {
 	f.StringVar(&o.dir, "dir", defaultDataDir(), "directory for the cluster's data")
 	f.IntVar(&o.osds, "osds", 6, "number of OSDs")
 	f.IntVar(&o.mdsCount, "mds-count", 1, "MDS processes: 1 keeps the metadata in an embedded store; 3, 5 or 7 run an etcd member in each, one active and the others standing by (fixed for the cluster's life)")
+	f.BoolVar(&o.allActive, "all-active", false, "every MDS process serves its share of the files (Slice's routing; 1 to 7 of them, each with an etcd member), one leading the cluster-wide duties (fixed for the cluster's life)")
 	f.StringVar(&o.defaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2; ec:2+1 below 6 OSDs, mirror:2 on 2)")
 	f.StringVar(&o.capacity, "capacity", "", "bytes each OSD may store, e.g. 10GiB")
 	f.DurationVar(&o.osdDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
@@ -113,7 +117,7 @@ func (e *env) up(o upOptions) error {
 	if err != nil {
 		return err
 	}
-	ms, err := mdsLayout(dir, o.mdsCount, o.mdsCountSet)
+	ms, allActive, err := mdsLayout(dir, o.mdsCount, o.mdsCountSet, o.allActive, o.allActiveSet)
 	if err != nil {
 		return err
 	}
@@ -131,6 +135,9 @@ func (e *env) up(o upOptions) error {
 	}
 	if o.defaultLayout != "" {
 		common = append(common, "--default-layout", o.defaultLayout)
+	}
+	if allActive {
+		common = append(common, "--all-active")
 	}
 	mdsKids, err := startMDSChildren(ctx, dir, ms, common)
 	if err != nil {
@@ -177,7 +184,7 @@ func (e *env) up(o upOptions) error {
 		return err
 	}
 	defer os.Remove(stateFile())
-	e.printEndpoints(mdsAddr, mdsKids, osds(), dir)
+	e.printEndpoints(mdsAddr, mdsKids, osds(), dir, allActive)
 	for _, extra := range []struct {
 		name, what string
 		args       []string
@@ -302,14 +309,14 @@ func writeUpState(mdsAddr string, osds []*child, dir, s3Addr, cred string) error
 	return writeFileAtomic(stateFile(), b)
 }
 
-func (e *env) printEndpoints(mdsAddr string, mdsKids, osds []*child, dir string) {
+func (e *env) printEndpoints(mdsAddr string, mdsKids, osds []*child, dir string, allActive bool) {
 	fmt.Fprintf(e.stdout, "braid cluster up (data in %s, logs in %s)\n", dir, filepath.Join(dir, "logs"))
 	addrs := strings.Split(mdsAddr, ",")
 	for i, c := range mdsKids {
 		role := ""
 		if len(mdsKids) > 1 {
 			role = "  (standby)"
-			if c.addr != "" {
+			if c.addr != "" || allActive {
 				role = "  (active)"
 			}
 		}

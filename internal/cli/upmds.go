@@ -7,7 +7,10 @@ package cli
 // and clients are given every MDS address up front: a standby does not
 // listen until it leads, so its port cannot be learnt from it.
 //
-//	DIR/mds.json  {"v":1,"mds":[{"name","dir","listen","client_url","peer_url"}, ...]}
+// With --all-active every one of them serves (Slice's routing), and any
+// count from 1 to 7 is allowed: one then runs on a one-member etcd.
+//
+//	DIR/mds.json  {"v":1,"mds":[{"name","dir","listen","client_url","peer_url"}, ...],"all_active":bool}
 
 import (
 	"context"
@@ -40,12 +43,17 @@ type upMDS struct {
 }
 
 type mdsTopology struct {
-	V   int     `json:"v"`
-	MDS []upMDS `json:"mds"`
+	V         int     `json:"v"`
+	MDS       []upMDS `json:"mds"`
+	AllActive bool    `json:"all_active,omitempty"`
 }
 
-// checkMDSCount refuses counts etcd's quorum makes no sense of.
-func checkMDSCount(n int) error {
+// checkMDSCount refuses counts etcd's quorum makes no sense of: with one
+// active and standbys, a standby is there to outlive a failure.
+func checkMDSCount(n int, allActive bool) error {
+	if allActive && n >= 1 && n <= maxMDSCount {
+		return nil
+	}
 	if n < 1 || n > maxMDSCount || n%2 == 0 {
 		return fmt.Errorf("--mds-count %d: want 1, 3, 5 or 7 (a quorum of N etcd members outlives (N-1)/2 failures; an even N outlives no more than N-1)", n)
 	}
@@ -58,37 +66,40 @@ func checkMDSCount(n int) error {
 // says whether --mds-count was given; a count that differs from the
 // cluster's is then refused, since moving a namespace between engines is
 // not something up does.
-func mdsLayout(dir string, count int, countSet bool) ([]upMDS, error) {
-	if err := checkMDSCount(count); err != nil {
-		return nil, err
+func mdsLayout(dir string, count int, countSet, allActive, allActiveSet bool) ([]upMDS, bool, error) {
+	if err := checkMDSCount(count, allActive); err != nil {
+		return nil, false, err
 	}
 	path := filepath.Join(dir, mdsTopologyFile)
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		var t mdsTopology
-		if err := json.Unmarshal(b, &t); err != nil || t.V != 1 || checkMDSCount(len(t.MDS)) != nil || len(t.MDS) < 2 {
-			return nil, fmt.Errorf("%s: not a braid up MDS topology (v1, 3..%d processes): %v", path, maxMDSCount, err)
+		if err := json.Unmarshal(b, &t); err != nil || t.V != 1 || checkMDSCount(len(t.MDS), t.AllActive) != nil || (len(t.MDS) < 2 && !t.AllActive) {
+			return nil, false, fmt.Errorf("%s: not a braid up MDS topology (v1, 3..%d processes): %v", path, maxMDSCount, err)
 		}
 		if countSet && count != len(t.MDS) {
-			return nil, fmt.Errorf("this cluster runs %d MDS processes (%s); --mds-count %d needs a new --dir", len(t.MDS), path, count)
+			return nil, false, fmt.Errorf("this cluster runs %d MDS processes (%s); --mds-count %d needs a new --dir", len(t.MDS), path, count)
 		}
-		return t.MDS, nil
+		if allActiveSet && allActive != t.AllActive {
+			return nil, false, fmt.Errorf("this cluster runs with --all-active=%v (%s); changing it needs a new --dir", t.AllActive, path)
+		}
+		return t.MDS, t.AllActive, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return nil, err
+		return nil, false, err
 	}
 	single := []upMDS{{Name: "mds", Dir: filepath.Join(dir, "mds"), Listen: "127.0.0.1:0"}}
-	if count == 1 {
-		return single, nil
+	if count == 1 && !allActive {
+		return single, false, nil
 	}
 	if _, err := os.Stat(single[0].Dir); err == nil {
-		return nil, fmt.Errorf("this cluster keeps its metadata in one MDS's embedded store (%s); --mds-count %d needs a new --dir", single[0].Dir, count)
+		return nil, false, fmt.Errorf("this cluster keeps its metadata in one MDS's embedded store (%s); --mds-count %d needs a new --dir", single[0].Dir, count)
 	}
 	ports, err := freePorts(3 * count)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	t := mdsTopology{V: 1}
+	t := mdsTopology{V: 1, AllActive: allActive}
 	for i := range count {
 		name := fmt.Sprintf("mds%d", i)
 		t.MDS = append(t.MDS, upMDS{Name: name, Dir: filepath.Join(dir, name),
@@ -97,10 +108,10 @@ func mdsLayout(dir string, count int, countSet bool) ([]upMDS, error) {
 			PeerURL:   fmt.Sprintf("https://127.0.0.1:%d", ports[3*i+2])})
 	}
 	if err := shareMDSKeys(t.MDS); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	b, _ = json.MarshalIndent(t, "", "  ")
-	return t.MDS, writeFileAtomic(path, b)
+	return t.MDS, allActive, writeFileAtomic(path, b)
 }
 
 // freePorts picks n distinct ports free on 127.0.0.1 now.
@@ -153,7 +164,7 @@ func shareMDSKeys(ms []upMDS) error {
 // the cluster shares.
 func mdsArgs(ms []upMDS, m upMDS) []string {
 	args := []string{"--dir", m.Dir, "--listen", m.Listen}
-	if len(ms) == 1 {
+	if embeddedStore(ms) {
 		return args
 	}
 	var peers []string
@@ -163,9 +174,13 @@ func mdsArgs(ms []upMDS, m upMDS) []string {
 	return append(args, "--meta-peers", strings.Join(peers, ","), "--meta-name", m.Name, "--meta-client-url", m.ClientURL)
 }
 
+// embeddedStore reports whether the cluster's one MDS keeps its metadata
+// in its own directory (no etcd).
+func embeddedStore(ms []upMDS) bool { return len(ms) == 1 && ms[0].PeerURL == "" }
+
 // mdsAddrs is the address list clients and OSDs are given.
 func mdsAddrs(ms []upMDS, children []*child) string {
-	if len(ms) == 1 {
+	if embeddedStore(ms) {
 		return children[0].addr
 	}
 	var out []string

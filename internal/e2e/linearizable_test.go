@@ -339,6 +339,14 @@ func failover(t *testing.T, pause bool) {
 	}
 	e.must("mkdir", linDir)
 
+	fault := func() {
+		if pause {
+			pauseActive(t, e, status, oldName, oldPid)
+		} else if err := syscall.Kill(oldPid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkLinearizableAcross(t, e, up, fault, fmt.Sprintf("%s the active MDS %s", map[bool]string{true: "paused", false: "killed"}[pause], oldName))
 	state, err := readUpState(e)
 	if err != nil {
 		t.Fatal(err)
@@ -349,64 +357,7 @@ func failover(t *testing.T, pause bool) {
 	}
 	opts := braid.DefaultOptions
 	opts.Credential = admin
-	opts.IOTimeout = 60 * time.Second // past the failover
 	ctx := context.Background()
-	h := &linHistory{start: time.Now(), kinds: map[string]int{}}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for id := range 4 {
-		cl, err := braid.DialOptions(ctx, state.MDS, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		wg.Add(1)
-		go func() { defer wg.Done(); linClient(ctx, cl, id, h, stop) }()
-	}
-	stopped := false
-	stopClients := func() {
-		if !stopped {
-			close(stop)
-			wg.Wait()
-			stopped = true
-		}
-	}
-	defer stopClients()
-	waitOps := func(n int, what string) {
-		testcluster.Eventually(t, 120*time.Second, func() bool { return h.len() >= n },
-			func() string { return fmt.Sprintf("%s: %d operations recorded, want %d\n%s", what, h.len(), n, up.out) })
-	}
-	waitOps(150, "before the fault")
-	faulted := time.Now()
-	atFault := h.now()
-	if pause {
-		pauseActive(t, e, status, oldName, oldPid)
-	} else if err := syscall.Kill(oldPid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitOps(h.len()+200, "after the fault")
-	stopClients()
-	definite := 0
-	for _, op := range h.ops {
-		if op.Call > atFault && op.Output.(linOut).Res != linUnknown {
-			definite++
-		}
-	}
-	t.Logf("%s the active MDS %s; %d operations in all, %d definite after it (%v later); outcomes %v; unknown: %q",
-		map[bool]string{true: "paused", false: "killed"}[pause], oldName, h.len(), definite, time.Since(faulted).Round(time.Second), h.kinds, h.odd)
-	if definite < 150 {
-		t.Fatalf("only %d operations with a definite outcome after the fault: the history says little", definite)
-	}
-
-	res, info := porcupine.CheckOperationsVerbose(linModel, h.ops, 2*time.Minute)
-	if res != porcupine.Ok {
-		vis := filepath.Join(os.TempDir(), fmt.Sprintf("braid-linearizability-%d.html", time.Now().UnixNano()))
-		if f, err := os.Create(vis); err == nil {
-			_ = porcupine.Visualize(linModel, info, f)
-			f.Close()
-		}
-		t.Fatalf("the history across the failover is %s (not linearizable); visualization in %s", res, vis)
-	}
 
 	var after upStatus
 	testcluster.Eventually(t, 30*time.Second, func() bool {
@@ -521,4 +472,77 @@ func readUpState(e cliEnv) (struct{ MDS, Cred string }, error) {
 		err = errors.Join(err, fmt.Errorf("state file names MDS %q, want three addresses", st.MDS))
 	}
 	return st, err
+}
+
+// checkLinearizableAcross runs four clients on the shared names of
+// linDir (which must exist) against the cluster up serves, applies fault
+// once 150 operations are recorded, goes on for 200 more, and checks
+// that the history is linearizable with at least 150 definite outcomes
+// after the fault.
+func checkLinearizableAcross(t *testing.T, e cliEnv, up *upProc, fault func(), what string) {
+	t.Helper()
+	state, err := readUpState(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := braid.LoadCredential(state.Cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := braid.DefaultOptions
+	opts.Credential = admin
+	opts.IOTimeout = 60 * time.Second // past the failover
+	ctx := context.Background()
+	h := &linHistory{start: time.Now(), kinds: map[string]int{}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for id := range 4 {
+		cl, err := braid.DialOptions(ctx, state.MDS, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		wg.Add(1)
+		go func() { defer wg.Done(); linClient(ctx, cl, id, h, stop) }()
+	}
+	stopped := false
+	stopClients := func() {
+		if !stopped {
+			close(stop)
+			wg.Wait()
+			stopped = true
+		}
+	}
+	defer stopClients()
+	waitOps := func(n int, what string) {
+		testcluster.Eventually(t, 120*time.Second, func() bool { return h.len() >= n },
+			func() string { return fmt.Sprintf("%s: %d operations recorded, want %d\n%s", what, h.len(), n, up.out) })
+	}
+	waitOps(150, "before the fault")
+	faulted := time.Now()
+	atFault := h.now()
+	fault()
+	waitOps(h.len()+200, "after the fault")
+	stopClients()
+	definite := 0
+	for _, op := range h.ops {
+		if op.Call > atFault && op.Output.(linOut).Res != linUnknown {
+			definite++
+		}
+	}
+	t.Logf("%s; %d operations in all, %d definite after it (%v later); outcomes %v; unknown: %q",
+		what, h.len(), definite, time.Since(faulted).Round(time.Second), h.kinds, h.odd)
+	if definite < 150 {
+		t.Fatalf("only %d operations with a definite outcome after the fault: the history says little", definite)
+	}
+
+	res, info := porcupine.CheckOperationsVerbose(linModel, h.ops, 2*time.Minute)
+	if res != porcupine.Ok {
+		vis := filepath.Join(os.TempDir(), fmt.Sprintf("braid-linearizability-%d.html", time.Now().UnixNano()))
+		if f, err := os.Create(vis); err == nil {
+			_ = porcupine.Visualize(linModel, info, f)
+			f.Close()
+		}
+		t.Fatalf("the history across the failover is %s (not linearizable); visualization in %s", res, vis)
+	}
 }

@@ -67,6 +67,7 @@ var opRules = map[uint16]opRule{
 	mdsproto.OpMknod:         {rUsers, "make special files"},
 	mdsproto.OpStat:          {rUsers, "stat"},
 	mdsproto.OpStatfs:        {rAll, "read file system statistics"},
+	mdsproto.OpRoute:         {rAll, "read the routing table"},
 	mdsproto.OpStatus:        {rAll, "read the cluster status"},
 	mdsproto.OpIntentBegin:   {rUsers, "begin partial-stripe writes"},
 	mdsproto.OpIntentCommit:  {rUsers, "commit partial-stripe writes"},

@@ -34,6 +34,9 @@ type coherentEngine struct {
 	kv.Engine
 	t   *cacheTable
 	now func() time.Time
+	// noGrants: nothing is granted (several active processes, multi.go),
+	// not even a change's requester what it changed.
+	noGrants bool
 }
 
 // Update runs fn; a transaction that writes cached inodes is rolled back,
@@ -59,7 +62,11 @@ func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) erro
 				return nil
 			}
 			if c == nil {
-				c = newChange(requesterOf(ctx))
+				requester := requesterOf(ctx)
+				if e.noGrants {
+					requester = 0
+				}
+				c = newChange(requester)
 			}
 			mustWait, inGrace = e.t.cover(e.now(), c, rt.touched)
 			if inGrace || mustWait {
@@ -279,7 +286,7 @@ func (s *Server) startCache(ctx context.Context) error {
 		s.cacheMarked.Store(true)
 		s.cache.grace(s.cfg.Now(), s.cfg.TakeoverGrace)
 	}
-	s.kv = &coherentEngine{Engine: s.kv, t: s.cache, now: s.cfg.Now}
+	s.kv = &coherentEngine{Engine: s.kv, t: s.cache, now: s.cfg.Now, noGrants: s.multi()}
 	return nil
 }
 

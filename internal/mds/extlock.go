@@ -401,6 +401,32 @@ func (t *extentTable) expireLocked(now time.Time, force bool) {
 			delete(t.sessions, id)
 		}
 	}
+	t.dropSessionsLocked(dead)
+}
+
+// dropInos ends every session holding a lock on an inode gone says is
+// no longer this process's (its slot moved): their clients, finding a
+// new session epoch, know their locks here lost, and the new owner,
+// past its grace, grants them to others.
+func (t *extentTable) dropInos(gone func(ino uint64) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	dead := map[uint64]bool{}
+	for ino, fl := range t.files {
+		if gone(ino) {
+			for _, l := range fl.locks {
+				dead[l.session] = true
+			}
+		}
+	}
+	for id := range dead {
+		delete(t.sessions, id)
+	}
+	t.dropSessionsLocked(dead)
+}
+
+// dropSessionsLocked removes the locks of the sessions dead.
+func (t *extentTable) dropSessionsLocked(dead map[uint64]bool) {
 	if len(dead) == 0 {
 		return
 	}

@@ -148,6 +148,13 @@ func (s *Server) serveRoutes(v *routeView) {
 	if s.multi() && len(gained) > 0 {
 		s.gained(s.cfg.Now())
 	}
+	if s.multi() && len(lost) > 0 {
+		gone := map[uint32]bool{}
+		for _, slot := range lost {
+			gone[slot] = true
+		}
+		s.extents.dropInos(func(ino uint64) bool { return gone[slotOf(ino)] })
+	}
 }
 
 // routeLoop keeps the table current while the process serves: the

@@ -438,7 +438,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	if err != nil {
 		return wire.Response{}, err
 	}
-	if slot, ok := ctx.Value(onceCtxKey{}).(*onceSlot); ok {
+	if slot, ok := ctx.Value(onceCtxKey{}).(*onceSlot); ok && !s.multi() { // several actives grant no caching yet (multi.go)
 		if self := slot.self.answer(); self != nil {
 			b = appendSelf(b, self)
 		}
@@ -562,6 +562,11 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.cacheLookup)
 	case mdsproto.OpKeyRotate:
 		return call(ctx, r.Meta, s.rotateKey)
+	case mdsproto.OpRoute:
+		if rt := s.routing(); rt != nil {
+			return rt, nil
+		}
+		return nil, wire.Errorf(wire.ErrMoved, "no routing table here yet")
 	}
 	return nil, wire.Errorf(wire.ErrUnknownOp, "mds op %d", r.Op)
 }

@@ -3,6 +3,8 @@ package mds
 import (
 	"fmt"
 	"hash/fnv"
+
+	"github.com/braidfs/braid/internal/mdsproto"
 )
 
 // Slots: the logical servers of Slice's directory service. Every inode
@@ -23,7 +25,7 @@ import (
 // a range becomes inode n<<slotBits | slot. A counter that gave plain
 // inode numbers before slots is above all of them, so n<<slotBits is too.
 const (
-	slotBits  = 8
+	slotBits  = mdsproto.SlotBits
 	slotCount = 1 << slotBits
 	slotMask  = slotCount - 1
 	// maxInoHigh bounds the counter: past it, n<<slotBits would wrap.

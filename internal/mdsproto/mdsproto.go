@@ -58,6 +58,10 @@ const (
 	OpCacheWait
 	OpCacheLookup
 	OpKeyRotate
+	// OpRoute answers the routing table (Routing) the MDS serves by:
+	// with several active processes, clients send a file's requests to
+	// its slot's owner.
+	OpRoute
 )
 
 // File types. FIFOs, sockets and device nodes are inodes only: the
