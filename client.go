@@ -114,7 +114,7 @@ type Client struct {
 
 	locks *lockSession // extent locks of the handles writing (lock.go)
 	// lockSessions are the lock sessions with each of several active MDS
-	// processes, by address (lockSessionFor).
+	// processes, by address (lockSessionAt).
 	lockSessMu   sync.Mutex
 	lockSessions map[string]*lockSession
 

@@ -313,7 +313,7 @@ func (f *File) initLocks() { f.locks.cond = sync.NewCond(&f.locks.mu) }
 // for), sent at sent, with the size it hands over and the dirty marks it
 // names; it reports false for a grant from a process since replaced.
 func (f *File) takeGrant(g *mdsproto.ExtentGrant, sent time.Time) bool {
-	ls := f.c.lockSessionFor(f.layoutIno())
+	ls := f.c.lockSessionAt(g.Server)
 	f.useLockSession(ls)
 	if !ls.meet(f.c.life, g.Incarnation, g.SessionEpoch) { // before: the grant is not among what is reclaimed or lost
 		return false
@@ -590,13 +590,12 @@ func (s *lockSession) sessionEpoch() uint64 {
 	return s.epoch
 }
 
-// lockSessionFor is the session that holds locks on ino: with several
-// active MDS processes, one per process (its owner's), all under the
-// client's one session id; else the client's one session, which follows
-// whichever MDS serves.
-func (c *Client) lockSessionFor(ino uint64) *lockSession {
-	addr := c.ownerOf(ino)
-	if addr == "" {
+// lockSessionAt is the session with the MDS process at addr: with
+// several active, one per process (the one granting), all under the
+// client's one session id; else ("" or without a routing table) the
+// client's one session, which follows whichever MDS serves.
+func (c *Client) lockSessionAt(addr string) *lockSession {
+	if addr == "" || c.routes.table.Load() == nil {
 		return c.locks
 	}
 	c.lockSessMu.Lock()

@@ -111,19 +111,23 @@ func (r *leaseRenewer) send(ctx context.Context, due []mdsproto.LeaseRef) {
 	// out) or an early delete of an unlinked file's objects held by a
 	// reader; the next round tries again.
 	// With several active MDS processes, each renews the leases of its
-	// own slots' files.
+	// own slots' files: one batch an owner (routed by its first lease,
+	// so a batch whose owner moved goes to the new one), all at once, so
+	// an owner that is gone holds up no other's.
 	byOwner := map[string][]mdsproto.LeaseRef{}
 	for _, l := range due {
 		owner := r.c.ownerOf(l.Ino)
 		byOwner[owner] = append(byOwner[owner], l)
 	}
-	for owner, refs := range byOwner {
-		octx := ctx
-		if owner != "" {
-			octx = toMDS(ctx, owner)
-		}
-		_ = r.c.mds(octx, mdsproto.OpRenewBatch, mdsproto.RenewBatchReq{Leases: refs}, nil)
+	var wg sync.WaitGroup
+	for _, refs := range byOwner {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = r.c.mds(ctx, mdsproto.OpRenewBatch, mdsproto.RenewBatchReq{Leases: refs}, nil)
+		}()
 	}
+	wg.Wait()
 	r.mu.Lock()
 	for _, l := range due {
 		delete(r.sending, l.Handle)

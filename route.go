@@ -109,8 +109,8 @@ func pathHintKey(r mdsproto.RoutedByPath) (key, target string, dir uint64, ok bo
 	return fmt.Sprintf("%d:%s", dir, target), target, dir, true
 }
 
-// refreshRoutes asks an MDS for the routing table, unless another
-// request did just now.
+// refreshRoutes asks the MDS processes in turn for the routing table,
+// each for at most routeAskTimeout, unless another request did just now.
 func (c *Client) refreshRoutes(ctx context.Context) {
 	c.routes.refreshMu.Lock()
 	defer c.routes.refreshMu.Unlock()
@@ -118,35 +118,63 @@ func (c *Client) refreshRoutes(ctx context.Context) {
 		return
 	}
 	c.routes.refreshedAt = time.Now()
-	conn, _, err := c.mdsConnAt(ctx, c.mdsPool)
-	if err != nil {
-		return
-	}
 	body, err := mdsproto.Marshal(struct{}{})
 	if err != nil {
 		return
 	}
+	start := int(c.mdsPick.Load())
+	for i := range c.mdsAddrs {
+		k := (start + i) % len(c.mdsAddrs)
+		if c.askRoutes(ctx, c.mdsAddrs[k], body) {
+			c.mdsPick.Store(int32(k))
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// routeAskTimeout bounds asking one MDS process for the table: one that
+// is paused or gone must not hold up the next.
+const routeAskTimeout = 3 * time.Second
+
+// askRoutes asks addr for the table and keeps it, reporting whether it
+// answered with one.
+func (c *Client) askRoutes(ctx context.Context, addr string, body []byte) bool {
+	ctx, cancel := context.WithTimeout(ctx, routeAskTimeout)
+	defer cancel()
+	conn, err := c.mdsPool.Get(ctx, addr)
+	if err != nil || conn.Welcome().Role != wire.RoleMDS {
+		return false
+	}
 	meta, _, err := conn.Call(ctx, mdsproto.OpRoute, body, nil, nil)
 	if err != nil {
-		return // an MDS without the op (older), or without a table yet
+		return false // not serving, an older MDS without the op, or no table yet
 	}
 	var rt mdsproto.Routing
-	if mdsproto.Unmarshal(meta, &rt) != nil || len(rt.Owners) != 1<<mdsproto.SlotBits {
-		return
+	if mdsproto.Unmarshal(meta, &rt) != nil || len(rt.Owners) != 1<<mdsproto.SlotBits || len(rt.Servers) == 0 {
+		return false
 	}
 	if len(rt.Servers) < 2 {
 		c.routes.table.Store(nil) // one process serves all: the address list's failover does
-		return
+		return true
 	}
 	next := &clientRoutes{epoch: rt.Epoch}
 	for slot, o := range rt.Owners {
 		if int(o) >= len(rt.Servers) {
-			return
+			return false
 		}
 		next.addrs[slot] = rt.Servers[o].Addr
 	}
-	if cur := c.routes.table.Load(); cur == nil || cur.epoch <= next.epoch {
-		c.routes.table.Store(next)
+	for {
+		cur := c.routes.table.Load()
+		if cur != nil && cur.epoch > next.epoch {
+			return true // an older table than the one held
+		}
+		if c.routes.table.CompareAndSwap(cur, next) {
+			return true
+		}
 	}
 }
 
@@ -156,10 +184,13 @@ func (c *Client) refreshRoutes(ctx context.Context) {
 // up. It reports whether to send the request again.
 func (c *Client) rerouted(ctx context.Context, err error, routedTo string, req any) bool {
 	moved := errors.Is(err, wire.ErrMoved)
-	if pinned(ctx) || !moved && (routedTo == "" || !errors.Is(err, wire.ErrNotLeader) && !isConnError(err)) {
-		return false // a pinned request is its sender's to redirect
+	if !moved && (routedTo == "" || !errors.Is(err, wire.ErrNotLeader) && !isConnError(err)) {
+		return false
 	}
 	c.refreshRoutes(ctx)
+	if pinned(ctx) {
+		return false // a pinned request is its sender's to redirect (the table is new now)
+	}
 	if r, ok := req.(mdsproto.RoutedByPath); ok && moved {
 		if key, target, dir, ok := pathHintKey(r); ok {
 			var st mdsproto.StatResp

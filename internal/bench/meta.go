@@ -14,7 +14,7 @@ import (
 // phase over one directory of Files entries, by Workers clients at once,
 // and, where a probe could tell, what each operation cost the MDS.
 type MetaResult struct {
-	Workers, Files                int
+	Workers, Files, Dirs          int
 	Create, Stat, Readdir, Remove float64 // per second (Readdir: entries)
 	// Cost per operation of each phase (create, stat, readdir, remove);
 	// zero without a probe.
@@ -39,19 +39,34 @@ func (c Cost) per(before Cost, ops int) Cost {
 // Meta creates files empty files in a new directory dir through the
 // library (create and close, as touch does), stats each, lists the
 // directory, and removes every file, each phase split among the clients
-// (one worker each), and reports each phase's rate.
+// (one worker each), and reports each phase's rate. With dirs above 1
+// the files are spread over that many subdirectories of dir (file i in
+// the (i mod dirs)-th), made before the clock starts: a tree, as an
+// untar makes, which several active MDS processes share by directory.
 //
 // probe, if not nil, is read before and after each phase, for the cost
 // of its operations (each reading includes the probe's own cost).
-func Meta(ctx context.Context, clients []*braid.Client, dir string, files int, probe Probe) (MetaResult, error) {
-	res := MetaResult{Workers: len(clients), Files: files}
+func Meta(ctx context.Context, clients []*braid.Client, dir string, files, dirs int, probe Probe) (MetaResult, error) {
+	res := MetaResult{Workers: len(clients), Files: files, Dirs: max(dirs, 1)}
 	if len(clients) == 0 || files < len(clients) {
 		return res, fmt.Errorf("need at least one client and a file per client")
 	}
-	d, err := clients[0].MkdirAt(ctx, braid.RootIno, dir, 0o755, 0, 0)
+	top, err := clients[0].MkdirAt(ctx, braid.RootIno, dir, 0o755, 0, 0)
 	if err != nil {
 		return res, err
 	}
+	inos := []uint64{top.Ino} // the directories files go to
+	if dirs > 1 {
+		inos = inos[:0]
+		for j := range dirs {
+			sub, err := clients[0].MkdirAt(ctx, top.Ino, fmt.Sprintf("d%04d", j), 0o755, 0, 0)
+			if err != nil {
+				return res, err
+			}
+			inos = append(inos, sub.Ino)
+		}
+	}
+	in := func(i int) uint64 { return inos[i%len(inos)] }
 	var last Cost
 	measured := func(i int) {
 		if probe == nil {
@@ -66,28 +81,24 @@ func Meta(ctx context.Context, clients []*braid.Client, dir string, files int, p
 	}
 	measured(-1)
 	phase := func(op func(c *braid.Client, i int) error) (float64, error) { return split(clients, files, op) }
-	if res.Create, err = phase(func(c *braid.Client, i int) error { return touch(ctx, c, d.Ino, i) }); err != nil {
+	if res.Create, err = phase(func(c *braid.Client, i int) error { return touch(ctx, c, in(i), i) }); err != nil {
 		return res, err
 	}
 	measured(0)
 	if res.Stat, err = phase(func(c *braid.Client, i int) error {
-		_, err := c.LookupAt(ctx, d.Ino, name(i))
+		_, err := c.LookupAt(ctx, in(i), name(i))
 		return err
 	}); err != nil {
 		return res, err
 	}
 	measured(1)
 	start, listed := time.Now(), 0
-	for after, more := "", true; more; {
-		var ents []braid.DirEntry
-		if ents, more, err = clients[0].ReadDirAt(ctx, d.Ino, after, 1000); err != nil {
+	for _, d := range inos {
+		n, err := listAll(ctx, clients[0], d)
+		if err != nil {
 			return res, err
 		}
-		if len(ents) == 0 {
-			break
-		}
-		listed += len(ents)
-		after = ents[len(ents)-1].Name
+		listed += n
 	}
 	if listed != files {
 		return res, fmt.Errorf("listed %d of %d entries", listed, files)
@@ -95,21 +106,45 @@ func Meta(ctx context.Context, clients []*braid.Client, dir string, files int, p
 	res.Readdir = float64(files) / time.Since(start).Seconds()
 	measured(2)
 	if res.Remove, err = phase(func(c *braid.Client, i int) error {
-		return c.RemoveAt(ctx, d.Ino, name(i), false)
+		return c.RemoveAt(ctx, in(i), name(i), false)
 	}); err != nil {
 		return res, err
 	}
 	measured(3)
+	if dirs > 1 {
+		for j := range dirs {
+			if err := clients[0].RemoveAt(ctx, top.Ino, fmt.Sprintf("d%04d", j), true); err != nil {
+				return res, err
+			}
+		}
+	}
 	return res, clients[0].RemoveAt(ctx, braid.RootIno, dir, true)
+}
+
+// listAll lists directory dir page by page and counts its entries.
+func listAll(ctx context.Context, c *braid.Client, dir uint64) (int, error) {
+	listed := 0
+	for after, more := "", true; more; {
+		ents, m, err := c.ReadDirAt(ctx, dir, after, 1000)
+		if err != nil {
+			return listed, err
+		}
+		if more = m; len(ents) == 0 {
+			break
+		}
+		listed += len(ents)
+		after = ents[len(ents)-1].Name
+	}
+	return listed, nil
 }
 
 // ReportMeta prints metadata results as a table, and their costs per
 // operation where they were probed.
 func ReportMeta(w io.Writer, results []MetaResult) {
-	fmt.Fprintf(w, "%-8s %8s %10s %10s %12s %10s\n", "workers", "files", "create/s", "stat/s", "readdir/s", "remove/s")
+	fmt.Fprintf(w, "%-8s %8s %6s %10s %10s %12s %10s\n", "workers", "files", "dirs", "create/s", "stat/s", "readdir/s", "remove/s")
 	probed := false
 	for _, r := range results {
-		fmt.Fprintf(w, "%-8d %8d %10.0f %10.0f %12.0f %10.0f\n", r.Workers, r.Files, r.Create, r.Stat, r.Readdir, r.Remove)
+		fmt.Fprintf(w, "%-8d %8d %6d %10.0f %10.0f %12.0f %10.0f\n", r.Workers, r.Files, r.Dirs, r.Create, r.Stat, r.Readdir, r.Remove)
 		probed = probed || r.Cost != [4]Cost{}
 	}
 	if !probed {

@@ -20,7 +20,7 @@ import (
 func (e *env) benchCmd() *cobra.Command {
 	var size, layouts, diskDir, workers string
 	var meta bool
-	var files int
+	var files, dirs int
 	var fill string
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -39,7 +39,7 @@ func (e *env) benchCmd() *cobra.Command {
 				return e.benchFill(fill, files, workers)
 			}
 			if meta {
-				return e.benchMeta(files, workers)
+				return e.benchMeta(files, dirs, workers)
 			}
 			n, err := layout.ParseSize(size)
 			if err != nil || n < 1<<20 {
@@ -64,10 +64,14 @@ func (e *env) benchCmd() *cobra.Command {
 	f.StringVar(&diskDir, "disk-dir", "", "directory for the raw disk measurement (default: the cluster's directory)")
 	f.BoolVar(&meta, "meta", false, "measure metadata operations instead of throughput")
 	f.IntVar(&files, "files", 100_000, "with --meta: files in the directory")
+	f.IntVar(&dirs, "dirs", 1, "with --meta: spread the files over this many directories (a tree, which several active MDS processes share)")
 	f.StringVar(&workers, "workers", "1,4", "with --meta: counts of concurrent clients, separated by ,")
 	f.StringVar(&fill, "fill", "", "create --files empty files in this directory and keep them")
 	return cmd
 }
+
+// maxBenchDirs bounds --dirs.
+const maxBenchDirs = 4096
 
 // benchCounts parses --workers and checks --files.
 func benchCounts(files int, workers string) ([]int, error) {
@@ -116,10 +120,13 @@ func (e *env) benchFill(dir string, files int, workers string) error {
 	})
 }
 
-func (e *env) benchMeta(files int, workers string) error {
+func (e *env) benchMeta(files, dirs int, workers string) error {
 	counts, err := benchCounts(files, workers)
 	if err != nil {
 		return err
+	}
+	if dirs < 1 || dirs > maxBenchDirs {
+		return fmt.Errorf("--dirs %d: want 1 to %d", dirs, maxBenchDirs)
 	}
 	return e.withClient(func(ctx context.Context, c *braid.Client) error {
 		var results []bench.MetaResult
@@ -133,13 +140,17 @@ func (e *env) benchMeta(files int, workers string) error {
 				defer extra.Close()
 				clients = append(clients, extra)
 			}
-			r, err := bench.Meta(ctx, clients, fmt.Sprintf(".bench-meta-%d", n), files, mdsProbe(c))
+			r, err := bench.Meta(ctx, clients, fmt.Sprintf(".bench-meta-%d", n), files, dirs, mdsProbe(c))
 			if err != nil {
 				return fmt.Errorf("%d workers: %w", n, err)
 			}
 			results = append(results, r)
 		}
-		fmt.Fprintln(e.stdout, "metadata through the client library, one directory, empty files")
+		where := "one directory"
+		if dirs > 1 {
+			where = fmt.Sprintf("%d directories", dirs)
+		}
+		fmt.Fprintf(e.stdout, "metadata through the client library, %s, empty files\n", where)
 		bench.ReportMeta(e.stdout, results)
 		return nil
 	})

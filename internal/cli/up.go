@@ -43,6 +43,7 @@ type upOptions struct {
 	mdsCountSet   bool
 	allActive     bool
 	allActiveSet  bool
+	mkdirSwitch   float64
 }
 
 func defaultDataDir() string {
@@ -68,6 +69,7 @@ func (e *env) upCmd() *cobra.Command {
 	f.StringVar(&o.dir, "dir", defaultDataDir(), "directory for the cluster's data")
 	f.IntVar(&o.osds, "osds", 6, "number of OSDs")
 	f.IntVar(&o.mdsCount, "mds-count", 1, "MDS processes: 1 keeps the metadata in an embedded store; 3, 5 or 7 run an etcd member in each, one active and the others standing by (fixed for the cluster's life)")
+	f.Float64Var(&o.mkdirSwitch, "mkdir-switch", 0.25, "probability that a new directory gets a slot of its own, not its parent's (how far a tree spreads over --all-active MDS processes; 1 hashes every directory)")
 	f.BoolVar(&o.allActive, "all-active", false, "every MDS process serves its share of the files (Slice's routing; 1 to 7 of them, each with an etcd member), one leading the cluster-wide duties (fixed for the cluster's life)")
 	f.StringVar(&o.defaultLayout, "default-layout", "", "layout of new files where no directory sets one (default ec:4+2; ec:2+1 below 6 OSDs, mirror:2 on 2)")
 	f.StringVar(&o.capacity, "capacity", "", "bytes each OSD may store, e.g. 10GiB")
@@ -139,6 +141,7 @@ func (e *env) up(o upOptions) error {
 	if allActive {
 		common = append(common, "--all-active")
 	}
+	common = append(common, "--mkdir-switch", strconv.FormatFloat(o.mkdirSwitch, 'g', -1, 64))
 	mdsKids, err := startMDSChildren(ctx, dir, ms, common)
 	if err != nil {
 		return err

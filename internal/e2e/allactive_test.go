@@ -36,7 +36,7 @@ func TestAllActiveMDS(t *testing.T) {
 	var st upStatus
 	testcluster.Eventually(t, 30*time.Second, func() bool {
 		st = status()
-		return len(st.Meta.MDS) == 3 && st.roles() == "leader=1 active=2" && len(st.Meta.Routing.Servers) == 3
+		return len(st.Meta.MDS) == 3 && st.roles() == "leader=1 active=2" && len(st.Meta.Routing.Servers) == 3 && st.osdsUp() == 4
 	}, func() string { return fmt.Sprintf("status of braid up --mds-count 3 --all-active: %+v", st.Meta) })
 	for _, s := range st.Meta.Routing.Servers {
 		if s.Slots < 85 || s.Slots > 86 {
@@ -85,8 +85,11 @@ func TestAllActiveMDS(t *testing.T) {
 	var after upStatus
 	testcluster.Eventually(t, 30*time.Second, func() bool {
 		after = status()
-		return len(after.Meta.MDS) == 2 && after.roles() == "leader=1 active=1" && len(after.Meta.Routing.Servers) == 2 &&
-			after.Meta.Routing.Epoch > st.Meta.Routing.Epoch && after.ownerOf(inoOf(t, e, linDir)) != victim
+		routed := len(after.Meta.Routing.Servers) == 2 && after.Meta.Routing.Epoch > st.Meta.Routing.Epoch
+		for _, s := range after.Meta.Routing.Servers {
+			routed = routed && s.Name != victim && s.Slots == 128
+		}
+		return len(after.Meta.MDS) == 2 && after.roles() == "leader=1 active=1" && routed
 	}, func() string { return fmt.Sprintf("status after %s was killed: %+v", victim, after.Meta) })
 }
 

@@ -287,6 +287,20 @@ type upStatus struct {
 			Owners []int `json:"owners"`
 		} `json:"routing"`
 	} `json:"meta"`
+	OSDs []struct {
+		State string `json:"state"`
+	} `json:"osds"`
+}
+
+// osdsUp counts the OSDs status reports up.
+func (s upStatus) osdsUp() int {
+	n := 0
+	for _, o := range s.OSDs {
+		if o.State == "up" {
+			n++
+		}
+	}
+	return n
 }
 
 // routedTo reports whether the routing table sends all 256 slots to the

@@ -23,7 +23,9 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 			return mdsproto.Inode{}, err // the writer's lease is there
 		}
 		if req.Lost || !s.leases.writes(req.Ino, req.Writer, s.cfg.Now()) {
-			s.queueScrub([]uint64{req.Ino})
+			if err := s.wantScrub(ctx, []uint64{req.Ino}); err != nil {
+				return mdsproto.Inode{}, err
+			}
 			return mdsproto.Inode{}, wire.Errorf(wire.ErrDenied, "only a writer of inode %d marks its components dirty; a scrub of it is queued", req.Ino)
 		}
 	}

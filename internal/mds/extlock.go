@@ -420,6 +420,10 @@ func (t *extentTable) dropInos(gone func(ino uint64) bool) {
 		}
 	}
 	for id := range dead {
+		if s := t.sessions[id]; s != nil && s.wake != nil {
+			close(s.wake) // its waiting LockWait answers now, with the next epoch
+			s.wake = nil
+		}
 		delete(t.sessions, id)
 	}
 	t.dropSessionsLocked(dead)

@@ -189,7 +189,7 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 		s.extents.release(req.Ino, req.Handle, r.grant, r.seq, -1, 0)
 		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
 	}
-	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, SessionEpoch: r.epoch, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Stored(), SizeGen: rec.SizeGen,
+	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, Server: s.grantServer(), SessionEpoch: r.epoch, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Stored(), SizeGen: rec.SizeGen,
 		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle), Extents: rec.Extents}
 	if r.endGen == rec.SizeGen {
 		g.End = max(g.End, r.end)
@@ -230,6 +230,11 @@ func (s *Server) extentRelease(ctx context.Context, req mdsproto.ExtentReq) (str
 func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdsproto.LockWaitResp, error) {
 	if req.Session == 0 {
 		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrInvalid, "no session")
+	}
+	if s.multi() && s.freshRoutes() == nil {
+		// The table may have moved this process's slots: renewing their
+		// locks could outlast the new owner's grace.
+		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrMoved, "this MDS's routing table is not current")
 	}
 	resp := mdsproto.LockWaitResp{LeaseNs: int64(s.cfg.LockLease), Incarnation: s.incarnation}
 	recalls, epoch, wake, err := s.extents.wait(s.cfg.Now(), req.Session)
@@ -276,5 +281,5 @@ func (s *Server) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq) (md
 	if err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
-	return mdsproto.ExtentGrant{Incarnation: s.incarnation, SessionEpoch: epoch, Seq: seq, LeaseNs: int64(s.cfg.LockLease)}, nil
+	return mdsproto.ExtentGrant{Incarnation: s.incarnation, Server: s.grantServer(), SessionEpoch: epoch, Seq: seq, LeaseNs: int64(s.cfg.LockLease)}, nil
 }

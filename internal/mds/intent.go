@@ -30,8 +30,14 @@ import (
 // any parity that disagrees with the data.
 
 const (
-	intentPrepared    = "prepared"
-	intentCommitted   = "committed"
+	intentPrepared  = "prepared"
+	intentCommitted = "committed"
+	// intentResolving: the resolver took the prepared intent to roll it
+	// back; no commit of it is accepted from then on. Taken in a
+	// transaction before any stage is aborted, so the process that
+	// accepts commits (the file's owner, on its own clock) and the one
+	// resolving (the leader, on another) never both act on it.
+	intentResolving   = "resolving"
 	maxIntentsPerFile = 256 // staged stripe writes one file may have open
 )
 
@@ -248,7 +254,9 @@ func (s *Server) resolveLoop(ctx context.Context) {
 			if err := s.resolvePass(kv.AsLeader(ctx)); err != nil && ctx.Err() == nil {
 				s.cfg.Log.Warn("intent resolution", "err", err)
 			}
-			if err := s.takeWantedScrubs(ctx); s.multi() && err != nil && ctx.Err() == nil {
+			if !s.multi() {
+				// nobody else asks for scrubs
+			} else if err := s.takeWantedScrubs(ctx); err != nil && ctx.Err() == nil {
 				s.cfg.Log.Warn("scrubs wanted by other MDS processes", "err", err)
 			}
 		}
@@ -309,6 +317,31 @@ func (s *Server) resolvePass(ctx context.Context) error {
 	return nil
 }
 
+// claimIntent takes the intent at key for the resolver unless it was
+// committed (then it is rolled forward) or is gone.
+func (s *Server) claimIntent(ctx context.Context, key []byte) (committed, gone bool, err error) {
+	err = s.kv.Update(ctx, func(tx kv.Txn) error {
+		committed, gone = false, false
+		var in intentRec
+		ok, err := getRecord(tx, key, &in)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			gone = true
+			return nil
+		case in.State == intentCommitted:
+			committed = true
+			return nil
+		case in.State == intentResolving:
+			return nil
+		}
+		in.State = intentResolving
+		return putRecord(tx, key, &in)
+	})
+	return committed, gone, err
+}
+
 // resolveIntent finishes one expired intent as far as the OSDs allow.
 func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uint32]osdView, now time.Time) error {
 	var ver uint64
@@ -330,7 +363,13 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 		return s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(key) })
 	}
 	op, state := osdproto.OpAbort, staged.Prepared
-	if it.rec.State == intentCommitted {
+	committed, gone, err := s.claimIntent(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case gone:
+		return nil // finished meanwhile
+	case committed:
 		op, state = osdproto.OpApply, staged.Committed
 	}
 	c := s.keys.ring.Issue(it.ino, capability.Write, ver, now.Add(time.Minute))

@@ -77,8 +77,18 @@ func (s *Server) owns(ino uint64) bool {
 	if !s.multi() {
 		return true
 	}
+	v := s.freshRoutes()
+	return v != nil && v.table.owner(slotOf(ino)).Name == s.cfg.Name
+}
+
+// freshRoutes is the table this process serves by, if read within
+// routeStale (nil: none, or too old to act by).
+func (s *Server) freshRoutes() *routeView {
 	v := s.routes.load()
-	return v != nil && time.Since(v.readAt) < routeStale && v.table.owner(slotOf(ino)).Name == s.cfg.Name
+	if v == nil || time.Since(v.readAt) >= routeStale {
+		return nil
+	}
+	return v
 }
 
 // needOwner is nil if this process serves ino's file state, else the
@@ -94,6 +104,15 @@ func (s *Server) needOwner(ino uint64) error {
 	return wire.Errorf(wire.ErrMoved, "no routing table here yet")
 }
 
+// grantServer is this process as clients route to it, with several
+// active ("" : the one MDS).
+func (s *Server) grantServer() string {
+	if !s.multi() {
+		return ""
+	}
+	return s.selfRoute().Addr
+}
+
 // gained starts the waits for slots this process took over (see above).
 func (s *Server) gained(now time.Time) {
 	s.extents.grace(now, s.cfg.TakeoverGrace+routeStale)
@@ -101,10 +120,11 @@ func (s *Server) gained(now time.Time) {
 }
 
 // inGainGrace reports whether leases of slots gained lately may still be
-// unknown here.
+// unknown here: a writer lease, plus the time the old owner may have
+// gone on renewing them by a table not yet read again.
 func (s *Server) inGainGrace(now time.Time) bool {
 	at := s.gainedAt.Load()
-	return at != 0 && now.Sub(time.Unix(0, at)) < s.cfg.WriterLease
+	return at != 0 && now.Sub(time.Unix(0, at)) < s.cfg.WriterLease+routeStale
 }
 
 // keyScrubWanted holds a file a process that does not lead wants
@@ -156,7 +176,9 @@ func (s *Server) takeWantedScrubs(ctx context.Context) error {
 
 // The OSD map others adopt: keyOSDMap, a record the leader writes when an
 // OSD's identity or state changes, and every osdMapEvery besides (free
-// space, and to show it is alive). An OSD's liveness travels as how long
+// space, and to show they are alive: a process counts silence from a
+// publication's first read only, so it must come well inside the down
+// timeout). An OSD's liveness travels as how long
 // it had been silent when the leader wrote, never as a time of the
 // leader's clock: a process adopting it counts that silence back from
 // when it sent its read.
@@ -164,8 +186,18 @@ var keyOSDMap = []byte("s/osdmap")
 
 const osdMapEvery = 2 * time.Second
 
+// osdMapPeriod is how often the leader republishes an unchanged map: a
+// quarter of the down timeout, within osdMapEvery and routeRefresh.
+func (s *Server) osdMapPeriod() time.Duration {
+	return max(min(osdMapEvery, s.cfg.OSDDownAfter/4), routeRefresh)
+}
+
 type osdMapRec struct {
-	V    int      `json:"v"` // 1
+	V int `json:"v"` // 1
+	// Seq numbers publications: a process counts an OSD's silence back
+	// from its first read of a publication only, so reading the same one
+	// again does not make the OSD look heard from later.
+	Seq  uint64   `json:"seq"`
 	OSDs []osdPub `json:"osds"`
 }
 
@@ -179,20 +211,30 @@ type osdPub struct {
 	Pid      int   `json:"pid"`
 }
 
-// osdMapState is what the leader last published.
+// osdMapState is what the leader last published, and the publication
+// this process last adopted.
 type osdMapState struct {
-	last   atomic.Pointer[osdMapRec]
-	lastAt atomic.Int64
+	last    atomic.Pointer[osdMapRec]
+	lastAt  atomic.Int64
+	adopted atomic.Uint64
 }
 
 // publishOSDMap writes the OSD map if it changed, or osdMapEvery passed.
 func (s *Server) publishOSDMap(ctx context.Context) error {
 	now := s.cfg.Now()
 	rec := &osdMapRec{V: 1, OSDs: s.cluster.publish(now)}
-	if last := s.osdMap.last.Load(); last != nil && sameOSDMap(last, rec) && now.Sub(time.Unix(0, s.osdMap.lastAt.Load())) < osdMapEvery {
+	if last := s.osdMap.last.Load(); last != nil && sameOSDMap(last, rec) && now.Sub(time.Unix(0, s.osdMap.lastAt.Load())) < s.osdMapPeriod() {
 		return nil
 	}
-	if err := s.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error { return putRecord(tx, keyOSDMap, rec) }); err != nil {
+	err := s.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error {
+		var prev osdMapRec
+		if _, err := getRecord(tx, keyOSDMap, &prev); err != nil && !errors.Is(err, wire.ErrInternal) {
+			return err // an undecodable map is replaced
+		}
+		rec.Seq = prev.Seq + 1
+		return putRecord(tx, keyOSDMap, rec)
+	})
+	if err != nil {
 		return err
 	}
 	s.osdMap.last.Store(rec)
@@ -244,7 +286,7 @@ func (s *Server) adoptShared(ctx context.Context) error {
 		return err
 	}
 	s.serveRoutes(&routeView{table: table, epoch: epoch, readAt: sent})
-	if haveMap {
+	if haveMap && s.osdMap.adopted.Swap(osdMap.Seq) != osdMap.Seq {
 		s.cluster.adopt(osdMap.OSDs, sent)
 	}
 	if sealedRing != nil {

@@ -128,6 +128,18 @@ func TestTwoActivesSplitTheFiles(t *testing.T) {
 	}
 	owner := map[string]*Server{"a": a, "b": b}
 	other := map[string]*Server{"a": b, "b": a}
+	// Past both processes' start and gain graces, in which every file
+	// counts as open: a remove must keep an open file for what the
+	// remover knows, not for a grace.
+	poll(t, func() bool {
+		now := time.Now()
+		for _, s := range []*Server{a, b} {
+			if now.Sub(s.cluster.started) < s.cfg.WriterLease || s.inGainGrace(now) {
+				return false
+			}
+		}
+		return true
+	}, "the graces never ended")
 	for name, d := range dirs {
 		var ls mdsproto.ReaddirResp
 		if err := do(other[name], mdsproto.OpReaddir, mdsproto.ReaddirReq{Path: "/"}, &ls); err != nil {

@@ -183,6 +183,11 @@ func (s *Server) onceReplay(ctx context.Context, r *wire.Request, rec onceRec) (
 		if ino.Repair.active(s.cfg.Now()) {
 			return nil, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", ino.Ino)
 		}
+		if req.Handle != 0 {
+			if err := s.needOwner(ino.Ino); err != nil {
+				return nil, err // the lease and lock are its slot's owner's to give
+			}
+		}
 		return s.openResp(ctx, ino, true, req.Handle, req.Session)
 	case mdsproto.OpMkdir, mdsproto.OpLink, mdsproto.OpSymlink, mdsproto.OpMknod:
 		if rec.Inode == nil {

@@ -151,6 +151,16 @@ func (s *Server) draw() float64 {
 }
 
 func (s *Server) place(spec layout.Spec, sizeHint int64) (layout.Layout, error) {
+	l, err := s.placeOnce(spec, sizeHint)
+	if err != nil && s.multi() && !s.leading() && s.adoptShared(context.Background()) == nil {
+		// The leader's OSD map may be newer than the last one adopted
+		// (OSDs registered since, or back up): once more with it.
+		l, err = s.placeOnce(spec, sizeHint)
+	}
+	return l, err
+}
+
+func (s *Server) placeOnce(spec layout.Spec, sizeHint int64) (layout.Layout, error) {
 	up := s.cluster.upCandidates(s.cfg.Now())
 	s.rngMu.Lock()
 	defer s.rngMu.Unlock()

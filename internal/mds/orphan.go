@@ -160,12 +160,21 @@ func (s *Server) orphan(tx kv.Txn, rec *inodeRec) (bool, error) {
 	return true, tx.Put(orphanKey(rec.Ino), nil)
 }
 
-// reapOrphans deletes orphans no handle holds any more.
+// reapOrphans deletes orphans no handle holds any more, resolveBatch
+// a pass from where the last pass stopped (with several active processes
+// the others' orphans, which this one leaves, must not hide its own).
+// Its commits are fenced by the routing table it decided under.
 func (s *Server) reapOrphans(ctx context.Context) error {
+	if !s.serving() {
+		return nil
+	}
+	ctx = s.fenceByRoutes(ctx)
 	now := s.cfg.Now()
 	var inos []uint64
+	from := append([]byte{'x'}, s.orphanCursor...)
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan([]byte{'x'}, []byte{'y'}, func(k, v []byte) bool {
+		inos = inos[:0]
+		return r.Scan(from, []byte{'y'}, func(k, v []byte) bool {
 			if len(k) == 9 {
 				inos = append(inos, binary.BigEndian.Uint64(k[1:]))
 			}
@@ -174,6 +183,11 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if len(inos) < resolveBatch {
+		s.orphanCursor = nil // wrap around
+	} else {
+		s.orphanCursor = binary.BigEndian.AppendUint64(nil, inos[len(inos)-1]+1)
 	}
 	for _, ino := range inos {
 		if s.leased(ino, now) {

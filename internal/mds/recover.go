@@ -186,7 +186,9 @@ func (s *Server) recoverMeta(ctx context.Context, req mdsproto.RecoverReq) (mdsp
 		maxIno = max(maxIno, ino)
 		all = append(all, f)
 	}
-	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return raiseCounter(tx, keyNextIno, maxIno+1) }); err != nil {
+	// The counter counts inode numbers' high bits (slots.go): past every
+	// recovered number's, no new one can equal it whatever its slot.
+	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return raiseCounter(tx, keyNextIno, maxIno>>slotBits+1) }); err != nil {
 		return out, err
 	}
 	s.inos.reset() // a range taken before may hold recovered numbers

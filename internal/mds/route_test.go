@@ -90,8 +90,14 @@ func TestPlanRoutesJoinAndFailure(t *testing.T) {
 	// An address change is a change.
 	moved := servers("a", "c")
 	moved[0].Addr = "elsewhere"
-	if next, changed := planRoutes(dead, moved); !changed || next.owner(0).Addr == dead.owner(0).Addr && next.owner(0).Name == "a" {
-		t.Error("a new address of a left the table as it was")
+	next, changed := planRoutes(dead, moved)
+	if !changed {
+		t.Fatal("a new address of a left the table as it was")
+	}
+	for slot := range uint32(slotCount) {
+		if o := next.owner(slot); o.Name == "a" && o.Addr != "elsewhere" {
+			t.Fatalf("slot %d routes to a at %s, its old address", slot, o.Addr)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package mds
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -94,6 +95,22 @@ func (s *Server) planAndStoreRoutes(ctx context.Context) (*routeView, error) {
 	var view routeView
 	err = s.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error {
 		old, epoch, err := readRoutes(tx)
+		if errors.Is(err, wire.ErrInternal) {
+			// Undecodable (a flipped bit in the store): planned afresh,
+			// in an epoch past any counted up from 1 that processes may
+			// have served by (a number, never read as a time).
+			s.cfg.Log.Error("routing table unreadable; planning a new one", "err", err)
+			next, _ := planRoutes(nil, alive)
+			if next == nil {
+				return wire.Errorf(wire.ErrUnavail, "no MDS process to route to")
+			}
+			next.Epoch = uint64(time.Now().UnixNano())
+			view = routeView{table: next, epoch: binary.BigEndian.AppendUint64(nil, next.Epoch), readAt: sent}
+			if err := putRecord(tx, keyRoute, next); err != nil {
+				return err
+			}
+			return tx.Put(keyRouteEpoch, view.epoch)
+		}
 		if err != nil {
 			return err
 		}
@@ -135,7 +152,19 @@ func (s *Server) startRoutes(ctx context.Context) error {
 // serveRoutes makes v the table this process serves by, and starts the
 // waits for slots it gained (multi.go).
 func (s *Server) serveRoutes(v *routeView) {
-	old := s.routes.view.Swap(v)
+	var old *routeView
+	for {
+		old = s.routes.view.Load()
+		if old != nil && old.table.Epoch > v.table.Epoch {
+			return // a slower read of an older table: never served by again
+		}
+		if old != nil && old.table.Epoch == v.table.Epoch && !v.readAt.After(old.readAt) {
+			return
+		}
+		if s.routes.view.CompareAndSwap(old, v) {
+			break
+		}
+	}
 	if old != nil && old.table.Epoch == v.table.Epoch {
 		return
 	}
@@ -169,8 +198,8 @@ func (s *Server) routeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !s.serving() {
-			continue
+		if !s.serving() || !s.multi() {
+			continue // one active process planned its table at its start
 		}
 		var err error
 		switch {

@@ -143,9 +143,12 @@ type Server struct {
 	// unix nanoseconds; osdMap what it last published of the OSD map.
 	gainedAt atomic.Int64
 	osdMap   osdMapState
-	heal     *healState
-	labels   labelQueue
-	leases   leaseTable
+	// orphanCursor is where the next orphan reaping pass starts (the ino
+	// after the last one looked at; nil: the first); resolveLoop's alone.
+	orphanCursor []byte
+	heal         *healState
+	labels       labelQueue
+	leases       leaseTable
 
 	extents     *extentTable
 	incarnation uint64      // names this process to clients holding its extent locks
@@ -602,6 +605,9 @@ func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdspr
 			return mdsproto.HeartbeatResp{}, err
 		}
 		s.cfg.Log.Info("osd registered", "id", rec.ID, "addr", rec.Addr)
+		if s.multi() {
+			_ = s.publishOSDMap(ctx) // the others place on it at once (else the next route pass does)
+		}
 	}
 	keys, cur := s.keys.heard(rec.ID, hb.KeysHeld)
 	return mdsproto.HeartbeatResp{ID: rec.ID, Keys: keys, KeyCurrent: cur}, nil

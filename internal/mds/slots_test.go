@@ -63,28 +63,30 @@ func TestNewInodesCarryTheirSlot(t *testing.T) {
 	}
 }
 
-// TestDirSlotSwitching: switching moves about the probability asked of
-// new directories, to slots spread over all of them.
+// TestDirSlotSwitching: a draw below the probability sends a new
+// directory to the slot its parent and name hash to, one above keeps it
+// in its parent's; the hashed slots spread over all of them.
 func TestDirSlotSwitching(t *testing.T) {
 	const n = 20000
-	switched := 0
 	seen := map[uint32]bool{}
 	for i := range n {
 		u := float64(i) / n // evenly over [0, 1)
-		slot := newDirSlot(rootIno, fmt.Sprint("d", i), 0.25, u)
-		if slot != slotOf(rootIno) || u < 0.25 {
-			if u >= 0.25 {
-				t.Fatalf("draw %v above the probability switched to slot %d", u, slot)
-			}
-			switched++
-			seen[slot] = true
+		name := fmt.Sprint("d", i)
+		slot := newDirSlot(rootIno, name, 0.25, u)
+		hashed := newDirSlot(rootIno, name, 1, 0)
+		switch {
+		case u >= 0.25 && slot != slotOf(rootIno):
+			t.Fatalf("draw %v above the probability moved %s to slot %d", u, name, slot)
+		case u < 0.25 && slot != hashed:
+			t.Fatalf("draw %v below the probability left %s in slot %d, not its hashed %d", u, name, slot, hashed)
 		}
-	}
-	if switched != n/4 {
-		t.Errorf("%d of %d switched, want %d", switched, n, n/4)
+		seen[hashed] = true
 	}
 	if len(seen) < slotCount*9/10 {
-		t.Errorf("switched directories went to %d slots of %d", len(seen), slotCount)
+		t.Errorf("hashed directories went to %d slots of %d", len(seen), slotCount)
+	}
+	if newDirSlot(rootIno, "x", 0, 0) != slotOf(rootIno) {
+		t.Error("a probability of 0 switched")
 	}
 	if _, err := inoInSlot(maxInoHigh+1, 0); err == nil {
 		t.Error("a counter past the slot bits gave an inode number")

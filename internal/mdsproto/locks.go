@@ -36,6 +36,10 @@ type ExtentGrant struct {
 	// at every start): locks live in its memory, and a client that meets
 	// a newer one reclaims its locks from it (ReclaimReq).
 	Incarnation uint64 `json:"incarnation"`
+	// Server, with several active MDS processes, is the granting one's
+	// address as the routing table names it: the client keeps the lock
+	// in its session with that process.
+	Server string `json:"server,omitempty"`
 	// SessionEpoch numbers the client session's life at that process: a
 	// session silent past its lease loses its locks, and is heard from
 	// again under a new epoch, which tells the client so.

@@ -62,3 +62,12 @@ func (r CreateReq) RouteIno() uint64 {
 func (r CreateReq) RoutePath() (string, uint64, bool, bool) {
 	return r.Path, r.Dir, true, r.Handle != 0 && r.RouteIno() == 0
 }
+
+// RouteIno: a batch of renewals goes to the owner of its first lease's
+// file (clients batch by owner).
+func (r RenewBatchReq) RouteIno() uint64 {
+	if len(r.Leases) == 0 {
+		return 0
+	}
+	return r.Leases[0].Ino
+}

@@ -367,6 +367,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 	// do not listen): an unreachable one is passed for the next.
 	addrs, pick := strings.Split(s.cfg.MDSAddr, ","), 0
 	timeouts := 0 // heartbeats in a row the current MDS did not answer in time
+	passed := 0   // MDS processes passed since the last tick for answering ErrNotLeader
 	for {
 		// An address that refuses (a standby, not listening) is passed for
 		// the next at once, each at most once a round.
@@ -398,7 +399,8 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 			case err == nil || ctx.Err() != nil:
 				timeouts = 0
 			case errors.Is(err, wire.ErrNotLeader):
-				timeouts = maxHeartbeatTimeouts // deposed: move on now
+				timeouts = maxHeartbeatTimeouts // deposed, or not the leader of several: move on now
+				passed++
 			case errors.Is(err, context.DeadlineExceeded):
 				timeouts++
 			}
@@ -410,8 +412,12 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 				// the next MDS (a standby that took over).
 				mds.Close()
 				mds, pick = nil, pick+1
+				if errors.Is(err, wire.ErrNotLeader) && passed < len(addrs) {
+					continue // the next at once: it may be the leader
+				}
 			}
 		}
+		passed = 0
 		select {
 		case <-ctx.Done():
 			return

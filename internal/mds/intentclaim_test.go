@@ -1,0 +1,51 @@
+package mds
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// TestResolverClaimsAnIntentBeforeAborting: the resolver takes a
+// prepared intent in a transaction before it aborts any stage, and a
+// commit arriving after (on the clock of a process that thinks it has
+// not expired) is refused; a committed intent is rolled forward, not
+// taken; one gone is left.
+func TestResolverClaimsAnIntentBeforeAborting(t *testing.T) {
+	ctx := context.Background()
+	s, err := Start(ctx, Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Key: testKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	put := func(txid uint64, state string) {
+		rec := intentRec{Format: recFormat, State: state, Version: 1, ExpiresNs: time.Now().Add(time.Hour).UnixNano()}
+		if err := s.kv.Update(ctx, func(tx kv.Txn) error { return putRecord(tx, intentKey(7, txid), &rec) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(1, intentPrepared)
+	put(2, intentCommitted)
+	if committed, gone, err := s.claimIntent(ctx, intentKey(7, 1)); err != nil || committed || gone {
+		t.Fatalf("claiming a prepared intent: committed %v, gone %v, %v", committed, gone, err)
+	}
+	if err := handleOp(t, s, mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: 7, Txid: 1}, nil); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("a commit of a claimed intent, not expired on the committer's clock: %v, want refused", err)
+	}
+	if committed, _, err := s.claimIntent(ctx, intentKey(7, 2)); err != nil || !committed {
+		t.Fatalf("claiming a committed intent: committed %v, %v", committed, err)
+	}
+	if _, gone, err := s.claimIntent(ctx, intentKey(7, 3)); err != nil || !gone {
+		t.Fatalf("claiming no intent: gone %v, %v", gone, err)
+	}
+	// Without the claim, the same commit goes through.
+	put(4, intentPrepared)
+	if err := handleOp(t, s, mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: 7, Txid: 4}, nil); err != nil {
+		t.Fatalf("a commit of an unclaimed intent: %v", err)
+	}
+}
