@@ -46,6 +46,7 @@ type lockSession struct {
 	// epoch is the session's life at that process: a newer one means the
 	// MDS dropped the session's locks (silent past the lease).
 	epoch     uint64
+	movedAt   time.Time     // when moveOff last looked for moved files
 	reclaimMu sync.Mutex    // one reclaim at a time
 	renewed   chan struct{} // closed (and replaced) when validUntil moves
 }
@@ -162,8 +163,16 @@ func (s *lockSession) run() {
 		s.mu.Unlock()
 		sent := time.Now()
 		var resp mdsproto.LockWaitResp
-		err := s.c.mds(ctx, mdsproto.OpLockWait, mdsproto.LockWaitReq{Session: s.id, WaitNs: int64(lease / 3)}, &resp)
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if s.addr != "" {
+			// With one of several processes: one that is gone fails the
+			// wait within a lease, so the files it served move on.
+			wctx, cancel = context.WithTimeout(ctx, lease)
+		}
+		err := s.c.mds(wctx, mdsproto.OpLockWait, mdsproto.LockWaitReq{Session: s.id, WaitNs: int64(lease / 3)}, &resp)
+		cancel()
 		if err != nil {
+			s.moveOff(ctx)                      // the process is gone or moved its slots: its files' locks go to their new owners
 			sleepCtx(ctx, 100*time.Millisecond) // the locks lapse if this goes on: writers then ask again
 			continue
 		}
@@ -208,8 +217,20 @@ func (s *lockSession) meet(ctx context.Context, incarnation, epoch uint64) bool 
 	if oldInc == 0 {
 		return true // the first answer
 	}
+	moved := map[*File]bool{}
+	if incarnation == oldInc && s.addr != "" {
+		// One of several processes dropped the session: it gave slots
+		// away. Locks of files now another's are reclaimed there.
+		s.mu.Lock()
+		s.movedAt = time.Time{}
+		s.mu.Unlock()
+		moved = s.moveOff(ctx)
+	}
 	var wg sync.WaitGroup
 	for _, f := range files {
+		if moved[f] {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -635,4 +656,88 @@ func (f *File) useLockSession(ls *lockSession) {
 	if had {
 		f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process", f.path))
 	}
+}
+
+// moveOff, for a session with one of several active MDS processes whose
+// requests fail or whose locks it dropped, asks for the routing table
+// again and has each handle whose file's slot moved to another process
+// reclaim its locks there (the new owner takes them back in its grace,
+// as a restarted MDS does). It reports the handles it moved.
+func (s *lockSession) moveOff(ctx context.Context) map[*File]bool {
+	moved := map[*File]bool{}
+	if s.addr == "" {
+		return moved
+	}
+	s.mu.Lock()
+	if time.Since(s.movedAt) < minMoveCheck {
+		s.mu.Unlock()
+		return moved
+	}
+	s.movedAt = time.Now()
+	files := make([]*File, 0, len(s.files))
+	for _, f := range s.files {
+		files = append(files, f)
+	}
+	s.mu.Unlock()
+	s.c.refreshRoutes(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, f := range files {
+		to := s.c.ownerOf(f.layoutIno())
+		if to == "" || to == s.addr {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if f.moveLocks(ctx, s, to) {
+				mu.Lock()
+				moved[f] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return moved
+}
+
+// minMoveCheck spaces a failing session's looks for moved files.
+const minMoveCheck = 500 * time.Millisecond
+
+// moveLocks reclaims the handle's locks, held in session from, at the
+// process at to, which serves the file now, and moves them into its
+// session there. It reports whether it did; a refusal loses them.
+func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool {
+	l := &f.locks
+	l.mu.Lock()
+	spans := make([][2]int64, 0, len(l.held))
+	for _, h := range l.held {
+		spans = append(spans, [2]int64{h.lo, h.hi})
+	}
+	l.mu.Unlock()
+	if len(spans) == 0 {
+		from.leave(f)
+		return true
+	}
+	f.mu.Lock()
+	req := mdsproto.ReclaimReq{Ino: f.layoutIno(), Handle: f.handle, Session: f.c.locks.id, Spans: spans, End: f.size, SizeGen: f.sizeGen}
+	f.mu.Unlock()
+	sent := time.Now()
+	var g mdsproto.ExtentGrant
+	if err := f.c.mds(toMDS(ctx, to), mdsproto.OpExtentReclaim, req, &g); err != nil {
+		f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process, which did not take them back: %w", f.path, err))
+		return false
+	}
+	ls := f.c.lockSessionAt(to)
+	if !f.locks.sess.CompareAndSwap(from, ls) {
+		return false // taken into another session meanwhile (a grant there)
+	}
+	from.leave(f)
+	ls.meet(ctx, g.Incarnation, g.SessionEpoch)
+	ls.extend(sent, time.Duration(g.LeaseNs))
+	ls.join(f)
+	l.mu.Lock()
+	l.seq = g.Seq // the new process numbers its grants afresh
+	l.mu.Unlock()
+	return true
 }

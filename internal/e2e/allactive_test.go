@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/testcluster"
 )
 
@@ -51,12 +53,12 @@ func TestAllActiveMDS(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	served := map[string]bool{}
+	served := map[string]string{} // process → a directory whose files it serves
 	for i := 0; len(served) < 3 && i < 64; i++ {
 		d := fmt.Sprintf("/d%d", i)
 		e.must("mkdir", d)
 		e.must("put", src, d+"/f")
-		served[st.ownerOf(inoOf(t, e, d+"/f"))] = true
+		served[st.ownerOf(inoOf(t, e, d+"/f"))] = d
 		out := filepath.Join(t.TempDir(), "out")
 		e.must("get", d+"/f", out)
 		if got, err := os.ReadFile(out); err != nil || !bytes.Equal(got, data) {
@@ -75,12 +77,42 @@ func TestAllActiveMDS(t *testing.T) {
 			pid = m.Pid
 		}
 	}
+	// A writer of a file the victim serves, with a partial stripe
+	// buffered under its extent lock when the victim dies: the lock is
+	// reclaimed from the process that takes the slot over, and the
+	// writes land whole.
+	cl := adminClient(t, e)
+	ctx := context.Background()
+	w, err := cl.Create(ctx, served[victim]+"/w", braid.CreateOptions{Mode: 0o644, SizeHint: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := bytes.Repeat([]byte("w"), 100<<10)
 	fault := func() {
+		if _, err := w.WriteAt(part, 0); err != nil {
+			t.Fatal(err)
+		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 	}
 	checkLinearizableAcross(t, e, up, fault, fmt.Sprintf("killed %s (pid %d), which served %s", victim, pid, linDir))
+	if _, err := w.WriteAt(part, int64(len(part))); err != nil {
+		t.Fatalf("a write after its file's MDS process died: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("closing a file written across its MDS process's death: %v", err)
+	}
+	r, err := cl.Open(ctx, served[victim]+"/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 3*len(part))
+	n, _ := r.ReadAt(got, 0)
+	r.Close()
+	if !bytes.Equal(got[:n], bytes.Repeat([]byte("w"), 2*len(part))) {
+		t.Fatalf("read back %d bytes, wrote %d", n, 2*len(part))
+	}
 
 	var after upStatus
 	testcluster.Eventually(t, 30*time.Second, func() bool {

@@ -361,16 +361,7 @@ func failover(t *testing.T, pause bool) {
 		}
 	}
 	checkLinearizableAcross(t, e, up, fault, fmt.Sprintf("%s the active MDS %s", map[bool]string{true: "paused", false: "killed"}[pause], oldName))
-	state, err := readUpState(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := braid.LoadCredential(state.Cred)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := braid.DefaultOptions
-	opts.Credential = admin
+	state, opts := adminOptions(t, e)
 	ctx := context.Background()
 
 	var after upStatus
@@ -495,17 +486,7 @@ func readUpState(e cliEnv) (struct{ MDS, Cred string }, error) {
 // after the fault.
 func checkLinearizableAcross(t *testing.T, e cliEnv, up *upProc, fault func(), what string) {
 	t.Helper()
-	state, err := readUpState(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := braid.LoadCredential(state.Cred)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := braid.DefaultOptions
-	opts.Credential = admin
-	opts.IOTimeout = 60 * time.Second // past the failover
+	state, opts := adminOptions(t, e)
 	ctx := context.Background()
 	h := &linHistory{start: time.Now(), kinds: map[string]int{}}
 	stop := make(chan struct{})
@@ -559,4 +540,36 @@ func checkLinearizableAcross(t *testing.T, e cliEnv, up *upProc, fault func(), w
 		}
 		t.Fatalf("the history across the failover is %s (not linearizable); visualization in %s", res, vis)
 	}
+}
+
+// adminOptions are the cluster braid up recorded for e, and client
+// options with its administrator's credential and an I/O timeout past a
+// failover.
+func adminOptions(t *testing.T, e cliEnv) (struct{ MDS, Cred string }, braid.Options) {
+	t.Helper()
+	state, err := readUpState(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := braid.LoadCredential(state.Cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := braid.DefaultOptions
+	opts.Credential = admin
+	opts.IOTimeout = 60 * time.Second
+	return state, opts
+}
+
+// adminClient is a client of the cluster braid up runs for e, closed
+// when the test ends.
+func adminClient(t *testing.T, e cliEnv) *braid.Client {
+	t.Helper()
+	state, opts := adminOptions(t, e)
+	c, err := braid.DialOptions(context.Background(), state.MDS, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
