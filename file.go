@@ -267,6 +267,7 @@ func (f *File) endLease(ctx context.Context, uncommitted []int64) {
 	f.stopRenewing()
 	req := mdsproto.RenewReq{Ino: f.layoutIno(), Handle: f.handle, Release: true, Read: !f.write, Uncommitted: uncommitted}
 	if f.write {
+		f.locks.left.Store(true)
 		f.lockSession().leave(f)                     // the release drops its extent locks at the MDS
 		_ = f.c.mds(ctx, mdsproto.OpRenew, req, nil) // a writer's lease running out would get the file scrubbed
 		return

@@ -144,9 +144,6 @@ func (s *lockSession) file(handle uint64) (*File, bool) {
 // run keeps a LockWait at the MDS while any handle holds locks.
 func (s *lockSession) run() {
 	ctx := s.c.life
-	if s.addr != "" {
-		ctx = toMDS(ctx, s.addr)
-	}
 	lease := defaultLockLease
 	idleSince := time.Now()
 	for ctx.Err() == nil {
@@ -167,12 +164,12 @@ func (s *lockSession) run() {
 		if s.addr != "" {
 			// With one of several processes: one that is gone fails the
 			// wait within a lease, so the files it served move on.
-			wctx, cancel = context.WithTimeout(ctx, lease)
+			wctx, cancel = context.WithTimeout(toMDS(ctx, s.addr), lease)
 		}
 		err := s.c.mds(wctx, mdsproto.OpLockWait, mdsproto.LockWaitReq{Session: s.id, WaitNs: int64(lease / 3)}, &resp)
 		cancel()
 		if err != nil {
-			s.moveOff(ctx)                      // the process is gone or moved its slots: its files' locks go to their new owners
+			s.moveOff(ctx, "")                  // the process is gone or moved its slots: its files' locks go to their new owners
 			sleepCtx(ctx, 100*time.Millisecond) // the locks lapse if this goes on: writers then ask again
 			continue
 		}
@@ -197,7 +194,8 @@ func (s *lockSession) run() {
 // locks fails what it had not made durable under them.
 func (s *lockSession) meet(ctx context.Context, incarnation, epoch uint64) bool {
 	s.reclaimMu.Lock()
-	defer s.reclaimMu.Unlock()
+	unlock := sync.OnceFunc(s.reclaimMu.Unlock)
+	defer unlock()
 	s.mu.Lock()
 	oldInc, oldEpoch := s.incarnation, s.epoch
 	switch {
@@ -220,11 +218,14 @@ func (s *lockSession) meet(ctx context.Context, incarnation, epoch uint64) bool 
 	moved := map[*File]bool{}
 	if incarnation == oldInc && s.addr != "" {
 		// One of several processes dropped the session: it gave slots
-		// away. Locks of files now another's are reclaimed there.
+		// away. Locks of files now another's are reclaimed there, after
+		// the table that process acted on. Not under reclaimMu: moving
+		// meets other sessions, and sessions have no order among them.
+		unlock()
 		s.mu.Lock()
 		s.movedAt = time.Time{}
 		s.mu.Unlock()
-		moved = s.moveOff(ctx)
+		moved = s.moveOff(ctx, s.addr)
 	}
 	var wg sync.WaitGroup
 	for _, f := range files {
@@ -267,6 +268,7 @@ func (s *lockSession) recall(r mdsproto.Recall) {
 type fileLocks struct {
 	mu        sync.Mutex
 	sess      atomic.Pointer[lockSession] // the session they are held in (nil: none yet)
+	left      atomic.Bool                 // the handle left its session for good (closed)
 	cond      *sync.Cond
 	held      []stripeSpan // sorted, disjoint
 	seq       uint64       // the newest grant taken into held
@@ -584,6 +586,7 @@ func (f *File) loseLocks(why error) {
 // releaseLocks gives back every lock the handle holds (its lease is
 // left to run out, which would otherwise keep them).
 func (f *File) releaseLocks(ctx context.Context) {
+	f.locks.left.Store(true)
 	f.lockSession().leave(f)
 	f.locks.mu.Lock()
 	had, seq := len(f.locks.held) > 0, f.locks.seq
@@ -616,7 +619,7 @@ func (s *lockSession) sessionEpoch() uint64 {
 // client's one session id; else ("" or without a routing table) the
 // client's one session, which follows whichever MDS serves.
 func (c *Client) lockSessionAt(addr string) *lockSession {
-	if addr == "" || c.routes.table.Load() == nil {
+	if addr == "" {
 		return c.locks
 	}
 	c.lockSessMu.Lock()
@@ -663,7 +666,7 @@ func (f *File) useLockSession(ls *lockSession) {
 // again and has each handle whose file's slot moved to another process
 // reclaim its locks there (the new owner takes them back in its grace,
 // as a restarted MDS does). It reports the handles it moved.
-func (s *lockSession) moveOff(ctx context.Context) map[*File]bool {
+func (s *lockSession) moveOff(ctx context.Context, prefer string) map[*File]bool {
 	moved := map[*File]bool{}
 	if s.addr == "" {
 		return moved
@@ -679,12 +682,12 @@ func (s *lockSession) moveOff(ctx context.Context) map[*File]bool {
 		files = append(files, f)
 	}
 	s.mu.Unlock()
-	s.c.refreshRoutes(ctx)
+	s.c.refreshRoutesFrom(ctx, prefer)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, f := range files {
 		to := s.c.ownerOf(f.layoutIno())
-		if to == "" || to == s.addr {
+		if to == s.addr {
 			continue
 		}
 		wg.Add(1)
@@ -724,18 +727,23 @@ func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool
 	f.mu.Unlock()
 	sent := time.Now()
 	var g mdsproto.ExtentGrant
-	if err := f.c.mds(toMDS(ctx, to), mdsproto.OpExtentReclaim, req, &g); err != nil {
+	// Routed by the file (ErrMoved from a process that has not read the
+	// new table yet is asked again), not pinned to to.
+	if err := f.c.mds(ctx, mdsproto.OpExtentReclaim, req, &g); err != nil {
 		f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process, which did not take them back: %w", f.path, err))
 		return false
 	}
-	ls := f.c.lockSessionAt(to)
+	ls := f.c.lockSessionAt(g.Server)
 	if !f.locks.sess.CompareAndSwap(from, ls) {
-		return false // taken into another session meanwhile (a grant there)
+		return f.locks.sess.Load() == ls // moved there meanwhile (another move, or a grant)
 	}
 	from.leave(f)
 	ls.meet(ctx, g.Incarnation, g.SessionEpoch)
 	ls.extend(sent, time.Duration(g.LeaseNs))
 	ls.join(f)
+	if f.locks.left.Load() {
+		ls.leave(f) // closed while it moved
+	}
 	l.mu.Lock()
 	l.seq = g.Seq // the new process numbers its grants afresh
 	l.mu.Unlock()

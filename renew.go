@@ -124,7 +124,9 @@ func (r *leaseRenewer) send(ctx context.Context, due []mdsproto.LeaseRef) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = r.c.mds(ctx, mdsproto.OpRenewBatch, mdsproto.RenewBatchReq{Leases: refs}, nil)
+			if err := r.c.mds(ctx, mdsproto.OpRenewBatch, mdsproto.RenewBatchReq{Leases: refs}, nil); err != nil {
+				r.c.refreshRoutes(ctx) // some may have moved: the next round regroups them
+			}
 		}()
 	}
 	wg.Wait()

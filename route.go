@@ -111,15 +111,23 @@ func pathHintKey(r mdsproto.RoutedByPath) (key, target string, dir uint64, ok bo
 
 // refreshRoutes asks the MDS processes in turn for the routing table,
 // each for at most routeAskTimeout, unless another request did just now.
-func (c *Client) refreshRoutes(ctx context.Context) {
+func (c *Client) refreshRoutes(ctx context.Context) { c.refreshRoutesFrom(ctx, "") }
+
+// refreshRoutesFrom is refreshRoutes asking first (prefer non-empty)
+// the process at prefer: one that just acted on a table newer than the
+// client's.
+func (c *Client) refreshRoutesFrom(ctx context.Context, prefer string) {
 	c.routes.refreshMu.Lock()
 	defer c.routes.refreshMu.Unlock()
-	if time.Since(c.routes.refreshedAt) < minRouteRefreshed {
+	if prefer == "" && time.Since(c.routes.refreshedAt) < minRouteRefreshed {
 		return
 	}
 	c.routes.refreshedAt = time.Now()
 	body, err := mdsproto.Marshal(struct{}{})
 	if err != nil {
+		return
+	}
+	if prefer != "" && c.askRoutes(ctx, prefer, body) {
 		return
 	}
 	start := int(c.mdsPick.Load())
@@ -156,7 +164,7 @@ func (c *Client) askRoutes(ctx context.Context, addr string, body []byte) bool {
 	if mdsproto.Unmarshal(meta, &rt) != nil || len(rt.Owners) != 1<<mdsproto.SlotBits || len(rt.Servers) == 0 {
 		return false
 	}
-	if len(rt.Servers) < 2 {
+	if !rt.Multi {
 		c.routes.table.Store(nil) // one process serves all: the address list's failover does
 		return true
 	}

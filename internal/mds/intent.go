@@ -204,6 +204,11 @@ func (s *Server) renewBatch(ctx context.Context, req mdsproto.RenewBatchReq) (md
 		out = resp
 	}
 	if len(errs) > 0 {
+		if len(errs) < len(req.Leases) {
+			// Some renewed here: the batch sent again elsewhere would not
+			// help them; the client regroups the rest by a new table.
+			return out, wire.Errorf(wire.ErrInvalid, "%d of %d leases not renewed: %v", len(errs), len(req.Leases), errs[0])
+		}
 		return out, fmt.Errorf("%d of %d leases not renewed: %w", len(errs), len(req.Leases), errs[0])
 	}
 	return out, nil
@@ -450,8 +455,15 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 		if len(left) == 0 {
 			return tx.Delete(key)
 		}
-		it.rec.Comps, it.rec.OSDs = left, leftOSDs
-		return putRecord(tx, key, &it.rec)
+		// Only what is left changes: the state is the claim's (resolving)
+		// or a commit's, as the record holds it now, never the scan's.
+		var cur intentRec
+		ok, err := getRecord(tx, key, &cur)
+		if err != nil || !ok {
+			return err
+		}
+		cur.Comps, cur.OSDs = left, leftOSDs
+		return putRecord(tx, key, &cur)
 	})
 }
 

@@ -49,3 +49,42 @@ func TestResolverClaimsAnIntentBeforeAborting(t *testing.T) {
 		t.Fatalf("a commit of an unclaimed intent: %v", err)
 	}
 }
+
+// TestResolverKeepsItsClaim: an expired intent whose OSDs are down is
+// claimed, its units wait, and the record written back says so (not the
+// state the resolver's scan read), so a late commit is still refused and
+// the next pass goes on rolling it back.
+func TestResolverKeepsItsClaim(t *testing.T) {
+	ctx := context.Background()
+	s, err := Start(ctx, Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Key: testKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in := &inodeRec{Inode: mdsproto.Inode{Ino: 7, Type: mdsproto.TypeFile, Mode: 0o644, Nlink: 1,
+		Layout: &mdsproto.Layout{Spec: "mirror:2", Groups: 1, OSDs: []uint32{1, 2}, Version: 1}}}
+	scanned := intentRec{Format: recFormat, State: intentPrepared, Version: 1, Comps: []uint32{0, 1}, OSDs: []uint32{1, 2},
+		ExpiresNs: time.Now().Add(-time.Minute).UnixNano()}
+	if err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		if err := putInode(tx, in); err != nil {
+			return err
+		}
+		return putRecord(tx, intentKey(7, 1), &scanned)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	down := map[uint32]osdView{1: {State: mdsproto.StateDown}, 2: {State: mdsproto.StateDown}}
+	if err := s.resolveIntent(ctx, intentItem{ino: 7, txid: 1, rec: scanned}, down, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var after intentRec
+	if err := s.kv.View(ctx, func(r kv.Reader) error { _, err := getRecord(r, intentKey(7, 1), &after); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if after.State != intentResolving || len(after.Comps) != 2 {
+		t.Fatalf("intent after a pass with its OSDs down: %+v, want resolving with both units waiting", after)
+	}
+	if err := handleOp(t, s, mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: 7, Txid: 1}, nil); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("a late commit after the resolver's pass: %v, want refused", err)
+	}
+}

@@ -212,11 +212,26 @@ type osdPub struct {
 }
 
 // osdMapState is what the leader last published, and the publication
-// this process last adopted.
+// this process last adopted (its Seq + 1; 0: none).
 type osdMapState struct {
 	last    atomic.Pointer[osdMapRec]
 	lastAt  atomic.Int64
 	adopted atomic.Uint64
+}
+
+// adoptNew reports whether publication seq is newer than any adopted,
+// and if so records it: reads racing each other never adopt an older
+// one, nor one twice.
+func (m *osdMapState) adoptNew(seq uint64) bool {
+	for {
+		cur := m.adopted.Load()
+		if seq+1 <= cur {
+			return false
+		}
+		if m.adopted.CompareAndSwap(cur, seq+1) {
+			return true
+		}
+	}
 }
 
 // publishOSDMap writes the OSD map if it changed, or osdMapEvery passed.
@@ -286,7 +301,7 @@ func (s *Server) adoptShared(ctx context.Context) error {
 		return err
 	}
 	s.serveRoutes(&routeView{table: table, epoch: epoch, readAt: sent})
-	if haveMap && s.osdMap.adopted.Swap(osdMap.Seq) != osdMap.Seq {
+	if haveMap && s.osdMap.adoptNew(osdMap.Seq) {
 		s.cluster.adopt(osdMap.OSDs, sent)
 	}
 	if sealedRing != nil {

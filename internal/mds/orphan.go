@@ -184,10 +184,9 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(inos) < resolveBatch {
-		s.orphanCursor = nil // wrap around
-	} else {
-		s.orphanCursor = binary.BigEndian.AppendUint64(nil, inos[len(inos)-1]+1)
+	var next []byte // where the next pass starts (nil: wrap around)
+	if len(inos) == resolveBatch {
+		next = binary.BigEndian.AppendUint64(nil, inos[len(inos)-1]+1)
 	}
 	for _, ino := range inos {
 		if s.leased(ino, now) {
@@ -210,8 +209,9 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 			return tx.Delete(orphanKey(ino))
 		})
 		if err != nil {
-			return err
+			return err // the same batch again next pass
 		}
 	}
+	s.orphanCursor = next
 	return nil
 }

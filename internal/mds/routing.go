@@ -236,7 +236,7 @@ func (s *Server) routing() *mdsproto.Routing {
 		return nil
 	}
 	t := v.table
-	out := &mdsproto.Routing{Epoch: t.Epoch, Owners: t.Owners}
+	out := &mdsproto.Routing{Multi: s.multi(), Epoch: t.Epoch, Owners: t.Owners}
 	counts := t.slotsOf()
 	for _, srv := range t.Servers {
 		out.Servers = append(out.Servers, mdsproto.RouteServer{Name: srv.Name, Addr: srv.Addr, Slots: counts[srv.Name]})

@@ -453,6 +453,9 @@ type MetaStatus struct {
 
 // Routing maps slots to the MDS processes serving them.
 type Routing struct {
+	// Multi: several processes are active (clients route by the table);
+	// else one serves all and clients follow the address list.
+	Multi   bool          `json:"multi,omitempty"`
 	Epoch   uint64        `json:"epoch"` // raised by every change
 	Servers []RouteServer `json:"servers"`
 	// Owners has one entry per slot: the index in Servers of its server.
