@@ -531,6 +531,23 @@ func (f *File) recall(r mdsproto.Recall) {
 // Writes under them go on meanwhile: the new process grants nothing else
 // until its grace ends, and a reclaim refused (too late) loses them.
 func (f *File) reclaim(ctx context.Context, session uint64) {
+	req, ok := f.reclaimReq(session)
+	if !ok {
+		return
+	}
+	var g mdsproto.ExtentGrant
+	if err := f.c.mds(ctx, mdsproto.OpExtentReclaim, req, &g); err != nil {
+		f.loseLocks(fmt.Errorf("%s: extent locks lost across an MDS restart: %w", f.path, err))
+		return
+	}
+	f.locks.mu.Lock()
+	f.locks.seq = g.Seq // the new process numbers its grants afresh
+	f.locks.mu.Unlock()
+}
+
+// reclaimReq asks for the locks the handle holds back, in session, with
+// its view of the size (false: it holds none).
+func (f *File) reclaimReq(session uint64) (mdsproto.ReclaimReq, bool) {
 	l := &f.locks
 	l.mu.Lock()
 	spans := make([][2]int64, 0, len(l.held))
@@ -539,19 +556,11 @@ func (f *File) reclaim(ctx context.Context, session uint64) {
 	}
 	l.mu.Unlock()
 	if len(spans) == 0 {
-		return
+		return mdsproto.ReclaimReq{}, false
 	}
 	f.mu.Lock()
-	req := mdsproto.ReclaimReq{Ino: f.layoutIno(), Handle: f.handle, Session: session, Spans: spans, End: f.size, SizeGen: f.sizeGen}
-	f.mu.Unlock()
-	var g mdsproto.ExtentGrant
-	if err := f.c.mds(ctx, mdsproto.OpExtentReclaim, req, &g); err != nil {
-		f.loseLocks(fmt.Errorf("%s: extent locks lost across an MDS restart: %w", f.path, err))
-		return
-	}
-	l.mu.Lock()
-	l.seq = g.Seq // the new process numbers its grants afresh
-	l.mu.Unlock()
+	defer f.mu.Unlock()
+	return mdsproto.ReclaimReq{Ino: f.layoutIno(), Handle: f.handle, Session: session, Spans: spans, End: f.size, SizeGen: f.sizeGen}, true
 }
 
 // loseLocks drops every lock the handle holds, without handing them back
@@ -712,19 +721,11 @@ const minMoveCheck = 500 * time.Millisecond
 // session there. It reports whether it did; a refusal loses them.
 func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool {
 	l := &f.locks
-	l.mu.Lock()
-	spans := make([][2]int64, 0, len(l.held))
-	for _, h := range l.held {
-		spans = append(spans, [2]int64{h.lo, h.hi})
-	}
-	l.mu.Unlock()
-	if len(spans) == 0 {
+	req, ok := f.reclaimReq(f.c.locks.id)
+	if !ok {
 		from.leave(f)
 		return true
 	}
-	f.mu.Lock()
-	req := mdsproto.ReclaimReq{Ino: f.layoutIno(), Handle: f.handle, Session: f.c.locks.id, Spans: spans, End: f.size, SizeGen: f.sizeGen}
-	f.mu.Unlock()
 	sent := time.Now()
 	var g mdsproto.ExtentGrant
 	// Routed by the file (ErrMoved from a process that has not read the
