@@ -365,7 +365,7 @@ func (c *Client) mdsMetaOn(ctx context.Context, pool *wire.Pool, op uint16, req 
 			if err == nil {
 				break
 			}
-			if rerouted := c.rerouted(ctx, err, routedTo, req); !rerouted && !isConnError(err) && (routedTo != "" || !c.notServing(err, at)) {
+			if !c.rerouted(ctx, err, routedTo, req) && !isConnError(err) && (routedTo != "" || !c.notServing(err, at)) {
 				break
 			}
 		} else if errors.Is(err, wire.ErrPoolClosed) || errors.Is(err, wire.ErrProtocol) || errors.Is(err, wire.ErrDenied) {

@@ -623,10 +623,10 @@ func (s *lockSession) sessionEpoch() uint64 {
 	return s.epoch
 }
 
-// lockSessionAt is the session with the MDS process at addr: with
-// several active, one per process (the one granting), all under the
-// client's one session id; else ("" or without a routing table) the
-// client's one session, which follows whichever MDS serves.
+// lockSessionAt is the session with the MDS process at addr, the one
+// that granted: with several active, one per process, all under the
+// client's one session id; for "" (one active MDS, which names no
+// address) the client's one session, which follows whichever serves.
 func (c *Client) lockSessionAt(addr string) *lockSession {
 	if addr == "" {
 		return c.locks

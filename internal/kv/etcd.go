@@ -461,11 +461,11 @@ func (t *etcdTxn) commit() error {
 	if len(ops) > t.e.maxTxnOps {
 		return fmt.Errorf("%w: %d writes, etcd allows %d in one txn (--max-txn-ops)", ErrTooLarge, len(ops), t.e.maxTxnOps)
 	}
-	lead, led := t.e.leadState()
+	lead, led, multi := t.e.leadState()
 	if lead == nil && led {
 		return ErrNotLeader // resigned, not leading again yet
 	}
-	if t.e.joined() {
+	if multi {
 		// One of several actives: the lead guards only the leader's own
 		// duties.
 		switch {

@@ -124,11 +124,3 @@ func (e *Etcd) Leave() {
 		_ = l.session.Close()
 	}
 }
-
-// joined reports whether the engine serves as one of several actives
-// (it joined once; its session may have ended since).
-func (e *Etcd) joined() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.multi
-}

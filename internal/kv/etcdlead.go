@@ -188,12 +188,14 @@ func (e *Etcd) Resign() {
 	}
 }
 
-// leadState is the lead a commit must hold (nil: none), and whether this
-// engine ever led (then a commit without the lead is refused).
-func (e *Etcd) leadState() (*leadership, bool) {
+// leadState is the lead a commit must hold (nil: none), whether this
+// engine ever led (then a commit without the lead is refused), and
+// whether it joined as one of several actives (then only AsLeader
+// commits need the lead).
+func (e *Etcd) leadState() (lead *leadership, led, multi bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.lead, e.led
+	return e.lead, e.led, e.multi
 }
 
 func (e *Etcd) leader() *leadership {

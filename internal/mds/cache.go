@@ -45,6 +45,7 @@ type cacheTable struct {
 	recent      [recentChanges]recentChange         // the newest changes begun, by gen
 	registered  int                                 // registrations, all sessions
 	graceUntil  time.Time                           // nothing granted or changed before this
+	noGrants    bool                                // grant nothing, ever (set at creation)
 	emptySince  time.Time                           // when the last session ended
 	sessionsMax int
 }
@@ -156,7 +157,7 @@ func (t *cacheTable) grant(now time.Time, id, epoch, gen uint64, inos ...uint64)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.sessions[id]
-	if s == nil || s.epoch != epoch || s.gone || !now.Before(s.seen.Add(t.lease)) || now.Before(t.graceUntil) {
+	if t.noGrants || s == nil || s.epoch != epoch || s.gone || !now.Before(s.seen.Add(t.lease)) || now.Before(t.graceUntil) {
 		return 0, false
 	}
 	for _, ino := range inos {
@@ -296,7 +297,7 @@ func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]*touched
 func (t *cacheTable) regrantLocked(now time.Time, c *change, touched map[uint64]*touched) {
 	c.self, c.kept = nil, nil
 	s := t.sessions[c.requester]
-	if s == nil || s.gone {
+	if t.noGrants || s == nil || s.gone {
 		return
 	}
 	for ino, tc := range touched {

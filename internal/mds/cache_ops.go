@@ -34,9 +34,6 @@ type coherentEngine struct {
 	kv.Engine
 	t   *cacheTable
 	now func() time.Time
-	// noGrants: nothing is granted (several active processes, multi.go),
-	// not even a change's requester what it changed.
-	noGrants bool
 }
 
 // Update runs fn; a transaction that writes cached inodes is rolled back,
@@ -62,11 +59,7 @@ func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) erro
 				return nil
 			}
 			if c == nil {
-				requester := requesterOf(ctx)
-				if e.noGrants {
-					requester = 0
-				}
-				c = newChange(requester)
+				c = newChange(requesterOf(ctx))
 			}
 			mustWait, inGrace = e.t.cover(e.now(), c, rt.touched)
 			if inGrace || mustWait {
@@ -274,6 +267,9 @@ func appendSelf(meta []byte, self *mdsproto.CacheSelf) []byte {
 // previous process may still cache, and wraps the engine.
 func (s *Server) startCache(ctx context.Context) error {
 	s.cache = newCacheTable(s.cfg.LockLease, s.incarnation)
+	// Several active processes grant nothing yet (multi.go): a grant
+	// would need its recall by whichever process changes the inode.
+	s.cache.noGrants = s.multi()
 	var marked bool
 	if err := s.kv.View(ctx, func(r kv.Reader) error {
 		v, err := r.Get(keyCacheHeld)
@@ -286,7 +282,7 @@ func (s *Server) startCache(ctx context.Context) error {
 		s.cacheMarked.Store(true)
 		s.cache.grace(s.cfg.Now(), s.cfg.TakeoverGrace)
 	}
-	s.kv = &coherentEngine{Engine: s.kv, t: s.cache, now: s.cfg.Now, noGrants: s.multi()}
+	s.kv = &coherentEngine{Engine: s.kv, t: s.cache, now: s.cfg.Now}
 	return nil
 }
 
@@ -363,8 +359,8 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 		inos = append(inos, ino)
 		return nil
 	})
-	if err != nil || req.Session == 0 || s.multi() {
-		return out, err // with several active processes nothing is granted yet (multi.go)
+	if err != nil || req.Session == 0 || s.cache.noGrants {
+		return out, err
 	}
 	if err := s.markCacheHeld(ctx); err != nil {
 		return out, nil // answered, not granted

@@ -1,6 +1,7 @@
 package mds
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -304,12 +305,19 @@ func (s *Server) adoptShared(ctx context.Context) error {
 	if haveMap && s.osdMap.adoptNew(osdMap.Seq) {
 		s.cluster.adopt(osdMap.OSDs, sent)
 	}
-	if sealedRing != nil {
-		b, err := openWith(s.keyWrap, sealedRing, keyCapRing)
-		if err != nil {
-			return err
-		}
-		return s.keys.adopt(b)
+	if sealedRing == nil {
+		return nil
 	}
+	if last := s.adoptedRing.Load(); last != nil && bytes.Equal(*last, sealedRing) {
+		return nil // as adopted already: no unsealing every refresh
+	}
+	b, err := openWith(s.keyWrap, sealedRing, keyCapRing)
+	if err != nil {
+		return err
+	}
+	if err := s.keys.adopt(b); err != nil {
+		return err
+	}
+	s.adoptedRing.Store(&sealedRing)
 	return nil
 }

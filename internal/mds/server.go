@@ -141,8 +141,9 @@ type Server struct {
 	routes routes   // the routing table this process serves by (routing.go)
 	// gainedAt is when this process last took over slots (multi.go), in
 	// unix nanoseconds; osdMap what it last published of the OSD map.
-	gainedAt atomic.Int64
-	osdMap   osdMapState
+	gainedAt    atomic.Int64
+	osdMap      osdMapState
+	adoptedRing atomic.Pointer[[]byte] // the sealed key ring last adopted (multi.go)
 	// orphanCursor is where the next orphan reaping pass starts (the ino
 	// after the last one looked at; nil: the first); resolveLoop's alone.
 	orphanCursor []byte
@@ -441,7 +442,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	if err != nil {
 		return wire.Response{}, err
 	}
-	if slot, ok := ctx.Value(onceCtxKey{}).(*onceSlot); ok && !s.multi() { // several actives grant no caching yet (multi.go)
+	if slot, ok := ctx.Value(onceCtxKey{}).(*onceSlot); ok {
 		if self := slot.self.answer(); self != nil {
 			b = appendSelf(b, self)
 		}
