@@ -111,7 +111,14 @@ func (n *Net) connectLocked(ctx context.Context, from *Host, l *listener, addr s
 	n.mu.Unlock()
 	select {
 	case l.accept <- &conn{Conn: server, n: n, addr: addr, server: true}:
-		return &conn{Conn: client, n: n, addr: addr, lis: l}, nil
+		select {
+		case <-l.done:
+			// Closed meanwhile: its backlog may have been emptied before
+			// this connection joined it, and nobody would read it. (Both
+			// cases of the select above can be ready at once.)
+		default:
+			return &conn{Conn: client, n: n, addr: addr, lis: l}, nil
+		}
 	case <-l.done:
 	case <-ctx.Done():
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -294,5 +295,37 @@ func TestDuplicateDeliversAHeldRequestLate(t *testing.T) {
 		}()
 		<-time.After(5 * time.Second)
 		synctest.Wait()
+	})
+}
+
+// A dial racing its listener's close either fails or yields a connection
+// that is already cut: never one left in the closed listener's backlog,
+// where nobody reads it and its writer waits for good. (A cluster stopping
+// under a resolver that was dialling an OSD hung so; under synctest the
+// hang is a deadlock the bubble reports.)
+func TestDialRacingCloseNeverStrands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := New()
+		for i := range 300 {
+			l, err := n.Listen("s:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dialled := make(chan net.Conn, 1)
+			go func() {
+				c, _ := n.Dial(context.Background(), l.Addr().String())
+				dialled <- c
+			}()
+			l.Close()
+			c := <-dialled
+			if c == nil {
+				continue
+			}
+			// Bigger than any buffer: only a reader or a cut ends it.
+			if _, err := c.Write(make([]byte, 1<<16)); err == nil {
+				t.Fatalf("round %d: a write to a closed listener's connection succeeded", i)
+			}
+			c.Close()
+		}
 	})
 }
