@@ -87,7 +87,13 @@ func (c *Client) CallV(ctx context.Context, op uint16, meta []byte, data [][]byt
 	c.pending[id] = cl
 	c.mu.Unlock()
 
-	if err := c.send(Header{Kind: KindRequest, Op: op, ID: id}, meta, data); err != nil {
+	// A peer that stopped reading blocks the write, which watches no
+	// context: the caller's context ending fails the connection (a
+	// request half written leaves it out of step anyway), which ends it.
+	stop := context.AfterFunc(ctx, func() { c.fail(fmt.Errorf("call abandoned while sending: %w", ctx.Err())) })
+	err = c.send(Header{Kind: KindRequest, Op: op, ID: id}, meta, data)
+	stop()
+	if err != nil {
 		c.fail(transportErr(err))
 		<-cl.ready
 		// The answer may have come before the failure (a request sent

@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -262,5 +263,33 @@ func FuzzDec(f *testing.F) {
 		d.Bytes()
 		d.U32()
 		_ = d.Err()
+	})
+}
+
+// A call to a peer that stopped reading (its buffers full, or a link
+// that swallows bytes) ends when its context does, even while its
+// request is still being written: a caller's deadline bounds the whole
+// call, and the connection, no longer in step, is failed.
+func TestCallEndsWithItsContextWhileSending(t *testing.T) {
+	// Under synctest a call that hangs is a deadlock the bubble reports.
+	synctest.Test(t, func(t *testing.T) {
+		client, server := net.Pipe() // unbuffered: nothing is written unless read
+		defer server.Close()
+		c := NewClient(client)
+		defer c.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := c.Call(ctx, 1, nil, make([]byte, 1<<16), nil)
+			done <- err
+		}()
+		synctest.Wait() // the call is blocked writing
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("a call nobody read succeeded")
+		}
+		if c.Err() == nil {
+			t.Fatal("the connection stayed in use with a request half written")
+		}
 	})
 }
