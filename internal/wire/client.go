@@ -19,7 +19,11 @@ var ErrClosed = errors.New("connection closed")
 type Client struct {
 	conn net.Conn
 
-	wmu  sync.Mutex // serialises frame writes
+	// wturn serialises frame writes: a one-slot channel rather than a
+	// mutex, so a call waiting behind a write its peer does not read
+	// gives up with its own context (and, in the simulation's synctest
+	// bubble, waits durably: simulated time goes on).
+	wturn chan struct{}
 	hbuf [headerBytes]byte
 
 	mu      sync.Mutex
@@ -47,7 +51,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 
 // NewClient starts a client on an established connection.
 func NewClient(conn net.Conn) *Client {
-	c := &Client{conn: conn, pending: map[uint64]*call{}, done: make(chan struct{}), welcomed: make(chan struct{})}
+	c := &Client{conn: conn, pending: map[uint64]*call{}, done: make(chan struct{}), welcomed: make(chan struct{}), wturn: make(chan struct{}, 1)}
 	go c.readLoop()
 	return c
 }
@@ -87,12 +91,13 @@ func (c *Client) CallV(ctx context.Context, op uint16, meta []byte, data [][]byt
 	c.pending[id] = cl
 	c.mu.Unlock()
 
-	// A peer that stopped reading blocks the write, which watches no
-	// context: the caller's context ending fails the connection (a
-	// request half written leaves it out of step anyway), which ends it.
-	stop := context.AfterFunc(ctx, func() { c.fail(fmt.Errorf("call abandoned while sending: %w", ctx.Err())) })
-	err = c.send(Header{Kind: KindRequest, Op: op, ID: id}, meta, data)
-	stop()
+	err = c.send(ctx, Header{Kind: KindRequest, Op: op, ID: id}, meta, data)
+	if errors.Is(err, errNotSent) {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return nil, 0, err
+	}
 	if err != nil {
 		c.fail(transportErr(err))
 		<-cl.ready
@@ -116,7 +121,11 @@ func (c *Client) CallV(ctx context.Context, op uint16, meta []byte, data [][]byt
 	}
 }
 
-func (c *Client) send(h Header, meta []byte, data [][]byte) error {
+// errNotSent is a request given up before any of it was written (its
+// context ended while it waited for its turn to write).
+var errNotSent = errors.New("request not sent")
+
+func (c *Client) send(ctx context.Context, h Header, meta []byte, data [][]byte) error {
 	n, crc := 0, uint32(0)
 	for _, p := range data {
 		n += len(p)
@@ -129,8 +138,23 @@ func (c *Client) send(h Header, meta []byte, data [][]byte) error {
 	if h.MetaLen > MaxMetaBytes {
 		return fmt.Errorf("%w: request too large", ErrFrame)
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	select {
+	case c.wturn <- struct{}{}:
+	case <-ctx.Done():
+		// Nothing of it written: the connection stays in step.
+		return fmt.Errorf("%w: %w", errNotSent, ctx.Err())
+	case <-c.done:
+		return c.Err()
+	}
+	defer func() { <-c.wturn }()
+	// A peer that stopped reading blocks the write, which watches no
+	// context: the caller's context ending fails the connection (a
+	// request half written leaves it out of step anyway), which ends it.
+	stop := context.AfterFunc(ctx, func() { c.fail(fmt.Errorf("request abandoned while sending: %w", ctx.Err())) })
+	defer stop()
 	h.put(c.hbuf[:], meta)
 	bufs := make(net.Buffers, 0, 2+len(data))
 	bufs = append(bufs, c.hbuf[:], meta)

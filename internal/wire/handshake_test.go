@@ -200,7 +200,7 @@ func TestAnswerBeforeASendErrorIsKept(t *testing.T) {
 	c := NewClient(f)
 	f.c = c
 	defer c.Close()
-	if err := c.send(Header{Kind: KindRequest, Op: OpHello}, helloMeta(NewPeerID(), 1), nil); err != nil {
+	if err := c.send(context.Background(), Header{Kind: KindRequest, Op: OpHello}, helloMeta(NewPeerID(), 1), nil); err != nil {
 		t.Fatal(err)
 	}
 	meta, _, err := c.Call(context.Background(), 1, []byte("ping"), nil, nil)

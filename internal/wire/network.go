@@ -55,7 +55,7 @@ func dialFenced(ctx context.Context, nw Network, addr string, id, gen uint64) (*
 	}
 	c := NewClient(conn)
 	hello := Hello{Peer: id, Gen: gen, MinVersion: MinProtocolVersion, MaxVersion: ProtocolVersion}
-	if err := c.send(Header{Kind: KindRequest, Op: OpHello}, hello.encode(), nil); err != nil {
+	if err := c.send(ctx, Header{Kind: KindRequest, Op: OpHello}, hello.encode(), nil); err != nil {
 		c.fail(transportErr(err))
 		return nil, fmt.Errorf("dial %s: hello: %w", addr, c.Err())
 	}

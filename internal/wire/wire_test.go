@@ -293,3 +293,31 @@ func TestCallEndsWithItsContextWhileSending(t *testing.T) {
 		}
 	})
 }
+
+// A call waiting for its turn behind a write its peer does not read gives
+// up with its own context, without writing anything: the connection stays
+// in step for the call ahead of it.
+func TestCallWaitingToSendEndsWithItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client, server := net.Pipe()
+		defer server.Close()
+		c := NewClient(client)
+		defer c.Close()
+		go func() { _, _, _ = c.Call(context.Background(), 1, nil, make([]byte, 1<<16), nil) }()
+		synctest.Wait() // the first call holds the turn, blocked writing
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := c.Call(ctx, 1, nil, nil, nil)
+			done <- err
+		}()
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a call given up while waiting to send: %v, want context.Canceled", err)
+		}
+		if err := c.Err(); err != nil {
+			t.Fatalf("the connection failed with a call that never wrote: %v", err)
+		}
+	})
+}
