@@ -96,6 +96,10 @@ func (s *sim) moreFaults() {
 		s.nw.LoseReplies(addr, 0, 0)
 		s.infof("fault: OSD %d lost %d replies", i, n)
 	case 1:
+		if s.mdsCount > 1 {
+			s.killMDS()
+			break
+		}
 		s.logf("fault: MDS restarted")
 		s.c.RestartMDS()
 		s.writeUnderFault()
@@ -117,13 +121,27 @@ func (s *sim) moreFaults() {
 		s.infof("fault: OSD %d's disk refused %d writes", i, s.dfs.clear())
 	}
 	s.verifyAll("after a fault")
-	for _, p := range heldPaths {
+	for _, p := range s.heldPaths {
 		if s.held[p] != nil && s.rng.IntN(2) == 0 {
 			s.syncHeldFile(p)
 		}
 	}
 	s.scrubAll()
 	s.waitHealthy()
+}
+
+// killMDS kills one of several MDS processes (with its session in the
+// metadata engine: it lapses on its own): files in its slots wait for
+// the session to lapse and another process to take them over, the lead
+// passes if it held it. Files are written meanwhile; then it starts again
+// and takes slots back.
+func (s *sim) killMDS() {
+	i := s.rng.IntN(s.mdsCount)
+	s.logf("fault: MDS %d killed", i)
+	s.c.KillMDS(i)
+	s.writeUnderFault()
+	s.logf("fault: MDS %d started again", i)
+	s.c.StartMDS(i)
 }
 
 // duplicates makes the network hold some requests to OSDs back while
@@ -172,7 +190,7 @@ func (s *sim) duplicates() {
 	}
 	s.writeUnderFault()
 	s.truncate()
-	for _, p := range heldPaths {
+	for _, p := range s.heldPaths {
 		if s.held[p] != nil {
 			s.syncHeldFile(p)
 		}
@@ -211,7 +229,7 @@ func (s *sim) writeUnderFault() {
 // for a new name, not exist); an old file that is unavailable now is read
 // back after the fault.
 func (s *sim) putMayFail(want error) {
-	p := fmt.Sprintf("/f%d", s.rng.IntN(12))
+	p := s.filePath(s.rng.IntN(12))
 	data := randBytes(s.rng, 1+s.rng.IntN(600<<10))
 	f, err := s.client().Create(ctx, p, braid.CreateOptions{SizeHint: int64(len(data)), Atomic: true})
 	if err == nil {

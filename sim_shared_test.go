@@ -30,16 +30,16 @@ const sharedFile = "/s0"
 // divisor of a unit), then close it: every block lands, and the file is
 // as long as the last one reaches.
 func (s *sim) sharedWrite() {
-	old, ok := s.model[sharedFile]
+	old, ok := s.model[s.sharedPath]
 	if !ok {
 		spec := simLayouts[s.rng.IntN(len(simLayouts))]
-		f, err := s.cls[0].Create(ctx, sharedFile, braid.CreateOptions{Layout: spec, SizeHint: -1})
+		f, err := s.cls[0].Create(ctx, s.sharedPath, braid.CreateOptions{Layout: spec, SizeHint: -1})
 		if err == nil {
 			err = f.Close()
 		}
-		s.logf("shared create %s %q: %v", sharedFile, spec, err)
+		s.logf("shared create %s %q: %v", s.sharedPath, spec, err)
 		if err != nil {
-			s.fatalf("create %s: %v", sharedFile, err)
+			s.fatalf("create %s: %v", s.sharedPath, err)
 		}
 	}
 	bs, n := 1+s.rng.IntN(48<<10), 2+s.rng.IntN(10)
@@ -51,7 +51,7 @@ func (s *sim) sharedWrite() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f, err := cl.OpenFile(ctx, sharedFile, true)
+			f, err := cl.OpenFile(ctx, s.sharedPath, true)
 			if err != nil {
 				errs[w] = err
 				return
@@ -66,15 +66,15 @@ func (s *sim) sharedWrite() {
 		}()
 	}
 	wg.Wait()
-	s.logf("shared write %s at %d: %d blocks of %d bytes by %d clients: %v", sharedFile, base, n, bs, len(s.cls), errs)
+	s.logf("shared write %s at %d: %d blocks of %d bytes by %d clients: %v", s.sharedPath, base, n, bs, len(s.cls), errs)
 	for w, err := range errs {
 		if err != nil {
-			s.fatalf("shared write %s by client %d: %v", sharedFile, w, err)
+			s.fatalf("shared write %s by client %d: %v", s.sharedPath, w, err)
 		}
 	}
 	next := append(old, make([]byte, max(0, base+len(data)-len(old)))...)
 	copy(next[base:], data)
-	s.model[sharedFile] = next
+	s.model[s.sharedPath] = next
 }
 
 // smallWrites writes a burst of small pieces (up to 4 KiB) at random

@@ -142,6 +142,23 @@ func TestSimulation(t *testing.T) {
 	}
 }
 
+// The simulation with three MDS processes sharing the namespace (on
+// kv.Shared, the twin of etcd): the files live in directories of
+// different processes' slots, renames cross them, and the MDS fault kills
+// one process (its session lapses, another takes its slots over, the
+// lead passes if it held it) and starts it again, which takes slots back
+// from the others. BRAID_SIM_SEEDS runs more, as for TestSimulation.
+func TestSimulationSeveralMDS(t *testing.T) {
+	for _, seed := range simSeeds(t, 4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				trace := runSimWith(t, seed, 40, 3)
+				t.Logf("seed %d: %d steps, trace %x", seed, strings.Count(trace, "\n"), sha256.Sum256([]byte(trace)))
+			})
+		})
+	}
+}
+
 // The same seed replays the same run: the trace of operations, faults and
 // their outcomes hashes the same twice.
 func TestSimulationReplaysItsSeed(t *testing.T) {
@@ -172,17 +189,22 @@ type sim struct {
 	rng4 *rand.Rand
 	// rng5 draws the workloads added after that: several clients writing
 	// one file at once, and bursts of small writes (sim_shared_test.go).
-	rng5  *rand.Rand
-	dfs   diskFaults // what the disk twin fails now
-	c     *testcluster.Cluster
-	cl    *braid.Client   // the first of cls, for the checks
-	cls   []*braid.Client // the workload's clients
-	nw    *simnet.Net
-	disk  *simdisk.Disk
-	live  []int             // indexes of the OSDs in the cluster (not removed)
-	model map[string][]byte // acknowledged contents of every closed file
-	held  map[string]*heldFile
-	trace strings.Builder
+	rng5 *rand.Rand
+	dfs  diskFaults // what the disk twin fails now
+	c    *testcluster.Cluster
+	cl   *braid.Client   // the first of cls, for the checks
+	cls  []*braid.Client // the workload's clients
+	nw   *simnet.Net
+	disk *simdisk.Disk
+	live []int // indexes of the OSDs in the cluster (not removed)
+	// mdsCount is how many MDS processes share the namespace; with
+	// several, heldPaths and sharedPath are in simDirs.
+	mdsCount   int
+	heldPaths  []string
+	sharedPath string
+	model      map[string][]byte // acknowledged contents of every closed file
+	held       map[string]*heldFile
+	trace      strings.Builder
 }
 
 // heldFile is a file kept open for writing across steps (and capability
@@ -214,20 +236,37 @@ func (s *sim) fatalf(format string, args ...any) {
 	s.t.Fatalf("seed %d (replay with BRAID_SEED=%d): %s\ntrace:\n%s", s.seed, s.seed, fmt.Sprintf(format, args...), s.trace.String())
 }
 
-// runSim runs steps seeded steps and the final checks; it returns the trace.
-func runSim(t *testing.T, seed uint64, steps int) string {
+// runSim runs steps seeded steps and the final checks, with one MDS; it
+// returns the trace.
+func runSim(t *testing.T, seed uint64, steps int) string { return runSimWith(t, seed, steps, 1) }
+
+// runSimWith is runSim with mdsCount MDS processes sharing the namespace.
+func runSimWith(t *testing.T, seed uint64, steps, mdsCount int) string {
 	nw, disk := simnet.New(), simdisk.New(0)
 	nw.SplitRequests(wire.FrameLen)
 	t.Cleanup(nw.Close) // after the cluster stops
 	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), rng2: rand.New(rand.NewPCG(seed, 0x5eed2)),
 		rng3: rand.New(rand.NewPCG(seed, 0x5eed3)), rng4: rand.New(rand.NewPCG(seed, 0x5eed4)),
 		rng5: rand.New(rand.NewPCG(seed, 0x5eed5)), nw: nw, disk: disk,
-		model: map[string][]byte{}, held: map[string]*heldFile{}, live: []int{0, 1, 2, 3, 4, 5}}
+		model: map[string][]byte{}, held: map[string]*heldFile{}, live: []int{0, 1, 2, 3, 4, 5},
+		mdsCount: mdsCount, heldPaths: heldPaths, sharedPath: sharedFile}
 	disk.Fault = s.dfs.fault
-	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Network: nw, OSDFS: disk, CapTTL: 3 * time.Second,
-		KVConflicts: 8, KVSeed: seed})
+	opts := testcluster.Options{OSDs: 6, Network: nw, OSDFS: disk, CapTTL: 3 * time.Second,
+		KVConflicts: 8, KVSeed: seed}
+	if mdsCount > 1 {
+		opts.MDSCount, opts.MkdirSwitch = mdsCount, 1
+		s.heldPaths, s.sharedPath = []string{"/a/h0", "/b/h1"}, "/c/s0"
+	}
+	c := testcluster.Start(t, opts)
 	s.c, s.cls = c, []*braid.Client{c.Dial(), c.Dial()}
 	s.cl = s.cls[0]
+	if mdsCount > 1 {
+		for _, d := range simDirs {
+			if err := s.cl.Mkdir(ctx, d, false); err != nil {
+				s.fatalf("mkdir %s: %v", d, err)
+			}
+		}
+	}
 	for i := 0; i < steps; i++ {
 		switch r := s.rng.IntN(12); {
 		case r < 3:
@@ -270,7 +309,7 @@ func (s *sim) pickFile() (string, bool) {
 }
 
 func (s *sim) put() {
-	p := fmt.Sprintf("/f%d", s.rng.IntN(12))
+	p := s.filePath(s.rng.IntN(12))
 	spec := simLayouts[s.rng.IntN(len(simLayouts))]
 	data := randBytes(s.rng, s.rng.IntN(600<<10))
 	f, err := s.client().Create(ctx, p, braid.CreateOptions{Layout: spec, SizeHint: int64(len(data)), Atomic: true})
@@ -354,7 +393,7 @@ func (s *sim) renameOrRemove() {
 		delete(s.model, p)
 		return
 	}
-	to := fmt.Sprintf("/f%d", s.rng.IntN(12))
+	to := s.filePath(s.rng.IntN(12))
 	err := s.client().Rename(ctx, p, to)
 	s.logf("rename %s %s: %v", p, to, err)
 	if err != nil {
@@ -369,10 +408,24 @@ func (s *sim) renameOrRemove() {
 // operations never touch them.
 var heldPaths = []string{"/h0", "/h1"}
 
+// simDirs are the directories the files live in with several MDS
+// processes: each its own slot (mkdir switching), so the files spread
+// over the processes and renames cross them. With one MDS the files live
+// in the root, as when the regression seeds were recorded.
+var simDirs = []string{"/a", "/b", "/c", "/d"}
+
+// filePath is the name of the workload's file number i.
+func (s *sim) filePath(i int) string {
+	if s.mdsCount < 2 {
+		return fmt.Sprintf("/f%d", i)
+	}
+	return fmt.Sprintf("%s/f%d", simDirs[i%len(simDirs)], i)
+}
+
 // heldStep opens one of the held files, writes through it, syncs it or
 // closes it. A closed held file joins the model of acknowledged files.
 func (s *sim) heldStep() {
-	p := heldPaths[s.rng.IntN(len(heldPaths))]
+	p := s.heldPaths[s.rng.IntN(len(s.heldPaths))]
 	h := s.held[p]
 	if h == nil {
 		if old, ok := s.model[p]; ok {
@@ -461,7 +514,7 @@ func (s *sim) isHeld(obj string) bool {
 
 // closeHeld closes every held file (at the end of a run).
 func (s *sim) closeHeld() {
-	for _, p := range heldPaths {
+	for _, p := range s.heldPaths {
 		if s.held[p] != nil {
 			s.closeHeldFile(p)
 		}
@@ -517,7 +570,7 @@ func (s *sim) fault() {
 		s.c.StartOSD(i)
 	}
 	s.verifyAll("under a fault")
-	for _, p := range heldPaths {
+	for _, p := range s.heldPaths {
 		// What a fault did to a held file's unsynced writes shows at its
 		// sync (seed 19 with this sync: an older write sent again landed
 		// over a staged one).

@@ -297,3 +297,11 @@ func (m *SharedMember) Close() error { return nil }
 
 // String names the member's process and session, for logs.
 func (m *SharedMember) String() string { return fmt.Sprintf("%s (session %d)", m.s.rec.Name, m.s.id) }
+
+// Announce records where the member's process serves (its port chosen
+// when it listened).
+func (m *SharedMember) Announce(addr string) {
+	m.sh.mu.Lock()
+	defer m.sh.mu.Unlock()
+	m.s.rec.Addr = addr
+}

@@ -1,10 +1,12 @@
-// Package testcluster runs a whole braid cluster — one MDS and N OSDs — in
-// the test process, each listening on 127.0.0.1 with an OS-chosen port.
+// Package testcluster runs a whole braid cluster — one MDS (or several
+// sharing one engine) and N OSDs — in the test process, each listening on
+// 127.0.0.1 with an OS-chosen port.
 package testcluster
 
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +23,7 @@ import (
 	"github.com/braidfs/braid/internal/healer"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mds"
+	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osd"
 	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/simnet"
@@ -29,15 +32,23 @@ import (
 
 // Cluster is a running in-process cluster.
 type Cluster struct {
-	t    testing.TB
-	Dir  string
-	Key  capability.Key
+	t   testing.TB
+	Dir string
+	Key capability.Key
+	// MDS is the first MDS process (nil while it is stopped); MDSs are
+	// all of them (Options.MDSCount).
 	MDS  *mds.Server
+	MDSs []*mds.Server
 	OSDs []*osd.Server
-	log  *slog.Logger
-	addr []string // each OSD's address, reused on restart
-	opts Options
-	eng  kv.Engine // the MDS's, when the test chose it
+	// shared is the engine several MDS processes share, and members
+	// their handles on it (Options.MDSCount > 1).
+	shared   *kv.Shared
+	members  []*kv.SharedMember
+	mdsAddrs []string // each MDS process's address, reused on restart
+	log      *slog.Logger
+	addr     []string // each OSD's address, reused on restart
+	opts     Options
+	eng      kv.Engine // the MDS's, when the test chose it
 	// CA issues the cluster's credentials (Options.Auth); Admin is the
 	// administrator's, which Dial uses.
 	CA      *auth.CA
@@ -55,32 +66,137 @@ func (c *Cluster) Issue(p auth.Principal) *auth.Credential {
 	return cred
 }
 
-func (c *Cluster) startMDS(listen string) {
-	c.t.Helper()
-	var err error
-	c.eng = nil
-	if c.opts.KVConflicts > 0 {
-		b, err := kv.OpenEmbedded(context.Background(), c.Dir, c.log)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		c.eng = kv.WithConflicts(b, c.opts.KVSeed, c.opts.KVConflicts)
-	}
-	c.MDS, err = mds.Start(context.Background(), mds.Config{Dir: c.Dir, Engine: c.eng, Listen: listen, Key: c.Key,
+// mdsConfig is the configuration every MDS process of the cluster runs.
+func (c *Cluster) mdsConfig(dir, listen string) mds.Config {
+	return mds.Config{Dir: dir, Listen: listen, Key: c.Key,
 		DefaultLayout: c.opts.DefaultLayout, OSDDownAfter: 2 * time.Second, OSDOutAfter: c.opts.OSDOutAfter,
 		GCEvery: 100 * time.Millisecond, DeleteDelay: cmp.Or(c.opts.DeleteDelay, DeleteDelay), Log: c.log,
 		RunHealer: healer.As(c.opts.Network, c.mdsCred), Network: c.opts.Network, Credential: c.mdsCred, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
-		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes,
-		WriterLease: time.Second, LockLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond, CapTTL: c.opts.CapTTL, KeyRetireAfter: c.opts.KeyRetireAfter})
+		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes, MkdirSwitch: c.opts.MkdirSwitch,
+		WriterLease: time.Second, LockLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond, CapTTL: c.opts.CapTTL, KeyRetireAfter: c.opts.KeyRetireAfter}
+}
+
+// openEngine opens the metadata engine the test chose (nil: the MDS opens
+// its own in its directory).
+func (c *Cluster) openEngine(dir string) kv.Engine {
+	c.t.Helper()
+	if c.opts.KVConflicts <= 0 && c.opts.MDSCount < 2 {
+		return nil
+	}
+	b, err := kv.OpenEmbedded(context.Background(), dir, c.log)
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	if c.opts.KVConflicts > 0 {
+		b = kv.WithConflicts(b, c.opts.KVSeed, c.opts.KVConflicts)
+	}
+	return b
 }
 
-// RestartMDS stops the MDS and starts it again on the same address and
-// metadata store.
+func (c *Cluster) startMDS(listen string) {
+	c.t.Helper()
+	var err error
+	c.eng = c.openEngine(c.Dir)
+	cfg := c.mdsConfig(c.Dir, listen)
+	cfg.Engine = c.eng
+	c.MDS, err = mds.Start(context.Background(), cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.MDSs = []*mds.Server{c.MDS}
+	c.mdsAddrs = []string{c.MDS.Addr()}
+}
+
+// sessionTTL is how long an MDS process's session in the shared engine
+// outlives its last keepalive (etcd's --meta-lease).
+const sessionTTL = 2 * time.Second
+
+// StartMDS starts MDS process i of several (Options.MDSCount), on its
+// old address if it ran before: it joins the shared engine with a new
+// session, and serves the slots the leader's routing table gives it.
+func (c *Cluster) StartMDS(i int) {
+	c.t.Helper()
+	dir := filepath.Join(c.Dir, fmt.Sprintf("mds%d", i))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		c.t.Fatal(err)
+	}
+	if i > 0 {
+		// The processes share the keys the first made (as braid up
+		// copies them): the capability key ring in the engine is
+		// sealed under filekeys.key.
+		if err := copyKeys(filepath.Join(c.Dir, "mds0"), dir); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	name := fmt.Sprintf("mds%d", i)
+	m := c.shared.Join(sessionTTL, kv.ProcessRecord{Name: name})
+	cfg := c.mdsConfig(dir, c.mdsAddrs[i])
+	cfg.Engine, cfg.Name = m, name
+	cfg.ServeUntil, cfg.LeadUntil = m.ServeUntil, m.LeadUntil
+	cfg.Actives = func(context.Context) ([]mdsproto.RouteServer, error) {
+		var out []mdsproto.RouteServer
+		for _, p := range c.shared.Processes() {
+			out = append(out, mdsproto.RouteServer{Name: p.Name, Addr: p.Addr})
+		}
+		return out, nil
+	}
+	s, err := mds.Start(context.Background(), cfg)
+	if err != nil {
+		m.Leave()
+		c.t.Fatal(err)
+	}
+	m.Announce(s.Addr())
+	c.MDSs[i], c.members[i], c.mdsAddrs[i] = s, m, s.Addr()
+	if i == 0 {
+		c.MDS = s
+	}
+}
+
+// KillMDS stops MDS process i of several as a crash does: it stops
+// answering at once, and its session in the shared engine lapses after
+// its ttl (its slots, and the lead if it held it, pass on then).
+func (c *Cluster) KillMDS(i int) {
+	if c.MDSs[i] == nil {
+		return
+	}
+	c.MDSs[i].Close()
+	c.members[i].Crash()
+	c.MDSs[i], c.members[i] = nil, nil
+	if i == 0 {
+		c.MDS = nil
+	}
+}
+
+// MDSCount is how many MDS processes the cluster runs.
+func (c *Cluster) MDSCount() int { return len(c.MDSs) }
+
+// copyKeys copies the key files MDS processes share from one directory
+// to another.
+func copyKeys(from, to string) error {
+	for _, name := range []string{"filekeys.key", "s3secrets.key"} {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RestartMDS stops the (first) MDS and starts it again on the same
+// address and metadata store.
 func (c *Cluster) RestartMDS() {
 	c.t.Helper()
+	if c.shared != nil {
+		c.KillMDS(0)
+		c.StartMDS(0)
+		return
+	}
 	addr := c.MDS.Addr()
 	c.MDS.Close()
 	c.startMDS(addr)
@@ -121,6 +237,12 @@ type Options struct {
 	// KeyRetireAfter is how long rotated-out capability keys last; 0: the
 	// production default.
 	KeyRetireAfter time.Duration
+	// MDSCount, past 1, runs that many active MDS processes sharing one
+	// engine (kv.Shared, the twin of etcd), each serving its slots of
+	// the namespace.
+	MDSCount int
+	// MkdirSwitch is the MDS's mkdir switching probability (mds.Config).
+	MkdirSwitch float64
 }
 
 // KVConflicts is how many transaction conflicts the running MDS's engine
@@ -131,6 +253,10 @@ func (c *Cluster) KVConflicts() int {
 	}
 	return kv.Conflicts(c.eng)
 }
+
+// MDSAddr is every MDS process's address, as clients and OSDs are given
+// them.
+func (c *Cluster) MDSAddr() string { return strings.Join(c.mdsAddrs, ",") }
 
 // Dial returns a client of the cluster, closed when the cluster's test
 // ends (before the cluster stops).
@@ -146,7 +272,7 @@ func (c *Cluster) DialWith(set func(*braid.Options)) *braid.Client {
 	opts.Network = c.opts.Network
 	opts.Credential = c.Admin
 	set(&opts)
-	cl, err := braid.DialOptions(context.Background(), c.MDS.Addr(), opts)
+	cl, err := braid.DialOptions(context.Background(), c.MDSAddr(), opts)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -174,14 +300,31 @@ func Start(t testing.TB, o Options) *Cluster {
 		c.mdsCred = c.Issue(auth.Principal{Name: "mds", Role: auth.RoleMDS, AnyID: true})
 		c.Admin = c.Issue(auth.Principal{Name: "admin", Role: auth.RoleAdmin, AnyID: true})
 	}
-	c.startMDS("127.0.0.1:0")
 	t.Cleanup(c.Stop)
+	c.startMDSs()
 	for i := 0; i < o.OSDs; i++ {
 		c.addr = append(c.addr, "127.0.0.1:0")
 		c.OSDs = append(c.OSDs, c.startOSD(i))
 	}
 	c.WaitUp(o.OSDs)
 	return c
+}
+
+// startMDSs starts the cluster's MDS processes.
+func (c *Cluster) startMDSs() {
+	c.t.Helper()
+	if c.opts.MDSCount < 2 {
+		c.startMDS("127.0.0.1:0")
+		return
+	}
+	c.eng = c.openEngine(filepath.Join(c.Dir, "shared"))
+	c.shared = kv.NewShared(c.eng)
+	n := c.opts.MDSCount
+	c.MDSs, c.members, c.mdsAddrs = make([]*mds.Server, n), make([]*kv.SharedMember, n), make([]string, n)
+	for i := range n {
+		c.mdsAddrs[i] = "127.0.0.1:0"
+		c.StartMDS(i)
+	}
 }
 
 func (c *Cluster) startOSD(i int) *osd.Server {
@@ -195,7 +338,7 @@ func (c *Cluster) startOSD(i int) *osd.Server {
 		cred = c.Issue(auth.Principal{Name: fmt.Sprintf("osd%d", i), Role: auth.RoleOSD})
 	}
 	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)), Credential: cred, TLS: c.opts.DataTLS,
-		Listen: c.addr[i], Network: nw, MDSAddr: c.MDS.Addr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
+		Listen: c.addr[i], Network: nw, MDSAddr: c.MDSAddr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
 		HeartbeatEvery: 100 * time.Millisecond, Log: c.log, FS: c.opts.OSDFS,
 		OnFatal: func(err error) { c.t.Errorf("osd %d fatal: %v", i, err) }})
 	if err != nil {
@@ -262,6 +405,13 @@ func (c *Cluster) OSDDir(i int) string { return filepath.Join(c.Dir, fmt.Sprintf
 func (c *Cluster) Stop() {
 	for i := range c.OSDs {
 		c.StopOSD(i)
+	}
+	if c.shared != nil {
+		for i := range c.MDSs {
+			c.KillMDS(i)
+		}
+		_ = c.shared.Close()
+		return
 	}
 	if c.MDS != nil {
 		c.MDS.Close()

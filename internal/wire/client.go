@@ -24,7 +24,7 @@ type Client struct {
 	// gives up with its own context (and, in the simulation's synctest
 	// bubble, waits durably: simulated time goes on).
 	wturn chan struct{}
-	hbuf [headerBytes]byte
+	hbuf  [headerBytes]byte
 
 	mu      sync.Mutex
 	nextID  uint64
