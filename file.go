@@ -61,7 +61,7 @@ type File struct {
 	// thirds into its life (renewCapIfDue).
 	capRenewAt time.Time
 
-	mu        sync.Mutex   // guards the handle state below; held across writes
+	mu        ioMutex      // guards the handle state below; held across writes (and I/O)
 	size      int64        // set with setSizeLocked
 	committed int64        // size as of open or the last commit: bytes below it are acknowledged
 	sizeGen   uint64       // the size generation size is of (mdsproto.Inode.SizeGen)

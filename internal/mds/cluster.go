@@ -42,6 +42,47 @@ type clusterMap struct {
 	// started is when this MDS began counting: an OSD it has not heard
 	// from since is out only outAfter later, not at once after a restart.
 	started time.Time
+	// adoptedAt is when this process first read the last OSD map another
+	// (the leader) published; zero while it judges OSDs by heartbeats it
+	// takes itself. An adopted map is trusted to age staleAfter: past
+	// it the leader has fallen silent (it died, and its successor waits
+	// out its session), and the map's view is held as it was then
+	// rather than every OSD decaying to down on every process.
+	adoptedAt  time.Time
+	staleAfter time.Duration
+}
+
+// judgedAt is the time OSD states are judged at, for a judgement made
+// now: now, or when the adopted map went stale.
+func (m *clusterMap) judgedAt(now time.Time) time.Time {
+	if m.adoptedAt.IsZero() {
+		return now
+	}
+	return minTime(now, m.adoptedAt.Add(m.staleAfter))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// takeLead makes this process judge OSDs by its own heartbeats from now,
+// having judged them by the leader's map: the OSDs up in that map's view
+// count as heard now, so they have the down timeout to heartbeat to it.
+func (m *clusterMap) takeLead(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.adoptedAt.IsZero() {
+		return
+	}
+	for _, st := range m.osds {
+		if m.isUp(st, now) {
+			st.lastSeen = now
+		}
+	}
+	m.adoptedAt = time.Time{}
 }
 
 func newClusterMap(downAfter, outAfter time.Duration, started time.Time) *clusterMap {
@@ -56,6 +97,7 @@ type osdView struct {
 
 // stateOf classifies an OSD by how long it has been silent.
 func (m *clusterMap) stateOf(st *osdState, now time.Time) string {
+	now = m.judgedAt(now)
 	if m.isUp(st, now) {
 		return mdsproto.StateUp
 	}
@@ -116,6 +158,7 @@ func (m *clusterMap) load(r kv.Reader) error {
 // every OSD down (and send clients around all of them) until the first
 // heartbeats arrive.
 func (m *clusterMap) isUp(st *osdState, now time.Time) bool {
+	now = m.judgedAt(now)
 	since := st.lastSeen
 	if since.Before(m.started) {
 		since = m.started
@@ -236,6 +279,7 @@ func (m *clusterMap) publish(now time.Time) []osdPub {
 func (m *clusterMap) adopt(pubs []osdPub, sent time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.adoptedAt = sent
 	seen := make(map[uint32]bool, len(pubs))
 	for _, p := range pubs {
 		seen[p.ID] = true

@@ -204,6 +204,7 @@ func (s *Server) routeLoop(ctx context.Context) {
 		var err error
 		switch {
 		case s.leading():
+			s.cluster.takeLead(time.Now())
 			if _, err = s.planAndStoreRoutes(ctx); err == nil && s.multi() {
 				err = s.publishOSDMap(ctx)
 			}
