@@ -42,15 +42,18 @@ fuzz:
 
 # The seeded whole-cluster simulation (sim_test.go) and the OSD store's
 # crash test: a failure prints its seed and BRAID_SEED=N replays it.
-# `unit` runs 8 cluster seeds under the race detector; simci 200 without
-# it (about 2.5 minutes here); sim as many as SEEDS.
+# `unit` runs 8 cluster seeds under the race detector (and 4 with three
+# MDS processes); simci 200 without it, and 100 with three MDS processes
+# (about 5 minutes here); sim as many as SEEDS of each.
 simci:
 	BRAID_SIM_SEEDS=200 $(GO) test -count=1 -timeout 20m -run '^TestSimulation$$' .
+	BRAID_SIM_SEEDS=100 $(GO) test -count=1 -timeout 20m -run '^TestSimulationSeveralMDS$$' .
 
 SEEDS ?= 2000
 FIRST ?= 1
 sim:
 	BRAID_SIM_FIRST=$(FIRST) BRAID_SIM_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 600m -run '^TestSimulation$$' .
+	BRAID_SIM_FIRST=$(FIRST) BRAID_SIM_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 600m -run '^TestSimulationSeveralMDS$$' .
 	BRAID_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 120m -run 'TestCrashNeverReadsUnwrittenBytes' ./internal/osd
 
 # Throughput at 1 GiB per file (numbers in the README come from here and

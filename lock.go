@@ -181,6 +181,9 @@ func (s *lockSession) run() {
 		for _, r := range resp.Recalls {
 			go s.recall(r)
 		}
+		if len(resp.Moved) > 0 {
+			go s.movedAway(ctx, resp.Moved) // not holding up the renewals of the files that stay
+		}
 	}
 }
 
@@ -217,9 +220,9 @@ func (s *lockSession) meet(ctx context.Context, incarnation, epoch uint64) bool 
 	}
 	moved := map[*File]bool{}
 	if incarnation == oldInc && s.addr != "" {
-		// One of several processes dropped the session: it gave slots
-		// away. Locks of files now another's are reclaimed there, after
-		// the table that process acted on. Not under reclaimMu: moving
+		// One of several processes dropped the session (silent past its
+		// lease). Locks of files now another's are reclaimed there, after
+		// the table that process acted on; the rest are lost. Not under reclaimMu: moving
 		// meets other sessions, and sessions have no order among them.
 		unlock()
 		s.mu.Lock()
@@ -711,6 +714,27 @@ func (s *lockSession) moveOff(ctx context.Context, prefer string) map[*File]bool
 	}
 	wg.Wait()
 	return moved
+}
+
+// movedAway moves the locks of the files the process gave up with their
+// slots (LockWait's Moved) to their new owner; a handle of one of them
+// that could not be moved loses its locks, which are gone here.
+func (s *lockSession) movedAway(ctx context.Context, inos []uint64) {
+	s.mu.Lock()
+	s.movedAt = time.Time{} // look now, however recently it last looked
+	var gone []*File
+	for _, f := range s.files {
+		if slices.Contains(inos, f.layoutIno()) {
+			gone = append(gone, f)
+		}
+	}
+	s.mu.Unlock()
+	moved := s.moveOff(ctx, s.addr)
+	for _, f := range gone {
+		if !moved[f] && f.locks.sess.Load() == s {
+			f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process, and this client could not find it there", f.path))
+		}
+	}
 }
 
 // minMoveCheck spaces a failing session's looks for moved files.

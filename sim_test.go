@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,7 +49,8 @@ import (
 //
 // Each failure names its seed; BRAID_SEED=N replays one, BRAID_SIM_SEEDS=N
 // (make sim) runs more than the suite's, BRAID_SIM_TRACE=1 prints the
-// trace as it happens.
+// trace as it happens, BRAID_DEBUG_STACKS=FILE writes every goroutine's
+// stack to FILE when a run fails.
 
 func simSeeds(t *testing.T, def int) []uint64 {
 	if n, err := strconv.ParseUint(os.Getenv("BRAID_SEED"), 10, 64); err == nil && n > 0 {
@@ -233,7 +235,11 @@ func (s *sim) infof(format string, args ...any) {
 
 func (s *sim) fatalf(format string, args ...any) {
 	s.t.Helper()
-	s.t.Fatalf("seed %d (replay with BRAID_SEED=%d): %s\ntrace:\n%s", s.seed, s.seed, fmt.Sprintf(format, args...), s.trace.String())
+	if os.Getenv("BRAID_DEBUG_STACKS") != "" {
+		buf := make([]byte, 64<<20)
+		_ = os.WriteFile(os.Getenv("BRAID_DEBUG_STACKS"), buf[:runtime.Stack(buf, true)], 0o644)
+	}
+	s.t.Fatalf("seed %d (replay with BRAID_SEED=%d): %s\nOSDs as the MDS processes judge them:\n%strace:\n%s", s.seed, s.seed, fmt.Sprintf(format, args...), s.c.OSDViews(), s.trace.String())
 }
 
 // runSim runs steps seeded steps and the final checks, with one MDS; it
@@ -753,15 +759,34 @@ func (s *sim) describe(p string, got, want []byte) string {
 	return fmt.Sprintf("%d bytes differ, the first at %v, the last at %d; layout %+v %v", diff, runs, last, fi.Layout, err)
 }
 
+// osdMapLag bounds how far an MDS process's copy of the leader's OSD map
+// lags the leader's own view in the test cluster: a publication period
+// and a refresh (500 ms each, with OSDs down after 2 s), with room.
+const osdMapLag = 1500 * time.Millisecond
+
 func (s *sim) waitHealthy() {
 	var st braid.Status
+	settled := false
 	deadline := time.Now().Add(2 * time.Minute) // simulated
 	for {
 		var err error
 		st, err = s.cl.Status(ctx)
-		if err == nil && st.Health == "ok" && st.Repair.FilesLeft == 0 && st.Repair.Active == 0 && st.UpOSDs() == len(s.live) {
-			return
+		// With several MDS processes, each serves its files by its copy
+		// of the leader's OSD map, which lags the leader's status by up
+		// to a publication and a refresh: healthy is every one seeing
+		// every OSD up, and still after such a lag (an OSD heard last
+		// just within the down timeout is up by a hair in a copy that
+		// the next publication has yet to refresh).
+		if err == nil && st.Health == "ok" && st.Repair.FilesLeft == 0 && st.Repair.Active == 0 && st.UpOSDs() == len(s.live) &&
+			s.c.OSDsUpEverywhere() == len(s.live) {
+			if s.mdsCount < 2 || settled {
+				return
+			}
+			settled = true
+			<-time.After(osdMapLag)
+			continue
 		}
+		settled = false
 		if time.Now().After(deadline) {
 			s.fatalf("not healthy 2 simulated minutes after a fault: %s %q %+v", st.Health, st.Problems, st.Repair)
 		}

@@ -81,7 +81,10 @@ type lockSession struct {
 	epoch   uint64
 	seen    time.Time // the last LockWait (or grant) from the session
 	recalls []mdsproto.Recall
-	wake    chan struct{} // closed when a recall is queued for a waiting LockWait
+	// moved are files whose locks this process dropped with their slot
+	// (dropInos), told at the next LockWait.
+	moved []uint64
+	wake  chan struct{} // closed when a recall or a move is queued for a waiting LockWait
 }
 
 // extentTable holds every file's extent locks.
@@ -404,30 +407,38 @@ func (t *extentTable) expireLocked(now time.Time, force bool) {
 	t.dropSessionsLocked(dead)
 }
 
-// dropInos ends every session holding a lock on an inode gone says is
-// no longer this process's (its slot moved): their clients, finding a
-// new session epoch, know their locks here lost, and the new owner,
-// past its grace, grants them to others.
+// dropInos drops the locks on every inode gone says is no longer this
+// process's (its slot moved), and tells their sessions which files at
+// their next LockWait (woken now): those clients reclaim the files'
+// locks at the new owner in its grace, and keep their locks of the files
+// still served here. Past the new owner's grace, what was not reclaimed
+// goes to others.
 func (t *extentTable) dropInos(gone func(ino uint64) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	dead := map[uint64]bool{}
 	for ino, fl := range t.files {
-		if gone(ino) {
-			for _, l := range fl.locks {
-				dead[l.session] = true
+		if !gone(ino) {
+			continue
+		}
+		for _, l := range fl.locks {
+			if s := t.sessions[l.session]; s != nil && !slices.Contains(s.moved, ino) && len(s.moved) < maxMovedPerSession {
+				s.moved = append(s.moved, ino)
+				if s.wake != nil {
+					close(s.wake) // its waiting LockWait answers now
+					s.wake = nil
+				}
 			}
 		}
+		t.n -= len(fl.locks)
+		fl.locks = nil
+		t.releasedLocked(ino, fl)
 	}
-	for id := range dead {
-		if s := t.sessions[id]; s != nil && s.wake != nil {
-			close(s.wake) // its waiting LockWait answers now, with the next epoch
-			s.wake = nil
-		}
-		delete(t.sessions, id)
-	}
-	t.dropSessionsLocked(dead)
 }
+
+// maxMovedPerSession bounds the moved files one LockWait answer names;
+// a session that held locks on more (it would need as many open
+// handles) has the rest lost rather than moved.
+const maxMovedPerSession = 4096
 
 // dropSessionsLocked removes the locks of the sessions dead.
 func (t *extentTable) dropSessionsLocked(dead map[uint64]bool) {
@@ -444,41 +455,52 @@ func (t *extentTable) dropSessionsLocked(dead map[uint64]bool) {
 	}
 }
 
-// wait renews session's locks and returns its queued recalls, or, if
-// there are none, a channel closed when one is queued.
-func (t *extentTable) wait(now time.Time, session uint64) ([]mdsproto.Recall, uint64, <-chan struct{}, error) {
+// waitAnswer is what a LockWait answers: the session's queued recalls,
+// the files moved away (dropInos), and its epoch.
+type waitAnswer struct {
+	recalls []mdsproto.Recall
+	moved   []uint64
+	epoch   uint64
+}
+
+// take hands s's queued recalls and moves to an answer.
+func (s *lockSession) take() waitAnswer {
+	a := waitAnswer{recalls: s.recalls, moved: s.moved, epoch: s.epoch}
+	s.recalls, s.moved = nil, nil
+	return a
+}
+
+// wait renews session's locks and returns its queued recalls and moves,
+// or, if there are none, a channel closed when one is queued.
+func (t *extentTable) wait(now time.Time, session uint64) (waitAnswer, <-chan struct{}, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expireLocked(now, false)
 	s := t.sessionLocked(session, now)
 	if s == nil {
-		return nil, 0, nil, wire.Errorf(wire.ErrBusy, "%d lock sessions", len(t.sessions))
+		return waitAnswer{}, nil, wire.Errorf(wire.ErrBusy, "%d lock sessions", len(t.sessions))
 	}
-	if len(s.recalls) > 0 {
-		r := s.recalls
-		s.recalls = nil
-		return r, s.epoch, nil, nil
+	if len(s.recalls) > 0 || len(s.moved) > 0 {
+		return s.take(), nil, nil
 	}
 	if s.wake == nil {
 		s.wake = make(chan struct{})
 	}
-	return nil, s.epoch, s.wake, nil
+	return waitAnswer{epoch: s.epoch}, s.wake, nil
 }
 
 // waited ends a LockWait that returned nothing: the session counts as
-// seen now. It returns the session's epoch (a new one if it was dropped
-// meanwhile, which tells the client its locks are gone).
-func (t *extentTable) waited(now time.Time, session uint64) ([]mdsproto.Recall, uint64) {
+// seen now. Its answer's epoch is a new one if the session was dropped
+// meanwhile, which tells the client its locks are gone.
+func (t *extentTable) waited(now time.Time, session uint64) waitAnswer {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.sessionLocked(session, now)
 	if s == nil {
-		return nil, 0
+		return waitAnswer{}
 	}
 	s.wake = nil
-	r := s.recalls
-	s.recalls = nil
-	return r, s.epoch
+	return s.take()
 }
 
 // empty reports whether no lock is held, and since when.

@@ -237,10 +237,9 @@ func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdspro
 		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrMoved, "this MDS's routing table is not current")
 	}
 	resp := mdsproto.LockWaitResp{LeaseNs: int64(s.cfg.LockLease), Incarnation: s.incarnation}
-	recalls, epoch, wake, err := s.extents.wait(s.cfg.Now(), req.Session)
-	resp.SessionEpoch = epoch
-	if err != nil || len(recalls) > 0 {
-		resp.Recalls = recalls
+	a, wake, err := s.extents.wait(s.cfg.Now(), req.Session)
+	resp.Recalls, resp.Moved, resp.SessionEpoch = a.recalls, a.moved, a.epoch
+	if err != nil || wake == nil {
 		return resp, err
 	}
 	wait := time.Duration(min(max(req.WaitNs, 0), lockWaitMaxNs, int64(s.cfg.LockLease/2)))
@@ -252,7 +251,8 @@ func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdspro
 	case <-ctx.Done():
 	case <-wire.ConnDone(ctx): // fenced by the client's newer connection, or gone
 	}
-	resp.Recalls, resp.SessionEpoch = s.extents.waited(s.cfg.Now(), req.Session)
+	a = s.extents.waited(s.cfg.Now(), req.Session)
+	resp.Recalls, resp.Moved, resp.SessionEpoch = a.recalls, a.moved, a.epoch
 	return resp, nil
 }
 

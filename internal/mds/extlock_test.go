@@ -108,7 +108,7 @@ func TestExtentLockTranscripts(t *testing.T) {
 				tab.truncated(ino, uint64(arg("gen", -1)))
 				return "ok"
 			case "wait":
-				recalls, epoch, wake, err := tab.wait(now, uint64(arg("session", -1)))
+				a, wake, err := tab.wait(now, uint64(arg("session", -1)))
 				if err != nil {
 					return "error: " + err.Error()
 				}
@@ -118,14 +118,21 @@ func TestExtentLockTranscripts(t *testing.T) {
 						return "woken" // never: the channel is new
 					default:
 					}
-					_, epoch = tab.waited(now, uint64(arg("session", -1)))
-					return fmt.Sprintf("nothing recalled epoch=%d", epoch)
+					a = tab.waited(now, uint64(arg("session", -1)))
+					return fmt.Sprintf("nothing recalled epoch=%d", a.epoch)
 				}
-				out := []string{fmt.Sprintf("epoch=%d", epoch)}
-				for _, r := range recalls {
+				out := []string{fmt.Sprintf("epoch=%d", a.epoch)}
+				for _, r := range a.recalls {
 					out = append(out, fmt.Sprintf("recall ino=%d handle=%d %s seq=%d", r.Ino, r.Handle, spanText(span{r.Lo, r.Hi}), r.Seq))
 				}
+				for _, ino := range a.moved {
+					out = append(out, fmt.Sprintf("moved ino=%d", ino))
+				}
 				return strings.Join(out, "\n")
+			case "moveaway":
+				// The inode's slot moved to another process.
+				tab.dropInos(func(i uint64) bool { return i == ino })
+				return "ok"
 			case "tick":
 				var s string
 				d.ScanArgs(t, "d", &s)

@@ -400,6 +400,28 @@ func (s *Server) bootstrap(ctx context.Context) error {
 // Addr is the address the MDS listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
+// OSDsUp counts the OSDs this process judges up now: with several active
+// processes, by the leader's OSD map as it last adopted it (which lags
+// the leader's own view by up to a publication period and a refresh).
+func (s *Server) OSDsUp() int {
+	n := 0
+	for _, state := range s.OSDStates() {
+		if state == mdsproto.StateUp {
+			n++
+		}
+	}
+	return n
+}
+
+// OSDStates is each OSD's state as this process judges it now.
+func (s *Server) OSDStates() map[uint32]string {
+	out := map[uint32]string{}
+	for id, v := range s.cluster.views(time.Now()) {
+		out[id] = v.State
+	}
+	return out
+}
+
 // Close stops the MDS.
 func (s *Server) Close() {
 	s.stop()

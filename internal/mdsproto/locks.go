@@ -72,7 +72,11 @@ type LockWaitReq struct {
 }
 
 type LockWaitResp struct {
-	Recalls      []Recall `json:"recalls,omitempty"`
+	Recalls []Recall `json:"recalls,omitempty"`
+	// Moved are files whose locks this process gave up because the
+	// routing table moved their slots to another: the client reclaims
+	// them at the new owner, in its grace (several active processes).
+	Moved        []uint64 `json:"moved,omitempty"`
 	LeaseNs      int64    `json:"lease_ns"` // the session's locks last this long from the request
 	Incarnation  uint64   `json:"incarnation"`
 	SessionEpoch uint64   `json:"session_epoch"`

@@ -167,6 +167,38 @@ func (c *Cluster) KillMDS(i int) {
 	}
 }
 
+// OSDsUpEverywhere is the fewest OSDs any running MDS process judges up:
+// with several, each serves its files by its own copy of the leader's
+// OSD map.
+func (c *Cluster) OSDsUpEverywhere() int {
+	fewest := -1
+	for _, s := range c.MDSs {
+		if s == nil {
+			continue
+		}
+		if n := s.OSDsUp(); fewest < 0 || n < fewest {
+			fewest = n
+		}
+	}
+	return fewest
+}
+
+// OSDViews describes how each running MDS process judges the OSDs, for a
+// failure's report.
+func (c *Cluster) OSDViews() string {
+	var b strings.Builder
+	for i, s := range c.MDSs {
+		if s != nil {
+			leads := ""
+			if c.members != nil && c.members[i] != nil && c.members[i].LeadUntil().After(time.Now()) {
+				leads = " (leader)"
+			}
+			fmt.Fprintf(&b, "mds%d%s: %v\n", i, leads, s.OSDStates())
+		}
+	}
+	return b.String()
+}
+
 // MDSCount is how many MDS processes the cluster runs.
 func (c *Cluster) MDSCount() int { return len(c.MDSs) }
 
