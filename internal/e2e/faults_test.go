@@ -244,12 +244,19 @@ func (w *workload) healthy() bool {
 // acknowledged writes.
 func (w *workload) stop(t *testing.T, c *Cluster) int {
 	t.Helper()
+	n, err := w.finish()
+	if err != nil {
+		t.Fatalf("a write failed although faults stayed within tolerance: %v\n%s", err, c.Logs())
+	}
+	return n
+}
+
+// finish ends the workload and returns its count of acknowledged writes,
+// and the error that stopped it early, if one did.
+func (w *workload) finish() (int, error) {
 	close(w.done)
 	w.wg.Wait()
-	if w.err != nil {
-		t.Fatalf("a write failed although faults stayed within tolerance: %v\n%s", w.err, c.Logs())
-	}
-	return w.writes
+	return w.writes, w.err
 }
 
 // injectFault applies one random fault, undoes it, and waits until the
