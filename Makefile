@@ -69,4 +69,4 @@ soak: faults
 # of CI's ~25 s; BRAID_SEED=N replays a run.
 SOAK ?= 10m
 faults:
-	BRAID_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 120m -run 'TestFaultInjection|TestClientKilledMidWrite' ./internal/e2e
+	BRAID_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 120m -run 'TestFaultInjection|TestFaultInjectionSeveralMDS|TestClientKilledMidWrite' ./internal/e2e
