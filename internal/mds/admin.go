@@ -104,7 +104,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		out.CapacityBytes += o.CapacityBytes
 		out.UsedBytes += o.UsedBytes
 	}
-	h := healthScan{views: s.cluster.views(now), comps: map[uint32]int64{}}
+	h := healthScan{views: s.cluster.views(now), repairActive: s.repairActive, comps: map[uint32]int64{}}
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		var ferr error
 		err := r.Scan([]byte{'i'}, []byte{'j'}, func(k, v []byte) bool {
@@ -185,7 +185,8 @@ func (s *Server) metaStatus(ctx context.Context) mdsproto.MetaStatus {
 // healthScan accumulates what status reports about redundancy.
 type healthScan struct {
 	views                              map[uint32]osdView
-	comps                              map[uint32]int64 // components per OSD
+	repairActive                       func(ino uint64, l *repairLock, now time.Time) bool // Server.repairActive
+	comps                              map[uint32]int64                                    // components per OSD
 	degraded, waiting, dirty, crowded  int64
 	unrepairable, repairing, filesLeft int64
 	bytesLeft                          int64
@@ -216,7 +217,7 @@ func (h *healthScan) add(rec *inodeRec, now time.Time) {
 	if len(rec.Dirty) > 0 {
 		h.dirty++
 	}
-	if rec.Repair.active(now) {
+	if h.repairActive(rec.Ino, rec.Repair, now) {
 		h.repairing++
 	}
 	if p.Unrepairable {
@@ -449,7 +450,7 @@ func (s *Server) repairing(ctx context.Context, ino uint64, now time.Time) bool 
 	busy := false
 	_ = s.kv.View(ctx, func(r kv.Reader) error {
 		rec, err := getInode(r, ino)
-		busy = err == nil && rec.Repair.active(now)
+		busy = err == nil && s.repairActive(ino, rec.Repair, now)
 		return nil
 	})
 	return busy

@@ -143,7 +143,7 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]osdView, now
 			seen++
 			last = append(last[:0], k...)
 			var rec inodeRec
-			if len(k) != 9 || decodeRecord(v, &rec) != nil || rec.Layout == nil || rec.Repair.active(now) {
+			if len(k) != 9 || decodeRecord(v, &rec) != nil || rec.Layout == nil || s.repairActive(rec.Ino, rec.Repair, now) {
 				return seen < healScanBatch
 			}
 			l, err := rec.Layout.Decode()

@@ -6,7 +6,6 @@ package mds
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -42,7 +41,7 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 			stale = true
 			return nil
 		}
-		if rec.Repair.active(s.cfg.Now()) {
+		if s.repairActive(rec.Ino, rec.Repair, s.cfg.Now()) {
 			for _, c := range req.Comps {
 				if slices.Contains(rec.Repair.Comps, c) {
 					rec.Repair.Tainted = true
@@ -108,12 +107,12 @@ func addWriterDirty(rec *inodeRec, comps []uint32, handle uint64) error {
 // clearCaughtUp clears the marks of comps that handle alone made and has
 // since caught up (sent its failed writes again, synced), unless a repair
 // of them runs (it clears them when done). It returns those it cleared.
-func clearCaughtUp(rec *inodeRec, comps []uint32, handle uint64, now time.Time) []uint32 {
+func clearCaughtUp(rec *inodeRec, comps []uint32, handle uint64, repairing bool) []uint32 {
 	var cleared []uint32
 	for _, c := range comps {
 		by, ok := rec.DirtyBy[c]
 		if !ok || by != handle || handle == 0 || !slices.Contains(rec.Dirty, c) ||
-			(rec.Repair.active(now) && slices.Contains(rec.Repair.Comps, c)) {
+			(repairing && slices.Contains(rec.Repair.Comps, c)) {
 			continue
 		}
 		rec.Dirty = slices.DeleteFunc(rec.Dirty, func(d uint32) bool { return d == c })

@@ -232,7 +232,7 @@ func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]o
 			return false
 		}
 		busy = busy || rec.Repair != nil || len(rec.Dirty) > 0
-		return needsRepair(&rec, views, now)
+		return s.needsRepair(&rec, views, now)
 	})
 	if err != nil {
 		return nil // the same batch again next time; an unread pass is no clean one
@@ -258,7 +258,7 @@ func (s *Server) scanHealIndex(ctx context.Context, from []byte, views map[uint3
 	}
 	found, next, err := s.scanBatch(ctx, start, []byte{'i'}, func(r kv.Reader, k, _ []byte) bool {
 		rec, err := getInode(r, binary.BigEndian.Uint64(k[1:]))
-		return err == nil && needsRepair(rec, views, now)
+		return err == nil && s.needsRepair(rec, views, now)
 	})
 	if err != nil {
 		return nil
@@ -297,8 +297,8 @@ func (s *Server) scanBatch(ctx context.Context, start, end []byte, wants func(r 
 	return found, append(last, 0), nil
 }
 
-func needsRepair(rec *inodeRec, views map[uint32]osdView, now time.Time) bool {
-	if rec.Layout == nil || rec.Repair.active(now) {
+func (s *Server) needsRepair(rec *inodeRec, views map[uint32]osdView, now time.Time) bool {
+	if rec.Layout == nil || s.repairActive(rec.Ino, rec.Repair, now) {
 		return false
 	}
 	spec, err := specOf(rec.Layout.Spec)
@@ -345,7 +345,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		task, moveFrom = mdsproto.RepairTask{}, nil
 		rec, err := getInode(tx, ino)
-		if err != nil || rec.Layout == nil || rec.Repair.active(now) {
+		if err != nil || rec.Layout == nil || s.repairActive(ino, rec.Repair, now) {
 			return nil //nolint:nilerr // gone or busy: nothing to claim
 		}
 		if pending, err := hasIntents(tx, ino); err != nil || pending {

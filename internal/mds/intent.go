@@ -73,7 +73,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 		if rec.Layout == nil {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
-		if rec.Repair.active(now) {
+		if s.repairActive(req.Ino, rec.Repair, now) {
 			return wire.Errorf(wire.ErrBusy, "inode %d is being repaired", req.Ino)
 		}
 		if rec.Layout.Version != req.Version {

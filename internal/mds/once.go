@@ -180,7 +180,7 @@ func (s *Server) onceReplay(ctx context.Context, r *wire.Request, rec onceRec) (
 		} else if err != nil {
 			return nil, err
 		}
-		if ino.Repair.active(s.cfg.Now()) {
+		if s.repairActive(ino.Ino, ino.Repair, s.cfg.Now()) {
 			return nil, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", ino.Ino)
 		}
 		if req.Handle != 0 {

@@ -375,7 +375,7 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 			return mdsproto.OpenResp{}, err
 		}
 	}
-	if req.Write && rec.Repair.active(s.cfg.Now()) {
+	if req.Write && s.repairActive(rec.Ino, rec.Repair, s.cfg.Now()) {
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", rec.Ino)
 	}
 	return s.openResp(ctx, rec, req.Write, req.Handle, req.Session)
@@ -461,7 +461,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 				return err
 			}
 		}
-		caughtUp = clearCaughtUp(rec, req.CaughtUp, req.Handle, s.cfg.Now())
+		caughtUp = clearCaughtUp(rec, req.CaughtUp, req.Handle, s.repairActive(rec.Ino, rec.Repair, s.cfg.Now()))
 		if req.MtimeNs != 0 {
 			rec.MtimeNs = req.MtimeNs
 		}
