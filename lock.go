@@ -100,6 +100,13 @@ func (s *lockSession) awaitValid(ctx context.Context, timeout time.Duration) {
 	}
 }
 
+// locksValidLocked reports whether the handle's locks count now: its
+// session's lease holds, and the cap of a move under way has not passed
+// (f.locks.mu held).
+func (f *File) locksValidLocked(now time.Time) bool {
+	return f.lockSession().valid(now) && (f.locks.validCap.IsZero() || now.Before(f.locks.validCap))
+}
+
 // awaitLocks is awaitValid for a handle that holds locks.
 func (f *File) awaitLocks() {
 	f.locks.mu.Lock()
@@ -177,12 +184,12 @@ func (s *lockSession) run() {
 		if !s.meet(ctx, resp.Incarnation, resp.SessionEpoch) {
 			continue // a late answer from a process since replaced
 		}
+		if moving := s.capMoved(resp.Moved); len(moving) > 0 {
+			go s.movedAway(ctx, moving) // not holding up the renewals of the files that stay
+		}
 		s.extend(sent, lease)
 		for _, r := range resp.Recalls {
 			go s.recall(r)
-		}
-		if len(resp.Moved) > 0 {
-			go s.movedAway(ctx, resp.Moved) // not holding up the renewals of the files that stay
 		}
 	}
 }
@@ -279,6 +286,10 @@ type fileLocks struct {
 	recalling int          // recalls being handed back: writes wait
 	using     int          // writes under held ranges in progress: recalls wait
 	lost      error        // why locks were lost without being handed back (their buffered writes fail)
+	// validCap, while the locks move to the file's new MDS process
+	// (movedAway), is when they stop counting: the old process dropped
+	// them, so renewing it no longer renews them (zero: no cap).
+	validCap time.Time
 	// given counts locks handed back or lost: what the handle knew of
 	// their stripes' contents (a sealed file's last block) may be stale.
 	given atomic.Uint64
@@ -424,7 +435,7 @@ func (f *File) lockStripes(ctx context.Context, lo, hi int64) (func(), error) {
 		// not forgotten: the answer's session epoch says whether the MDS
 		// kept the locks (then buffered stripes stand) or dropped them
 		// (then loseLocks fails what was buffered under them).
-		if covers(l.held, lo, hi) && f.lockSession().valid(time.Now()) {
+		if covers(l.held, lo, hi) && f.locksValidLocked(time.Now()) {
 			l.using++
 			l.mu.Unlock()
 			return f.unpinLocks, nil
@@ -472,7 +483,7 @@ func (f *File) stripeHeld(fs int64) error {
 	l := &f.locks
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if covers(l.held, fs, fs+1) && f.lockSession().valid(time.Now()) {
+	if covers(l.held, fs, fs+1) && f.locksValidLocked(time.Now()) {
 		return nil
 	}
 	if l.lost != nil {
@@ -671,106 +682,4 @@ func (f *File) useLockSession(ls *lockSession) {
 	if had {
 		f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process", f.path))
 	}
-}
-
-// moveOff, for a session with one of several active MDS processes whose
-// requests fail or whose locks it dropped, asks for the routing table
-// again and has each handle whose file's slot moved to another process
-// reclaim its locks there (the new owner takes them back in its grace,
-// as a restarted MDS does). It reports the handles it moved.
-func (s *lockSession) moveOff(ctx context.Context, prefer string) map[*File]bool {
-	moved := map[*File]bool{}
-	if s.addr == "" {
-		return moved
-	}
-	s.mu.Lock()
-	if time.Since(s.movedAt) < minMoveCheck {
-		s.mu.Unlock()
-		return moved
-	}
-	s.movedAt = time.Now()
-	files := make([]*File, 0, len(s.files))
-	for _, f := range s.files {
-		files = append(files, f)
-	}
-	s.mu.Unlock()
-	s.c.refreshRoutesFrom(ctx, prefer)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for _, f := range files {
-		to := s.c.ownerOf(f.layoutIno())
-		if to == s.addr {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if f.moveLocks(ctx, s, to) {
-				mu.Lock()
-				moved[f] = true
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return moved
-}
-
-// movedAway moves the locks of the files the process gave up with their
-// slots (LockWait's Moved) to their new owner; a handle of one of them
-// that could not be moved loses its locks, which are gone here.
-func (s *lockSession) movedAway(ctx context.Context, inos []uint64) {
-	s.mu.Lock()
-	s.movedAt = time.Time{} // look now, however recently it last looked
-	var gone []*File
-	for _, f := range s.files {
-		if slices.Contains(inos, f.layoutIno()) {
-			gone = append(gone, f)
-		}
-	}
-	s.mu.Unlock()
-	moved := s.moveOff(ctx, s.addr)
-	for _, f := range gone {
-		if !moved[f] && f.locks.sess.Load() == s {
-			f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process, and this client could not find it there", f.path))
-		}
-	}
-}
-
-// minMoveCheck spaces a failing session's looks for moved files.
-const minMoveCheck = 500 * time.Millisecond
-
-// moveLocks reclaims the handle's locks, held in session from, at the
-// process at to, which serves the file now, and moves them into its
-// session there. It reports whether it did; a refusal loses them.
-func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool {
-	l := &f.locks
-	req, ok := f.reclaimReq(f.c.locks.id)
-	if !ok {
-		from.leave(f)
-		return true
-	}
-	sent := time.Now()
-	var g mdsproto.ExtentGrant
-	// Routed by the file (ErrMoved from a process that has not read the
-	// new table yet is asked again), not pinned to to.
-	if err := f.c.mds(ctx, mdsproto.OpExtentReclaim, req, &g); err != nil {
-		f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process, which did not take them back: %w", f.path, err))
-		return false
-	}
-	ls := f.c.lockSessionAt(g.Server)
-	if !f.locks.sess.CompareAndSwap(from, ls) {
-		return f.locks.sess.Load() == ls // moved there meanwhile (another move, or a grant)
-	}
-	from.leave(f)
-	ls.meet(ctx, g.Incarnation, g.SessionEpoch)
-	ls.extend(sent, time.Duration(g.LeaseNs))
-	ls.join(f)
-	if f.locks.left.Load() {
-		ls.leave(f) // closed while it moved
-	}
-	l.mu.Lock()
-	l.seq = g.Seq // the new process numbers its grants afresh
-	l.mu.Unlock()
-	return true
 }

@@ -291,6 +291,13 @@ func runSimWith(t *testing.T, seed uint64, steps, mdsCount int) string {
 		if s.rng5.IntN(4) == 0 {
 			s.sharedWorkload()
 		}
+		if mdsCount > 1 && i == steps/2 {
+			// Every run of several meets at least one: drawn among
+			// the other faults, half the seeds would have none.
+			s.killMDS()
+			s.verifyAll("after an MDS process was killed and started again")
+			s.waitHealthy()
+		}
 	}
 	s.finalChecks()
 	t.Logf("seed %d: %d metadata transaction conflicts injected", seed, c.KVConflicts())

@@ -47,6 +47,14 @@ func TestFaultInjectionSeveralMDS(t *testing.T) {
 		createFile(t, cl, p, specs[i%2], data)
 		model[p], sizes[p] = data, len(data)
 	}
+	owners := map[string]bool{}
+	st := upStatusOf(t, e)
+	for _, p := range paths {
+		owners[st.ownerOf(inoOf(t, e, p))] = true
+	}
+	if len(owners) < 2 {
+		t.Fatalf("the files' directories all went to one MDS process's slots: %v", owners)
+	}
 	wl := startWorkload(cl, paths, sizes, model, seed)
 	kills := 0
 	deadline := time.Now().Add(soakDuration(25 * time.Second))
@@ -126,6 +134,7 @@ func killForRelaunch(t *testing.T, pid int) func() {
 		t.Helper()
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env, cmd.Dir = env, cwd
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // no orphan if the test dies
 		out, err := os.CreateTemp(t.TempDir(), "relaunched-*.log")
 		if err != nil {
 			t.Fatal(err)
@@ -144,6 +153,7 @@ func killForRelaunch(t *testing.T, pid int) func() {
 				_ = cmd.Process.Kill()
 				<-done
 			}
+			out.Close()
 		})
 	}
 }

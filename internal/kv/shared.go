@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -44,9 +45,10 @@ type Shared struct {
 	nextID   uint64
 	leader   uint64 // the session the engine records as leading (0: none yet)
 
-	elect  chan struct{} // a session ended or joined: the lead may move
-	closed chan struct{}
-	wg     sync.WaitGroup
+	elect     chan struct{} // a session ended or joined: the lead may move
+	closed    chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 }
 
 type sharedSession struct {
@@ -68,11 +70,15 @@ func NewShared(eng Engine) *Shared {
 	return sh
 }
 
-// Close ends every session and closes the engine.
+// Close ends every session and closes the engine (once).
 func (sh *Shared) Close() error {
-	close(sh.closed)
-	sh.wg.Wait()
-	return sh.eng.Close()
+	err := errors.New("kv: shared engine closed already")
+	sh.closeOnce.Do(func() {
+		close(sh.closed)
+		sh.wg.Wait()
+		err = sh.eng.Close()
+	})
+	return err
 }
 
 // Join starts a session of ttl for the process rec describes, kept alive
@@ -212,7 +218,8 @@ func (sh *Shared) Processes() []ProcessStatus {
 			byName[s.rec.Name] = i
 			out = append(out, ProcessStatus{Role: RoleActive})
 		}
-		out[i].ProcessRecord = s.rec
+		// The newest session of a name stands for it, in its own role.
+		out[i] = ProcessStatus{ProcessRecord: s.rec, Role: RoleActive}
 		if s.id == sh.leader {
 			out[i].Role = RoleLeader
 		}

@@ -53,20 +53,27 @@ type clusterMap struct {
 }
 
 // judgedAt is the time OSD states are judged at, for a judgement made
-// now: now, or when the adopted map went stale.
+// now: now, or, while an adopted map is stale, when it went stale. A
+// hold ends after maxMapHold: a leader that lives but cannot publish
+// that long is no successor's takeover, and the OSDs' silence counts on.
 func (m *clusterMap) judgedAt(now time.Time) time.Time {
 	if m.adoptedAt.IsZero() {
 		return now
 	}
-	return minTime(now, m.adoptedAt.Add(m.staleAfter))
+	stale := m.adoptedAt.Add(m.staleAfter)
+	switch {
+	case now.Before(stale):
+		return now
+	case now.Before(stale.Add(maxMapHold)):
+		return stale
+	}
+	return now.Add(-maxMapHold)
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
+// maxMapHold bounds how long a stale OSD map's view is held: past any
+// successor's takeover (its predecessor's session lease, then a
+// publication).
+const maxMapHold = time.Minute
 
 // takeLead makes this process judge OSDs by its own heartbeats from now,
 // having judged them by the leader's map: the OSDs up in that map's view
@@ -98,7 +105,7 @@ type osdView struct {
 // stateOf classifies an OSD by how long it has been silent.
 func (m *clusterMap) stateOf(st *osdState, now time.Time) string {
 	now = m.judgedAt(now)
-	if m.isUp(st, now) {
+	if m.upAt(st, now) {
 		return mdsproto.StateUp
 	}
 	since := st.lastSeen
@@ -157,8 +164,11 @@ func (m *clusterMap) load(r kv.Reader) error {
 // yet counts from the MDS's start, so a restarted MDS does not report
 // every OSD down (and send clients around all of them) until the first
 // heartbeats arrive.
-func (m *clusterMap) isUp(st *osdState, now time.Time) bool {
-	now = m.judgedAt(now)
+func (m *clusterMap) isUp(st *osdState, now time.Time) bool { return m.upAt(st, m.judgedAt(now)) }
+
+// upAt is isUp for a judgement made at judged (judgedAt's).
+func (m *clusterMap) upAt(st *osdState, judged time.Time) bool {
+	now := judged
 	since := st.lastSeen
 	if since.Before(m.started) {
 		since = m.started

@@ -43,6 +43,11 @@ func TestAdoptedOSDMapHoldsWhileTheLeaderIsSilent(t *testing.T) {
 	if len(m.upCandidates(later)) != 1 {
 		t.Fatalf("placement candidates while the leader is silent: %v", m.upCandidates(later))
 	}
+	// A leader that lives but has not published for longer than any
+	// takeover: the held view ends, and the silence counts on.
+	if s := state(at.Add(m.staleAfter + maxMapHold + downAfter)); s[1] != mdsproto.StateDown {
+		t.Fatalf("past the longest hold: %v", s)
+	}
 	// This process takes the lead: OSD 1 has downAfter to heartbeat to it.
 	m.takeLead(later)
 	if s := state(later.Add(downAfter / 2)); s[1] != mdsproto.StateUp || s[2] != mdsproto.StateDown {

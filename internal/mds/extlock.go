@@ -82,8 +82,9 @@ type lockSession struct {
 	seen    time.Time // the last LockWait (or grant) from the session
 	recalls []mdsproto.Recall
 	// moved are files whose locks this process dropped with their slot
-	// (dropInos), told at the next LockWait.
-	moved []uint64
+	// (dropInos): told at once, and again in every answer for a lease,
+	// so an answer lost on the way is not the client's only notice.
+	moved []movedFile
 	wake  chan struct{} // closed when a recall or a move is queued for a waiting LockWait
 }
 
@@ -412,33 +413,61 @@ func (t *extentTable) expireLocked(now time.Time, force bool) {
 // their next LockWait (woken now): those clients reclaim the files'
 // locks at the new owner in its grace, and keep their locks of the files
 // still served here. Past the new owner's grace, what was not reclaimed
-// goes to others.
-func (t *extentTable) dropInos(gone func(ino uint64) bool) {
+// goes to others. A session with more moved files than one answer names
+// is dropped whole instead (its client finds a new epoch).
+func (t *extentTable) dropInos(now time.Time, gone func(ino uint64) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	dead := map[uint64]bool{}
 	for ino, fl := range t.files {
 		if !gone(ino) {
 			continue
 		}
 		for _, l := range fl.locks {
-			if s := t.sessions[l.session]; s != nil && !slices.Contains(s.moved, ino) && len(s.moved) < maxMovedPerSession {
-				s.moved = append(s.moved, ino)
-				if s.wake != nil {
-					close(s.wake) // its waiting LockWait answers now
-					s.wake = nil
-				}
+			if s := t.sessions[l.session]; s != nil && !dead[l.session] && !s.tellMoved(ino, now) {
+				dead[l.session] = true
 			}
 		}
 		t.n -= len(fl.locks)
 		fl.locks = nil
 		t.releasedLocked(ino, fl)
 	}
+	for id := range dead {
+		if s := t.sessions[id]; s != nil && s.wake != nil {
+			close(s.wake)
+			s.wake = nil
+		}
+		delete(t.sessions, id)
+	}
+	t.dropSessionsLocked(dead)
 }
 
-// maxMovedPerSession bounds the moved files one LockWait answer names;
-// a session that held locks on more (it would need as many open
-// handles) has the rest lost rather than moved.
+// maxMovedPerSession bounds the moved files a session is told of at once.
 const maxMovedPerSession = 4096
+
+// movedFile is a file whose locks the session lost with its slot.
+type movedFile struct {
+	ino  uint64
+	at   time.Time // when they were dropped
+	told bool      // in an answer already
+}
+
+// tellMoved queues ino as moved for the session's next LockWait and wakes
+// a waiting one; false if the session has too many queued.
+func (s *lockSession) tellMoved(ino uint64, now time.Time) bool {
+	if slices.ContainsFunc(s.moved, func(m movedFile) bool { return m.ino == ino }) {
+		return true
+	}
+	if len(s.moved) >= maxMovedPerSession {
+		return false
+	}
+	s.moved = append(s.moved, movedFile{ino: ino, at: now})
+	if s.wake != nil {
+		close(s.wake) // its waiting LockWait answers now
+		s.wake = nil
+	}
+	return true
+}
 
 // dropSessionsLocked removes the locks of the sessions dead.
 func (t *extentTable) dropSessionsLocked(dead map[uint64]bool) {
@@ -463,11 +492,22 @@ type waitAnswer struct {
 	epoch   uint64
 }
 
-// take hands s's queued recalls and moves to an answer.
-func (s *lockSession) take() waitAnswer {
-	a := waitAnswer{recalls: s.recalls, moved: s.moved, epoch: s.epoch}
-	s.recalls, s.moved = nil, nil
+// take hands s's queued recalls and moved files to an answer; moved
+// files are named again until a lease has passed since they moved.
+func (s *lockSession) take(now time.Time, lease time.Duration) waitAnswer {
+	a := waitAnswer{recalls: s.recalls, epoch: s.epoch}
+	s.recalls = nil
+	s.moved = slices.DeleteFunc(s.moved, func(m movedFile) bool { return now.Sub(m.at) > lease })
+	for i := range s.moved {
+		a.moved = append(a.moved, s.moved[i].ino)
+		s.moved[i].told = true
+	}
 	return a
+}
+
+// untold reports whether a moved file has not been named in an answer.
+func (s *lockSession) untold() bool {
+	return slices.ContainsFunc(s.moved, func(m movedFile) bool { return !m.told })
 }
 
 // wait renews session's locks and returns its queued recalls and moves,
@@ -480,8 +520,8 @@ func (t *extentTable) wait(now time.Time, session uint64) (waitAnswer, <-chan st
 	if s == nil {
 		return waitAnswer{}, nil, wire.Errorf(wire.ErrBusy, "%d lock sessions", len(t.sessions))
 	}
-	if len(s.recalls) > 0 || len(s.moved) > 0 {
-		return s.take(), nil, nil
+	if len(s.recalls) > 0 || s.untold() {
+		return s.take(now, t.lease), nil, nil
 	}
 	if s.wake == nil {
 		s.wake = make(chan struct{})
@@ -500,7 +540,7 @@ func (t *extentTable) waited(now time.Time, session uint64) waitAnswer {
 		return waitAnswer{}
 	}
 	s.wake = nil
-	return s.take()
+	return s.take(now, t.lease)
 }
 
 // empty reports whether no lock is held, and since when.

@@ -173,6 +173,15 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 	if !r.granted {
 		return mdsproto.ExtentGrant{}, false, r, nil
 	}
+	// Granted after the file's slot moved to another process (a request
+	// that passed its owner check before the table changed, or a waiter
+	// woken by the locks dropped with the slot): given back, for the new
+	// owner to grant. The table is stored before the locks are dropped,
+	// so a grant that missed the drop sees the new table here.
+	if err := s.needOwner(req.Ino); err != nil {
+		s.extents.release(req.Ino, req.Handle, r.grant, r.seq, -1, 0)
+		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
+	}
 	// Read again now the lock is held: a cut (and the release of the
 	// stripes it held) may have committed since the first read, and the
 	// grant must hand over the size and extents as of the grant. No cut

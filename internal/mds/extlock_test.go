@@ -119,7 +119,11 @@ func TestExtentLockTranscripts(t *testing.T) {
 					default:
 					}
 					a = tab.waited(now, uint64(arg("session", -1)))
-					return fmt.Sprintf("nothing recalled epoch=%d", a.epoch)
+					out := fmt.Sprintf("nothing recalled epoch=%d", a.epoch)
+					for _, ino := range a.moved {
+						out += fmt.Sprintf("\nmoved again ino=%d", ino)
+					}
+					return out
 				}
 				out := []string{fmt.Sprintf("epoch=%d", a.epoch)}
 				for _, r := range a.recalls {
@@ -131,7 +135,7 @@ func TestExtentLockTranscripts(t *testing.T) {
 				return strings.Join(out, "\n")
 			case "moveaway":
 				// The inode's slot moved to another process.
-				tab.dropInos(func(i uint64) bool { return i == ino })
+				tab.dropInos(now, func(i uint64) bool { return i == ino })
 				return "ok"
 			case "tick":
 				var s string

@@ -238,6 +238,10 @@ func (m *osdMapState) adoptNew(seq uint64) bool {
 // publishOSDMap writes the OSD map if it changed, or osdMapEvery passed.
 func (s *Server) publishOSDMap(ctx context.Context) error {
 	now := s.cfg.Now()
+	// Judging by its own heartbeats from now on, before it says how long
+	// each OSD has been silent (the first publication after taking the
+	// lead may come from a registration, before routeLoop's turn).
+	s.cluster.takeLead(now)
 	rec := &osdMapRec{V: 1, OSDs: s.cluster.publish(now)}
 	if last := s.osdMap.last.Load(); last != nil && sameOSDMap(last, rec) && now.Sub(time.Unix(0, s.osdMap.lastAt.Load())) < s.osdMapPeriod() {
 		return nil

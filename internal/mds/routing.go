@@ -182,7 +182,7 @@ func (s *Server) serveRoutes(v *routeView) {
 		for _, slot := range lost {
 			gone[slot] = true
 		}
-		s.extents.dropInos(func(ino uint64) bool { return gone[slotOf(ino)] })
+		s.extents.dropInos(s.cfg.Now(), func(ino uint64) bool { return gone[slotOf(ino)] })
 	}
 }
 
@@ -204,7 +204,7 @@ func (s *Server) routeLoop(ctx context.Context) {
 		var err error
 		switch {
 		case s.leading():
-			s.cluster.takeLead(time.Now())
+			s.cluster.takeLead(s.cfg.Now())
 			if _, err = s.planAndStoreRoutes(ctx); err == nil && s.multi() {
 				err = s.publishOSDMap(ctx)
 			}

@@ -419,7 +419,7 @@ func (s *Server) OSDsUp() int {
 // OSDStates is each OSD's state as this process judges it now.
 func (s *Server) OSDStates() map[uint32]string {
 	out := map[uint32]string{}
-	for id, v := range s.cluster.views(time.Now()) {
+	for id, v := range s.cluster.views(s.cfg.Now()) {
 		out[id] = v.State
 	}
 	return out

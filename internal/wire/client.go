@@ -150,6 +150,10 @@ func (c *Client) send(ctx context.Context, h Header, meta []byte, data [][]byte)
 		return c.Err()
 	}
 	defer func() { <-c.wturn }()
+	if err := ctx.Err(); err != nil {
+		// Ended as the turn came (select picks either): still unwritten.
+		return fmt.Errorf("%w: %w", errNotSent, err)
+	}
 	// A peer that stopped reading blocks the write, which watches no
 	// context: the caller's context ending fails the connection (a
 	// request half written leaves it out of step anyway), which ends it.

@@ -1,0 +1,146 @@
+package braid
+
+// Extent locks with several active MDS processes: when a file's slot
+// moves to another process (the process died, or gave slots to one that
+// joined), the handle's locks move with it, reclaimed at the new owner in
+// its grace as after a restart.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/braidfs/braid/internal/mdsproto"
+)
+
+// moveOff, for a session with one of several active MDS processes whose
+// requests fail or whose locks it dropped, asks for the routing table
+// again and has each handle whose file's slot moved to another process
+// reclaim its locks there (the new owner takes them back in its grace,
+// as a restarted MDS does). It reports the handles it moved.
+func (s *lockSession) moveOff(ctx context.Context, prefer string) map[*File]bool {
+	moved := map[*File]bool{}
+	if s.addr == "" {
+		return moved
+	}
+	s.mu.Lock()
+	if time.Since(s.movedAt) < minMoveCheck {
+		s.mu.Unlock()
+		return moved
+	}
+	s.movedAt = time.Now()
+	files := make([]*File, 0, len(s.files))
+	for _, f := range s.files {
+		files = append(files, f)
+	}
+	s.mu.Unlock()
+	return s.moveFiles(ctx, prefer, files)
+}
+
+// moveFiles asks for the routing table again (from prefer first) and has
+// each of files whose slot moved to another process reclaim its locks
+// there. It reports the handles it moved.
+func (s *lockSession) moveFiles(ctx context.Context, prefer string, files []*File) map[*File]bool {
+	moved := map[*File]bool{}
+	s.c.refreshRoutesFrom(ctx, prefer)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, f := range files {
+		to := s.c.ownerOf(f.layoutIno())
+		if to == s.addr {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if f.moveLocks(ctx, s, to) {
+				mu.Lock()
+				moved[f] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return moved
+}
+
+// capMoved finds the session's handles of the files the process gave up
+// with their slots (LockWait's Moved, named again for a lease: handles
+// moved already are not the session's any more) and caps their locks at
+// the session's lease as it stands, before the answer renews it: the
+// process no longer keeps them, and the new owner grants them to others
+// only after its grace, which outlasts that lease.
+func (s *lockSession) capMoved(inos []uint64) []*File {
+	if len(inos) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	capAt := s.validUntil
+	var out []*File
+	for _, f := range s.files {
+		if slices.Contains(inos, f.layoutIno()) {
+			out = append(out, f)
+		}
+	}
+	s.mu.Unlock()
+	for _, f := range out {
+		f.locks.mu.Lock()
+		if f.locks.validCap.IsZero() || capAt.Before(f.locks.validCap) {
+			f.locks.validCap = capAt
+		}
+		f.locks.mu.Unlock()
+	}
+	return out
+}
+
+// movedAway moves the locks of handles capMoved found to their file's new
+// owner; one that could not be moved loses its locks, which are gone here.
+func (s *lockSession) movedAway(ctx context.Context, files []*File) {
+	moved := s.moveFiles(ctx, s.addr, files)
+	for _, f := range files {
+		if !moved[f] && f.locks.sess.Load() == s {
+			f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process, and this client could not find it there", f.path))
+		}
+	}
+}
+
+// minMoveCheck spaces a failing session's looks for moved files.
+const minMoveCheck = 500 * time.Millisecond
+
+// moveLocks reclaims the handle's locks, held in session from, at the
+// process at to, which serves the file now, and moves them into its
+// session there. It reports whether it did; a refusal loses them.
+func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool {
+	l := &f.locks
+	req, ok := f.reclaimReq(f.c.locks.id)
+	if !ok {
+		from.leave(f)
+		return true
+	}
+	sent := time.Now()
+	var g mdsproto.ExtentGrant
+	// Routed by the file (ErrMoved from a process that has not read the
+	// new table yet is asked again), not pinned to to.
+	if err := f.c.mds(ctx, mdsproto.OpExtentReclaim, req, &g); err != nil {
+		f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process, which did not take them back: %w", f.path, err))
+		return false
+	}
+	ls := f.c.lockSessionAt(g.Server)
+	if !f.locks.sess.CompareAndSwap(from, ls) {
+		return f.locks.sess.Load() == ls // moved there meanwhile (another move, or a grant)
+	}
+	from.leave(f)
+	ls.meet(ctx, g.Incarnation, g.SessionEpoch)
+	ls.extend(sent, time.Duration(g.LeaseNs))
+	ls.join(f)
+	if f.locks.left.Load() {
+		ls.leave(f) // closed while it moved
+	}
+	l.mu.Lock()
+	l.seq = g.Seq            // the new process numbers its grants afresh
+	l.validCap = time.Time{} // renewed by the new session from now on
+	l.mu.Unlock()
+	return true
+}
