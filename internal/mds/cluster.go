@@ -168,12 +168,23 @@ func (m *clusterMap) isUp(st *osdState, now time.Time) bool { return m.upAt(st, 
 
 // upAt is isUp for a judgement made at judged (judgedAt's).
 func (m *clusterMap) upAt(st *osdState, judged time.Time) bool {
-	now := judged
 	since := st.lastSeen
 	if since.Before(m.started) {
 		since = m.started
 	}
-	return now.Sub(since) <= m.downAfter
+	return judged.Sub(since) <= m.downAfter+m.lagAllowed()
+}
+
+// lagAllowed is how much longer than the down timeout an OSD's silence
+// may run before this process judges it down: nothing for the process
+// hearing the heartbeats; for one judging by the leader's map, how stale
+// that map may be (publications a period apart, read a refresh apart),
+// so it never finds an OSD down that the leader would not have.
+func (m *clusterMap) lagAllowed() time.Duration {
+	if m.adoptedAt.IsZero() {
+		return 0
+	}
+	return m.staleAfter
 }
 
 // upCandidates lists the OSDs placement may use: up and not draining.

@@ -20,8 +20,8 @@ func TestAdoptedOSDMapHoldsWhileTheLeaderIsSilent(t *testing.T) {
 	m := newClusterMap(downAfter, time.Hour, t0)
 	m.staleAfter = time.Second
 	pubs := []osdPub{
-		{osdRec: osdRec{ID: 1}, Heard: true, SilentNs: int64(100 * time.Millisecond)},
-		{osdRec: osdRec{ID: 2}, Heard: true, SilentNs: int64(3 * time.Second)}, // down already
+		{osdRec: osdRec{ID: 1}, Heard: true, SilentNs: int64(1500 * time.Millisecond)}, // heard within the down timeout (2 s)
+		{osdRec: osdRec{ID: 2}, Heard: true, SilentNs: int64(5 * time.Second)}, // down already
 	}
 	at := t0.Add(10 * time.Second)
 	m.adopt(pubs, at)
@@ -34,6 +34,12 @@ func TestAdoptedOSDMapHoldsWhileTheLeaderIsSilent(t *testing.T) {
 	}
 	if s := state(at); s[1] != mdsproto.StateUp || s[2] != mdsproto.StateDown {
 		t.Fatalf("as published: %v", s)
+	}
+	// A copy of the leader's map is up to staleAfter old: an OSD the
+	// leader heard within the down timeout is not judged down here
+	// before the leader could have.
+	if s := state(at.Add(m.staleAfter)); s[1] != mdsproto.StateUp {
+		t.Fatalf("a publication period on: %v", s)
 	}
 	// The leader is silent for a minute: its last map stands.
 	later := at.Add(time.Minute)
