@@ -35,11 +35,8 @@ func TestAllActiveMDS(t *testing.T) {
 		}
 		return st
 	}
-	var st upStatus
-	testcluster.Eventually(t, 30*time.Second, func() bool {
-		st = status()
-		return len(st.Meta.MDS) == 3 && st.roles() == "leader=1 active=2" && len(st.Meta.Routing.Servers) == 3 && st.osdsUp() == 4
-	}, func() string { return fmt.Sprintf("status of braid up --mds-count 3 --all-active: %+v", st.Meta) })
+	waitAllActive(t, e, 3)
+	st := status()
 	for _, s := range st.Meta.Routing.Servers {
 		if s.Slots < 85 || s.Slots > 86 {
 			t.Fatalf("slots uneven: %+v", st.Meta.Routing.Servers)
