@@ -104,7 +104,8 @@ func (s *lockSession) awaitValid(ctx context.Context, timeout time.Duration) {
 // session's lease holds, and the cap of a move under way has not passed
 // (f.locks.mu held).
 func (f *File) locksValidLocked(now time.Time) bool {
-	return f.lockSession().valid(now) && (f.locks.validCap.IsZero() || now.Before(f.locks.validCap))
+	ls := f.lockSession()
+	return ls.valid(now) && (f.locks.capSess != ls || now.Before(f.locks.validCap))
 }
 
 // awaitLocks is awaitValid for a handle that holds locks.
@@ -286,10 +287,13 @@ type fileLocks struct {
 	recalling int          // recalls being handed back: writes wait
 	using     int          // writes under held ranges in progress: recalls wait
 	lost      error        // why locks were lost without being handed back (their buffered writes fail)
-	// validCap, while the locks move to the file's new MDS process
-	// (movedAway), is when they stop counting: the old process dropped
-	// them, so renewing it no longer renews them (zero: no cap).
+	// validCap is when the locks stop counting in session capSess, whose
+	// process dropped them with the file's slot (capMoved): renewing that
+	// session no longer renews them. It binds only while they are held in
+	// capSess: moved to the new owner's session, or lost, they are free
+	// of it.
 	validCap time.Time
+	capSess  *lockSession
 	// given counts locks handed back or lost: what the handle knew of
 	// their stripes' contents (a sealed file's last block) may be stale.
 	given atomic.Uint64
@@ -588,6 +592,7 @@ func (f *File) loseLocks(why error) {
 	l := &f.locks
 	l.mu.Lock()
 	l.held = nil
+	l.capSess = nil
 	l.given.Add(1)
 	l.mu.Unlock()
 	undurable := f.dropBuffersLocked()

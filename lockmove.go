@@ -67,36 +67,42 @@ func (s *lockSession) moveFiles(ctx context.Context, prefer string, files []*Fil
 }
 
 // capMoved finds the session's handles of the files the process gave up
-// with their slots (LockWait's Moved, named again for a lease: handles
-// moved already are not the session's any more) and caps their locks at
-// the session's lease as it stands, before the answer renews it: the
-// process no longer keeps them, and the new owner grants them to others
-// only after its grace, which outlasts that lease.
+// with their slots (LockWait's Moved, named again for a lease, so some
+// may have moved on already) and caps their locks in this session at its
+// lease as it stands, before the answer renews it: the process no longer
+// keeps them, and the new owner grants them to others only after its
+// grace, which outlasts that lease.
 func (s *lockSession) capMoved(inos []uint64) []*File {
 	if len(inos) == 0 {
 		return nil
 	}
 	s.mu.Lock()
 	capAt := s.validUntil
-	var out []*File
+	var named []*File
 	for _, f := range s.files {
 		if slices.Contains(inos, f.layoutIno()) {
-			out = append(out, f)
+			named = append(named, f)
 		}
 	}
 	s.mu.Unlock()
-	for _, f := range out {
-		f.locks.mu.Lock()
-		if f.locks.validCap.IsZero() || capAt.Before(f.locks.validCap) {
-			f.locks.validCap = capAt
+	var out []*File
+	for _, f := range named {
+		l := &f.locks
+		l.mu.Lock()
+		if l.sess.Load() == s { // not moved on meanwhile
+			if l.capSess != s || capAt.Before(l.validCap) {
+				l.capSess, l.validCap = s, capAt
+			}
+			out = append(out, f)
 		}
-		f.locks.mu.Unlock()
+		l.mu.Unlock()
 	}
 	return out
 }
 
 // movedAway moves the locks of handles capMoved found to their file's new
-// owner; one that could not be moved loses its locks, which are gone here.
+// owner. One that could not be moved, still in this session, loses its
+// locks: the process dropped them.
 func (s *lockSession) movedAway(ctx context.Context, files []*File) {
 	moved := s.moveFiles(ctx, s.addr, files)
 	for _, f := range files {
@@ -124,6 +130,9 @@ func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool
 	// Routed by the file (ErrMoved from a process that has not read the
 	// new table yet is asked again), not pinned to to.
 	if err := f.c.mds(ctx, mdsproto.OpExtentReclaim, req, &g); err != nil {
+		if f.locks.sess.Load() != from {
+			return true // moved meanwhile (another move): this reclaim was its second
+		}
 		f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process, which did not take them back: %w", f.path, err))
 		return false
 	}
@@ -139,8 +148,7 @@ func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool
 		ls.leave(f) // closed while it moved
 	}
 	l.mu.Lock()
-	l.seq = g.Seq            // the new process numbers its grants afresh
-	l.validCap = time.Time{} // renewed by the new session from now on
+	l.seq = g.Seq // the new process numbers its grants afresh
 	l.mu.Unlock()
 	return true
 }

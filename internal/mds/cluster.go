@@ -85,7 +85,13 @@ func (m *clusterMap) takeLead(now time.Time) {
 		return
 	}
 	for _, st := range m.osds {
-		if m.isUp(st, now) {
+		// Up in the last publication, as its leader judged: no allowance
+		// for a copy's staleness, so an OSD it published down stays down.
+		since := st.lastSeen
+		if since.Before(m.started) {
+			since = m.started
+		}
+		if m.adoptedAt.Sub(since) <= m.downAfter {
 			st.lastSeen = now
 		}
 	}

@@ -21,7 +21,8 @@ func TestAdoptedOSDMapHoldsWhileTheLeaderIsSilent(t *testing.T) {
 	m.staleAfter = time.Second
 	pubs := []osdPub{
 		{osdRec: osdRec{ID: 1}, Heard: true, SilentNs: int64(1500 * time.Millisecond)}, // heard within the down timeout (2 s)
-		{osdRec: osdRec{ID: 2}, Heard: true, SilentNs: int64(5 * time.Second)}, // down already
+		{osdRec: osdRec{ID: 2}, Heard: true, SilentNs: int64(5 * time.Second)},         // down already
+		{osdRec: osdRec{ID: 3}, Heard: true, SilentNs: int64(2500 * time.Millisecond)}, // down by the leader, not yet by this copy
 	}
 	at := t0.Add(10 * time.Second)
 	m.adopt(pubs, at)
@@ -56,8 +57,8 @@ func TestAdoptedOSDMapHoldsWhileTheLeaderIsSilent(t *testing.T) {
 	}
 	// This process takes the lead: OSD 1 has downAfter to heartbeat to it.
 	m.takeLead(later)
-	if s := state(later.Add(downAfter / 2)); s[1] != mdsproto.StateUp || s[2] != mdsproto.StateDown {
-		t.Fatalf("just after taking the lead: %v", s)
+	if s := state(later.Add(downAfter / 2)); s[1] != mdsproto.StateUp || s[2] != mdsproto.StateDown || s[3] != mdsproto.StateDown {
+		t.Fatalf("just after taking the lead: %v, want those the leader had published down still down", s)
 	}
 	if s := state(later.Add(2 * downAfter)); s[1] != mdsproto.StateDown {
 		t.Fatalf("the leader's own judgement, an OSD silent since it took the lead: %v", s)

@@ -141,6 +141,7 @@ func (t *extentTable) acquire(now time.Time, ino, session, handle uint64, want s
 	if s == nil {
 		return acquireResult{full: true, until: now.Add(t.lease / 4)}
 	}
+	s.forgetMoved(ino) // its slot came back: what it holds here is current
 	fl := t.fileLocked(ino)
 	conflict := false
 	others := false
@@ -206,6 +207,7 @@ func (t *extentTable) reclaim(now time.Time, ino, session, handle uint64, spans 
 	if s == nil || t.n+len(spans) > maxExtentLocks {
 		return 0, 0, wire.Errorf(wire.ErrBusy, "the MDS holds as many extent locks as it may")
 	}
+	s.forgetMoved(ino)
 	fl := t.fileLocked(ino)
 	for _, want := range spans {
 		for _, l := range fl.locks {
@@ -413,8 +415,8 @@ func (t *extentTable) expireLocked(now time.Time, force bool) {
 // their next LockWait (woken now): those clients reclaim the files'
 // locks at the new owner in its grace, and keep their locks of the files
 // still served here. Past the new owner's grace, what was not reclaimed
-// goes to others. A session with more moved files than one answer names
-// is dropped whole instead (its client finds a new epoch).
+// goes to others. A session with more than maxMovedPerSession files moved
+// within a lease is dropped whole instead (its client finds a new epoch).
 func (t *extentTable) dropInos(now time.Time, gone func(ino uint64) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -424,7 +426,7 @@ func (t *extentTable) dropInos(now time.Time, gone func(ino uint64) bool) {
 			continue
 		}
 		for _, l := range fl.locks {
-			if s := t.sessions[l.session]; s != nil && !dead[l.session] && !s.tellMoved(ino, now) {
+			if s := t.sessions[l.session]; s != nil && !dead[l.session] && !s.tellMoved(ino, now, t.lease) {
 				dead[l.session] = true
 			}
 		}
@@ -453,10 +455,11 @@ type movedFile struct {
 }
 
 // tellMoved queues ino as moved for the session's next LockWait and wakes
-// a waiting one; false if the session has too many queued.
-func (s *lockSession) tellMoved(ino uint64, now time.Time) bool {
-	if slices.ContainsFunc(s.moved, func(m movedFile) bool { return m.ino == ino }) {
-		return true
+// a waiting one; false if the session has too many queued within a lease.
+func (s *lockSession) tellMoved(ino uint64, now time.Time, lease time.Duration) bool {
+	s.forgetMoved(ino) // moved again: told again
+	if len(s.moved) >= maxMovedPerSession {
+		s.moved = slices.DeleteFunc(s.moved, func(m movedFile) bool { return now.Sub(m.at) > lease })
 	}
 	if len(s.moved) >= maxMovedPerSession {
 		return false
@@ -503,6 +506,12 @@ func (s *lockSession) take(now time.Time, lease time.Duration) waitAnswer {
 		s.moved[i].told = true
 	}
 	return a
+}
+
+// forgetMoved stops naming ino as moved: the session took a lock on it
+// here again (its slot came back), which a late notice must not undo.
+func (s *lockSession) forgetMoved(ino uint64) {
+	s.moved = slices.DeleteFunc(s.moved, func(m movedFile) bool { return m.ino == ino })
 }
 
 // untold reports whether a moved file has not been named in an answer.

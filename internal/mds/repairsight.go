@@ -13,8 +13,10 @@ import (
 // compare two machines' clocks: one running ahead would take a live
 // repair for dead and let writers and a second repair in under it.
 // Instead each process counts a lock's lease on its own clock from when
-// it first saw the lock: never shorter than the lease left, at worst a
-// lease longer (a dead healer's file waits up to twice the lease).
+// it first saw the lock: never shorter than the lease left, longer by
+// however old the lock was when first seen (a process that started or
+// took the lead since sees its locks anew), so a dead healer's file may
+// wait past its lease for a claim: repair is late, never unsafe.
 
 // repairSights remembers when this process first saw each repair lock.
 type repairSights struct {
