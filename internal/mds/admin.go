@@ -135,7 +135,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 			if decodeRecord(v, &g) == nil {
 				out.PendingDelete.Objects += int64(len(g.Comps))
 				out.PendingDelete.Bytes += g.Bytes
-				if next, at := &out.PendingDelete.NextNs, s.expiry(g.NotBeforeNs, s.cfg.DeleteDelay); *next == 0 || at < *next {
+				if next, at := &out.PendingDelete.NextNs, s.deadline(sightDelete, k, g.NotBeforeNs, s.cfg.DeleteDelay); *next == 0 || at < *next {
 					*next = at
 				}
 			}
@@ -397,7 +397,7 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 		if !s.leading() {
 			break // a successor deletes them, on its own clock
 		}
-		if now.UnixNano() < s.expiry(it.rec.NotBeforeNs, s.cfg.DeleteDelay) || s.repairing(ctx, it.ino, now) {
+		if now.UnixNano() < s.deadline(sightDelete, it.key, it.rec.NotBeforeNs, s.cfg.DeleteDelay) || s.repairing(ctx, it.ino, now) {
 			continue
 		}
 		if deleted := s.deleteObjects(ctx, it); len(deleted) > 0 {

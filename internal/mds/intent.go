@@ -103,6 +103,11 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 		}
 		return putRecord(tx, intentKey(req.Ino, req.Txid), &in)
 	})
+	if err == nil && s.cfg.LeadUntil != nil {
+		// Seen here as it is stamped: its commit is judged by the stamp's
+		// own clock (sights.go), not a window from a later first sight.
+		s.sights.passes(sightID{kind: sightIntent, key: string(intentKey(req.Ino, req.Txid)), stamp: now.Add(s.cfg.IntentTTL).UnixNano()}, s.cfg.IntentTTL, now)
+	}
 	return struct{}{}, err
 }
 
@@ -118,7 +123,7 @@ func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (stru
 		if in.State == intentCommitted {
 			state = staged.Committed
 		}
-		switch staged.Commit(ok && (in.State == intentCommitted || in.State == intentPrepared), state, s.cfg.Now().UnixNano() >= s.expiry(in.ExpiresNs, s.cfg.IntentTTL)) {
+		switch staged.Commit(ok && (in.State == intentCommitted || in.State == intentPrepared), state, s.cfg.Now().UnixNano() >= s.deadline(sightIntent, intentKey(req.Ino, req.Txid), in.ExpiresNs, s.cfg.IntentTTL)) {
 		case staged.AlreadyCommitted:
 			return nil // sent again after its reply was lost: the first copy committed it
 		case staged.Unknown:
@@ -300,7 +305,7 @@ func (s *Server) resolvePass(ctx context.Context) error {
 		return r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool {
 			var it intentItem
 			if len(k) == 17 && decodeRecord(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) &&
-				now.UnixNano() >= s.expiry(it.rec.ExpiresNs, s.cfg.IntentTTL) {
+				now.UnixNano() >= s.deadline(sightIntent, k, it.rec.ExpiresNs, s.cfg.IntentTTL) {
 				it.ino, it.txid = binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17])
 				items = append(items, it)
 			}

@@ -293,7 +293,7 @@ func (s *Server) retireKeys() error {
 	now := s.cfg.Now().UnixNano()
 	changed := false
 	for id, at := range kr.retire {
-		if id != cur && s.expiry(at, s.retireAfter()) <= now {
+		if id != cur && s.deadline(sightKey, []byte{id}, at, s.retireAfter()) <= now {
 			delete(keys, id)
 			delete(kr.retire, id)
 			changed = true

@@ -325,7 +325,7 @@ func (s *Server) sweepOnce(ctx context.Context, cursor []byte) ([]byte, error) {
 				return false
 			}
 			var rec onceRec
-			if decodeRecord(v, &rec) != nil || s.expiry(rec.TimeNs+int64(onceKeep), onceKeep) <= now {
+			if decodeRecord(v, &rec) != nil || s.deadline(sightOnce, k, rec.TimeNs+int64(onceKeep), onceKeep) <= now {
 				stale = append(stale, append([]byte{}, k...)) // an undecodable record answers no retry
 			}
 			return true

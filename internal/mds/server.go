@@ -125,17 +125,17 @@ type Server struct {
 	onceLow onceLowWater // exactly-once records below this are gone, per session
 	space   freeSpace    // whether the store's disk is nearly full
 	cluster *clusterMap
-	// repairSights counts repair locks' leases on this process's clock
-	// (repairsight.go).
-	repairSights repairSights
-	wsrv         *wire.Server
-	ln           net.Listener
-	osds         *wire.Pool
-	cl           clusterRec
-	s3Seal       cipher.AEAD // seals S3 users' secrets (s3secrets.go)
-	keyWrap      cipher.AEAD // wraps sealed files' data keys (filekeys.go)
-	owners       osdOwners   // which principal each OSD is (authz.go)
-	keys         *keyRing    // capability keys (keyring.go)
+	// sights counts stamped deadlines on this process's clock when the
+	// engine is shared (sights.go).
+	sights  sights
+	wsrv    *wire.Server
+	ln      net.Listener
+	osds    *wire.Pool
+	cl      clusterRec
+	s3Seal  cipher.AEAD // seals S3 users' secrets (s3secrets.go)
+	keyWrap cipher.AEAD // wraps sealed files' data keys (filekeys.go)
+	owners  osdOwners   // which principal each OSD is (authz.go)
+	keys    *keyRing    // capability keys (keyring.go)
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand

@@ -1,0 +1,100 @@
+package mds
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+	"time"
+)
+
+// Deadlines stored in the engine (a repair lock's lease, an intent's
+// expiry, a removed file's delete delay, a retired key's end, an
+// exactly-once record's keep) are stamped on the clock of the process
+// that wrote them. With one MDS process that clock is the only one.
+// With several sharing the engine (or a standby taking over) another
+// process judges them, and comparing the stamp with its own clock would
+// compare two machines' clocks: one running ahead would end a live
+// repair, resolve a live intent, delete objects a capability may still
+// read. Instead each such process counts a deadline's window on its own
+// clock from when it first saw the record: never earlier than the
+// deadline, later by however old the record was when first seen (a
+// process that started or took the lead since sees its records anew):
+// late, never unsafe.
+
+// sights remembers when this process first saw each stamped record, and
+// so when its deadline passes here.
+type sights struct {
+	mu     sync.Mutex
+	passAt map[sightID]time.Time // first sight + window
+}
+
+// sightID names one stamped record: what kind it is, its key, and its
+// stamp (a new stamp on the same key is a new deadline).
+type sightID struct {
+	kind  byte
+	key   string
+	stamp int64
+}
+
+// Kinds of stamped record.
+const (
+	sightRepair  = 'r'
+	sightIntent  = 'n'
+	sightDelete  = 'g'
+	sightKey     = 'k'
+	sightOnce    = 's'
+	maxSightKeys = 1 << 17 // records remembered; a full table judges new ones not yet due
+)
+
+// passes is when the deadline of the record id, with window, passes
+// here: window after this process first saw it.
+func (t *sights) passes(id sightID, window time.Duration, now time.Time) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.passAt == nil {
+		t.passAt = map[sightID]time.Time{}
+	}
+	if at, ok := t.passAt[id]; ok {
+		return at
+	}
+	if len(t.passAt) >= maxSightKeys {
+		for k, at := range t.passAt {
+			if at.Before(now.Add(-maxSightWindow)) { // passed long ago: acted on, surely
+				delete(t.passAt, k)
+			}
+		}
+	}
+	if len(t.passAt) >= maxSightKeys {
+		return time.Unix(0, math.MaxInt64) // too many to count: not due, the safe side
+	}
+	at := now.Add(window)
+	t.passAt[id] = at
+	return at
+}
+
+// maxSightWindow is how long past its deadline a record is remembered
+// when the table is full.
+const maxSightWindow = time.Hour
+
+// deadline is when a deadline stored in the engine (storedNs, set window
+// ahead by the process that wrote it) passes for this process, in Unix
+// nanoseconds: on one process's own store by the stamp (expiry); on a
+// shared engine, window after this process first saw the record.
+func (s *Server) deadline(kind byte, key []byte, storedNs int64, window time.Duration) int64 {
+	if s.cfg.LeadUntil == nil {
+		return s.expiry(storedNs, window)
+	}
+	return s.sights.passes(sightID{kind: kind, key: string(key), stamp: storedNs}, window, s.cfg.Now()).UnixNano()
+}
+
+// repairActive reports whether the repair lock l on ino holds at now.
+func (s *Server) repairActive(ino uint64, l *repairLock, now time.Time) bool {
+	if l == nil {
+		return false
+	}
+	if s.cfg.LeadUntil == nil {
+		return l.active(now)
+	}
+	id := sightID{kind: sightRepair, key: string(binary.BigEndian.AppendUint64(nil, ino)), stamp: l.UntilNs}
+	return now.Before(s.sights.passes(id, repairLease, now))
+}
