@@ -106,7 +106,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 	if err == nil && s.cfg.LeadUntil != nil {
 		// Seen here as it is stamped: its commit is judged by the stamp's
 		// own clock (sights.go), not a window from a later first sight.
-		s.sights.passes(sightID{kind: sightIntent, key: string(intentKey(req.Ino, req.Txid)), stamp: now.Add(s.cfg.IntentTTL).UnixNano()}, s.cfg.IntentTTL, now)
+		_, _ = s.sights.passes(sightID{kind: sightIntent, key: string(intentKey(req.Ino, req.Txid)), stamp: now.Add(s.cfg.IntentTTL).UnixNano()}, s.cfg.IntentTTL, now)
 	}
 	return struct{}{}, err
 }

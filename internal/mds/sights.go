@@ -2,7 +2,6 @@ package mds
 
 import (
 	"encoding/binary"
-	"math"
 	"sync"
 	"time"
 )
@@ -43,19 +42,22 @@ const (
 	sightDelete  = 'g'
 	sightKey     = 'k'
 	sightOnce    = 's'
-	maxSightKeys = 1 << 17 // records remembered; a full table judges new ones not yet due
+	maxSightKeys = 1 << 17 // records remembered; past it new ones are judged by their stamps
 )
 
 // passes is when the deadline of the record id, with window, passes
-// here: window after this process first saw it.
-func (t *sights) passes(id sightID, window time.Duration, now time.Time) time.Time {
+// here: window after this process first saw it. False when the table is
+// full of records not yet due (a mass removal): the caller then judges
+// by the stamp, as one process does, rather than hold deadlines back
+// until the table drains.
+func (t *sights) passes(id sightID, window time.Duration, now time.Time) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.passAt == nil {
 		t.passAt = map[sightID]time.Time{}
 	}
 	if at, ok := t.passAt[id]; ok {
-		return at
+		return at, true
 	}
 	if len(t.passAt) >= maxSightKeys {
 		for k, at := range t.passAt {
@@ -65,11 +67,11 @@ func (t *sights) passes(id sightID, window time.Duration, now time.Time) time.Ti
 		}
 	}
 	if len(t.passAt) >= maxSightKeys {
-		return time.Unix(0, math.MaxInt64) // too many to count: not due, the safe side
+		return time.Time{}, false
 	}
 	at := now.Add(window)
 	t.passAt[id] = at
-	return at
+	return at, true
 }
 
 // maxSightWindow is how long past its deadline a record is remembered
@@ -84,7 +86,11 @@ func (s *Server) deadline(kind byte, key []byte, storedNs int64, window time.Dur
 	if s.cfg.LeadUntil == nil {
 		return s.expiry(storedNs, window)
 	}
-	return s.sights.passes(sightID{kind: kind, key: string(key), stamp: storedNs}, window, s.cfg.Now()).UnixNano()
+	at, ok := s.sights.passes(sightID{kind: kind, key: string(key), stamp: storedNs}, window, s.cfg.Now())
+	if !ok {
+		return s.expiry(storedNs, window)
+	}
+	return at.UnixNano()
 }
 
 // repairActive reports whether the repair lock l on ino holds at now.
@@ -96,5 +102,9 @@ func (s *Server) repairActive(ino uint64, l *repairLock, now time.Time) bool {
 		return l.active(now)
 	}
 	id := sightID{kind: sightRepair, key: string(binary.BigEndian.AppendUint64(nil, ino)), stamp: l.UntilNs}
-	return now.Before(s.sights.passes(id, repairLease, now))
+	at, ok := s.sights.passes(id, repairLease, now)
+	if !ok {
+		return l.active(now)
+	}
+	return now.Before(at)
 }
