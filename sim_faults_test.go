@@ -130,20 +130,6 @@ func (s *sim) moreFaults() {
 	s.waitHealthy()
 }
 
-// killMDS kills one of several MDS processes (with its session in the
-// metadata engine: it lapses on its own): files in its slots wait for
-// the session to lapse and another process to take them over, the lead
-// passes if it held it. Files are written meanwhile; then it starts again
-// and takes slots back.
-func (s *sim) killMDS() {
-	i := s.rng.IntN(s.mdsCount)
-	s.logf("fault: MDS %d killed", i)
-	s.c.KillMDS(i)
-	s.writeUnderFault()
-	s.logf("fault: MDS %d started again", i)
-	s.c.StartMDS(i)
-}
-
 // duplicates makes the network hold some requests to OSDs back while
 // their clients give up on the connection and send them again, and
 // deliver the held copies late (up to a few simulated seconds, after the

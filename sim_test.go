@@ -144,23 +144,6 @@ func TestSimulation(t *testing.T) {
 	}
 }
 
-// The simulation with three MDS processes sharing the namespace (on
-// kv.Shared, the twin of etcd): the files live in directories of
-// different processes' slots, renames cross them, and the MDS fault kills
-// one process (its session lapses, another takes its slots over, the
-// lead passes if it held it) and starts it again, which takes slots back
-// from the others. BRAID_SIM_SEEDS runs more, as for TestSimulation.
-func TestSimulationSeveralMDS(t *testing.T) {
-	for _, seed := range simSeeds(t, 4) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				trace := runSimWith(t, seed, 40, 3)
-				t.Logf("seed %d: %d steps, trace %x", seed, strings.Count(trace, "\n"), sha256.Sum256([]byte(trace)))
-			})
-		})
-	}
-}
-
 // The same seed replays the same run: the trace of operations, faults and
 // their outcomes hashes the same twice.
 func TestSimulationReplaysItsSeed(t *testing.T) {
@@ -420,20 +403,6 @@ func (s *sim) renameOrRemove() {
 // heldPaths are the names of the files kept open across steps; the other
 // operations never touch them.
 var heldPaths = []string{"/h0", "/h1"}
-
-// simDirs are the directories the files live in with several MDS
-// processes: each its own slot (mkdir switching), so the files spread
-// over the processes and renames cross them. With one MDS the files live
-// in the root, as when the regression seeds were recorded.
-var simDirs = []string{"/a", "/b", "/c", "/d"}
-
-// filePath is the name of the workload's file number i.
-func (s *sim) filePath(i int) string {
-	if s.mdsCount < 2 {
-		return fmt.Sprintf("/f%d", i)
-	}
-	return fmt.Sprintf("%s/f%d", simDirs[i%len(simDirs)], i)
-}
 
 // heldStep opens one of the held files, writes through it, syncs it or
 // closes it. A closed held file joins the model of acknowledged files.
