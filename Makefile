@@ -42,7 +42,7 @@ fuzz:
 
 # The seeded whole-cluster simulation (sim_test.go) and the OSD store's
 # crash test: a failure prints its seed and BRAID_SEED=N replays it.
-# `unit` runs 8 cluster seeds under the race detector (and 4 with three
+# `unit` runs 8 cluster seeds under the race detector (and 2 with three
 # MDS processes); simci 200 without it, and 100 with three MDS processes
 # (about 5 minutes here); sim as many as SEEDS of each.
 simci:

@@ -15,7 +15,7 @@ import (
 // lead passes if it held it) and starts it again, which takes slots back
 // from the others. BRAID_SIM_SEEDS runs more, as for TestSimulation.
 func TestSimulationSeveralMDS(t *testing.T) {
-	for _, seed := range simSeeds(t, 4) {
+	for _, seed := range simSeeds(t, 2) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				trace := runSimWith(t, seed, 40, 3)
