@@ -635,14 +635,15 @@ func (s *sim) scrubAll() {
 	if err != nil {
 		s.fatalf("scrub: %v", err)
 	}
-	deadline := time.Now().Add(2 * time.Minute) // simulated
+	wait := s.repairWait()
+	deadline := time.Now().Add(wait)
 	for {
 		st, err := s.cl.Status(ctx)
 		if err == nil && st.Repair.ScrubQueued == 0 && st.Repair.Active == 0 && st.Repair.ScrubTaken-before.Repair.ScrubTaken >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.fatalf("scrub of %d files not done in 2 simulated minutes: %+v", n, st.Repair)
+			s.fatalf("scrub of %d files not done in %v simulated: %+v", n, wait, st.Repair)
 		}
 		simTick()
 	}
@@ -740,10 +741,21 @@ func (s *sim) describe(p string, got, want []byte) string {
 // and a refresh (500 ms each, with OSDs down after 2 s), with room.
 const osdMapLag = 1500 * time.Millisecond
 
+// repairWait is how long, in simulated time, repairs and scrubs may take
+// to finish after a fault.
+func (s *sim) repairWait() time.Duration {
+	if s.mdsCount > 1 {
+		// A killed process's healers die holding what they claimed from
+		// the leader: those files wait out the repair lease (10 min).
+		return 12 * time.Minute
+	}
+	return 2 * time.Minute
+}
+
 func (s *sim) waitHealthy() {
 	var st braid.Status
 	settled := false
-	deadline := time.Now().Add(2 * time.Minute) // simulated
+	deadline := time.Now().Add(s.repairWait())
 	for {
 		var err error
 		st, err = s.cl.Status(ctx)
@@ -764,7 +776,7 @@ func (s *sim) waitHealthy() {
 		}
 		settled = false
 		if time.Now().After(deadline) {
-			s.fatalf("not healthy 2 simulated minutes after a fault: %s %q %+v", st.Health, st.Problems, st.Repair)
+			s.fatalf("not healthy %v (simulated) after a fault: %s %q %+v", s.repairWait(), st.Health, st.Problems, st.Repair)
 		}
 		simTick()
 	}

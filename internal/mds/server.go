@@ -452,7 +452,14 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 	if err != nil {
 		return wire.Response{}, err
 	}
-	ctx, err = s.onceBegin(s.fenceByRoutes(ctx), r)
+	if !leaderOps[r.Op] {
+		// The leader's own duties (repair, scrub, OSDs, keys) are guarded
+		// by its lead (admit), not by a table of slots: fenced by it
+		// too, a claim or a repair's result in flight when the table
+		// changed would fail, and its file wait out the repair lease.
+		ctx = s.fenceByRoutes(ctx)
+	}
+	ctx, err = s.onceBegin(ctx, r)
 	var out any
 	if err == nil {
 		out, err = s.dispatch(ctx, r)
