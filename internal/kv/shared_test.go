@@ -56,11 +56,14 @@ func TestSharedLeadFollowsSessions(t *testing.T) {
 			t.Fatalf("an unguarded commit by a process not leading: %v", err)
 		}
 
-		time.Sleep(10 * ttl) // keepalives hold every session
-		leads(a)
+		// The bubble's clock moves on: simulated time passing, which the
+		// assertions after are about, not a wait for some state.
+		clockPasses := func(d time.Duration) { <-time.After(d) }
+		clockPasses(10 * ttl)
+		leads(a) // keepalives held every session
 		crashed := time.Now()
 		a.Crash()
-		time.Sleep(ttl / 2)
+		clockPasses(ttl / 2)
 		leads(a) // its lease outlives it
 		<-a.Over()
 		if lapsed := time.Since(crashed); lapsed > ttl || lapsed < ttl/3*2 {

@@ -60,6 +60,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 		return struct{}{}, err // the writer's lease is there
 	}
 	now := s.cfg.Now()
+	expires := now.Add(s.cfg.IntentTTL).UnixNano()
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		rec, err := getInode(tx, req.Ino)
 		if err != nil {
@@ -92,8 +93,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 		if n >= maxIntentsPerFile {
 			return wire.Errorf(wire.ErrBusy, "inode %d has %d staged writes open", req.Ino, n)
 		}
-		in := intentRec{Format: recFormat, State: intentPrepared, Version: req.Version,
-			ExpiresNs: now.Add(s.cfg.IntentTTL).UnixNano()}
+		in := intentRec{Format: recFormat, State: intentPrepared, Version: req.Version, ExpiresNs: expires}
 		for _, c := range req.Comps {
 			if int(c) >= len(rec.Layout.OSDs) || slices.Contains(in.Comps, c) {
 				return wire.Errorf(wire.ErrInvalid, "component %d", c)
@@ -106,7 +106,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 	if err == nil && s.cfg.LeadUntil != nil {
 		// Seen here as it is stamped: its commit is judged by the stamp's
 		// own clock (sights.go), not a window from a later first sight.
-		_, _ = s.sights.passes(sightID{kind: sightIntent, key: string(intentKey(req.Ino, req.Txid)), stamp: now.Add(s.cfg.IntentTTL).UnixNano()}, s.cfg.IntentTTL, now)
+		_, _ = s.sights.passes(sightID{kind: sightIntent, key: string(intentKey(req.Ino, req.Txid)), stamp: expires}, s.cfg.IntentTTL, now)
 	}
 	return struct{}{}, err
 }

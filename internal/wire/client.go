@@ -157,8 +157,10 @@ func (c *Client) send(ctx context.Context, h Header, meta []byte, data [][]byte)
 	// A peer that stopped reading blocks the write, which watches no
 	// context: the caller's context ending fails the connection (a
 	// request half written leaves it out of step anyway), which ends it.
-	stop := context.AfterFunc(ctx, func() { c.fail(fmt.Errorf("request abandoned while sending: %w", ctx.Err())) })
-	defer stop()
+	if ctx.Done() != nil { // one that can end (no registration, no allocation otherwise)
+		stop := context.AfterFunc(ctx, func() { c.fail(fmt.Errorf("request abandoned while sending: %w", ctx.Err())) })
+		defer stop()
+	}
 	h.put(c.hbuf[:], meta)
 	bufs := make(net.Buffers, 0, 2+len(data))
 	bufs = append(bufs, c.hbuf[:], meta)
