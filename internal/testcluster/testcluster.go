@@ -199,8 +199,6 @@ func (c *Cluster) OSDViews() string {
 	return b.String()
 }
 
-// MDSCount is how many MDS processes the cluster runs.
-func (c *Cluster) MDSCount() int { return len(c.MDSs) }
 
 // copyKeys copies the key files MDS processes share from one directory
 // to another.
