@@ -199,7 +199,6 @@ func (c *Cluster) OSDViews() string {
 	return b.String()
 }
 
-
 // copyKeys copies the key files MDS processes share from one directory
 // to another.
 func copyKeys(from, to string) error {
