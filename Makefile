@@ -43,14 +43,11 @@ fuzz:
 # The seeded whole-cluster simulation (sim_test.go) and the OSD store's
 # crash test: a failure prints its seed and BRAID_SEED=N replays it.
 # `unit` runs 8 cluster seeds under the race detector (and 2 with three
-# MDS processes); simci 200 without it (about 4.5 minutes here); sim as
-# many as SEEDS of each. The three-MDS simulation is not in simci while
-# a bug it found is open (issue 15: BRAID_SEED=86 fails about one run in
-# two: a held file's buffered stripe, flushed while its MDS process's
-# death had its lock lapsed, fails instead of waiting for the lock to be
-# reclaimed at the new owner); `make sim` runs it.
+# MDS processes); simci 150 without it and 80 with three MDS processes
+# (about 5.5 minutes here); sim as many as SEEDS of each.
 simci:
-	BRAID_SIM_SEEDS=200 $(GO) test -count=1 -timeout 20m -run '^TestSimulation$$' .
+	BRAID_SIM_SEEDS=150 $(GO) test -count=1 -timeout 20m -run '^TestSimulation$$' .
+	BRAID_SIM_SEEDS=80 $(GO) test -count=1 -timeout 20m -run '^TestSimulationSeveralMDS$$' .
 
 SEEDS ?= 2000
 FIRST ?= 1

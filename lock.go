@@ -71,33 +71,29 @@ func (s *lockSession) extend(sent time.Time, lease time.Duration) {
 	defer s.mu.Unlock()
 	if u := sent.Add(lease); u.After(s.validUntil) {
 		s.validUntil = u
-		close(s.renewed)
-		s.renewed = make(chan struct{})
+		s.wakeLocked()
 	}
 }
 
-// awaitValid waits, up to timeout, for the session's locks to be valid
-// again after a lapse (the MDS unreachable, or restarted and being
-// reclaimed from), so a sync does not fail a stripe buffered under a lock
-// the client is about to get back.
-func (s *lockSession) awaitValid(ctx context.Context, timeout time.Duration) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		s.mu.Lock()
-		ok, renewed := time.Now().Before(s.validUntil), s.renewed
-		s.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-renewed:
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
+// wakeLocked wakes the handles waiting for the session's locks to count
+// again (s.mu held): it was renewed, or a handle's locks left it.
+func (s *lockSession) wakeLocked() {
+	close(s.renewed)
+	s.renewed = make(chan struct{})
+}
+
+func (s *lockSession) wake() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wakeLocked()
+}
+
+// changed is closed when the session is renewed or a handle's locks
+// leave it for another.
+func (s *lockSession) changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.renewed
 }
 
 // locksValidLocked reports whether the handle's locks count now: its
@@ -108,13 +104,34 @@ func (f *File) locksValidLocked(now time.Time) bool {
 	return ls.valid(now) && (f.locks.capSess != ls || now.Before(f.locks.validCap))
 }
 
-// awaitLocks is awaitValid for a handle that holds locks.
+// awaitLocks waits, up to the I/O timeout, for a writing handle's locks
+// to count again after a lapse (the MDS unreachable, restarted and being
+// reclaimed from, or the file's slot moving to another process), so a
+// sync or close does not fail a stripe buffered under a lock the client
+// is about to get back. Locks lost return at once: their writes fail.
 func (f *File) awaitLocks() {
-	f.locks.mu.Lock()
-	holds := len(f.locks.held) > 0
-	f.locks.mu.Unlock()
-	if holds && f.write {
-		f.lockSession().awaitValid(f.c.life, f.c.opts.IOTimeout)
+	if !f.write {
+		return
+	}
+	t := time.NewTimer(f.c.opts.IOTimeout)
+	defer t.Stop()
+	for {
+		ls := f.lockSession()
+		wake := ls.changed() // before looking: a change after the look wakes the wait
+		l := &f.locks
+		l.mu.Lock()
+		done := len(l.held) == 0 || l.lost != nil || f.locksValidLocked(time.Now())
+		l.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return
+		case <-f.c.life.Done():
+			return
+		}
 	}
 }
 
@@ -609,6 +626,7 @@ func (f *File) loseLocks(why error) {
 		l.mu.Unlock()
 		f.setErr(why)
 	}
+	f.lockSession().wake() // a sync or close waiting for them fails now
 }
 
 // releaseLocks gives back every lock the handle holds (its lease is
@@ -684,6 +702,7 @@ func (f *File) useLockSession(ls *lockSession) {
 		return
 	}
 	old.leave(f)
+	old.wake()
 	if had {
 		f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process", f.path))
 	}

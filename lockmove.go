@@ -137,10 +137,11 @@ func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool
 		return false
 	}
 	ls := f.c.lockSessionAt(g.Server)
-	if !f.locks.sess.CompareAndSwap(from, ls) {
+	if !f.enterSession(from, ls) {
 		return f.locks.sess.Load() == ls // moved there meanwhile (another move, or a grant)
 	}
 	from.leave(f)
+	from.wake() // a sync or close waiting for the locks looks at ls now
 	ls.meet(ctx, g.Incarnation, g.SessionEpoch)
 	ls.extend(sent, time.Duration(g.LeaseNs))
 	ls.join(f)
@@ -150,5 +151,22 @@ func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool
 	l.mu.Lock()
 	l.seq = g.Seq // the new process numbers its grants afresh
 	l.mu.Unlock()
+	return true
+}
+
+// enterSession moves the handle's locks from session from to ls, whose
+// process took them back, unless they moved meanwhile. A cap set while
+// they were held in some session before (capMoved) ends with that stay:
+// the locks are that process's again only if it took them back, as ls's
+// has now (A -> B -> A; seed 86 of the three-process simulation, where
+// a stale cap made locks back at A count as lapsed).
+func (f *File) enterSession(from, ls *lockSession) bool {
+	l := &f.locks
+	l.mu.Lock() // with capMoved, which caps only the session they are in
+	defer l.mu.Unlock()
+	if !l.sess.CompareAndSwap(from, ls) {
+		return false
+	}
+	l.capSess = nil
 	return true
 }

@@ -1,0 +1,90 @@
+package braid
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// A file's slot went from process A to B (A named it moved: its locks
+// capped in A's session), then back to A when B died. The locks A took
+// back count while A's session is renewed: the cap was for their earlier
+// stay at A (seed 86 of the three-process simulation, where the stale
+// cap failed a buffered stripe as lapsed at close).
+func TestLocksMovedBackAreFreeOfTheOldCap(t *testing.T) {
+	c := &Client{}
+	a, b := newLockSession(c), newLockSession(c)
+	a.addr, b.addr = "a", "b"
+	now := time.Now()
+	var f File
+	f.initLocks()
+	f.locks.held = []stripeSpan{{0, 8}}
+	f.locks.sess.Store(a)
+	a.extend(now, time.Minute)
+	b.extend(now, time.Minute)
+
+	capAt := now.Add(time.Second)
+	a.validUntil = capAt // the lease as it stood before the answer that named the file
+	a.files[1] = &f
+	if got := a.capMoved([]uint64{f.layoutIno()}); len(got) != 1 {
+		t.Fatalf("capMoved found %d handles, want 1", len(got))
+	}
+	a.extend(now, time.Minute) // A goes on renewing its session
+	later := capAt.Add(time.Second)
+	f.locks.mu.Lock()
+	capped := f.locksValidLocked(later)
+	f.locks.mu.Unlock()
+	if capped {
+		t.Fatal("locks capped in A's session still count past the cap")
+	}
+
+	if !f.enterSession(a, b) || !f.enterSession(b, a) {
+		t.Fatal("enterSession refused a move from the session the locks were in")
+	}
+	f.locks.mu.Lock()
+	valid := f.locksValidLocked(later)
+	f.locks.mu.Unlock()
+	if !valid {
+		t.Fatal("locks A took back still bound by the cap of their earlier stay there")
+	}
+	if f.enterSession(b, a) {
+		t.Fatal("enterSession moved locks from a session they were not in")
+	}
+}
+
+// A close waiting for lapsed locks goes on once they moved to the file's
+// new owner and count there, not after the I/O timeout: the session they
+// left is never renewed again (its process died).
+func TestAwaitLocksFollowsAMove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &Client{life: t.Context()}
+		c.opts.IOTimeout = time.Hour
+		a, b := newLockSession(c), newLockSession(c)
+		var f File
+		f.c, f.write = c, true
+		f.initLocks()
+		f.locks.held = []stripeSpan{{0, 8}}
+		f.locks.sess.Store(a) // a's lease ran out: its process is gone
+		start := time.Now()
+		done := make(chan struct{})
+		go func() {
+			f.awaitLocks()
+			close(done)
+		}()
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("awaitLocks returned while the locks had lapsed")
+		default:
+		}
+		if !f.enterSession(a, b) {
+			t.Fatal("enterSession refused")
+		}
+		a.wake()
+		b.extend(time.Now(), time.Minute)
+		<-done
+		if waited := time.Since(start); waited >= c.opts.IOTimeout {
+			t.Fatalf("awaitLocks waited %v (the I/O timeout) after the locks moved", waited)
+		}
+	})
+}
