@@ -88,9 +88,9 @@ func (f *fences) hello(sc *serverConn, id, gen uint64) error {
 		f.peers[id] = p
 		f.idle++ // counted idle until attached below
 	}
-	if gen < p.gen {
-		f.mu.Unlock()
-		return fmt.Errorf("%w: connection generation %d of peer %x is older than its newest, %d", ErrFrame, gen, id, p.gen)
+	if newest := p.gen; gen < newest {
+		f.mu.Unlock() // newest read under the lock: p.gen moves with other hellos
+		return fmt.Errorf("%w: connection generation %d of peer %x is older than its newest, %d", ErrFrame, gen, id, newest)
 	}
 	f.attachLocked(p, sc, gen)
 	var fenced []*serverConn

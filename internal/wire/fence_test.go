@@ -297,3 +297,31 @@ func TestClosedPoolDialsNothing(t *testing.T) {
 		t.Fatal("ErrPoolClosed is ErrClosed: callers would retry it")
 	}
 }
+
+// A hello of an older generation is refused while a newer one of its
+// peer arrives: the refusal reads the peer's newest generation under the
+// server's lock (it read it after unlocking, a data race the race
+// detector found in the simulation).
+func TestOlderHelloRefusedWhileANewerArrives(t *testing.T) {
+	f := newFences()
+	conn := func() *serverConn {
+		a, b := net.Pipe()
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return &serverConn{conn: a}
+	}
+	const peerID = 7
+	if err := f.hello(conn(), peerID, 2); err != nil {
+		t.Fatal(err)
+	}
+	for gen := uint64(3); gen < 200; gen++ {
+		var wg sync.WaitGroup
+		var older error
+		wg.Add(2)
+		go func() { defer wg.Done(); older = f.hello(conn(), peerID, 1) }()
+		go func() { defer wg.Done(); _ = f.hello(conn(), peerID, gen) }()
+		wg.Wait()
+		if !errors.Is(older, ErrFrame) {
+			t.Fatalf("a hello of generation 1 after %d: %v, want refused", gen, older)
+		}
+	}
+}
