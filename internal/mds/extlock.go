@@ -2,6 +2,7 @@ package mds
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -90,16 +91,20 @@ type lockSession struct {
 
 // extentTable holds every file's extent locks.
 type extentTable struct {
-	mu         sync.Mutex
-	lease      time.Duration
-	graceEnd   time.Time // no grants before (locks of a previous process may still be used)
-	files      map[uint64]*fileLocks
-	sessions   map[uint64]*lockSession
-	n          int       // locks over all files
-	seq        uint64    // grants made so far
-	epochs     uint64    // sessions started so far
-	idleAt     time.Time // when the table last became empty
-	lastExpiry time.Time // expiry runs at most every lease/8
+	mu       sync.Mutex
+	lease    time.Duration
+	graceEnd time.Time // no grants before (locks of a previous process may still be used)
+	// slotGraceEnd holds grants back in the slots this process gained
+	// from another (several active), each until its own grace ends: the
+	// files of the slots it kept go on at once. At most slotCount entries.
+	slotGraceEnd map[uint32]time.Time
+	files        map[uint64]*fileLocks
+	sessions     map[uint64]*lockSession
+	n            int       // locks over all files
+	seq          uint64    // grants made so far
+	epochs       uint64    // sessions started so far
+	idleAt       time.Time // when the table last became empty
+	lastExpiry   time.Time // expiry runs at most every lease/8
 }
 
 func newExtentTable(lease time.Duration, now time.Time) *extentTable {
@@ -111,6 +116,34 @@ func (t *extentTable) grace(now time.Time, extra time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.graceEnd = now.Add(t.lease + extra)
+}
+
+// graceSlots holds grants in slots back until now+lease+extra: they were
+// another process's, whose clients may still use locks it granted and
+// reclaim them here meanwhile.
+func (t *extentTable) graceSlots(now time.Time, slots []uint32, extra time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.slotGraceEnd == nil {
+		t.slotGraceEnd = map[uint32]time.Time{}
+	}
+	maps.DeleteFunc(t.slotGraceEnd, func(_ uint32, end time.Time) bool { return !now.Before(end) })
+	end := now.Add(t.lease + extra)
+	for _, slot := range slots {
+		if end.After(t.slotGraceEnd[slot]) {
+			t.slotGraceEnd[slot] = end
+		}
+	}
+}
+
+// graceEndLocked is when grants of ino may start: after the grace of a
+// start, and of its slot's gain (t.mu held).
+func (t *extentTable) graceEndLocked(ino uint64) time.Time {
+	end := t.graceEnd
+	if e, ok := t.slotGraceEnd[slotOf(ino)]; ok && e.After(end) {
+		end = e
+	}
+	return end
 }
 
 // acquireResult is acquire's decision.
@@ -133,8 +166,8 @@ type acquireResult struct {
 func (t *extentTable) acquire(now time.Time, ino, session, handle uint64, want span, whole, recall bool) acquireResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if now.Before(t.graceEnd) {
-		return acquireResult{until: t.graceEnd}
+	if end := t.graceEndLocked(ino); now.Before(end) {
+		return acquireResult{until: end}
 	}
 	t.expireLocked(now, false)
 	s := t.sessionLocked(session, now)
@@ -200,8 +233,8 @@ func (t *extentTable) fileLocked(ino uint64) *fileLocks {
 func (t *extentTable) reclaim(now time.Time, ino, session, handle uint64, spans []span, end int64, gen uint64) (seq, epoch uint64, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !now.Before(t.graceEnd) {
-		return 0, 0, wire.Errorf(wire.ErrInvalid, "extent locks can be reclaimed only in the first %v after an MDS start", t.lease)
+	if !now.Before(t.graceEndLocked(ino)) {
+		return 0, 0, wire.Errorf(wire.ErrInvalid, "extent locks can be reclaimed only in the first %v after an MDS start or a file's move to it", t.lease)
 	}
 	s := t.sessionLocked(session, now)
 	if s == nil || t.n+len(spans) > maxExtentLocks {

@@ -28,6 +28,7 @@ import (
 //	wait session=S      (a LockWait: its recalls, or that it waits)
 //	tick d=DURATION     (the clock moves on)
 //	restart             (a new process, which found the locks-held mark)
+//	gain slot=N extra=DURATION (the slot came from another process; inode I is in slot I)
 //	locks [ino=I]
 //	empty
 func TestExtentLockTranscripts(t *testing.T) {
@@ -150,6 +151,15 @@ func TestExtentLockTranscripts(t *testing.T) {
 				tab = newExtentTable(lease, now)
 				tab.grace(now, 0)
 				return "grace until " + since(now.Add(lease))
+			case "gain":
+				var e string
+				d.ScanArgs(t, "extra", &e)
+				extra, err := time.ParseDuration(e)
+				if err != nil {
+					d.Fatalf(t, "%v", err)
+				}
+				tab.graceSlots(now, []uint32{uint32(arg("slot", -1))}, extra)
+				return "grace of slot until " + since(now.Add(lease+extra))
 			case "locks":
 				ls := tab.held(ino)
 				slices.SortFunc(ls, func(a, b extentLock) int {

@@ -28,9 +28,9 @@ import (
 //
 // What a process does not know about a slot it gains (the previous
 // owner's leases and extent locks, in its memory) it waits out, as a
-// restarted MDS does: new extent locks only after a lock lease (clients
-// reclaim theirs meanwhile), and no orphan of the slot reaped for a
-// writer lease. A process that removes another slot's file's last name
+// restarted MDS does: new extent locks in the slots it gained only after
+// a lock lease (clients reclaim theirs meanwhile; gained), and no orphan
+// reaped for a writer lease. A process that removes another slot's file's last name
 // keeps the file as an orphan, for its owner, which knows whether it is
 // open, to reap. Metadata caching grants nothing yet here: a grant would
 // need its recall by whichever process changes the inode (the cover
@@ -114,9 +114,14 @@ func (s *Server) grantServer() string {
 	return s.selfRoute().Addr
 }
 
-// gained starts the waits for slots this process took over (see above).
-func (s *Server) gained(now time.Time) {
-	s.extents.grace(now, s.cfg.TakeoverGrace+routeStale)
+// gained starts the waits for slots this process took over (see above);
+// the files of the slots it kept go on at once. Each gained slot waits a
+// lock lease and the clock margin (its previous owner's clients may still
+// write under its locks), and the staleness of the table that owner may
+// have gone on renewing them by: the reclaims of its clients, who find
+// the slot's new owner only by a table of their own, fit in that window.
+func (s *Server) gained(now time.Time, slots []uint32) {
+	s.extents.graceSlots(now, slots, s.cfg.TakeoverGrace+routeStale)
 	s.gainedAt.Store(now.UnixNano())
 }
 

@@ -175,7 +175,7 @@ func (s *Server) serveRoutes(v *routeView) {
 	gained, lost := slotChanges(was, v.table, s.cfg.Name)
 	s.cfg.Log.Info("routing table", "epoch", v.table.Epoch, "servers", len(v.table.Servers), "slots_here", v.table.slotsOf()[s.cfg.Name], "gained", len(gained), "lost", len(lost))
 	if s.multi() && len(gained) > 0 {
-		s.gained(s.cfg.Now())
+		s.gained(s.cfg.Now(), gained)
 	}
 	if s.multi() && len(lost) > 0 {
 		gone := map[uint32]bool{}
