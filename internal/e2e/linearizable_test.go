@@ -525,8 +525,8 @@ func checkLinearizableAcross(t *testing.T, e cliEnv, up *upProc, fault func(), w
 			definite++
 		}
 	}
-	t.Logf("%s; %d operations in all, %d definite after it (%v later); outcomes %v; unknown: %q",
-		what, h.len(), definite, time.Since(faulted).Round(time.Second), h.kinds, h.odd)
+	t.Logf("%s; %d operations in all, %d definite after it (%v later); outcomes %v; unknown: %q; each kind's first answer to an operation begun after the fault came %v after it",
+		what, h.len(), definite, time.Since(faulted).Round(time.Second), h.kinds, h.odd, resumedAfter(h.ops, atFault))
 	if definite < 150 {
 		t.Fatalf("only %d operations with a definite outcome after the fault: the history says little", definite)
 	}
@@ -540,6 +540,24 @@ func checkLinearizableAcross(t *testing.T, e cliEnv, up *upProc, fault func(), w
 		}
 		t.Fatalf("the history across the failover is %s (not linearizable); visualization in %s", res, vis)
 	}
+}
+
+// resumedAfter is, for each kind of operation and outcome, how long after the fault
+// (at) the first one begun after it got a definite answer: how soon
+// clients went on (a measurement for the log, not a test of speed).
+func resumedAfter(ops []porcupine.Operation, at int64) map[string]time.Duration {
+	first := map[string]time.Duration{}
+	for _, op := range ops {
+		in, out := op.Input.(linIn), op.Output.(linOut)
+		if op.Call <= at || out.Res == linUnknown {
+			continue
+		}
+		d := time.Duration(op.Return - at).Round(100 * time.Millisecond)
+		if k := in.Op + "/" + out.Res; first[k] == 0 || d < first[k] {
+			first[k] = max(d, 1) // 0 means none yet
+		}
+	}
+	return first
 }
 
 // adminOptions are the cluster braid up recorded for e, and client
