@@ -120,6 +120,12 @@ func (f *File) awaitLocks() {
 		wake := ls.changed() // before looking: a change after the look wakes the wait
 		l := &f.locks
 		l.mu.Lock()
+		if f.lockSession() != ls {
+			// Moved between the two reads: wake may be the old session's
+			// new channel, which nothing closes again.
+			l.mu.Unlock()
+			continue
+		}
 		done := len(l.held) == 0 || l.lost != nil || f.locksValidLocked(time.Now())
 		l.mu.Unlock()
 		if done {
@@ -694,9 +700,12 @@ func (f *File) lockSession() *lockSession {
 // in another (the file's slot moved to another MDS process, which knows
 // nothing of them) are lost.
 func (f *File) useLockSession(ls *lockSession) {
-	old := f.locks.sess.Swap(ls)
 	f.locks.mu.Lock()
+	old := f.locks.sess.Swap(ls)
 	had := len(f.locks.held) > 0
+	if old != ls {
+		f.locks.capSess = nil // a cap binds only the stay it was set in
+	}
 	f.locks.mu.Unlock()
 	if old == nil || old == ls {
 		return

@@ -122,6 +122,14 @@ func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool
 	l := &f.locks
 	req, ok := f.reclaimReq(f.c.locks.id)
 	if !ok {
+		// Nothing held: nothing to move, and the cap capMoved set has
+		// nothing to bind (it would bind a later grant from the same
+		// process, the slot back with it).
+		l.mu.Lock()
+		if len(l.held) == 0 && l.sess.Load() == from {
+			l.capSess = nil
+		}
+		l.mu.Unlock()
 		from.leave(f)
 		return true
 	}

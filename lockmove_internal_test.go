@@ -88,3 +88,46 @@ func TestAwaitLocksFollowsAMove(t *testing.T) {
 		}
 	})
 }
+
+// A process named a file moved while its handle held no locks (all
+// recalled): the cap it set binds nothing, and must not bind a grant the
+// same process makes later, the slot back with it, whether the handle
+// stayed in that process's session (nothing to move) or went through
+// another's (A -> B -> A by grants).
+func TestACapOnNothingHeldBindsNoLaterGrant(t *testing.T) {
+	for _, via := range []string{"stayed", "through another session"} {
+		t.Run(via, func(t *testing.T) {
+			c := &Client{life: t.Context()}
+			c.locks = newLockSession(c)
+			a, b := newLockSession(c), newLockSession(c)
+			a.addr, b.addr = "a", "b"
+			now := time.Now()
+			var f File
+			f.c = c
+			f.initLocks()
+			f.locks.sess.Store(a)
+			capAt := now.Add(time.Second)
+			a.validUntil = capAt
+			a.files[1] = &f
+			if got := a.capMoved([]uint64{f.layoutIno()}); len(got) != 1 {
+				t.Fatalf("capMoved found %d handles, want 1", len(got))
+			}
+			if via == "stayed" {
+				if !f.moveLocks(t.Context(), a, "b") {
+					t.Fatal("a handle holding nothing was not moved")
+				}
+			} else {
+				f.useLockSession(b) // a grant from b
+				f.useLockSession(a) // then one from a again
+			}
+			a.extend(now, time.Minute)
+			f.locks.mu.Lock()
+			f.locks.held = []stripeSpan{{0, 8}} // the later grant from a
+			valid := f.locksValidLocked(capAt.Add(time.Second))
+			f.locks.mu.Unlock()
+			if !valid {
+				t.Fatal("a grant made after the cap is bound by it")
+			}
+		})
+	}
+}

@@ -158,8 +158,9 @@ func TestExtentLockTranscripts(t *testing.T) {
 				if err != nil {
 					d.Fatalf(t, "%v", err)
 				}
-				tab.graceSlots(now, []uint32{uint32(arg("slot", -1))}, extra)
-				return "grace of slot until " + since(now.Add(lease+extra))
+				slot := uint32(arg("slot", -1))
+				tab.graceSlots(now, []uint32{slot}, extra)
+				return "grace of slot until " + since(tab.slotGraceEnd[slot])
 			case "locks":
 				ls := tab.held(ino)
 				slices.SortFunc(ls, func(a, b extentLock) int {

@@ -142,3 +142,20 @@ func TestPlanRoutesRandomChurn(t *testing.T) {
 		tab = next
 	}
 }
+
+// A process that read tables skipping one gives every slot it holds the
+// gain's grace: a slot held in both may have been another's between them.
+func TestSkippedTablesGraceEverySlotHeld(t *testing.T) {
+	three, _ := planRoutes(nil, servers("a", "b", "c"))
+	dead, _ := planRoutes(three, servers("a", "c")) // b's slots to a and c
+	back, _ := planRoutes(dead, servers("a", "b", "c"))
+	gained, _ := slotChanges(three, dead, "a")
+	if got := graceAfterSkips(three, dead, "a", gained); len(got) != len(gained) {
+		t.Fatalf("the next table: %d slots wait, want the %d gained", len(got), len(gained))
+	}
+	held := back.slotsOf()["b"]
+	gained, _ = slotChanges(three, back, "b") // b read three, then back
+	if got := graceAfterSkips(three, back, "b", gained); len(got) != held {
+		t.Fatalf("b skipped a table: %d slots wait, want all %d it holds", len(got), held)
+	}
+}

@@ -173,6 +173,7 @@ func (s *Server) serveRoutes(v *routeView) {
 		was = old.table
 	}
 	gained, lost := slotChanges(was, v.table, s.cfg.Name)
+	gained = graceAfterSkips(was, v.table, s.cfg.Name, gained)
 	s.cfg.Log.Info("routing table", "epoch", v.table.Epoch, "servers", len(v.table.Servers), "slots_here", v.table.slotsOf()[s.cfg.Name], "gained", len(gained), "lost", len(lost))
 	if s.multi() && len(gained) > 0 {
 		s.gained(s.cfg.Now(), gained)
@@ -184,6 +185,18 @@ func (s *Server) serveRoutes(v *routeView) {
 		}
 		s.extents.dropInos(s.cfg.Now(), func(ino uint64) bool { return gone[slotOf(ino)] })
 	}
+}
+
+// graceAfterSkips is the slots that wait a gain's grace as the table
+// went from was to next: those gained, or, if tables were skipped here,
+// every slot held in next, since one held in both may have been another
+// process's between them (B -> C -> B) and granted there.
+func graceAfterSkips(was, next *routeTable, name string, gained []uint32) []uint32 {
+	if was != nil && next.Epoch > was.Epoch+1 {
+		all, _ := slotChanges(nil, next, name)
+		return all
+	}
+	return gained
 }
 
 // routeLoop keeps the table current while the process serves: the
