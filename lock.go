@@ -47,6 +47,7 @@ type lockSession struct {
 	// MDS dropped the session's locks (silent past the lease).
 	epoch     uint64
 	movedAt   time.Time     // when moveOff last looked for moved files
+	handedAt  time.Time     // when lockSessionAt last handed it out (under Client.lockSessMu)
 	reclaimMu sync.Mutex    // one reclaim at a time
 	renewed   chan struct{} // closed (and replaced) when validUntil moves
 }
@@ -680,13 +681,39 @@ func (c *Client) lockSessionAt(addr string) *lockSession {
 		c.lockSessions = map[string]*lockSession{}
 	}
 	s := c.lockSessions[addr]
+	now := time.Now()
 	if s == nil {
+		c.pruneLockSessionsLocked(now)
 		s = newLockSession(c)
 		s.id, s.addr = c.locks.id, addr
 		c.lockSessions[addr] = s
 	}
+	s.handedAt = now
 	return s
 }
+
+// pruneLockSessionsLocked forgets the sessions with processes no handle
+// holds locks from and whose LockWait loop has ended, so processes that
+// came and went (a restart on a new port) are not remembered for good:
+// the map holds at most a session per process some handle holds locks
+// from, and one per loop still running a lease past its last handle
+// (c.lockSessMu held). A handle that still names a forgotten session
+// holds nothing in it; its next grant from that process opens a new one.
+// One handed out lately is kept: its handle may be about to join it.
+func (c *Client) pruneLockSessionsLocked(now time.Time) {
+	for addr, s := range c.lockSessions {
+		s.mu.Lock()
+		idle := len(s.files) == 0 && !s.running
+		s.mu.Unlock()
+		if idle && now.Sub(s.handedAt) > lockSessionKeep {
+			delete(c.lockSessions, addr)
+		}
+	}
+}
+
+// lockSessionKeep is how long a session handed out is kept from pruning
+// (pruneLockSessionsLocked), however idle.
+const lockSessionKeep = time.Minute
 
 // lockSession is the session the handle's locks are held in.
 func (f *File) lockSession() *lockSession {

@@ -1,6 +1,7 @@
 package braid
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -129,5 +130,29 @@ func TestACapOnNothingHeldBindsNoLaterGrant(t *testing.T) {
 				t.Fatal("a grant made after the cap is bound by it")
 			}
 		})
+	}
+}
+
+// A client that held locks from many processes, each gone (restarted on
+// another port, say), remembers only the sessions some handle still
+// holds locks in, or handed out lately: the map does not grow for good.
+func TestIdleLockSessionsAreForgotten(t *testing.T) {
+	c := &Client{life: t.Context()}
+	c.locks = newLockSession(c)
+	busy := c.lockSessionAt("busy")
+	busy.files[1] = &File{}
+	for i := range 100 {
+		c.lockSessionAt(fmt.Sprintf("gone-%d", i))
+	}
+	c.lockSessMu.Lock()
+	for _, s := range c.lockSessions {
+		s.handedAt = time.Now().Add(-2 * lockSessionKeep) // long ago
+	}
+	c.lockSessMu.Unlock()
+	c.lockSessionAt("new")
+	c.lockSessMu.Lock()
+	defer c.lockSessMu.Unlock()
+	if len(c.lockSessions) != 2 || c.lockSessions["busy"] != busy || c.lockSessions["new"] == nil {
+		t.Fatalf("%d sessions remembered, want the busy one and the new one", len(c.lockSessions))
 	}
 }
