@@ -21,8 +21,12 @@ import (
 
 // HealOptions configure a healer.
 type HealOptions struct {
-	Workers int           // files repaired at once; default 4
-	Name    string        // shown in the MDS's log
+	Workers int    // files repaired at once; default 4
+	Name    string // shown in the MDS's log
+	// Process, for healers an MDS process runs, is that process's name:
+	// the leader ends their claims when it leaves the cluster (dies)
+	// instead of after the repair lease.
+	Process string
 	Poll    time.Duration // wait between claims while there is no work; default 500ms
 }
 
@@ -65,7 +69,7 @@ const maxRepairStripes = 4
 func (h *healer) work(ctx context.Context, name string) {
 	for ctx.Err() == nil {
 		var t mdsproto.RepairTask
-		err := h.c.mds(ctx, mdsproto.OpRepairClaim, mdsproto.RepairClaimReq{Worker: name}, &t)
+		err := h.c.mds(ctx, mdsproto.OpRepairClaim, mdsproto.RepairClaimReq{Worker: name, Process: h.opts.Process}, &t)
 		if err != nil || t.Kind == "" {
 			sleepCtx(ctx, h.opts.Poll)
 			continue

@@ -14,25 +14,26 @@ import (
 )
 
 // Run serves the repair queue of the MDS at addr with workers workers
-// until ctx ends, reconnecting if the MDS is briefly unreachable.
-func Run(ctx context.Context, log *slog.Logger, addr string, workers int) {
-	run(ctx, log, addr, workers, nil, nil)
+// until ctx ends, reconnecting if the MDS is briefly unreachable; process
+// names the MDS process they run in (braid.HealOptions.Process).
+func Run(ctx context.Context, log *slog.Logger, addr, process string, workers int) {
+	run(ctx, log, addr, process, workers, nil, nil)
 }
 
 // Over is Run on the network nw (the simulation's).
-func Over(nw wire.Network) func(ctx context.Context, log *slog.Logger, addr string, workers int) {
+func Over(nw wire.Network) func(ctx context.Context, log *slog.Logger, addr, process string, workers int) {
 	return As(nw, nil)
 }
 
 // As is Run on the network nw as the principal of cred (nil: none, for
 // an open MDS).
-func As(nw wire.Network, cred *auth.Credential) func(ctx context.Context, log *slog.Logger, addr string, workers int) {
-	return func(ctx context.Context, log *slog.Logger, addr string, workers int) {
-		run(ctx, log, addr, workers, nw, cred)
+func As(nw wire.Network, cred *auth.Credential) func(ctx context.Context, log *slog.Logger, addr, process string, workers int) {
+	return func(ctx context.Context, log *slog.Logger, addr, process string, workers int) {
+		run(ctx, log, addr, process, workers, nw, cred)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, addr string, workers int, nw wire.Network, cred *auth.Credential) {
+func run(ctx context.Context, log *slog.Logger, addr, process string, workers int, nw wire.Network, cred *auth.Credential) {
 	opts := braid.DefaultOptions
 	opts.Network = nw
 	opts.Credential = cred
@@ -48,7 +49,7 @@ func run(ctx context.Context, log *slog.Logger, addr string, workers int, nw wir
 			t.Stop()
 			continue
 		}
-		_ = c.Heal(ctx, braid.HealOptions{Workers: workers, Name: "mds-healer"})
+		_ = c.Heal(ctx, braid.HealOptions{Workers: workers, Name: "mds-healer", Process: process})
 		c.Close()
 	}
 }

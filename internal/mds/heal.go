@@ -67,9 +67,15 @@ type healState struct {
 	scrubQ              []uint64             // files queued for scrub
 	scrubIn             map[uint64]bool      // members of scrubQ
 	done                []doneMark           // recent completions, for the rate
-	stats               mdsproto.RepairProgress
-	errs                []string
-	bal                 balanceState
+	// seen is the MDS processes active at the leader's last look, and
+	// leftAt when each of those that left since was found gone: a claim
+	// of a healer in a process that left after the claim is dead
+	// (claimLeft). Both hold at most the processes of a routing table.
+	seen   map[string]bool
+	leftAt map[string]time.Time
+	stats  mdsproto.RepairProgress
+	errs   []string
+	bal    balanceState
 }
 
 type doneMark struct {
@@ -83,7 +89,9 @@ func newHealState() *healState {
 }
 
 func (h *healState) claimable(ino uint64, now time.Time) bool {
-	if cl, busy := h.active[ino]; busy {
+	if cl, busy := h.active[ino]; busy && !h.leftLocked(cl) {
+		// (One whose process left stays until a new claim replaces it:
+		// claimLeft judges the file's repair lock by it.)
 		if now.Sub(cl.at) < repairLease {
 			return false
 		}
@@ -99,21 +107,75 @@ func (h *healState) claimable(ino uint64, now time.Time) bool {
 }
 
 // claim is a file handed to a healer: when, at which layout version (a
-// late report of an older claim must not end a newer one) and why.
+// late report of an older claim must not end a newer one), why, and the
+// MDS process the healer runs in ("" : its own).
 type claim struct {
 	at      time.Time
 	version uint64
 	why     claimWhy
+	process string
 }
+
+// noteActives records the MDS processes the leader finds active now:
+// those active at its last look and missing now left (their sessions
+// lapsed: dead, or cut off from the engine and no longer serving).
+func (h *healState) noteActives(names []string, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := make(map[string]bool, len(names))
+	for _, n := range names {
+		next[n] = true
+	}
+	if h.leftAt == nil {
+		h.leftAt = map[string]time.Time{}
+	}
+	for n := range h.seen {
+		if !next[n] {
+			h.leftAt[n] = now
+		}
+	}
+	maps.DeleteFunc(h.leftAt, func(_ string, at time.Time) bool { return now.Sub(at) > repairLease })
+	h.seen = next
+}
+
+// leftLocked reports whether cl's healer's process left the cluster after
+// the claim (h.mu held): the healer died with it (or, cut off, works on
+// under a layout version the next claim fences), so the file need not
+// wait out the repair lease. Judged on the leader's clock alone: a new
+// leader knows no departures and waits the lease out.
+func (h *healState) leftLocked(cl claim) bool {
+	at, ok := h.leftAt[cl.process]
+	return cl.process != "" && ok && at.After(cl.at)
+}
+
+// claimLeft reports whether the claim of ino at version is dead: its
+// healer's process left after it.
+func (h *healState) claimLeft(ino, version uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cl, ok := h.active[ino]
+	return ok && cl.version == version && h.leftLocked(cl)
+}
+
+// repairHeld is repairActive for the leader's claims: a lock whose
+// healer's process left after taking it holds nothing.
+func (s *Server) repairHeld(ino uint64, l *repairLock, now time.Time) bool {
+	return s.repairActive(ino, l, now) && !s.heal.claimLeft(ino, l.Version)
+}
+
+// claimantKey carries a claim's RepairClaimReq.Process to where the claim
+// is recorded (lockFor).
+type claimantKey struct{}
 
 // activeCount is the number of claims whose healer may still report.
 func (h *healState) activeCount(now time.Time) int {
 	n := 0
 	for ino, cl := range h.active {
-		if now.Sub(cl.at) < repairLease {
-			n++
-		} else {
+		switch {
+		case now.Sub(cl.at) >= repairLease:
 			delete(h.active, ino)
+		case !h.leftLocked(cl):
+			n++
 		}
 	}
 	return n
@@ -135,6 +197,7 @@ func (h *healState) rate(now time.Time) float64 {
 
 // repairClaim hands a healer the next file to repair, or an empty task.
 func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (mdsproto.RepairTask, error) {
+	ctx = context.WithValue(ctx, claimantKey{}, req.Process)
 	now := s.cfg.Now()
 	views := s.cluster.views(now)
 	found := s.scanForRepair(ctx, views, now)
@@ -298,7 +361,7 @@ func (s *Server) scanBatch(ctx context.Context, start, end []byte, wants func(r 
 }
 
 func (s *Server) needsRepair(rec *inodeRec, views map[uint32]osdView, now time.Time) bool {
-	if rec.Layout == nil || s.repairActive(rec.Ino, rec.Repair, now) {
+	if rec.Layout == nil || s.repairHeld(rec.Ino, rec.Repair, now) {
 		return false
 	}
 	spec, err := specOf(rec.Layout.Spec)
@@ -345,7 +408,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		task, moveFrom = mdsproto.RepairTask{}, nil
 		rec, err := getInode(tx, ino)
-		if err != nil || rec.Layout == nil || s.repairActive(ino, rec.Repair, now) {
+		if err != nil || rec.Layout == nil || s.repairHeld(ino, rec.Repair, now) {
 			return nil //nolint:nilerr // gone or busy: nothing to claim
 		}
 		if pending, err := hasIntents(tx, ino); err != nil || pending {
@@ -433,7 +496,8 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		task.RateBytesPerS = s.cfg.ScrubRateBytes
 	}
 	s.heal.mu.Lock()
-	s.heal.active[ino] = claim{at: now, version: task.Inode.Layout.Version, why: why}
+	process, _ := ctx.Value(claimantKey{}).(string)
+	s.heal.active[ino] = claim{at: now, version: task.Inode.Layout.Version, why: why, process: process}
 	s.heal.mu.Unlock()
 	if task.Kind != mdsproto.RepairScrub {
 		s.cfg.Log.Info("repair claimed", "ino", ino, "why", why.text)

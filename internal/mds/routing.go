@@ -52,6 +52,11 @@ func (s *Server) aliveRoutes(ctx context.Context) ([]routeServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	names := make([]string, 0, len(actives))
+	for _, a := range actives {
+		names = append(names, a.Name)
+	}
+	s.heal.noteActives(names, s.cfg.Now())
 	out := make([]routeServer, 0, len(actives))
 	for _, a := range actives {
 		if a.Name == s.cfg.Name {

@@ -112,7 +112,7 @@ type Config struct {
 	// RunHealer runs repair workers against this MDS until ctx ends; nil
 	// runs none. It is injected so the MDS does not depend on the client
 	// library (internal/healer provides it).
-	RunHealer func(ctx context.Context, log *slog.Logger, mdsAddr string, workers int)
+	RunHealer func(ctx context.Context, log *slog.Logger, mdsAddr, process string, workers int)
 	// MetaStatus describes the metadata service for status: its MDS
 	// processes and engine (nil: this process, on its embedded store).
 	MetaStatus func(ctx context.Context) mdsproto.MetaStatus
@@ -270,7 +270,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.scrubLoop(kv.AsLeader(ctx)) }()
 	if cfg.RunHealer != nil && cfg.Healers > 0 {
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); cfg.RunHealer(ctx, cfg.Log, s.Addr(), cfg.Healers) }()
+		go func() { defer s.wg.Done(); cfg.RunHealer(ctx, cfg.Log, s.Addr(), cfg.Name, cfg.Healers) }()
 	}
 	return s, nil
 }

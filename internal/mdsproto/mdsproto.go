@@ -579,6 +579,10 @@ const (
 
 type RepairClaimReq struct {
 	Worker string `json:"worker"`
+	// Process is the MDS process the healer runs in, as the routing table
+	// names it ("" : a healer of its own): the leader ends its claims when
+	// that process leaves the cluster, not after the repair lease.
+	Process string `json:"process,omitempty"`
 }
 
 // RepairTask is one file's repair, handed to a healer. The MDS has already
