@@ -47,7 +47,7 @@ type lockSession struct {
 	// MDS dropped the session's locks (silent past the lease).
 	epoch     uint64
 	movedAt   time.Time     // when moveOff last looked for moved files
-	handedAt  time.Time     // when lockSessionAt last handed it out (under Client.lockSessMu)
+	pins      int           // handed out by lockSessionAt, not yet released: kept from pruning (under Client.lockSessMu)
 	reclaimMu sync.Mutex    // one reclaim at a time
 	renewed   chan struct{} // closed (and replaced) when validUntil moves
 }
@@ -379,6 +379,7 @@ func (f *File) initLocks() { f.locks.cond = sync.NewCond(&f.locks.mu) }
 // names; it reports false for a grant from a process since replaced.
 func (f *File) takeGrant(g *mdsproto.ExtentGrant, sent time.Time) bool {
 	ls := f.c.lockSessionAt(g.Server)
+	defer f.c.releaseLockSession(ls)
 	f.useLockSession(ls)
 	if !ls.meet(f.c.life, g.Incarnation, g.SessionEpoch) { // before: the grant is not among what is reclaimed or lost
 		return false
@@ -671,6 +672,7 @@ func (s *lockSession) sessionEpoch() uint64 {
 // that granted: with several active, one per process, all under the
 // client's one session id; for "" (one active MDS, which names no
 // address) the client's one session, which follows whichever serves.
+// The caller releases it (releaseLockSession) once its handle joined it.
 func (c *Client) lockSessionAt(addr string) *lockSession {
 	if addr == "" {
 		return c.locks
@@ -681,15 +683,25 @@ func (c *Client) lockSessionAt(addr string) *lockSession {
 		c.lockSessions = map[string]*lockSession{}
 	}
 	s := c.lockSessions[addr]
-	now := time.Now()
 	if s == nil {
-		c.pruneLockSessionsLocked(now)
+		c.pruneLockSessionsLocked()
 		s = newLockSession(c)
 		s.id, s.addr = c.locks.id, addr
 		c.lockSessions[addr] = s
 	}
-	s.handedAt = now
+	s.pins++
 	return s
+}
+
+// releaseLockSession ends the use lockSessionAt pinned s for: the
+// handle joined it (or gave up), and it may be pruned once idle.
+func (c *Client) releaseLockSession(s *lockSession) {
+	if s == c.locks {
+		return
+	}
+	c.lockSessMu.Lock()
+	defer c.lockSessMu.Unlock()
+	s.pins--
 }
 
 // pruneLockSessionsLocked forgets the sessions with processes no handle
@@ -699,21 +711,18 @@ func (c *Client) lockSessionAt(addr string) *lockSession {
 // from, and one per loop still running a lease past its last handle
 // (c.lockSessMu held). A handle that still names a forgotten session
 // holds nothing in it; its next grant from that process opens a new one.
-// One handed out lately is kept: its handle may be about to join it.
-func (c *Client) pruneLockSessionsLocked(now time.Time) {
+// One handed out and not released yet is kept: its handle may be about
+// to join it.
+func (c *Client) pruneLockSessionsLocked() {
 	for addr, s := range c.lockSessions {
 		s.mu.Lock()
 		idle := len(s.files) == 0 && !s.running
 		s.mu.Unlock()
-		if idle && now.Sub(s.handedAt) > lockSessionKeep {
+		if idle && s.pins == 0 {
 			delete(c.lockSessions, addr)
 		}
 	}
 }
-
-// lockSessionKeep is how long a session handed out is kept from pruning
-// (pruneLockSessionsLocked), however idle.
-const lockSessionKeep = time.Minute
 
 // lockSession is the session the handle's locks are held in.
 func (f *File) lockSession() *lockSession {

@@ -145,6 +145,7 @@ func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool
 		return false
 	}
 	ls := f.c.lockSessionAt(g.Server)
+	defer f.c.releaseLockSession(ls)
 	if !f.enterSession(from, ls) {
 		return f.locks.sess.Load() == ls // moved there meanwhile (another move, or a grant)
 	}

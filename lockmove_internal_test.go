@@ -134,25 +134,23 @@ func TestACapOnNothingHeldBindsNoLaterGrant(t *testing.T) {
 }
 
 // A client that held locks from many processes, each gone (restarted on
-// another port, say), remembers only the sessions some handle still
-// holds locks in, or handed out lately: the map does not grow for good.
+// another port, say), remembers only the sessions some handle holds
+// locks in, or that a handle is about to join: the map does not grow
+// for good.
 func TestIdleLockSessionsAreForgotten(t *testing.T) {
 	c := &Client{life: t.Context()}
 	c.locks = newLockSession(c)
 	busy := c.lockSessionAt("busy")
 	busy.files[1] = &File{}
+	c.releaseLockSession(busy)
+	joining := c.lockSessionAt("joining") // handed out, not joined yet
 	for i := range 100 {
-		c.lockSessionAt(fmt.Sprintf("gone-%d", i))
+		c.releaseLockSession(c.lockSessionAt(fmt.Sprintf("gone-%d", i)))
 	}
-	c.lockSessMu.Lock()
-	for _, s := range c.lockSessions {
-		s.handedAt = time.Now().Add(-2 * lockSessionKeep) // long ago
-	}
-	c.lockSessMu.Unlock()
 	c.lockSessionAt("new")
 	c.lockSessMu.Lock()
 	defer c.lockSessMu.Unlock()
-	if len(c.lockSessions) != 2 || c.lockSessions["busy"] != busy || c.lockSessions["new"] == nil {
-		t.Fatalf("%d sessions remembered, want the busy one and the new one", len(c.lockSessions))
+	if len(c.lockSessions) != 3 || c.lockSessions["busy"] != busy || c.lockSessions["joining"] != joining || c.lockSessions["new"] == nil {
+		t.Fatalf("%d sessions remembered, want the busy one, the one being joined and the new one", len(c.lockSessions))
 	}
 }

@@ -114,6 +114,7 @@ type claim struct {
 	version uint64
 	why     claimWhy
 	process string
+	kind    string // mdsproto.RepairRebuild, RepairScrub
 }
 
 // noteActives records the MDS processes the leader finds active now:
@@ -132,10 +133,27 @@ func (h *healState) noteActives(names []string, now time.Time) {
 	for n := range h.seen {
 		if !next[n] {
 			h.leftAt[n] = now
+			h.requeueScrubsOfLocked(n, now)
 		}
 	}
 	maps.DeleteFunc(h.leftAt, func(_ string, at time.Time) bool { return now.Sub(at) > repairLease })
 	h.seen = next
+}
+
+// requeueScrubsOfLocked puts the files whose scrub a healer of process
+// (which left at now) had claimed back at the end of the scrub queue, no
+// longer counted as taken: nothing else would scrub them (a rebuild's
+// file stays dirty, and the heal index finds it again). Their claims stay
+// until the next one replaces them (claimLeft judges by them).
+func (h *healState) requeueScrubsOfLocked(process string, now time.Time) {
+	for ino, cl := range h.active {
+		if cl.process != process || cl.kind != mdsproto.RepairScrub || !now.After(cl.at) || h.scrubIn[ino] || len(h.scrubQ) >= maxScrubQueue {
+			continue
+		}
+		h.scrubIn[ino] = true
+		h.scrubQ = append(h.scrubQ, ino)
+		h.stats.ScrubTaken--
+	}
 }
 
 // leftLocked reports whether cl's healer's process left the cluster after
@@ -171,11 +189,12 @@ type claimantKey struct{}
 func (h *healState) activeCount(now time.Time) int {
 	n := 0
 	for ino, cl := range h.active {
-		switch {
-		case now.Sub(cl.at) >= repairLease:
-			delete(h.active, ino)
-		case !h.leftLocked(cl):
+		// A claim whose process left counts until the next claim of its
+		// file replaces it: `braid scrub` and drain wait for that.
+		if now.Sub(cl.at) < repairLease {
 			n++
+		} else {
+			delete(h.active, ino)
 		}
 	}
 	return n
@@ -497,7 +516,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 	}
 	s.heal.mu.Lock()
 	process, _ := ctx.Value(claimantKey{}).(string)
-	s.heal.active[ino] = claim{at: now, version: task.Inode.Layout.Version, why: why, process: process}
+	s.heal.active[ino] = claim{at: now, version: task.Inode.Layout.Version, why: why, process: process, kind: task.Kind}
 	s.heal.mu.Unlock()
 	if task.Kind != mdsproto.RepairScrub {
 		s.cfg.Log.Info("repair claimed", "ino", ino, "why", why.text)

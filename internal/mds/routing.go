@@ -48,6 +48,7 @@ func (s *Server) aliveRoutes(ctx context.Context) ([]routeServer, error) {
 	if !s.multi() || s.cfg.Actives == nil {
 		return []routeServer{s.selfRoute()}, nil
 	}
+	asked := s.cfg.Now() // before the answer: a process gone from it left before now
 	actives, err := s.cfg.Actives(ctx)
 	if err != nil {
 		return nil, err
@@ -56,7 +57,7 @@ func (s *Server) aliveRoutes(ctx context.Context) ([]routeServer, error) {
 	for _, a := range actives {
 		names = append(names, a.Name)
 	}
-	s.heal.noteActives(names, s.cfg.Now())
+	s.heal.noteActives(names, asked)
 	out := make([]routeServer, 0, len(actives))
 	for _, a := range actives {
 		if a.Name == s.cfg.Name {

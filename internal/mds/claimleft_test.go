@@ -1,0 +1,45 @@
+package mds
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid/internal/mdsproto"
+)
+
+// The leader's judgment of claims whose healer's process left: a claim
+// made before the process left is dead (its file claimable, its scrub
+// queued again and no longer counted as taken); one made by the
+// process's next life, after it left, holds.
+func TestClaimsOfAProcessThatLeft(t *testing.T) {
+	h := newHealState()
+	t0 := time.Unix(1_000_000, 0)
+	h.noteActives([]string{"a", "b"}, t0)
+	h.active[7] = claim{at: t0.Add(time.Second), version: 2, process: "b", kind: mdsproto.RepairScrub}
+	h.active[8] = claim{at: t0.Add(time.Second), version: 3, process: "a", kind: mdsproto.RepairRebuild}
+	h.stats.ScrubTaken = 1
+	if h.claimLeft(7, 2) || h.claimable(7, t0.Add(2*time.Second)) {
+		t.Fatal("a claim of a process still active counted as dead")
+	}
+	left := t0.Add(5 * time.Second)
+	h.noteActives([]string{"a"}, left)
+	if !h.claimLeft(7, 2) || h.claimLeft(7, 1) || h.claimLeft(8, 3) {
+		t.Fatal("claimLeft: want only b's claim at its own version dead")
+	}
+	if !h.claimable(7, left) || h.claimable(8, left) {
+		t.Fatal("claimable: want b's file claimable and a's not")
+	}
+	if !slices.Equal(h.scrubQ, []uint64{7}) || h.stats.ScrubTaken != 0 {
+		t.Fatalf("b's scrub: queue %v, taken %d; want it queued again and not counted as taken", h.scrubQ, h.stats.ScrubTaken)
+	}
+	if h.activeCount(left) != 2 {
+		t.Fatal("a dead claim stopped counting before another replaced it")
+	}
+	// b comes back and its healer claims again: that claim holds.
+	h.noteActives([]string{"a", "b"}, left.Add(time.Second))
+	h.active[7] = claim{at: left.Add(2 * time.Second), version: 4, process: "b", kind: mdsproto.RepairScrub}
+	if h.claimLeft(7, 4) || h.claimable(7, left.Add(3*time.Second)) {
+		t.Fatal("a claim of b's next life counted as dead")
+	}
+}
