@@ -638,9 +638,9 @@ const osdMapLag = 1500 * time.Millisecond
 // to finish after a fault.
 func (s *sim) repairWait() time.Duration {
 	if s.mdsCount > 1 {
-		// A killed leader's own healers die holding what they claimed
-		// from it, and the next leader knows nothing of those claims:
-		// those files wait out the repair lease (10 min).
+		// A killed process started again under its name before the
+		// leader saw it gone keeps its dead healers' claims: those files
+		// wait out the repair lease (10 min).
 		return 12 * time.Minute
 	}
 	return 2 * time.Minute

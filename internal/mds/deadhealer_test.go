@@ -108,3 +108,15 @@ func healUntilClean(t *testing.T, cl *braid.Client, within time.Duration, idle b
 		<-time.After(10 * time.Second) // simulated time: the cluster's clocks move on
 	}
 }
+
+// The leader's own healer claims a repair, and the leader dies: the next
+// leader never handed that claim out, but the repair lock names the
+// healer's process, which is not among the processes active now. The
+// claim is dead, and another healer repairs the file within a minute.
+func TestClaimOfADeadLeadersHealerEndsWithIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, cl := claimAndDie(t, 3, mdsproto.RepairClaimReq{Worker: "mds0-healer/0", Process: "mds0"})
+		c.KillMDS(0) // the leader, and its healer with it
+		healUntilClean(t, cl, time.Minute, false)
+	})
+}

@@ -45,6 +45,9 @@ type repairLock struct {
 	// Tainted is set when a writer reports one of Comps dirty during the
 	// repair: a copy of it from its old OSD may then be stale.
 	Tainted bool `json:"tainted,omitempty"`
+	// Process is the MDS process the claiming healer runs in ("" : a
+	// healer of its own), for a later leader to judge the claim by.
+	Process string `json:"process,omitempty"`
 }
 
 func (l *repairLock) active(now time.Time) bool { return l != nil && now.UnixNano() < l.UntilNs }
@@ -178,7 +181,24 @@ func (h *healState) claimLeft(ino, version uint64) bool {
 // repairHeld is repairActive for the leader's claims: a lock whose
 // healer's process left after taking it holds nothing.
 func (s *Server) repairHeld(ino uint64, l *repairLock, now time.Time) bool {
-	return s.repairActive(ino, l, now) && !s.heal.claimLeft(ino, l.Version)
+	return s.repairActive(ino, l, now) && !s.heal.claimLeft(ino, l.Version) && !s.heal.inheritedOfGone(ino, l)
+}
+
+// inheritedOfGone reports whether l is a claim this leader did not hand
+// out (an earlier leader did: this one knows no claim of ino at its
+// version) whose healer's process is not active at this leader's last
+// look. That process held a session when its healer claimed (a process
+// joins before it starts healers), so it has left since: its healer died
+// with it, or, cut off, is fenced by the next claim's layout version. A
+// process that came back under its name keeps the claim to its lease.
+func (h *healState) inheritedOfGone(ino uint64, l *repairLock) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if l.Process == "" || h.seen == nil || h.seen[l.Process] {
+		return false
+	}
+	cl, known := h.active[ino]
+	return !known || cl.version != l.Version
 }
 
 // claimantKey carries a claim's RepairClaimReq.Process to where the claim
@@ -491,7 +511,8 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		if err := addDirty(rec, comps); err != nil {
 			return err
 		}
-		rec.Repair = &repairLock{UntilNs: now.Add(repairLease).UnixNano(), Kind: kind, Version: ver, Comps: comps}
+		process, _ := ctx.Value(claimantKey{}).(string)
+		rec.Repair = &repairLock{UntilNs: now.Add(repairLease).UnixNano(), Kind: kind, Version: ver, Comps: comps, Process: process}
 		if err := putInode(tx, rec); err != nil {
 			return err
 		}
