@@ -76,9 +76,13 @@ type healState struct {
 	// (claimLeft). Both hold at most the processes of a routing table.
 	seen   map[string]bool
 	leftAt map[string]time.Time
-	stats  mdsproto.RepairProgress
-	errs   []string
-	bal    balanceState
+	// claimMu makes a claim's repair lock and its entry in active one
+	// step for inheritedOfGone, which takes a lock with no entry for one
+	// an earlier leader handed out.
+	claimMu sync.Mutex
+	stats   mdsproto.RepairProgress
+	errs    []string
+	bal     balanceState
 }
 
 type doneMark struct {
@@ -141,6 +145,15 @@ func (h *healState) noteActives(names []string, now time.Time) {
 	}
 	maps.DeleteFunc(h.leftAt, func(_ string, at time.Time) bool { return now.Sub(at) > repairLease })
 	h.seen = next
+}
+
+// forgetActives drops what a leader saw of the actives, when it no
+// longer leads: a view from an earlier lead is stale (processes joined
+// and claimed since).
+func (h *healState) forgetActives() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seen, h.leftAt = nil, nil
 }
 
 // requeueScrubsOfLocked puts the files whose scrub a healer of process
@@ -444,6 +457,8 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 	var task mdsproto.RepairTask
 	var moveFrom map[uint32]uint32
 	var why claimWhy
+	s.heal.claimMu.Lock()
+	defer s.heal.claimMu.Unlock()
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		task, moveFrom = mdsproto.RepairTask{}, nil
 		rec, err := getInode(tx, ino)

@@ -217,6 +217,9 @@ func (s *Server) routeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if !s.leading() {
+			s.heal.forgetActives() // a lead taken again starts from a fresh look
+		}
 		if !s.serving() || !s.multi() {
 			continue // one active process planned its table at its start
 		}
