@@ -251,11 +251,18 @@ func (s *lockSession) meet(ctx context.Context, incarnation, epoch uint64) bool 
 		return true // the first answer
 	}
 	moved := map[*File]bool{}
-	if incarnation == oldInc && s.addr != "" {
+	if s.addr != "" {
 		// One of several processes dropped the session (silent past its
-		// lease). Locks of files now another's are reclaimed there, after
-		// the table that process acted on; the rest are lost. Not under reclaimMu: moving
-		// meets other sessions, and sessions have no order among them.
+		// lease) or started again (its slots may have gone to others
+		// meanwhile, and not all come back). Locks of files now another's
+		// are reclaimed there and move to its session, after the table
+		// that process acted on; the rest are lost, or reclaimed here.
+		// (Seed 146 of the three-MDS simulation: after a restart, a
+		// reclaim routed by the file took the locks to the slot's new
+		// owner while the handle stayed in this session, and when this
+		// process died again, moving them there was refused as too late.)
+		// Not under reclaimMu: moving meets other sessions, and sessions
+		// have no order among them.
 		unlock()
 		s.mu.Lock()
 		s.movedAt = time.Time{}
@@ -271,7 +278,7 @@ func (s *lockSession) meet(ctx context.Context, incarnation, epoch uint64) bool 
 		go func() {
 			defer wg.Done()
 			if incarnation > oldInc {
-				f.reclaim(ctx, s.id)
+				f.reclaim(ctx, s)
 			} else {
 				f.loseLocks(fmt.Errorf("%s: extent locks lost: the MDS heard nothing from this client for a lease and may have granted them to another writer", f.path))
 			}
@@ -573,10 +580,13 @@ func (f *File) recall(r mdsproto.Recall) {
 // reclaim asks a restarted MDS to take back the locks this handle holds.
 // Writes under them go on meanwhile: the new process grants nothing else
 // until its grace ends, and a reclaim refused (too late) loses them.
-func (f *File) reclaim(ctx context.Context, session uint64) {
-	req, ok := f.reclaimReq(session)
+func (f *File) reclaim(ctx context.Context, s *lockSession) {
+	req, ok := f.reclaimReq(s.id)
 	if !ok {
 		return
+	}
+	if s.addr != "" {
+		ctx = toMDS(ctx, s.addr) // at the process of the session they stay in (a move took the others)
 	}
 	var g mdsproto.ExtentGrant
 	if err := f.c.mds(ctx, mdsproto.OpExtentReclaim, req, &g); err != nil {
