@@ -746,18 +746,11 @@ func (f *File) lockSession() *lockSession {
 // in another (the file's slot moved to another MDS process, which knows
 // nothing of them) are lost.
 func (f *File) useLockSession(ls *lockSession) {
-	f.locks.mu.Lock()
-	old := f.locks.sess.Swap(ls)
-	had := len(f.locks.held) > 0
-	if old != ls {
-		f.locks.capSess = nil // a cap binds only the stay it was set in
-	}
-	f.locks.mu.Unlock()
-	if old == nil || old == ls {
+	old, moved, had := f.enterSession(nil, ls)
+	if !moved || old == nil {
 		return
 	}
 	old.leave(f)
-	old.wake()
 	if had {
 		f.loseLocks(fmt.Errorf("%s: extent locks lost: the file moved to another MDS process", f.path))
 	}

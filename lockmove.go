@@ -146,11 +146,10 @@ func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool
 	}
 	ls := f.c.lockSessionAt(g.Server)
 	defer f.c.releaseLockSession(ls)
-	if !f.enterSession(from, ls) {
+	if _, moved, _ := f.enterSession(from, ls); !moved {
 		return f.locks.sess.Load() == ls // moved there meanwhile (another move, or a grant)
 	}
 	from.leave(f)
-	from.wake() // a sync or close waiting for the locks looks at ls now
 	ls.meet(ctx, g.Incarnation, g.SessionEpoch)
 	ls.extend(sent, time.Duration(g.LeaseNs))
 	ls.join(f)
@@ -163,19 +162,26 @@ func (f *File) moveLocks(ctx context.Context, from *lockSession, to string) bool
 	return true
 }
 
-// enterSession moves the handle's locks from session from to ls, whose
-// process took them back, unless they moved meanwhile. A cap set while
-// they were held in some session before (capMoved) ends with that stay:
-// the locks are that process's again only if it took them back, as ls's
-// has now (A -> B -> A; seed 86 of the three-process simulation, where
-// a stale cap made locks back at A count as lapsed).
-func (f *File) enterSession(from, ls *lockSession) bool {
+// enterSession makes ls the session of the handle's locks, if they are
+// in from (nil: in whichever), the one place they change session. It
+// reports the session they were in, whether they moved, and whether the
+// handle held locks as they did. A cap set during a stay in some session
+// (capMoved) ends with that stay: the locks are that process's again
+// only if it took them back (A -> B -> A; seed 86 of the three-process
+// simulation, where a stale cap made locks back at A count as lapsed).
+// A sync or close waiting for the locks (awaitLocks) looks again.
+func (f *File) enterSession(from, ls *lockSession) (old *lockSession, moved, held bool) {
 	l := &f.locks
 	l.mu.Lock() // with capMoved, which caps only the session they are in
-	defer l.mu.Unlock()
-	if !l.sess.CompareAndSwap(from, ls) {
-		return false
+	old = l.sess.Load()
+	if moved = old != ls && (from == nil || old == from); moved {
+		l.sess.Store(ls)
+		l.capSess = nil
+		held = len(l.held) > 0
 	}
-	l.capSess = nil
-	return true
+	l.mu.Unlock()
+	if moved && old != nil {
+		old.wake()
+	}
+	return old, moved, held
 }

@@ -39,7 +39,7 @@ func TestLocksMovedBackAreFreeOfTheOldCap(t *testing.T) {
 		t.Fatal("locks capped in A's session still count past the cap")
 	}
 
-	if !f.enterSession(a, b) || !f.enterSession(b, a) {
+	if !enter(&f, a, b) || !enter(&f, b, a) {
 		t.Fatal("enterSession refused a move from the session the locks were in")
 	}
 	f.locks.mu.Lock()
@@ -48,9 +48,15 @@ func TestLocksMovedBackAreFreeOfTheOldCap(t *testing.T) {
 	if !valid {
 		t.Fatal("locks A took back still bound by the cap of their earlier stay there")
 	}
-	if f.enterSession(b, a) {
+	if enter(&f, b, a) {
 		t.Fatal("enterSession moved locks from a session they were not in")
 	}
+}
+
+// enter moves f's locks from session from to to, reporting whether they moved.
+func enter(f *File, from, to *lockSession) bool {
+	_, moved, _ := f.enterSession(from, to)
+	return moved
 }
 
 // A close waiting for lapsed locks goes on once they moved to the file's
@@ -78,10 +84,9 @@ func TestAwaitLocksFollowsAMove(t *testing.T) {
 			t.Fatal("awaitLocks returned while the locks had lapsed")
 		default:
 		}
-		if !f.enterSession(a, b) {
+		if !enter(&f, a, b) { // wakes the wait on a
 			t.Fatal("enterSession refused")
 		}
-		a.wake()
 		b.extend(time.Now(), time.Minute)
 		<-done
 		if waited := time.Since(start); waited >= c.opts.IOTimeout {

@@ -15,17 +15,20 @@ import (
 func TestClaimsOfAProcessThatLeft(t *testing.T) {
 	h := newHealState()
 	t0 := time.Unix(1_000_000, 0)
+	// dead judges a lock of this leader's claims (one naming no process
+	// is never taken for an inherited claim).
+	dead := func(ino, version uint64) bool { return h.claimDead(ino, &repairLock{Version: version}, 0) }
 	h.noteActives([]string{"a", "b"}, t0)
 	h.active[7] = claim{at: t0.Add(time.Second), version: 2, process: "b", kind: mdsproto.RepairScrub}
 	h.active[8] = claim{at: t0.Add(time.Second), version: 3, process: "a", kind: mdsproto.RepairRebuild}
 	h.stats.ScrubTaken = 1
-	if h.claimLeft(7, 2) || h.claimable(7, t0.Add(2*time.Second)) {
+	if dead(7, 2) || h.claimable(7, t0.Add(2*time.Second)) {
 		t.Fatal("a claim of a process still active counted as dead")
 	}
 	left := t0.Add(5 * time.Second)
 	h.noteActives([]string{"a"}, left)
-	if !h.claimLeft(7, 2) || h.claimLeft(7, 1) || h.claimLeft(8, 3) {
-		t.Fatal("claimLeft: want only b's claim at its own version dead")
+	if !dead(7, 2) || dead(7, 1) || dead(8, 3) {
+		t.Fatal("claimDead: want only b's claim at its own version dead")
 	}
 	if !h.claimable(7, left) || h.claimable(8, left) {
 		t.Fatal("claimable: want b's file claimable and a's not")
@@ -39,7 +42,7 @@ func TestClaimsOfAProcessThatLeft(t *testing.T) {
 	// b comes back and its healer claims again: that claim holds.
 	h.noteActives([]string{"a", "b"}, left.Add(time.Second))
 	h.active[7] = claim{at: left.Add(2 * time.Second), version: 4, process: "b", kind: mdsproto.RepairScrub}
-	if h.claimLeft(7, 4) || h.claimable(7, left.Add(3*time.Second)) {
+	if dead(7, 4) || h.claimable(7, left.Add(3*time.Second)) {
 		t.Fatal("a claim of b's next life counted as dead")
 	}
 }

@@ -73,16 +73,17 @@ type healState struct {
 	// seen is the MDS processes active at the leader's last look, and
 	// leftAt when each of those that left since was found gone: a claim
 	// of a healer in a process that left after the claim is dead
-	// (claimLeft). Both hold at most the processes of a routing table.
+	// (claimDead). Both hold at most the processes of a routing table.
 	seen   map[string]bool
 	leftAt map[string]time.Time
-	// claimMu makes a claim's repair lock and its entry in active one
-	// step for inheritedOfGone, which takes a lock with no entry for one
-	// an earlier leader handed out.
-	claimMu sync.Mutex
-	stats   mdsproto.RepairProgress
-	errs    []string
-	bal     balanceState
+	// claiming counts the claims of each file in flight here (between
+	// the transaction that writes the repair lock and the entry in
+	// active): claimDead must not take such a lock, which has no entry
+	// yet, for one an earlier leader handed out.
+	claiming map[uint64]int
+	stats    mdsproto.RepairProgress
+	errs     []string
+	bal      balanceState
 }
 
 type doneMark struct {
@@ -98,7 +99,7 @@ func newHealState() *healState {
 func (h *healState) claimable(ino uint64, now time.Time) bool {
 	if cl, busy := h.active[ino]; busy && !h.leftLocked(cl) {
 		// (One whose process left stays until a new claim replaces it:
-		// claimLeft judges the file's repair lock by it.)
+		// claimDead judges the file's repair lock by it.)
 		if now.Sub(cl.at) < repairLease {
 			return false
 		}
@@ -160,7 +161,7 @@ func (h *healState) forgetActives() {
 // (which left at now) had claimed back at the end of the scrub queue, no
 // longer counted as taken: nothing else would scrub them (a rebuild's
 // file stays dirty, and the heal index finds it again). Their claims stay
-// until the next one replaces them (claimLeft judges by them).
+// until the next one replaces them (claimDead judges by them).
 func (h *healState) requeueScrubsOfLocked(process string, now time.Time) {
 	for ino, cl := range h.active {
 		if cl.process != process || cl.kind != mdsproto.RepairScrub || !now.After(cl.at) || h.scrubIn[ino] || len(h.scrubQ) >= maxScrubQueue {
@@ -173,45 +174,47 @@ func (h *healState) requeueScrubsOfLocked(process string, now time.Time) {
 }
 
 // leftLocked reports whether cl's healer's process left the cluster after
-// the claim (h.mu held): the healer died with it (or, cut off, works on
-// under a layout version the next claim fences), so the file need not
-// wait out the repair lease. Judged on the leader's clock alone: a new
-// leader knows no departures and waits the lease out.
+// the claim (h.mu held), judged on the leader's clock alone.
 func (h *healState) leftLocked(cl claim) bool {
 	at, ok := h.leftAt[cl.process]
 	return cl.process != "" && ok && at.After(cl.at)
 }
 
-// claimLeft reports whether the claim of ino at version is dead: its
-// healer's process left after it.
-func (h *healState) claimLeft(ino, version uint64) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	cl, ok := h.active[ino]
-	return ok && cl.version == version && h.leftLocked(cl)
-}
-
 // repairHeld is repairActive for the leader's claims: a lock whose
-// healer's process left after taking it holds nothing.
-func (s *Server) repairHeld(ino uint64, l *repairLock, now time.Time) bool {
-	return s.repairActive(ino, l, now) && !s.heal.claimLeft(ino, l.Version) && !s.heal.inheritedOfGone(ino, l)
+// healer's process is gone holds nothing (claimDead). ownClaims is how
+// many claims of ino the caller itself has in flight (lockFor: 1).
+func (s *Server) repairHeld(ino uint64, l *repairLock, now time.Time, ownClaims int) bool {
+	return s.repairActive(ino, l, now) && !s.heal.claimDead(ino, l, ownClaims)
 }
 
-// inheritedOfGone reports whether l is a claim this leader did not hand
-// out (an earlier leader did: this one knows no claim of ino at its
-// version) whose healer's process is not active at this leader's last
-// look. That process held a session when its healer claimed (a process
-// joins before it starts healers), so it has left since: its healer died
-// with it, or, cut off, is fenced by the next claim's layout version. A
-// process that came back under its name keeps the claim to its lease.
-func (h *healState) inheritedOfGone(ino uint64, l *repairLock) bool {
+// claimDead reports whether the repair lock l on ino is a claim whose
+// healer's process is gone. One this leader handed out (known in active
+// at l's version) is dead if the process left after it. One it did not
+// (an earlier leader did, none in flight here but the caller's) is dead
+// if the process is not active at this leader's last look: the process
+// held a session when its healer claimed (a process joins before it
+// starts healers), so it has left since. Either way its healer died with
+// it, or, cut off, is fenced by the next claim's layout version; a
+// process back under its name keeps an inherited claim to its lease.
+func (h *healState) claimDead(ino uint64, l *repairLock, ownClaims int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if l.Process == "" || h.seen == nil || h.seen[l.Process] {
-		return false
+	if cl, known := h.active[ino]; known && cl.version == l.Version {
+		return h.leftLocked(cl)
 	}
-	cl, known := h.active[ino]
-	return !known || cl.version != l.Version
+	return l.Process != "" && h.seen != nil && !h.seen[l.Process] && h.claiming[ino] <= ownClaims
+}
+
+// inFlight counts a claim of ino starting (+1) or done (-1).
+func (h *healState) inFlight(ino uint64, d int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.claiming == nil {
+		h.claiming = map[uint64]int{}
+	}
+	if h.claiming[ino] += d; h.claiming[ino] <= 0 {
+		delete(h.claiming, ino)
+	}
 }
 
 // claimantKey carries a claim's RepairClaimReq.Process to where the claim
@@ -413,7 +416,7 @@ func (s *Server) scanBatch(ctx context.Context, start, end []byte, wants func(r 
 }
 
 func (s *Server) needsRepair(rec *inodeRec, views map[uint32]osdView, now time.Time) bool {
-	if rec.Layout == nil || s.repairHeld(rec.Ino, rec.Repair, now) {
+	if rec.Layout == nil || s.repairHeld(rec.Ino, rec.Repair, now, 0) {
 		return false
 	}
 	spec, err := specOf(rec.Layout.Spec)
@@ -457,12 +460,13 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 	var task mdsproto.RepairTask
 	var moveFrom map[uint32]uint32
 	var why claimWhy
-	s.heal.claimMu.Lock()
-	defer s.heal.claimMu.Unlock()
+	process, _ := ctx.Value(claimantKey{}).(string)
+	s.heal.inFlight(ino, 1)
+	defer s.heal.inFlight(ino, -1) // after the entry in active is made
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		task, moveFrom = mdsproto.RepairTask{}, nil
 		rec, err := getInode(tx, ino)
-		if err != nil || rec.Layout == nil || s.repairHeld(ino, rec.Repair, now) {
+		if err != nil || rec.Layout == nil || s.repairHeld(ino, rec.Repair, now, 1) {
 			return nil //nolint:nilerr // gone or busy: nothing to claim
 		}
 		if pending, err := hasIntents(tx, ino); err != nil || pending {
@@ -526,7 +530,6 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		if err := addDirty(rec, comps); err != nil {
 			return err
 		}
-		process, _ := ctx.Value(claimantKey{}).(string)
 		rec.Repair = &repairLock{UntilNs: now.Add(repairLease).UnixNano(), Kind: kind, Version: ver, Comps: comps, Process: process}
 		if err := putInode(tx, rec); err != nil {
 			return err
@@ -551,7 +554,6 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		task.RateBytesPerS = s.cfg.ScrubRateBytes
 	}
 	s.heal.mu.Lock()
-	process, _ := ctx.Value(claimantKey{}).(string)
 	s.heal.active[ino] = claim{at: now, version: task.Inode.Layout.Version, why: why, process: process, kind: task.Kind}
 	s.heal.mu.Unlock()
 	if task.Kind != mdsproto.RepairScrub {

@@ -30,8 +30,8 @@ import (
 // owner's leases and extent locks, in its memory) it waits out, as a
 // restarted MDS does: new extent locks in the slots it gained only after
 // a lock lease (clients reclaim theirs meanwhile; gained), and no orphan
-// reaped for a writer lease. A process that removes another slot's file's last name
-// keeps the file as an orphan, for its owner, which knows whether it is
+// reaped for a writer lease. A process that removes another slot's
+// file's last name keeps the file as an orphan, for its owner, which knows whether it is
 // open, to reap. Metadata caching grants nothing yet here: a grant would
 // need its recall by whichever process changes the inode (the cover
 // protocol, still to come), so clients look up every time.

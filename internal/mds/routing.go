@@ -54,12 +54,9 @@ func (s *Server) aliveRoutes(ctx context.Context) ([]routeServer, error) {
 		return nil, err
 	}
 	names := make([]string, 0, len(actives))
-	for _, a := range actives {
-		names = append(names, a.Name)
-	}
-	s.heal.noteActives(names, asked)
 	out := make([]routeServer, 0, len(actives))
 	for _, a := range actives {
+		names = append(names, a.Name)
 		if a.Name == s.cfg.Name {
 			a.Addr = s.Addr()
 		}
@@ -67,6 +64,7 @@ func (s *Server) aliveRoutes(ctx context.Context) ([]routeServer, error) {
 			out = append(out, routeServer{Name: a.Name, Addr: a.Addr})
 		}
 	}
+	s.heal.noteActives(names, asked)
 	return out, nil
 }
 
