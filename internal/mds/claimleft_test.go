@@ -1,11 +1,14 @@
 package mds
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // The leader's judgment of claims whose healer's process left: a claim
@@ -44,5 +47,15 @@ func TestClaimsOfAProcessThatLeft(t *testing.T) {
 	h.active[7] = claim{at: left.Add(2 * time.Second), version: 4, process: "b", kind: mdsproto.RepairScrub}
 	if dead(7, 4) || h.claimable(7, left.Add(3*time.Second)) {
 		t.Fatal("a claim of b's next life counted as dead")
+	}
+}
+
+// A claim's process name is stored in the file's repair lock: one past a
+// name's bound is refused before anything is claimed.
+func TestClaimWithAnOverlongProcessNameIsRefused(t *testing.T) {
+	s := &Server{heal: newHealState()}
+	_, err := s.repairClaim(t.Context(), mdsproto.RepairClaimReq{Worker: "w", Process: strings.Repeat("p", maxNameBytes+1)})
+	if !errors.Is(err, wire.ErrInvalid) {
+		t.Fatalf("claim naming a %d-byte process: %v, want ErrInvalid", maxNameBytes+1, err)
 	}
 }

@@ -252,6 +252,10 @@ func (h *healState) rate(now time.Time) float64 {
 
 // repairClaim hands a healer the next file to repair, or an empty task.
 func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (mdsproto.RepairTask, error) {
+	if len(req.Process) > maxNameBytes {
+		// Stored in the file's repair lock: bounded as a name is.
+		return mdsproto.RepairTask{}, wire.Errorf(wire.ErrInvalid, "process name of %d bytes, at most %d", len(req.Process), maxNameBytes)
+	}
 	ctx = context.WithValue(ctx, claimantKey{}, req.Process)
 	now := s.cfg.Now()
 	views := s.cluster.views(now)
