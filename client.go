@@ -80,6 +80,11 @@ type Options struct {
 	// RepairWait bounds how long a writer waits for a repair of its file
 	// (rebuild, drain, scrub) to finish before failing.
 	RepairWait time.Duration
+	// WriteBackNames lets a client that caches metadata (CacheMetadata)
+	// claim the directories it makes and answer creates and unlinks in
+	// them before the MDS has them (writeback.go): durable at SyncDir,
+	// Settle or SyncNames, as on a local file system.
+	WriteBackNames bool
 }
 
 // DefaultOptions suit a client on a small machine.
@@ -101,6 +106,8 @@ type Client struct {
 	life    context.Context
 	endLife context.CancelFunc
 	once    *onceSession  // names namespace mutations (once.go)
+	wb      *writeBack    // write-back claims (writeback.go), under cacheMu
+	wbOn    atomic.Bool   // claims are taken (Options.WriteBackNames, EnableWriteBackNames)
 	renewer *leaseRenewer // renews open handles' leases, all at once (renew.go)
 	// notices are requests sent behind the caller for no longer than
 	// the client lives (a reader's lease release, a scrub request);
@@ -134,6 +141,7 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 	c := &Client{mdsAddrs: splitAddrs(addr), opts: opts, conns: wire.NewPoolOn(auth.DataNetwork(opts.Network, opts.Credential)), encoders: map[[2]int]reedsolomon.Encoder{}}
 	c.mdsPool = wire.NewPoolOn(c.mdsNetwork())
 	c.self, c.hasSelf = defaultCaller(opts.Credential)
+	c.wbOn.Store(opts.WriteBackNames)
 	c.life, c.endLife = context.WithCancel(context.Background())
 	c.locks = newLockSession(c)
 	c.once = newOnceSession()
@@ -283,6 +291,11 @@ func (c *Client) Close() error {
 	case <-t.C:
 	}
 	t.Stop()
+	if w := c.wbIfAny(); w != nil {
+		ctx, cancel := context.WithTimeout(c.life, c.opts.IOTimeout)
+		w.releaseAll(ctx)
+		cancel()
+	}
 	c.endLife()
 	c.conns.Close()
 	c.mdsPool.Close()

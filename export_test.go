@@ -29,3 +29,15 @@ func CacheEpoch(c *Client) uint64 {
 	}
 	return 0
 }
+
+// ClaimedDirs counts the directories the client holds write-back claims
+// on, and the ops it acknowledged that the MDS has not applied yet.
+func ClaimedDirs(c *Client) (dirs, queued int) {
+	w := c.wbIfAny()
+	if w == nil {
+		return 0, 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.dirs), w.queued
+}

@@ -140,7 +140,33 @@ func (m *mdCache) run() {
 			continue
 		}
 		backoff = 20 * time.Millisecond
+		m.mu.Lock()
+		newEpoch := resp.Epoch != m.epoch
+		m.mu.Unlock()
 		m.notify(m.apply(resp, sent))
+		m.releaseClaims(resp, newEpoch)
+	}
+}
+
+// releaseClaims sends what write-back claims hold and releases them, for
+// the recalls in resp, or all of them in a new epoch (the MDS restarted,
+// or no longer counts this client): the next CacheWait acknowledges the
+// recalls only after that (writeback.go).
+func (m *mdCache) releaseClaims(resp mdsproto.CacheWaitResp, newEpoch bool) {
+	w := m.c.wbIfAny()
+	if w == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.c.life, m.c.opts.IOTimeout)
+	defer cancel()
+	if newEpoch {
+		w.releaseAll(ctx)
+		return
+	}
+	for _, inv := range resp.Invalidations {
+		if inv.Claim {
+			_ = w.release(ctx, inv.Ino)
+		}
 	}
 }
 
@@ -390,6 +416,9 @@ func (c *Client) CachedFor(a Attr) time.Duration {
 	if m == nil {
 		return 0
 	}
+	if c.wbIfAny().holdsAttr(a) {
+		return m.leaseLeft()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	held, ok := m.attrs[a.Ino]
@@ -410,9 +439,22 @@ func (c *Client) CachedEntryFor(dir uint64, name string, ino uint64) time.Durati
 	if m == nil || ino == 0 {
 		return 0
 	}
+	if c.wbIfAny().holdsEntry(dir, name, ino) {
+		return m.leaseLeft()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if got, ok := m.entries[dir][name]; !ok || got != ino || !m.validLocked() {
+		return 0
+	}
+	return time.Until(m.validUntil)
+}
+
+// leaseLeft is what is left of the cache's lease (0 if none).
+func (m *mdCache) leaseLeft() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.validLocked() {
 		return 0
 	}
 	return time.Until(m.validUntil)

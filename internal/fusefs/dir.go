@@ -43,10 +43,17 @@ type dirHandle struct {
 }
 
 var (
+	_ = (fs.FileFsyncdirer)((*dirHandle)(nil))
 	_ = (fs.FileReaddirenter)((*dirHandle)(nil))
 	_ = (fs.FileSeekdirer)((*dirHandle)(nil))
 	_ = (fs.FileLookuper)((*dirHandle)(nil))
 )
+
+// Fsyncdir makes the directory's names durable: those this mount
+// answered under a write-back claim are sent to the MDS first.
+func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	return errno(d.n.m.cl.SyncDir(d.n.m.opCtx(ctx), d.n.ino))
+}
 
 // maxDirCookies bounds the positions one open listing remembers.
 const maxDirCookies = 1 << 20

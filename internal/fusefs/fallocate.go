@@ -39,6 +39,9 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, 
 		return syscall.EINVAL
 	}
 	start, end := int64(off), int64(off+size)
+	if _, e := h.file(ctx); e != 0 {
+		return e
+	}
 	if punch || zero {
 		if e := errno(h.f.PunchHole(start, end-start)); e != 0 {
 			return e

@@ -48,10 +48,15 @@ type Options struct {
 	AttrTimeout   time.Duration // how long the kernel caches attributes, without CacheMetadata
 	Debug         bool          // log every FUSE request
 	Name          string        // shown as the file system's source (df, mount)
+	// WriteBackNames (with CacheMetadata) answers creates of empty files
+	// and unlinks in directories this mount made from memory, sent to
+	// the MDS in batches and durable at fsync of the directory or file
+	// (braid.Client.EnableWriteBackNames).
+	WriteBackNames bool
 }
 
 // DefaultOptions suit interactive use and close-to-open consistency.
-var DefaultOptions = Options{CacheMetadata: true, EntryTimeout: time.Second, AttrTimeout: time.Second, Name: "braid"}
+var DefaultOptions = Options{CacheMetadata: true, WriteBackNames: true, EntryTimeout: time.Second, AttrTimeout: time.Second, Name: "braid"}
 
 const (
 	maxWriteBytes = 1 << 20 // largest FUSE read/write request
@@ -68,6 +73,9 @@ func Mount(cl *braid.Client, dir string, o Options) (*Server, error) {
 	if o.CacheMetadata {
 		o.EntryTimeout, o.AttrTimeout = 0, 0
 		m.opts = o
+		if o.WriteBackNames {
+			cl.EnableWriteBackNames()
+		}
 		cl.CacheMetadata(func(ino uint64, self bool) {
 			e := m.epochs.Load()
 			if ino == 0 { // everything dropped
@@ -506,7 +514,18 @@ func (n *node) newHandle(f *braid.File, write bool) *handle {
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	ctx = n.m.opCtx(ctx)
 	uid, gid := owner(ctx)
-	f, err := n.m.cl.CreateAt(ctx, n.ino, name, braid.CreateOptions{Mode: mode & 0o7777, SizeHint: -1, Exclusive: true, Uid: uid, Gid: gid})
+	co := braid.CreateOptions{Mode: mode & 0o7777, SizeHint: -1, Exclusive: true, Uid: uid, Gid: gid}
+	if a, deferred, err := n.m.cl.CreateDeferredAt(ctx, n.ino, name, co); err != nil {
+		if !errors.Is(err, braid.ErrExists) || flags&syscall.O_EXCL != 0 {
+			return nil, nil, 0, errno(err)
+		}
+	} else if deferred {
+		// Made here only (a write-back claim): opened at the MDS when
+		// first written.
+		child := n.child(ctx, name, a, out)
+		return child, &handle{write: true, n: child.Operations().(*node), deferred: true}, n.m.openFlags(true), 0
+	}
+	f, err := n.m.cl.CreateAt(ctx, n.ino, name, co)
 	if errors.Is(err, braid.ErrExists) && flags&syscall.O_EXCL == 0 {
 		// Another client created it since the kernel looked: open it.
 		a, lerr := n.m.cl.LookupAt(ctx, n.ino, name)
@@ -672,6 +691,27 @@ type handle struct {
 	f     *braid.File
 	write bool
 	n     *node
+	// deferred: the file was made under a write-back claim and f is
+	// opened (the mount's writer) at the first use that needs the MDS.
+	deferred bool
+}
+
+// file is h's braid.File, opened now if h was deferred.
+func (h *handle) file(ctx context.Context) (*braid.File, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fileLocked(ctx)
+}
+
+func (h *handle) fileLocked(ctx context.Context) (*braid.File, syscall.Errno) {
+	if h.f == nil {
+		f, err := h.n.openWriter(h.n.m.opCtx(ctx))
+		if err != nil {
+			return nil, errno(err)
+		}
+		h.f = f
+	}
+	return h.f, 0
 }
 
 var (
@@ -683,7 +723,10 @@ var (
 )
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	f := h.f
+	f, e := h.file(ctx)
+	if e != 0 {
+		return nil, e
+	}
 	if w := h.n.sharedWriter(); w != nil && !h.write {
 		f = w // read the writes of this mount's other descriptors, as a local file system does
 	}
@@ -698,7 +741,11 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if e := h.n.dropPrivileges(ctx); e != 0 {
 		return 0, e
 	}
-	n, err := h.f.WriteAt(data, off)
+	f, e := h.file(ctx)
+	if e != 0 {
+		return 0, e
+	}
+	n, err := f.WriteAt(data, off)
 	if err != nil {
 		return uint32(n), errno(err)
 	}
@@ -713,6 +760,9 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.f == nil {
+		return 0 // nothing written: nothing to make visible but the name, which is
+	}
 	return errno(h.f.Sync())
 }
 
@@ -720,12 +770,24 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if !h.write {
 		return 0
 	}
-	return errno(h.f.Sync())
+	h.mu.Lock()
+	f := h.f
+	h.mu.Unlock()
+	if f != nil {
+		if e := errno(f.Sync()); e != 0 {
+			return e
+		}
+	}
+	// The name too, if it was made under a write-back claim.
+	return errno(h.n.m.cl.Settle(h.n.m.opCtx(ctx), h.n.ino))
 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.deferred && h.f == nil {
+		return 0 // never opened at the MDS
+	}
 	if h.write {
 		return errno(h.n.releaseWriter())
 	}

@@ -80,6 +80,8 @@ var opRules = map[uint16]opRule{
 	mdsproto.OpExtentReclaim: {rUsers, "reclaim extents"},
 	mdsproto.OpCacheWait:     {rUsers, "cache metadata"},
 	mdsproto.OpCacheLookup:   {rUsers, "cache metadata"},
+	mdsproto.OpDirClaim:      {rUsers, "claim directories"},
+	mdsproto.OpDirFlush:      {rUsers, "flush claimed directories"},
 	// Layouts of directories; the root's is the administrator's (setLayout).
 	mdsproto.OpSetLayout: {rUsers, "set layouts"},
 	// A reader that meets a corrupt file asks for its scrub by inode;

@@ -2,6 +2,7 @@ package mds
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -48,6 +49,8 @@ type cacheTable struct {
 	noGrants    bool                                // grant nothing, ever (set at creation)
 	emptySince  time.Time                           // when the last session ended
 	sessionsMax int
+	claims      map[uint64]*dirClaim // dir ino → its write-back claim (claim.go)
+	nClaims     atomic.Int64         // len(claims), read without mu by the gate
 }
 
 const (
@@ -76,7 +79,8 @@ type cacheSession struct {
 
 func newCacheTable(lease time.Duration, incarnation uint64) *cacheTable {
 	return &cacheTable{lease: lease, epochBase: incarnation << 32, sessions: map[uint64]*cacheSession{},
-		holders: map[uint64]map[uint64]*cacheSession{}, changing: map[uint64]int{}, sessionsMax: maxCacheSessions}
+		holders: map[uint64]map[uint64]*cacheSession{}, changing: map[uint64]int{}, sessionsMax: maxCacheSessions,
+		claims: map[uint64]*dirClaim{}}
 }
 
 // grace starts the wait of a restarted process: nothing is granted or
@@ -244,6 +248,10 @@ type change struct {
 	// began on the inode since, the requester may keep its entries.
 	recalledAt map[uint64][2]uint64
 	kept       map[uint64]uint64 // what regrant found kept, with the recall's seq
+	// noSelfWait: the change is a claim holder's flush, sent while its
+	// client holds back acknowledgements until the flush is done; what it
+	// recalls from the requester is queued, not waited for.
+	noSelfWait bool
 }
 
 type ackWait struct {
@@ -358,6 +366,9 @@ func (t *cacheTable) recallLocked(c *change, s *cacheSession, ino uint64) {
 	s.queue = append(s.queue, inv)
 	close(s.wake)
 	s.wake = make(chan struct{})
+	if s.id == c.requester && c.noSelfWait {
+		return
+	}
 	c.waits = append(c.waits, ackWait{s: s, seq: s.seq})
 }
 

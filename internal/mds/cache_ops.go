@@ -48,10 +48,18 @@ func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) erro
 	}()
 	for round := 0; ; round++ {
 		var mustWait, inGrace bool
+		var blocked uint64
 		err := e.Engine.Update(ctx, func(tx kv.Txn) error {
-			mustWait, inGrace = false, false
-			rt := &touchTxn{Txn: tx}
-			if err := fn(rt); err != nil {
+			mustWait, inGrace, blocked = false, false, 0
+			rt := &touchTxn{Txn: tx, gate: &claimGate{t: e.t, me: gateSession(ctx)}}
+			err := fn(rt)
+			if rt.gate.blocked == 0 && err == nil {
+				rt.gate.blocked = e.t.blockingClaim(rt.gate.me, rt.touchedSet())
+			}
+			if blocked = rt.gate.blocked; blocked != 0 {
+				return errClaimed
+			}
+			if err != nil {
 				return err
 			}
 			last = rt.touched
@@ -60,6 +68,7 @@ func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) erro
 			}
 			if c == nil {
 				c = newChange(requesterOf(ctx))
+				c.noSelfWait = ctx.Value(claimFlushKey{}) != nil
 			}
 			mustWait, inGrace = e.t.cover(e.now(), c, rt.touched)
 			if inGrace || mustWait {
@@ -67,6 +76,15 @@ func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) erro
 			}
 			return nil
 		})
+		if blocked != 0 {
+			if round == maxInvalidateRounds {
+				return wire.Errorf(wire.ErrBusy, "directory claimed through %d recalls", round)
+			}
+			if err := e.awaitClaim(ctx, blocked); err != nil {
+				return err
+			}
+			continue
+		}
 		if !errors.Is(err, errMustInvalidate) {
 			if err == nil && c != nil {
 				noteSelf(ctx, c, last)
@@ -149,6 +167,30 @@ func (e *coherentEngine) sleepUntil(ctx context.Context, until time.Time) error 
 type touchTxn struct {
 	kv.Txn
 	touched map[uint64]*touched
+	gate    *claimGate
+}
+
+func (t *touchTxn) Get(key []byte) ([]byte, error) {
+	if err := t.gate.check(key); err != nil {
+		return nil, err
+	}
+	return t.Txn.Get(key)
+}
+
+func (t *touchTxn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
+	return gateReader{Reader: t.Txn, g: t.gate}.Scan(start, end, fn)
+}
+
+// touchedSet is the inodes written, for the gate.
+func (t *touchTxn) touchedSet() map[uint64]struct{} {
+	if len(t.touched) == 0 || t.gate.t.nClaims.Load() == 0 {
+		return nil
+	}
+	out := make(map[uint64]struct{}, len(t.touched))
+	for ino := range t.touched {
+		out[ino] = struct{}{}
+	}
+	return out
 }
 
 // touched is what a transaction wrote of one inode: its record (nil if
@@ -283,7 +325,7 @@ func (s *Server) startCache(ctx context.Context) error {
 		s.cache.grace(s.cfg.Now(), s.cfg.TakeoverGrace)
 	}
 	s.kv = &coherentEngine{Engine: s.kv, t: s.cache, now: s.cfg.Now}
-	return nil
+	return s.loadClaims(ctx)
 }
 
 // cacheWait is a session's standing request for invalidations (it renews
@@ -324,8 +366,9 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 	}
 	gen := s.cache.begin()
 	var out mdsproto.CacheLookupResp
-	inos := []uint64{req.Dir}
+	var inos []uint64
 	err := s.kv.View(ctx, func(r kv.Reader) error {
+		inos, out = []uint64{req.Dir}, mdsproto.CacheLookupResp{} // a run again (claim_ops.go) starts over
 		dir, err := getInode(r, req.Dir)
 		if err != nil {
 			return err

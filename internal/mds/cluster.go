@@ -207,6 +207,20 @@ func (m *clusterMap) upCandidates(now time.Time) []Candidate {
 	return out
 }
 
+// knownCandidates is every OSD that is not draining, up or not.
+func (m *clusterMap) knownCandidates() []Candidate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Candidate
+	for id, st := range m.osds {
+		if !st.Drain {
+			out = append(out, Candidate{ID: id, FreeBytes: st.hb.FreeBytes})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
 // idOf finds a known OSD by its uuid.
 func (m *clusterMap) idOf(uuid string) (uint32, bool) {
 	m.mu.Lock()

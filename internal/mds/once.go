@@ -81,7 +81,7 @@ func onceKey(session, seq uint64) []byte {
 func namedOp(op uint16) bool {
 	switch op {
 	case mdsproto.OpCreate, mdsproto.OpMkdir, mdsproto.OpRemove, mdsproto.OpRename,
-		mdsproto.OpLink, mdsproto.OpSymlink, mdsproto.OpMknod, mdsproto.OpXattr:
+		mdsproto.OpLink, mdsproto.OpSymlink, mdsproto.OpMknod, mdsproto.OpXattr, mdsproto.OpDirFlush:
 		return true
 	}
 	return false

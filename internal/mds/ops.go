@@ -531,6 +531,7 @@ type readdirPage struct {
 }
 
 func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirPage, error) {
+	ctx = withReader(ctx, req.Session)
 	limit := req.Limit
 	if limit <= 0 || limit > maxReaddir {
 		limit = maxReaddir
@@ -540,6 +541,7 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirP
 	}
 	out := readdirPage{XattrFilled: req.Xattr != ""}
 	err := s.kv.View(ctx, func(r kv.Reader) error {
+		out.Entries, out.More = nil, false // a run again (claim_ops.go) starts over
 		who := whoOf(ctx)
 		dir, err := resolve(r, who, req.Dir, req.Path)
 		if err != nil {

@@ -599,6 +599,10 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return call(ctx, r.Meta, s.cacheWait)
 	case mdsproto.OpCacheLookup:
 		return call(ctx, r.Meta, s.cacheLookup)
+	case mdsproto.OpDirClaim:
+		return call(ctx, r.Meta, s.dirClaim)
+	case mdsproto.OpDirFlush:
+		return call(ctx, r.Meta, s.dirFlush)
 	case mdsproto.OpKeyRotate:
 		return call(ctx, r.Meta, s.rotateKey)
 	case mdsproto.OpRoute:

@@ -42,7 +42,7 @@ func (f *freeSpace) low(dir string, minFree int64, now time.Time) bool {
 // full disk refuses (removals, renames and attribute changes go on).
 func addsToNamespace(op uint16) bool {
 	switch op {
-	case mdsproto.OpMkdir, mdsproto.OpCreate, mdsproto.OpSymlink, mdsproto.OpLink, mdsproto.OpMknod:
+	case mdsproto.OpMkdir, mdsproto.OpCreate, mdsproto.OpSymlink, mdsproto.OpLink, mdsproto.OpMknod, mdsproto.OpDirClaim:
 		return true
 	}
 	return false

@@ -39,6 +39,9 @@ type Invalidation struct {
 	Seq  uint64 `json:"seq"`
 	Ino  uint64 `json:"ino"`
 	Self bool   `json:"self,omitempty"`
+	// Claim recalls the session's write-back claim on directory Ino
+	// (claim.go): it flushes what it holds and releases the claim.
+	Claim bool `json:"claim,omitempty"`
 }
 
 // CacheSelf rides on the answer of a named change (as the field

@@ -62,6 +62,10 @@ const (
 	// with several active processes, clients send a file's requests to
 	// its slot's owner.
 	OpRoute
+	// OpDirClaim and OpDirFlush: write-back of a directory's names
+	// (claim.go).
+	OpDirClaim
+	OpDirFlush
 )
 
 // File types. FIFOs, sockets and device nodes are inodes only: the
@@ -352,6 +356,9 @@ type ReaddirReq struct {
 	// (the S3 gateway's object metadata: a listing with ETags is then one
 	// request a page, not one an object).
 	Xattr string `json:"xattr,omitempty"`
+	// Session is the asking client's: a directory it holds by a
+	// write-back claim (claim.go) is listed without recalling it.
+	Session uint64 `json:"session,omitempty"`
 }
 
 type DirEntry struct {

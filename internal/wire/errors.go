@@ -36,6 +36,7 @@ const (
 	ErrProtocol    Code = 22 // the peers share no protocol version, or the server is not what the client wanted
 	ErrNotLeader   Code = 23 // this server does not serve now (an MDS that lost its lead): ask another; nothing was done
 	ErrMoved       Code = 24 // this MDS does not serve that inode's slot now (the routing table changed): ask by the current table; nothing was done
+	ErrRecalled    Code = 25 // the write-back claim the request names has ended: nothing was done
 )
 
 var codeNames = map[Code]string{
@@ -47,7 +48,7 @@ var codeNames = map[Code]string{
 	ErrNameTooLong: "name too long", ErrBusy: "busy, retry later", ErrNoData: "no such attribute",
 	ErrPerm: "operation not permitted", ErrTooBig: "file too large", ErrLost: "component object lost",
 	ErrOverflow: "reply too large", ErrProtocol: "protocol mismatch", ErrNotLeader: "not the serving MDS",
-	ErrMoved: "served by another MDS",
+	ErrMoved: "served by another MDS", ErrRecalled: "write-back claim ended",
 }
 
 func (c Code) Error() string {

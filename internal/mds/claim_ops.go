@@ -1,0 +1,520 @@
+package mds
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// claimRec is a write-back claim as stored ('w'<dir be64>): its holder,
+// its id (the first number of its first range) and the range of inode
+// numbers (before slot bits) its creates may take, [Lo, Hi). By is the
+// principal that claimed it (claimBy): only the same one may flush.
+type claimRec struct {
+	V       int    `json:"v"`
+	Session uint64 `json:"session"`
+	Claim   uint64 `json:"claim"`
+	Lo      uint64 `json:"lo"`
+	Hi      uint64 `json:"hi"`
+	By      string `json:"by,omitempty"`
+}
+
+func claimKey(dir uint64) []byte { return be64('w', dir) }
+
+// claimInoRange is how many inode numbers a claim carries at once.
+const claimInoRange = 8192
+
+// maxClaimClockSkewNs bounds how far a create's time from the holder may
+// lie behind the MDS's clock (a later one, or one further behind, is
+// replaced by the MDS's).
+const maxClaimClockSkewNs = int64(10 * time.Minute)
+
+type claimFlushKey struct{}
+
+type readerKey struct{}
+
+// withReader notes in ctx the caching session a read is for: a
+// directory it holds a claim on is read without recalling the claim.
+func withReader(ctx context.Context, session uint64) context.Context {
+	if session == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, readerKey{}, session)
+}
+
+// gateSession is who a transaction in ctx reads or writes for.
+func gateSession(ctx context.Context) uint64 {
+	if s := requesterOf(ctx); s != 0 {
+		return s
+	}
+	s, _ := ctx.Value(readerKey{}).(uint64)
+	return s
+}
+
+// errClaimed rolls back a read or transaction that met a claim of
+// another session's.
+var errClaimed = errors.New("mds: directory claimed by another session")
+
+// claimGate checks each key a transaction reads against the claims.
+type claimGate struct {
+	t       *cacheTable
+	me      uint64
+	blocked uint64 // the claimed directory met
+}
+
+// gatedDir is the directory whose claim covers key: a directory's
+// record ('i'), times ('t') or entries ('d').
+func gatedDir(key []byte) (uint64, bool) {
+	if len(key) < 9 {
+		return 0, false
+	}
+	switch key[0] {
+	case 'i', 't':
+		if len(key) != 9 {
+			return 0, false
+		}
+	case 'd':
+	default:
+		return 0, false
+	}
+	return beUint64(key[1:9]), true
+}
+
+func (g *claimGate) check(key []byte) error {
+	if g == nil || g.t.nClaims.Load() == 0 {
+		return nil
+	}
+	dir, ok := gatedDir(key)
+	if !ok {
+		return nil
+	}
+	if g.t.blockingClaim(g.me, map[uint64]struct{}{dir: {}}) != 0 {
+		g.blocked = dir
+		return errClaimed
+	}
+	return nil
+}
+
+// gateReader is a Reader whose reads pass the gate.
+type gateReader struct {
+	kv.Reader
+	g *claimGate
+}
+
+func (r gateReader) Get(key []byte) ([]byte, error) {
+	if err := r.g.check(key); err != nil {
+		return nil, err
+	}
+	return r.Reader.Get(key)
+}
+
+// Scan gates directory entries ('d' keys) only: a sweep of inode
+// records (heal, balance, status) reads no directory's names, and what a
+// claim holds back of a directory's own record is its times.
+func (r gateReader) Scan(start, end []byte, fn func(k, v []byte) bool) error {
+	if len(start) > 0 && start[0] == 'd' {
+		if err := r.g.check(start); err != nil {
+			return err
+		}
+	}
+	var gateErr error
+	err := r.Reader.Scan(start, end, func(k, v []byte) bool {
+		if k[0] == 'd' {
+			if gateErr = r.g.check(k); gateErr != nil {
+				return false
+			}
+		}
+		return fn(k, v)
+	})
+	if gateErr != nil {
+		return gateErr
+	}
+	return err
+}
+
+// View reads through the gate: a read that meets another's claim is
+// dropped, the claim recalled, and the read run again once it ended.
+func (e *coherentEngine) View(ctx context.Context, fn func(kv.Reader) error) error {
+	for round := 0; ; round++ {
+		if e.t.nClaims.Load() == 0 {
+			return e.Engine.View(ctx, fn)
+		}
+		g := &claimGate{t: e.t, me: gateSession(ctx)}
+		err := e.Engine.View(ctx, func(r kv.Reader) error { return fn(gateReader{Reader: r, g: g}) })
+		if g.blocked == 0 {
+			return err
+		}
+		if round == maxInvalidateRounds {
+			return wire.Errorf(wire.ErrBusy, "directory claimed through %d recalls", round)
+		}
+		if err := e.awaitClaim(ctx, g.blocked); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitClaim recalls the claim on dir and waits until it has ended: the
+// holder released it, or its deadline passed and it was taken away.
+func (e *coherentEngine) awaitClaim(ctx context.Context, dir uint64) error {
+	for {
+		ended, deadline, id, ok := e.t.recallClaim(e.now(), dir)
+		if !ok {
+			return nil
+		}
+		if wait := deadline.Sub(e.now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ended:
+				t.Stop()
+				return nil
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+			continue
+		}
+		if err := e.takeClaim(ctx, dir, id); err != nil {
+			return err
+		}
+	}
+}
+
+// takeClaim ends a claim whose holder did not release it in time: its
+// record goes first, so a flush of the holder's that comes later is
+// refused rather than applied over what others do next.
+func (e *coherentEngine) takeClaim(ctx context.Context, dir, id uint64) error {
+	err := e.Engine.Update(ctx, func(tx kv.Txn) error {
+		var rec claimRec
+		ok, err := getRecord(tx, claimKey(dir), &rec)
+		if err != nil || !ok || rec.Claim != id {
+			return err
+		}
+		return tx.Delete(claimKey(dir))
+	})
+	if err != nil {
+		return err
+	}
+	e.t.endClaim(dir, id)
+	return nil
+}
+
+// loadClaims takes the claims stored by an earlier process (startCache).
+func (s *Server) loadClaims(ctx context.Context) error {
+	type found struct{ dir, holder, id uint64 }
+	var all []found
+	err := s.kv.View(ctx, func(r kv.Reader) error {
+		all = all[:0]
+		return r.Scan([]byte{'w'}, []byte{'w' + 1}, func(k, v []byte) bool {
+			var rec claimRec
+			if len(k) == 9 && decodeRecord(v, &rec) == nil {
+				all = append(all, found{beUint64(k[1:]), rec.Session, rec.Claim})
+			}
+			return true
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range all {
+		s.cache.loadClaim(s.cfg.Now(), f.dir, f.holder, f.id)
+	}
+	return nil
+}
+
+// dirClaim claims an empty directory for a caching session, or extends
+// the session's claim with a new range of inode numbers.
+func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdsproto.DirClaimResp, error) {
+	if req.Session == 0 || req.Dir == 0 {
+		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrInvalid, "a claim needs a session and a directory")
+	}
+	if s.cache.noGrants {
+		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrBusy, "this MDS grants no claims")
+	}
+	if req.Extend != 0 {
+		return s.extendClaim(ctx, req)
+	}
+	gen := s.cache.begin()
+	var out mdsproto.DirClaimResp
+	var rec claimRec
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		dir, err := getInode(tx, req.Dir)
+		if err != nil {
+			return err
+		}
+		if dir.Type != mdsproto.TypeDir {
+			return wire.Errorf(wire.ErrNotDir, "inode %d", req.Dir)
+		}
+		if err := whoOf(ctx).need(dir, permW|permX, dir.Name); err != nil {
+			return err
+		}
+		if empty, err := dirEmpty(tx, dir.Ino); err != nil {
+			return err
+		} else if !empty {
+			return wire.Errorf(wire.ErrNotEmpty, "only an empty directory is claimed")
+		}
+		// The files made under the claim will be placed as the
+		// directory's layout says: refused now if it cannot be (too few
+		// OSDs up), rather than after its creates were acknowledged.
+		spec, err := inheritedSpec(tx, dir, s.cl.DefaultLayout)
+		if err != nil {
+			return err
+		}
+		if sp, err := specOf(spec); err != nil {
+			return err
+		} else if _, err := s.place(smallFileSpec(sp, -1), -1); err != nil {
+			return err
+		}
+		if ok, err := getRecord(tx, claimKey(dir.Ino), &claimRec{}); err != nil {
+			return err
+		} else if ok {
+			return wire.Errorf(wire.ErrBusy, "directory %d is claimed", dir.Ino)
+		}
+		lo, err := takeFromCounter(tx, keyNextIno, rootIno+1, claimInoRange)
+		if err != nil {
+			return err
+		}
+		rec = claimRec{V: 1, Session: req.Session, Claim: lo, Lo: lo, Hi: lo + claimInoRange, By: claimBy(ctx)}
+		out.Dir = dir.Inode
+		return putRecord(tx, claimKey(dir.Ino), &rec)
+	})
+	if err != nil {
+		return out, err
+	}
+	granted := false
+	if err := s.markCacheHeld(ctx); err == nil {
+		granted = s.cache.grantClaim(s.cfg.Now(), req.Session, req.Epoch, gen, req.Dir, rec.Claim)
+		s.cacheMarkMu.RUnlock()
+	}
+	if !granted {
+		if err := (&coherentEngine{Engine: s.kv, t: s.cache, now: s.cfg.Now}).takeClaim(ctx, req.Dir, rec.Claim); err != nil {
+			return out, err
+		}
+		return out, wire.Errorf(wire.ErrBusy, "directory %d is cached or changing elsewhere", req.Dir)
+	}
+	return claimResp(out, rec, slotOf(req.Dir)), nil
+}
+
+func claimResp(out mdsproto.DirClaimResp, rec claimRec, slot uint32) mdsproto.DirClaimResp {
+	out.Claim = rec.Claim
+	out.InoBase = rec.Lo<<slotBits | uint64(slot&slotMask)
+	out.InoStep = 1 << slotBits
+	out.InoCount = rec.Hi - rec.Lo
+	return out
+}
+
+// extendClaim gives a held claim a new range; its old one is no longer
+// accepted.
+func (s *Server) extendClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdsproto.DirClaimResp, error) {
+	if !s.cache.holds(req.Dir, req.Session, req.Extend) {
+		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrRecalled, "no claim %d on directory %d", req.Extend, req.Dir)
+	}
+	var out mdsproto.DirClaimResp
+	var rec claimRec
+	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		if err := s.heldClaim(ctx, tx, req.Dir, req.Session, req.Extend, &rec); err != nil {
+			return err
+		}
+		lo, err := takeFromCounter(tx, keyNextIno, rootIno+1, claimInoRange)
+		if err != nil {
+			return err
+		}
+		rec.Lo, rec.Hi = lo, lo+claimInoRange
+		dir, err := getInode(tx, req.Dir)
+		if err != nil {
+			return err
+		}
+		out.Dir = dir.Inode
+		return putRecord(tx, claimKey(req.Dir), &rec)
+	})
+	if err != nil {
+		return out, err
+	}
+	return claimResp(out, rec, slotOf(req.Dir)), nil
+}
+
+// heldClaim reads the claim on dir into rec and checks that it is
+// session's claim id, made by the same principal.
+func (s *Server) heldClaim(ctx context.Context, tx kv.Reader, dir, session, id uint64, rec *claimRec) error {
+	ok, err := getRecord(tx, claimKey(dir), rec)
+	if err != nil {
+		return err
+	}
+	if !ok || rec.Session != session || rec.Claim != id || rec.By != claimBy(ctx) {
+		return wire.Errorf(wire.ErrRecalled, "claim %d on directory %d has ended", id, dir)
+	}
+	return nil
+}
+
+// dirFlush applies a claim holder's creates and unlinks in one
+// transaction.
+func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (struct{}, error) {
+	if len(req.Ops) > mdsproto.MaxDirFlushOps {
+		return struct{}{}, wire.Errorf(wire.ErrInvalid, "%d ops in one flush, at most %d", len(req.Ops), mdsproto.MaxDirFlushOps)
+	}
+	if req.Session == 0 || requesterOf(ctx) != req.Session {
+		return struct{}{}, wire.Errorf(wire.ErrInvalid, "a flush is a named mutation of the claim's session")
+	}
+	ctx = context.WithValue(ctx, claimFlushKey{}, true)
+	err := s.mutate(ctx, func(tx kv.Txn) error {
+		var rec claimRec
+		if err := s.heldClaim(ctx, tx, req.Dir, req.Session, req.Claim, &rec); err != nil {
+			return err
+		}
+		dir, err := getInode(tx, req.Dir)
+		if err != nil {
+			return err
+		}
+		who := whoOf(ctx)
+		if err := who.need(dir, permW|permX, dir.Name); err != nil {
+			return err
+		}
+		f := flusher{s: s, tx: tx, who: who, dir: dir, rec: &rec, now: s.cfg.Now().UnixNano()}
+		for i, op := range req.Ops {
+			if err := f.apply(op); err != nil {
+				return wrapOp(i, op, err)
+			}
+		}
+		if req.Release {
+			return tx.Delete(claimKey(req.Dir))
+		}
+		return nil
+	})
+	if err == nil && req.Release {
+		s.cache.endClaim(req.Dir, req.Claim)
+	}
+	return struct{}{}, err
+}
+
+// wrapOp names the op of a flush that failed, keeping its code.
+func wrapOp(i int, op mdsproto.DirOp, err error) error {
+	var re *wire.RemoteError
+	if errors.As(err, &re) {
+		return wire.Errorf(re.Code, "op %d (%q): %s", i, op.Name, re.Msg)
+	}
+	return err
+}
+
+// flusher applies one flush's ops to its directory.
+type flusher struct {
+	s    *Server
+	tx   kv.Txn
+	who  *caller
+	dir  *inodeRec
+	rec  *claimRec
+	now  int64
+	spec string // the layout spec new files inherit, once read
+}
+
+func (f *flusher) apply(op mdsproto.DirOp) error {
+	if err := checkName(op.Name); err != nil {
+		return err
+	}
+	if op.Remove {
+		return f.remove(op.Name)
+	}
+	return f.create(op)
+}
+
+func (f *flusher) remove(name string) error {
+	ino, ok, err := lookupChild(f.tx, f.dir.Ino, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return wire.Errorf(wire.ErrNotFound, "no such entry")
+	}
+	rec, err := getInode(f.tx, ino)
+	if err != nil {
+		return err
+	}
+	if rec.Type == mdsproto.TypeDir {
+		return wire.Errorf(wire.ErrIsDir, "a directory")
+	}
+	if !f.who.mayUnlink(f.dir, rec) {
+		return wire.Errorf(wire.ErrPerm, "another's entry in a sticky directory")
+	}
+	if err := f.tx.Delete(direntKey(f.dir.Ino, name)); err != nil {
+		return err
+	}
+	if err := touchParent(f.tx, f.dir, false, f.now); err != nil {
+		return err
+	}
+	return f.s.dropLink(f.tx, rec)
+}
+
+func (f *flusher) create(op mdsproto.DirOp) error {
+	if _, ok, err := lookupChild(f.tx, f.dir.Ino, op.Name); err != nil {
+		return err
+	} else if ok {
+		return wire.Errorf(wire.ErrExists, "exists")
+	}
+	n := op.Ino >> slotBits
+	if uint32(op.Ino&slotMask) != slotOf(f.dir.Ino)&slotMask || n < f.rec.Lo || n >= f.rec.Hi {
+		return wire.Errorf(wire.ErrInvalid, "inode %d is not the claim's to give", op.Ino)
+	}
+	if v, err := f.tx.Get(inodeKey(op.Ino)); err != nil {
+		return err
+	} else if v != nil {
+		return wire.Errorf(wire.ErrExists, "inode %d is in use", op.Ino)
+	}
+	if f.spec == "" {
+		spec, err := inheritedSpec(f.tx, f.dir, f.s.cl.DefaultLayout)
+		if err != nil {
+			return err
+		}
+		f.spec = spec
+	}
+	spec, err := specOf(f.spec)
+	if err != nil {
+		return err
+	}
+	l, err := f.s.placeAcknowledged(smallFileSpec(spec, -1))
+	if err != nil {
+		return err
+	}
+	t := op.TimeNs
+	if t > f.now || t < f.now-maxClaimClockSkewNs {
+		t = f.now
+	}
+	rec := &inodeRec{Inode: mdsproto.Inode{Ino: op.Ino, Type: mdsproto.TypeFile, Mode: op.Mode & 0o7777, Nlink: 1,
+		MtimeNs: t, CtimeNs: t, AtimeNs: t}}
+	rec.Uid, rec.Gid = f.who.owner(op.Uid, op.Gid)
+	inheritGroup(f.dir, rec)
+	rec.Layout = toWire(l)
+	f.s.sealNew(rec, l.Spec)
+	rec.Parent, rec.Name = f.dir.Ino, op.Name
+	return addEntry(f.tx, f.dir, op.Name, rec)
+}
+
+// placeAcknowledged places an empty file a claim holder acknowledged: on
+// OSDs up if it can, else on any it knows (a writer then meets the ones
+// down as it meets OSDs that died after its file was placed), so that an
+// OSD's death between the claim and the flush loses no create.
+func (s *Server) placeAcknowledged(spec layout.Spec) (layout.Layout, error) {
+	l, err := s.place(spec, -1)
+	if err == nil {
+		return l, nil
+	}
+	known := s.cluster.knownCandidates()
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	if l, kerr := Place(spec, -1, known, s.rng); kerr == nil {
+		return l, nil
+	}
+	return l, err
+}
+
+// claimBy names the principal a request came from (on an open server,
+// no one): the users a flush's ops act as are checked op by op.
+func claimBy(ctx context.Context) string {
+	if p, ok := principal(ctx); ok {
+		return p.Name
+	}
+	return ""
+}

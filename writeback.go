@@ -1,0 +1,759 @@
+package braid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// Write-back of names (mdsproto/claim.go; Ceph's asynchronous directory
+// operations). A client that caches metadata claims each directory it
+// makes, while it is empty; while it holds the claim, no one else reads
+// or changes the directory, so the client knows every name in it and
+// answers creates of empty files and unlinks in it from memory, with
+// inode numbers from the claim's range, and sends them to the MDS in
+// batches, one transaction each. So a create or unlink is acknowledged
+// before it is durable, as a local file system acknowledges it before
+// its journal commits: fsync of the directory (SyncDir), of a file
+// created in it (Settle), or syncfs (SyncNames) returns once it is.
+// Anyone else's access to the directory recalls the claim; the client
+// sends what it holds, releases the claim and only then acknowledges the
+// recall, so every other client sees every acknowledged change at once.
+//
+// What can lose an acknowledged change: the client dying before it sent
+// it (as a power cut loses what a local file system had not committed),
+// or the client cut off from the MDS past a recall's deadline (a lease
+// and a second), after which the MDS takes the claim away and refuses
+// what the client sends later. An MDS restart loses nothing: the claim
+// is stored, and the client sends what it holds to the next process.
+// Lost changes are reported by the next SyncDir or SyncNames.
+type writeBack struct {
+	c *Client
+
+	mu     sync.Mutex
+	dirs   map[uint64]*wbDir // claimed directory → its state
+	inodes map[uint64]*wbDir // inode of a name in a claimed directory → the directory
+	queued int               // ops not yet applied by the MDS, all directories
+	room   chan struct{}     // closed (and replaced) when queued drops
+	kick   chan struct{}     // wakes the sender (buffered, one)
+	lost   error             // changes lost since the last report
+	ended  []uint64          // inodes of claims ended, for the cache's caller to drop
+	start  sync.Once
+}
+
+const (
+	// maxQueuedNameOps bounds the acknowledged ops not yet applied, all
+	// directories: a writer past it waits for the sender.
+	maxQueuedNameOps = 4096
+	// maxClaimedNames bounds the names of one claimed directory held
+	// in memory: past it the claim is released.
+	maxClaimedNames = 1 << 20
+	// maxClaimedDirs bounds the directories a client holds claims on:
+	// past it new ones are not claimed.
+	maxClaimedDirs = 1024
+)
+
+// wbDir is one claimed directory.
+type wbDir struct {
+	ino, claim  uint64
+	attr        Attr              // the directory's attributes, as changed here
+	names       map[string]wbName // every name in it
+	byIno       map[uint64]string // and the other way
+	base, step  uint64            // inode numbers: base + i*step for i < count
+	count, next uint64
+	queue       []wbOp // acknowledged, not yet applied, in order
+	sending     bool   // a flush is on its way
+	sent        chan struct{}
+	ending      bool       // recalled or full: no new ops, release at the next flush
+	opMu        sync.Mutex // serialises this directory's local ops (a kernel does anyway)
+}
+
+// wbName is a name in a claimed directory: its inode's attributes as
+// made here, until a writer opened it or its attributes were changed at
+// the MDS (stale: asked of the MDS then).
+type wbName struct {
+	a     Attr
+	stale bool
+}
+
+// wbOp is one acknowledged op and who it acts as.
+type wbOp struct {
+	op     mdsproto.DirOp
+	who    Caller
+	hasWho bool
+}
+
+// EnableWriteBackNames makes a client that caches metadata claim the
+// directories it makes from now on (Options.WriteBackNames).
+func (c *Client) EnableWriteBackNames() { c.wbOn.Store(true) }
+
+func (c *Client) writeBack() *writeBack {
+	c.cacheMu.Lock()
+	defer c.cacheMu.Unlock()
+	if c.wb == nil {
+		c.wb = &writeBack{c: c, dirs: map[uint64]*wbDir{}, inodes: map[uint64]*wbDir{},
+			room: make(chan struct{}), kick: make(chan struct{}, 1)}
+	}
+	return c.wb
+}
+
+// claimable reports whether names in a directory with attributes dir
+// may be changed here for who: the MDS would allow it whatever the
+// entries (root, or the directory's owner with write and search
+// permission; not set-group-ID, whose group rules stay at the MDS).
+func claimable(dir Attr, who Caller, hasWho bool) bool {
+	if !hasWho || dir.Type != TypeDir || dir.Mode&0o2000 != 0 {
+		return false
+	}
+	return who.Uid == 0 || (who.Uid == dir.Uid && dir.Mode&0o300 == 0o300)
+}
+
+// claimNew claims directory d, just made here, if the client caches.
+func (c *Client) claimNew(ctx context.Context, d Attr) {
+	m := c.metaCache()
+	if m == nil || !c.wbOn.Load() {
+		return
+	}
+	who, hasWho := c.callerFor(ctx)
+	if !claimable(d, who, hasWho) {
+		return
+	}
+	w := c.writeBack()
+	w.mu.Lock()
+	full := len(w.dirs) >= maxClaimedDirs
+	w.mu.Unlock()
+	m.mu.Lock()
+	epoch := m.epoch
+	m.mu.Unlock()
+	if full || epoch == 0 {
+		return
+	}
+	var r mdsproto.DirClaimResp
+	if err := c.mds(ctx, mdsproto.OpDirClaim, mdsproto.DirClaimReq{Session: c.once.id, Epoch: epoch, Dir: d.Ino}, &r); err != nil {
+		return // not claimed: names go to the MDS one by one
+	}
+	w.start.Do(func() { go w.run() })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dirs[d.Ino] = &wbDir{ino: d.Ino, claim: r.Claim, attr: r.Dir, names: map[string]wbName{}, byIno: map[uint64]string{},
+		base: r.InoBase, step: r.InoStep, count: r.InoCount, sent: make(chan struct{})}
+}
+
+// held is the claimed directory dir, if it is held and takes new ops.
+func (w *writeBack) held(dir uint64) *wbDir {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d := w.dirs[dir]; d != nil && !d.ending {
+		return d
+	}
+	return nil
+}
+
+// lookup answers a name in a claimed directory (ok), or the directory's
+// or a claimed name's attributes (name empty).
+func (w *writeBack) lookup(ctx context.Context, dir uint64, name string) (Attr, bool, error) {
+	if w == nil {
+		return Attr{}, false, nil
+	}
+	w.mu.Lock()
+	var e wbName
+	if name == "" {
+		if d := w.dirs[dir]; d != nil {
+			defer w.mu.Unlock()
+			return d.attr, true, nil
+		}
+		d := w.inodes[dir]
+		if d == nil {
+			w.mu.Unlock()
+			return Attr{}, false, nil
+		}
+		e = d.names[d.byIno[dir]]
+	} else {
+		d := w.dirs[dir]
+		if d == nil {
+			w.mu.Unlock()
+			return Attr{}, false, nil
+		}
+		var found bool
+		if e, found = d.names[name]; !found {
+			w.mu.Unlock()
+			return Attr{}, true, fmt.Errorf("%s: %w", name, ErrNotFound)
+		}
+	}
+	w.mu.Unlock()
+	if !e.stale {
+		return e.a, true, nil
+	}
+	// The MDS has it as it is now (a writer opened it, or its attributes
+	// changed there): asking by inode number passes no claim's gate.
+	if m := w.c.metaCache(); m != nil {
+		a, err := m.lookup(ctx, e.a.Ino, "")
+		return a, true, err
+	}
+	var a Attr
+	err := w.c.mds(ctx, mdsproto.OpLookup, mdsproto.PathReq{Dir: e.a.Ino}, &a)
+	return a, true, err
+}
+
+// create makes an empty file in a claimed directory here (ok false: not
+// claimed, or not for this caller; the MDS must be asked).
+func (w *writeBack) create(ctx context.Context, dir uint64, name string, o CreateOptions) (Attr, bool, error) {
+	if w == nil {
+		return Attr{}, false, nil
+	}
+	d := w.held(dir)
+	if d == nil || o.Layout != "" || name == "" || len(name) > 255 {
+		return Attr{}, false, nil
+	}
+	who, hasWho := w.c.callerFor(ctx)
+	d.opMu.Lock()
+	defer d.opMu.Unlock()
+	w.mu.Lock()
+	ok := !d.ending && claimable(d.attr, who, hasWho) && len(d.names) < maxClaimedNames
+	_, exists := d.names[name]
+	w.mu.Unlock()
+	if !ok || (exists && !o.Exclusive) {
+		return Attr{}, false, nil
+	}
+	if exists {
+		return Attr{}, true, fmt.Errorf("%s: %w", name, ErrExists)
+	}
+	if err := w.waitRoom(ctx); err != nil {
+		return Attr{}, true, err
+	}
+	ino, err := w.number(ctx, d)
+	if err != nil {
+		return Attr{}, false, nil // the claim is ending: ask the MDS
+	}
+	now := time.Now().UnixNano()
+	a := Attr{Ino: ino, Type: TypeFile, Mode: o.Mode & 0o7777, Nlink: 1, Uid: o.Uid, Gid: o.Gid,
+		MtimeNs: now, CtimeNs: now, AtimeNs: now}
+	if who.Uid != 0 {
+		a.Uid, a.Gid = who.Uid, who.Gid // as the MDS makes an unprivileged caller's files
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d.ending {
+		return Attr{}, false, nil
+	}
+	d.names[name] = wbName{a: a}
+	d.byIno[ino] = name
+	w.inodes[ino] = d
+	d.attr.MtimeNs, d.attr.CtimeNs = now, now
+	w.enqueue(d, wbOp{op: mdsproto.DirOp{Name: name, Ino: ino, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid, TimeNs: now}, who: who, hasWho: hasWho})
+	return a, true, nil
+}
+
+// remove unlinks a name that is not a directory in a claimed directory
+// here (ok false: the MDS must be asked).
+func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, error) {
+	if w == nil {
+		return false, nil
+	}
+	d := w.held(dir)
+	if d == nil {
+		return false, nil
+	}
+	who, hasWho := w.c.callerFor(ctx)
+	d.opMu.Lock()
+	defer d.opMu.Unlock()
+	w.mu.Lock()
+	e, exists := d.names[name]
+	a := e.a
+	ok := !d.ending && claimable(d.attr, who, hasWho)
+	w.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	if !exists {
+		return true, fmt.Errorf("%s: %w", name, ErrNotFound)
+	}
+	if a.Type != TypeFile {
+		return false, nil
+	}
+	if err := w.waitRoom(ctx); err != nil {
+		return true, err
+	}
+	now := time.Now().UnixNano()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d.ending {
+		return false, nil
+	}
+	delete(d.names, name)
+	delete(d.byIno, a.Ino)
+	delete(w.inodes, a.Ino)
+	d.attr.MtimeNs, d.attr.CtimeNs = now, now
+	w.enqueue(d, wbOp{op: mdsproto.DirOp{Remove: true, Name: name}, who: who, hasWho: hasWho})
+	return true, nil
+}
+
+// enqueue adds an acknowledged op to d's queue; w.mu is held.
+func (w *writeBack) enqueue(d *wbDir, op wbOp) {
+	d.queue = append(d.queue, op)
+	w.queued++
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// waitRoom waits until the queue has room for one more op.
+func (w *writeBack) waitRoom(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		if w.queued < maxQueuedNameOps {
+			w.mu.Unlock()
+			return nil
+		}
+		room := w.room
+		w.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// number is the next inode number of d's claim, after a new range if it
+// ran out (the old range's creates are flushed first: the MDS accepts
+// only the newest range). d.opMu is held.
+func (w *writeBack) number(ctx context.Context, d *wbDir) (uint64, error) {
+	w.mu.Lock()
+	if d.next < d.count {
+		ino := d.base + d.next*d.step
+		d.next++
+		w.mu.Unlock()
+		return ino, nil
+	}
+	w.mu.Unlock()
+	if err := w.flush(ctx, d, false); err != nil {
+		return 0, err
+	}
+	var r mdsproto.DirClaimResp
+	if err := w.c.mds(ctx, mdsproto.OpDirClaim, mdsproto.DirClaimReq{Session: w.c.once.id, Dir: d.ino, Extend: d.claim}, &r); err != nil {
+		w.mu.Lock()
+		d.ending = true
+		w.mu.Unlock()
+		w.poke()
+		return 0, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d.base, d.step, d.count, d.next = r.InoBase, r.InoStep, r.InoCount, 1
+	return d.base, nil
+}
+
+func (w *writeBack) poke() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run sends what is queued, a batch per directory at a time, for as long
+// as the client lives.
+func (w *writeBack) run() {
+	ctx := w.c.life
+	for {
+		select {
+		case <-w.kick:
+		case <-ctx.Done():
+			return
+		}
+		for {
+			d := w.nextToSend()
+			if d == nil {
+				break
+			}
+			w.mu.Lock()
+			release := d.ending
+			w.mu.Unlock()
+			if err := w.flush(ctx, d, release); err != nil && ctx.Err() == nil {
+				sleepCtx(ctx, 100*time.Millisecond) // the MDS is away: try again soon
+			}
+		}
+	}
+}
+
+// nextToSend is a directory with ops queued (or a release due) and
+// nothing on its way.
+func (w *writeBack) nextToSend() *wbDir {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, d := range w.dirs {
+		if !d.sending && (len(d.queue) > 0 || d.ending) {
+			return d
+		}
+	}
+	return nil
+}
+
+// flush sends d's queued ops, a batch at a time, and with release ends
+// the claim after them. One flush of d runs at a time.
+func (w *writeBack) flush(ctx context.Context, d *wbDir, release bool) error {
+	err := w.flushLocking(ctx, d, release)
+	w.notifyEnded()
+	return err
+}
+
+// notifyEnded tells the cache's caller (a kernel) of the inodes of
+// claims that ended: what it kept of them came from here, and is now the
+// MDS's to keep coherent.
+func (w *writeBack) notifyEnded() {
+	w.mu.Lock()
+	ended := w.ended
+	w.ended = nil
+	w.mu.Unlock()
+	m := w.c.metaCache()
+	if len(ended) == 0 || m == nil {
+		return
+	}
+	changed := make([]changedInode, len(ended))
+	for i, ino := range ended {
+		changed[i] = changedInode{ino: ino}
+	}
+	m.notify(changed)
+}
+
+func (w *writeBack) flushLocking(ctx context.Context, d *wbDir, release bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		for d.sending {
+			sent := d.sent
+			w.mu.Unlock()
+			select {
+			case <-sent:
+			case <-ctx.Done():
+				w.mu.Lock()
+				return ctx.Err()
+			}
+			w.mu.Lock()
+		}
+		if w.dirs[d.ino] != d {
+			return w.lostErrLocked(d) // released or lost meanwhile
+		}
+		if len(d.queue) == 0 && !release {
+			return nil
+		}
+		batch := batchOf(d.queue)
+		last := len(batch) == len(d.queue)
+		d.sending = true
+		w.mu.Unlock()
+		err := w.send(ctx, d, batch, release && last)
+		w.mu.Lock()
+		d.sending = false
+		close(d.sent)
+		d.sent = make(chan struct{})
+		switch {
+		case err == nil:
+		case errors.Is(err, wire.ErrRecalled):
+			if len(d.queue) > 0 {
+				w.noteLostLocked(fmt.Errorf("directory %d: %d changes lost: %w", d.ino, len(d.queue), err))
+			}
+			w.endLocked(d)
+			return err
+		case len(batch) > 1 && refused(err):
+			// Send them one by one, to lose only the one refused; what is
+			// here no longer matches the MDS, so the claim ends after.
+			d.ending = true
+			if err := w.sendEachLocked(ctx, d, len(batch)); err != nil {
+				return err
+			}
+			continue
+		case refused(err):
+			d.ending = true
+			w.noteLostLocked(fmt.Errorf("directory %d, %q: %w", d.ino, batch[0].op.Name, err))
+		default:
+			return err // not sent, or not known to be: the queue stays as it is
+		}
+		d.queue = d.queue[len(batch):]
+		w.dropped(len(batch))
+		if release && last {
+			w.endLocked(d)
+			return nil
+		}
+	}
+}
+
+// sendEachLocked sends the first n queued ops of d one at a time, after
+// a batch of them was refused; those refused again are reported lost.
+func (w *writeBack) sendEachLocked(ctx context.Context, d *wbDir, n int) error {
+	for range n {
+		op := d.queue[0]
+		d.sending = true
+		w.mu.Unlock()
+		err := w.send(ctx, d, []wbOp{op}, false)
+		w.mu.Lock()
+		d.sending = false
+		close(d.sent)
+		d.sent = make(chan struct{})
+		if err != nil && !refused(err) {
+			return err
+		}
+		if err != nil {
+			w.noteLostLocked(fmt.Errorf("directory %d, %q: %w", d.ino, op.op.Name, err))
+		}
+		d.queue = d.queue[1:]
+		w.dropped(1)
+	}
+	return nil
+}
+
+// refused reports whether the MDS answered err for the ops themselves
+// (sending them again would fail again).
+func refused(err error) bool {
+	var re *wire.RemoteError
+	return errors.As(err, &re) && re.Code != wire.ErrBusy && re.Code != wire.ErrNotLeader && re.Code != wire.ErrMoved &&
+		re.Code != wire.ErrInternal && re.Code != wire.ErrRecalled
+}
+
+// batchOf is the first ops of q that one flush carries: at most
+// MaxDirFlushOps, all acting as one caller.
+func batchOf(q []wbOp) []wbOp {
+	if len(q) == 0 {
+		return nil
+	}
+	n := 1
+	for n < len(q) && n < mdsproto.MaxDirFlushOps && sameCaller(q[n], q[0]) {
+		n++
+	}
+	return q[:n:n]
+}
+
+func sameCaller(a, b wbOp) bool {
+	return a.hasWho == b.hasWho && a.who.Uid == b.who.Uid && a.who.Gid == b.who.Gid && slices.Equal(a.who.Groups, b.who.Groups)
+}
+
+// send applies batch at the MDS (and with release ends the claim).
+func (w *writeBack) send(ctx context.Context, d *wbDir, batch []wbOp, release bool) error {
+	req := &mdsproto.DirFlushReq{Session: w.c.once.id, Dir: d.ino, Claim: d.claim, Release: release}
+	for _, op := range batch {
+		req.Ops = append(req.Ops, op.op)
+	}
+	if len(batch) > 0 && batch[0].hasWho {
+		ctx = WithCaller(ctx, batch[0].who)
+	}
+	return w.c.mutate(ctx, mdsproto.OpDirFlush, req, nil)
+}
+
+// dropped counts n ops applied (or lost); w.mu is held.
+func (w *writeBack) dropped(n int) {
+	w.queued -= n
+	close(w.room)
+	w.room = make(chan struct{})
+}
+
+// endLocked forgets a released (or lost) claim.
+func (w *writeBack) endLocked(d *wbDir) {
+	if w.dirs[d.ino] != d {
+		return
+	}
+	delete(w.dirs, d.ino)
+	w.ended = append(w.ended, d.ino)
+	for _, e := range d.names {
+		delete(w.inodes, e.a.Ino)
+		w.ended = append(w.ended, e.a.Ino)
+	}
+	w.dropped(len(d.queue))
+	d.queue = nil
+}
+
+func (w *writeBack) noteLostLocked(err error) {
+	w.lost = errors.Join(w.lost, err)
+}
+
+// lostErrLocked is what a flush of a claim that ended reports: nothing
+// if it was released with everything sent.
+func (w *writeBack) lostErrLocked(d *wbDir) error {
+	if len(d.queue) == 0 {
+		return nil
+	}
+	return fmt.Errorf("directory %d: %w", d.ino, wire.ErrRecalled)
+}
+
+// release sends what is queued for dir and ends the claim (a recall, or
+// an operation the claim does not cover). The caller then goes to the MDS.
+func (w *writeBack) release(ctx context.Context, dir uint64) error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	d := w.dirs[dir]
+	if d != nil {
+		d.ending = true
+	}
+	w.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	d.opMu.Lock() // the ops in progress are queued first
+	d.opMu.Unlock()
+	return w.flush(ctx, d, true)
+}
+
+// releaseAll releases every claim (the MDS's cache epoch changed, or
+// the client closes).
+func (w *writeBack) releaseAll(ctx context.Context) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	dirs := make([]uint64, 0, len(w.dirs))
+	for ino := range w.dirs {
+		dirs = append(dirs, ino)
+	}
+	w.mu.Unlock()
+	for _, ino := range dirs {
+		_ = w.release(ctx, ino)
+	}
+}
+
+// settle makes sure the MDS knows what ino is: if it is a name in a
+// claimed directory (or the directory), the directory's queue is sent
+// first. With stale, the name's attributes are asked of the MDS from
+// then on (a writer opens it).
+func (w *writeBack) settle(ctx context.Context, ino uint64, stale bool) error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	d := w.inodes[ino]
+	if d != nil && stale {
+		name := d.byIno[ino]
+		e := d.names[name]
+		e.stale = true
+		d.names[name] = e
+	}
+	if d == nil {
+		d = w.dirs[ino]
+	}
+	w.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	return w.flush(ctx, d, false)
+}
+
+// leave readies inode ino for a change at the MDS: a claimed directory
+// is released (its attributes are the MDS's again), a name in one sent
+// and its attributes asked of the MDS from then on.
+func (w *writeBack) leave(ctx context.Context, ino uint64) error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	_, claimed := w.dirs[ino]
+	w.mu.Unlock()
+	if claimed {
+		return w.release(ctx, ino)
+	}
+	return w.settle(ctx, ino, true)
+}
+
+// takeLost returns the changes lost since the last call.
+func (w *writeBack) takeLost() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := w.lost
+	w.lost = nil
+	return err
+}
+
+// SyncDir makes the changes of names in directory dir that this client
+// acknowledged durable (fsync of a directory), and reports changes lost.
+func (c *Client) SyncDir(ctx context.Context, dir uint64) error {
+	w := c.wbIfAny()
+	if err := w.settle(ctx, dir, false); err != nil {
+		return err
+	}
+	return w.takeLost()
+}
+
+// Settle makes the name of inode ino durable if this client created it
+// in a claimed directory (fsync of a file), and reports changes lost.
+func (c *Client) Settle(ctx context.Context, ino uint64) error {
+	w := c.wbIfAny()
+	if err := w.settle(ctx, ino, false); err != nil {
+		return err
+	}
+	return w.takeLost()
+}
+
+// SyncNames makes every change of names this client acknowledged
+// durable (syncfs), and reports changes lost.
+func (c *Client) SyncNames(ctx context.Context) error {
+	w := c.wbIfAny()
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	dirs := make([]*wbDir, 0, len(w.dirs))
+	for _, d := range w.dirs {
+		dirs = append(dirs, d)
+	}
+	w.mu.Unlock()
+	var errs []error
+	for _, d := range dirs {
+		if err := w.flush(ctx, d, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(append(errs, w.takeLost())...)
+}
+
+func (c *Client) wbIfAny() *writeBack {
+	c.cacheMu.Lock()
+	defer c.cacheMu.Unlock()
+	return c.wb
+}
+
+// holdsAttr reports whether a is what this client answers for its inode
+// under a claim (a caller may cache it as long as the cache's lease).
+func (w *writeBack) holdsAttr(a Attr) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d := w.dirs[a.Ino]; d != nil {
+		return sameStat(d.attr, a)
+	}
+	d := w.inodes[a.Ino]
+	if d == nil {
+		return false
+	}
+	e := d.names[d.byIno[a.Ino]]
+	return !e.stale && sameStat(e.a, a)
+}
+
+// holdsEntry reports whether name in dir is ino under a claim held here.
+func (w *writeBack) holdsEntry(dir uint64, name string, ino uint64) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.dirs[dir]
+	return d != nil && d.names[name].a.Ino == ino && ino != 0
+}
+
+// sameStat reports whether a and b show the same attributes to stat.
+func sameStat(a, b Attr) bool {
+	return a.Ino == b.Ino && a.CtimeNs == b.CtimeNs && a.MtimeNs == b.MtimeNs && a.Size == b.Size &&
+		a.Mode == b.Mode && a.Nlink == b.Nlink && a.Uid == b.Uid && a.Gid == b.Gid
+}

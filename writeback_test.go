@@ -1,0 +1,101 @@
+package braid_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/braidfs/braid"
+	"github.com/braidfs/braid/internal/testcluster"
+)
+
+// writeBackClient dials a client that caches and claims the directories
+// it makes, and waits until its cache has an epoch (a claim needs one).
+func writeBackClient(t *testing.T, c *testcluster.Cluster) *braid.Client {
+	t.Helper()
+	if err := c.Dial().SetLayout(context.Background(), "/", "mirror:3"); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.DialWith(func(o *braid.Options) { o.WriteBackNames = true })
+	cl.CacheMetadata(nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for braid.CacheEpoch(cl) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the cache never got an epoch")
+		}
+		time.Sleep(time.Millisecond) // polling the client's own state; nothing to wait on
+	}
+	return cl
+}
+
+var asRoot = braid.Caller{Uid: 0, Gid: 0}
+
+// claimedDir makes directory name under the root and checks it was
+// claimed.
+func claimedDir(t *testing.T, cl *braid.Client, name string) braid.Attr {
+	t.Helper()
+	ctx := braid.WithCaller(context.Background(), asRoot)
+	before, _ := braid.ClaimedDirs(cl)
+	d, err := cl.MkdirAt(ctx, braid.RootIno, name, 0o755, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := braid.ClaimedDirs(cl); got != before+1 {
+		t.Fatalf("%s not claimed: %d claims, had %d", name, got, before)
+	}
+	return d
+}
+
+// Creates and unlinks in a claimed directory are answered by the client
+// alone; another client that looks sees every one of them at once (its
+// lookup recalls the claim, which the holder releases after sending what
+// it holds).
+func TestWriteBackNamesSeenByOthersAtOnce(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	a, b := writeBackClient(t, c), c.Dial()
+	ctx := braid.WithCaller(context.Background(), asRoot)
+	d := claimedDir(t, a, "wb")
+	const n = 300
+	for i := range n {
+		_, deferred, err := a.CreateDeferredAt(ctx, d.Ino, fmt.Sprintf("f%03d", i), braid.CreateOptions{Mode: 0o640, Exclusive: true})
+		if err != nil || !deferred {
+			t.Fatalf("create %d: deferred %v, %v", i, deferred, err)
+		}
+	}
+	if _, _, err := a.CreateDeferredAt(ctx, d.Ino, "f000", braid.CreateOptions{Mode: 0o640, Exclusive: true}); !errors.Is(err, braid.ErrExists) {
+		t.Fatalf("second create of f000: %v, want ErrExists", err)
+	}
+	for i := 0; i < n; i += 3 {
+		if err := a.RemoveAt(ctx, d.Ino, fmt.Sprintf("f%03d", i), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.RemoveAt(ctx, d.Ino, "f000", false); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("second unlink of f000: %v, want ErrNotFound", err)
+	}
+	if got, err := a.LookupAt(ctx, d.Ino, "f001"); err != nil || got.Mode != 0o640 || got.Type != braid.TypeFile {
+		t.Fatalf("the holder's own lookup: %+v %v", got, err)
+	}
+
+	// b looks: every name a acknowledged is there, and no removed one.
+	x, err := b.LookupAt(ctx, d.Ino, "f001")
+	if err != nil || x.Mode != 0o640 {
+		t.Fatalf("another client's lookup of f001: %+v %v", x, err)
+	}
+	if _, err := b.LookupAt(ctx, d.Ino, "f003"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("another client's lookup of a removed name: %v", err)
+	}
+	entries, _, err := b.ReadDirAt(ctx, d.Ino, "", 1000)
+	if err != nil || len(entries) != n-n/3 {
+		t.Fatalf("listing by another client: %d entries, %v; want %d", len(entries), err, n-n/3)
+	}
+	if dirs, queued := braid.ClaimedDirs(a); dirs != 0 || queued != 0 {
+		t.Fatalf("after the recall: %d claims, %d ops queued", dirs, queued)
+	}
+	// Without the claim, a's names go to the MDS as before.
+	if _, deferred, err := a.CreateDeferredAt(ctx, d.Ino, "late", braid.CreateOptions{Mode: 0o600, Exclusive: true}); err != nil || deferred {
+		t.Fatalf("create after the claim ended: deferred %v, %v", deferred, err)
+	}
+}
