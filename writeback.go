@@ -82,7 +82,8 @@ type wbName struct {
 	stale bool
 }
 
-// wbOp is one acknowledged op and who it acts as.
+// wbOp is one acknowledged op and who it acts as (hasWho: named to the
+// MDS; otherwise the client's default).
 type wbOp struct {
 	op     mdsproto.DirOp
 	who    Caller
@@ -103,6 +104,20 @@ func (c *Client) writeBack() *writeBack {
 	return c.wb
 }
 
+// wbCaller is who ops made with ctx act as, for the claim's checks: the
+// caller named, or root for a client that names no one and whose
+// credential may act as anyone (or that has none, on an open cluster);
+// ok is false where the MDS would take it for nobody.
+func (c *Client) wbCaller(ctx context.Context) (who Caller, ok, named bool) {
+	if who, ok := c.callerFor(ctx); ok {
+		return who, true, true
+	}
+	if cred := c.opts.Credential; cred == nil || cred.Principal.AnyID {
+		return Caller{}, true, false
+	}
+	return Caller{}, false, false
+}
+
 // claimable reports whether names in a directory with attributes dir
 // may be changed here for who: the MDS would allow it whatever the
 // entries (root, or the directory's owner with write and search
@@ -120,7 +135,7 @@ func (c *Client) claimNew(ctx context.Context, d Attr) {
 	if m == nil || !c.wbOn.Load() {
 		return
 	}
-	who, hasWho := c.callerFor(ctx)
+	who, hasWho, _ := c.wbCaller(ctx)
 	if !claimable(d, who, hasWho) {
 		return
 	}
@@ -214,7 +229,7 @@ func (w *writeBack) create(ctx context.Context, dir uint64, name string, o Creat
 	if d == nil || o.Layout != "" || name == "" || len(name) > 255 {
 		return Attr{}, false, nil
 	}
-	who, hasWho := w.c.callerFor(ctx)
+	who, hasWho, named := w.c.wbCaller(ctx)
 	d.opMu.Lock()
 	defer d.opMu.Unlock()
 	w.mu.Lock()
@@ -249,7 +264,7 @@ func (w *writeBack) create(ctx context.Context, dir uint64, name string, o Creat
 	d.byIno[ino] = name
 	w.inodes[ino] = d
 	d.attr.MtimeNs, d.attr.CtimeNs = now, now
-	w.enqueue(d, wbOp{op: mdsproto.DirOp{Name: name, Ino: ino, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid, TimeNs: now}, who: who, hasWho: hasWho})
+	w.enqueue(d, wbOp{op: mdsproto.DirOp{Name: name, Ino: ino, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid, TimeNs: now}, who: who, hasWho: named})
 	return a, true, nil
 }
 
@@ -263,7 +278,7 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 	if d == nil {
 		return false, nil
 	}
-	who, hasWho := w.c.callerFor(ctx)
+	who, hasWho, named := w.c.wbCaller(ctx)
 	d.opMu.Lock()
 	defer d.opMu.Unlock()
 	w.mu.Lock()
@@ -293,7 +308,7 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 	delete(d.byIno, a.Ino)
 	delete(w.inodes, a.Ino)
 	d.attr.MtimeNs, d.attr.CtimeNs = now, now
-	w.enqueue(d, wbOp{op: mdsproto.DirOp{Remove: true, Name: name}, who: who, hasWho: hasWho})
+	w.enqueue(d, wbOp{op: mdsproto.DirOp{Remove: true, Name: name}, who: who, hasWho: named})
 	return true, nil
 }
 

@@ -99,3 +99,38 @@ func TestWriteBackNamesSeenByOthersAtOnce(t *testing.T) {
 		t.Fatalf("create after the claim ended: deferred %v, %v", deferred, err)
 	}
 }
+
+// A claim's inode numbers run out after claimInoRange creates: the
+// holder sends what it holds and takes a new range, and goes on.
+func TestWriteBackNamesPastOneRange(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	a, b := writeBackClient(t, c), c.Dial()
+	ctx := braid.WithCaller(context.Background(), asRoot)
+	d := claimedDir(t, a, "wb")
+	const n = 8192 + 100
+	for i := range n {
+		_, deferred, err := a.CreateDeferredAt(ctx, d.Ino, fmt.Sprintf("f%05d", i), braid.CreateOptions{Mode: 0o600, Exclusive: true})
+		if err != nil || !deferred {
+			t.Fatalf("create %d: deferred %v, %v", i, deferred, err)
+		}
+	}
+	if err := a.SyncDir(ctx, d.Ino); err != nil {
+		t.Fatal(err)
+	}
+	var listed int
+	after := ""
+	for {
+		entries, more, err := b.ReadDirAt(ctx, d.Ino, after, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed += len(entries)
+		if !more || len(entries) == 0 {
+			break
+		}
+		after = entries[len(entries)-1].Name
+	}
+	if listed != n {
+		t.Fatalf("listed %d, want %d", listed, n)
+	}
+}

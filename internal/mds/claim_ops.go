@@ -236,6 +236,9 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 	if s.cache.noGrants {
 		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrBusy, "this MDS grants no claims")
 	}
+	// The session reads as itself: its own claim's gate lets it through
+	// (a holder extending its claim waits for nothing of its own).
+	ctx = withReader(ctx, req.Session)
 	if req.Extend != 0 {
 		return s.extendClaim(ctx, req)
 	}

@@ -1,0 +1,95 @@
+package fusefs_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/braidfs/braid/internal/testcluster"
+)
+
+// Names made and removed through a mount in a directory it made (its
+// write-back claim) are seen by another mount at once, with the bytes
+// written to some of them; fsync of the directory reports success.
+func TestWriteBackNamesThroughTwoMounts(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	m1, m2 := mountAt(t, c), mountAt(t, c)
+	d1, d2 := filepath.Join(m1, "d"), filepath.Join(m2, "d")
+	if err := os.Mkdir(d1, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var want []string
+	for i := range n {
+		p := filepath.Join(d1, fmt.Sprintf("f%03d", i))
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			if _, err := fmt.Fprintf(f, "file %d", i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 1 {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want = append(want, filepath.Base(p))
+	}
+	if _, err := os.OpenFile(filepath.Join(d1, "f000"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("O_EXCL create of a name made here: %v", err)
+	}
+	wantErrno(t, "unlink of a name removed here", os.Remove(filepath.Join(d1, "f001")), syscall.ENOENT)
+	st := statOf(t, filepath.Join(d1, "f002"))
+	if st.Mode&0o777 != 0o640 || st.Size != 0 || st.Nlink != 1 {
+		t.Fatalf("stat here of a name made here: mode %o size %d nlink %d", st.Mode&0o777, st.Size, st.Nlink)
+	}
+	dir, err := os.Open(d1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.Sync(); err != nil {
+		t.Fatalf("fsync of the directory: %v", err)
+	}
+	dir.Close()
+
+	// The other mount: names, attributes, contents.
+	entries, err := os.ReadDir(d2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the other mount lists %d names, want %d:\n%v\n%v", len(got), len(want), got, want)
+	}
+	if st := statOf(t, filepath.Join(d2, "f002")); st.Mode&0o777 != 0o640 || st.Size != 0 {
+		t.Fatalf("the other mount's stat: mode %o size %d", st.Mode&0o777, st.Size)
+	}
+	b, err := os.ReadFile(filepath.Join(d2, "f010"))
+	if err != nil || string(b) != "file 10" {
+		t.Fatalf("the other mount reads %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(d2, "f001")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a name removed through the first mount: %v", err)
+	}
+	// And back: the first mount sees the second's change at once.
+	if err := os.WriteFile(filepath.Join(d2, "new"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st := statOf(t, filepath.Join(d1, "new")); st.Size != 1 {
+		t.Fatalf("the first mount after the second made a name: size %d", st.Size)
+	}
+}
