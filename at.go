@@ -59,7 +59,8 @@ func (c *Client) LookupAt(ctx context.Context, dir uint64, name string) (Attr, e
 		return a, err
 	}
 	if m := c.metaCache(); m != nil && name != "" {
-		return m.lookup(ctx, dir, name)
+		a, err := m.lookup(ctx, dir, name)
+		return c.wbIfAny().claimedAttr(a), err
 	}
 	var in Attr
 	err := c.mds(ctx, mdsproto.OpLookup, mdsproto.PathReq{Dir: dir, Path: name}, &in)

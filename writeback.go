@@ -772,3 +772,17 @@ func sameStat(a, b Attr) bool {
 	return a.Ino == b.Ino && a.CtimeNs == b.CtimeNs && a.MtimeNs == b.MtimeNs && a.Size == b.Size &&
 		a.Mode == b.Mode && a.Nlink == b.Nlink && a.Uid == b.Uid && a.Gid == b.Gid
 }
+
+// claimedAttr is a, or if a is a directory claimed here, its attributes
+// as changed here (the MDS's lag behind what it was not sent yet).
+func (w *writeBack) claimedAttr(a Attr) Attr {
+	if w == nil || a.Type != TypeDir {
+		return a
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d := w.dirs[a.Ino]; d != nil {
+		return d.attr
+	}
+	return a
+}

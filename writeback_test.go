@@ -78,6 +78,28 @@ func TestWriteBackNamesSeenByOthersAtOnce(t *testing.T) {
 	if got, err := a.LookupAt(ctx, d.Ino, "f001"); err != nil || got.Mode != 0o640 || got.Type != braid.TypeFile {
 		t.Fatalf("the holder's own lookup: %+v %v", got, err)
 	}
+	// The holder's lookup of the directory itself, asked of the MDS once
+	// its own flush recalled what its cache held of the directory, keeps
+	// the claim, and shows the directory as changed here.
+	if err := a.SyncDir(ctx, d.Ino); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		hits := braid.CacheHits(a)
+		got, err := a.LookupAt(ctx, braid.RootIno, "wb")
+		if err != nil || got.MtimeNs <= d.MtimeNs {
+			t.Fatalf("the holder's lookup of its directory: mtime %d (made at %d), %v", got.MtimeNs, d.MtimeNs, err)
+		}
+		if braid.CacheHits(a) == hits {
+			break // asked of the MDS
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the holder's cache kept its directory through its own flush")
+		}
+	}
+	if dirs, _ := braid.ClaimedDirs(a); dirs != 1 {
+		t.Fatalf("the holder's own lookup ended its claim")
+	}
 
 	// b looks: every name a acknowledged is there, and no removed one.
 	x, err := b.LookupAt(ctx, d.Ino, "f001")

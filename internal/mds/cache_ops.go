@@ -364,6 +364,7 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 	if req.Name != "" && !validName(req.Name) {
 		return mdsproto.CacheLookupResp{}, wire.Errorf(wire.ErrInvalid, "name %q", req.Name)
 	}
+	ctx = withReader(ctx, req.Session) // its own claims' gates let it through
 	gen := s.cache.begin()
 	var out mdsproto.CacheLookupResp
 	var inos []uint64
