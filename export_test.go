@@ -41,3 +41,14 @@ func ClaimedDirs(c *Client) (dirs, queued int) {
 	defer w.mu.Unlock()
 	return len(w.dirs), w.queued
 }
+
+// ClaimHeld reports whether the client holds a write-back claim on dir.
+func ClaimHeld(c *Client, dir uint64) bool {
+	w := c.wbIfAny()
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dirs[dir] != nil
+}

@@ -47,11 +47,12 @@ func withReader(ctx context.Context, session uint64) context.Context {
 	return context.WithValue(ctx, readerKey{}, session)
 }
 
-// gateSession is who a transaction in ctx reads or writes for.
+// gateSession is the session a request in ctx reads or writes for, if
+// it knows what that session's claims hold back (a flush, a listing or a
+// cached lookup of the holder's, withReader): a holder's other requests
+// (an rmdir, a path through its directory) recall its own claim first,
+// since they would read the store without what it holds.
 func gateSession(ctx context.Context) uint64 {
-	if s := requesterOf(ctx); s != 0 {
-		return s
-	}
 	s, _ := ctx.Value(readerKey{}).(uint64)
 	return s
 }
@@ -363,7 +364,7 @@ func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (struct
 	if req.Session == 0 || requesterOf(ctx) != req.Session {
 		return struct{}{}, wire.Errorf(wire.ErrInvalid, "a flush is a named mutation of the claim's session")
 	}
-	ctx = context.WithValue(ctx, claimFlushKey{}, true)
+	ctx = withReader(context.WithValue(ctx, claimFlushKey{}, true), req.Session)
 	err := s.mutate(ctx, func(tx kv.Txn) error {
 		var rec claimRec
 		if err := s.heldClaim(ctx, tx, req.Dir, req.Session, req.Claim, &rec); err != nil {
