@@ -52,3 +52,7 @@ func ClaimHeld(c *Client, dir uint64) bool {
 	defer w.mu.Unlock()
 	return w.dirs[dir] != nil
 }
+
+// CrashClient stops the client as a process death would: its cache and
+// write-back stop at once, nothing is sent or released.
+func CrashClient(c *Client) { c.endLife() }

@@ -292,7 +292,9 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 	if !exists {
 		return true, fmt.Errorf("%s: %w", name, ErrNotFound)
 	}
-	if a.Type != TypeFile {
+	if a.Type != TypeFile || e.stale {
+		// A file opened at the MDS (or changed there) is unlinked there:
+		// its open handles keep it, with the link count the MDS counts.
 		return false, nil
 	}
 	if err := w.waitRoom(ctx); err != nil {
@@ -322,8 +324,11 @@ func (w *writeBack) enqueue(d *wbDir, op wbOp) {
 	}
 }
 
-// waitRoom waits until the queue has room for one more op.
+// waitRoom waits until the queue has room for one more op, for no
+// longer than a request to the MDS may take.
 func (w *writeBack) waitRoom(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, w.c.opts.IOTimeout)
+	defer cancel()
 	for {
 		w.mu.Lock()
 		if w.queued < maxQueuedNameOps {

@@ -187,3 +187,80 @@ func TestWriteBackHoldersOtherRequestsSeeItsChanges(t *testing.T) {
 		t.Fatalf("rmdir of a claimed directory emptied here: %v", err)
 	}
 }
+
+// An MDS restart loses no change a holder acknowledged: the claim is
+// stored, and the holder sends what it holds to the new process, which
+// lets no one else read the directory until it has (or until the
+// holder's time is up). Creates made while the MDS was down are among
+// them.
+func TestWriteBackNamesSurviveAnMDSRestart(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	a, b := writeBackClient(t, c), c.Dial()
+	ctx := braid.WithCaller(context.Background(), asRoot)
+	d := claimedDir(t, a, "wb")
+	create := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, deferred, err := a.CreateDeferredAt(ctx, d.Ino, fmt.Sprintf("f%03d", i), braid.CreateOptions{Mode: 0o600, Exclusive: true}); err != nil || !deferred {
+				t.Fatalf("create %d: deferred %v, %v", i, deferred, err)
+			}
+		}
+	}
+	create(0, 100)
+	if err := a.RemoveAt(ctx, d.Ino, "f000", false); err != nil {
+		t.Fatal(err)
+	}
+	addr := c.MDS.Addr()
+	c.MDS.Close()
+	create(100, 200) // the MDS is down: acknowledged here only
+	if err := a.RemoveAt(ctx, d.Ino, "f150", false); err != nil {
+		t.Fatal(err)
+	}
+	c.StartMDSAt(addr)
+	entries, _, err := b.ReadDirAt(ctx, d.Ino, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 198 {
+		t.Fatalf("after the restart another client lists %d names, want 198", len(entries))
+	}
+	for _, e := range entries {
+		if e.Name == "f000" || e.Name == "f150" {
+			t.Fatalf("%s was unlinked before the restart, and is listed", e.Name)
+		}
+	}
+	if err := a.SyncNames(ctx); err != nil {
+		t.Fatalf("the holder reports: %v", err)
+	}
+}
+
+// A holder that dies with changes unsent holds up no one for longer
+// than its recall's deadline: the claim is then taken away, and the
+// directory is as the MDS had it.
+func TestWriteBackClaimOfADeadHolderIsTakenAway(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	a, b := writeBackClient(t, c), c.Dial()
+	ctx := braid.WithCaller(context.Background(), asRoot)
+	d := claimedDir(t, a, "wb")
+	if _, _, err := a.CreateDeferredAt(ctx, d.Ino, "sent", braid.CreateOptions{Mode: 0o600, Exclusive: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SyncDir(ctx, d.Ino); err != nil {
+		t.Fatal(err)
+	}
+	braid.CrashClient(a)
+	if _, _, err := a.CreateDeferredAt(ctx, d.Ino, "unsent", braid.CreateOptions{Mode: 0o600, Exclusive: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.LookupAt(ctx, d.Ino, "sent"); err != nil {
+		t.Fatalf("a name the dead holder had sent: %v", err)
+	}
+	if _, err := b.LookupAt(ctx, d.Ino, "unsent"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("a name the dead holder had not sent: %v", err)
+	}
+	// The directory is an ordinary one now: b changes it.
+	f, err := b.CreateAt(ctx, d.Ino, "unsent", braid.CreateOptions{Mode: 0o600, Layout: "mirror:3", SizeHint: -1, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}

@@ -67,6 +67,7 @@ func (e *env) mountCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.CacheMetadata, "cache", o.CacheMetadata, "cache names and attributes as long as the MDS keeps them coherent (--cache=false: fixed timeouts)")
+	f.BoolVar(&o.WriteBackNames, "write-back", o.WriteBackNames, "with --cache, answer creates of empty files and unlinks in directories this mount made before the MDS has them, durable at fsync of the directory (--write-back=false: each is durable when it returns)")
 	f.DurationVar(&o.AttrTimeout, "attr-timeout", o.AttrTimeout, "with --cache=false, how long the kernel may cache attributes")
 	f.DurationVar(&o.EntryTimeout, "entry-timeout", o.EntryTimeout, "with --cache=false, how long the kernel may cache names")
 	f.BoolVar(&o.Debug, "debug", false, "log every FUSE request")

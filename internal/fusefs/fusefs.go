@@ -215,6 +215,9 @@ type node struct {
 	mu         sync.Mutex // guards writer and writerRefs
 	writer     *braid.File
 	writerRefs int
+	// deferred are the open handles of a file made under a write-back
+	// claim not yet opened at the MDS (guarded by mu).
+	deferred map[*handle]struct{}
 
 	// modeGid is the mode (low 32 bits) and group last seen, for the
 	// set-ID bits a write clears (dropPrivileges).
@@ -523,7 +526,15 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		// Made here only (a write-back claim): opened at the MDS when
 		// first written.
 		child := n.child(ctx, name, a, out)
-		return child, &handle{write: true, n: child.Operations().(*node), deferred: true}, n.m.openFlags(true), 0
+		cn := child.Operations().(*node)
+		h := &handle{write: true, n: cn, deferred: true}
+		cn.mu.Lock()
+		if cn.deferred == nil {
+			cn.deferred = map[*handle]struct{}{}
+		}
+		cn.deferred[h] = struct{}{}
+		cn.mu.Unlock()
+		return child, h, n.m.openFlags(true), 0
 	}
 	f, err := n.m.cl.CreateAt(ctx, n.ino, name, co)
 	if errors.Is(err, braid.ErrExists) && flags&syscall.O_EXCL == 0 {
@@ -558,6 +569,13 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	if ci := n.GetChild(name); ci != nil {
+		if child, ok := ci.Operations().(*node); ok {
+			if e := child.openDeferred(ctx); e != 0 {
+				return e
+			}
+		}
+	}
 	ctx = n.m.opCtx(ctx)
 	return n.m.namesChanged(n.m.cl.RemoveAt(ctx, n.ino, name, false))
 }
@@ -710,8 +728,35 @@ func (h *handle) fileLocked(ctx context.Context) (*braid.File, syscall.Errno) {
 			return nil, errno(err)
 		}
 		h.f = f
+		h.n.undefer(h)
 	}
 	return h.f, 0
+}
+
+// undefer forgets a deferred handle (opened, or released).
+func (n *node) undefer(h *handle) {
+	n.mu.Lock()
+	delete(n.deferred, h)
+	n.mu.Unlock()
+}
+
+// openDeferred opens at the MDS every handle of n made under a claim and
+// not opened yet: an unlink then leaves the file to them, as an open
+// file outlives its last name (nlink 0 to fstat), where unopened it
+// would be gone.
+func (n *node) openDeferred(ctx context.Context) syscall.Errno {
+	n.mu.Lock()
+	hs := make([]*handle, 0, len(n.deferred))
+	for h := range n.deferred {
+		hs = append(hs, h)
+	}
+	n.mu.Unlock()
+	for _, h := range hs {
+		if _, e := h.file(ctx); e != 0 {
+			return e
+		}
+	}
+	return 0
 }
 
 var (
@@ -786,6 +831,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.deferred && h.f == nil {
+		h.n.undefer(h)
 		return 0 // never opened at the MDS
 	}
 	if h.write {

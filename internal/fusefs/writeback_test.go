@@ -93,3 +93,37 @@ func TestWriteBackNamesThroughTwoMounts(t *testing.T) {
 		t.Fatalf("the first mount after the second made a name: size %d", st.Size)
 	}
 }
+
+// A file made under a claim and unlinked while open stays usable through
+// its descriptor, with no links, as on a local file system.
+func TestWriteBackOpenUnlinkedFile(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	m := mountAt(t, c)
+	d := filepath.Join(m, "d")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(d, "f")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Nlink != 0 {
+		t.Fatalf("fstat of the open unlinked file: nlink %d, %v", st.Nlink, err)
+	}
+	if _, err := f.WriteAt([]byte("still here"), 0); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 10)
+	if n, err := f.ReadAt(b, 0); n != 10 || string(b) != "still here" {
+		t.Fatalf("read back %q, %v", b[:n], err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the name after unlink: %v", err)
+	}
+}

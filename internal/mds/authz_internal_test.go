@@ -37,7 +37,7 @@ func TestAuthorizationTable(t *testing.T) {
 		mdsproto.OpMarkDirty:    all, // and further: only a file's writers or repairers (markDirty)
 	}
 	s := &Server{}
-	for op := mdsproto.OpHeartbeat; op <= mdsproto.OpRoute; op++ {
+	for op := mdsproto.OpHeartbeat; op <= mdsproto.OpDirFlush; op++ {
 		allowed, ok := want[op]
 		if !ok {
 			allowed = users
@@ -58,7 +58,7 @@ func TestAuthorizationTable(t *testing.T) {
 		}
 	}
 	ctx := context.WithValue(context.Background(), principalKey{}, auth.Principal{Name: "p", Role: auth.RoleAdmin})
-	if err := s.authorize(ctx, mdsproto.OpRoute+1); !errors.Is(err, wire.ErrUnknownOp) {
+	if err := s.authorize(ctx, mdsproto.OpDirFlush+1); !errors.Is(err, wire.ErrUnknownOp) {
 		t.Errorf("an op past the table: %v", err)
 	}
 	if err := s.authorize(context.Background(), mdsproto.OpOSDDrain); err != nil {

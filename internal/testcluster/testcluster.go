@@ -219,6 +219,13 @@ func copyKeys(from, to string) error {
 
 // RestartMDS stops the (first) MDS and starts it again on the same
 // address and metadata store.
+// StartMDSAt starts the single MDS again on addr, after c.MDS.Close()
+// (RestartMDS with time between for clients to act while it is down).
+func (c *Cluster) StartMDSAt(addr string) {
+	c.t.Helper()
+	c.startMDS(addr)
+}
+
 func (c *Cluster) RestartMDS() {
 	c.t.Helper()
 	if c.shared != nil {
