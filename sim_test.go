@@ -174,13 +174,16 @@ type sim struct {
 	// rng5 draws the workloads added after that: several clients writing
 	// one file at once, and bursts of small writes (sim_shared_test.go).
 	rng5 *rand.Rand
-	dfs  diskFaults // what the disk twin fails now
-	c    *testcluster.Cluster
-	cl   *braid.Client   // the first of cls, for the checks
-	cls  []*braid.Client // the workload's clients
-	nw   *simnet.Net
-	disk *simdisk.Disk
-	live []int // indexes of the OSDs in the cluster (not removed)
+	// rng6 draws the write-back client's steps (sim_names_test.go).
+	rng6  *rand.Rand
+	names *simNames
+	dfs   diskFaults // what the disk twin fails now
+	c     *testcluster.Cluster
+	cl    *braid.Client   // the first of cls, for the checks
+	cls   []*braid.Client // the workload's clients
+	nw    *simnet.Net
+	disk  *simdisk.Disk
+	live  []int // indexes of the OSDs in the cluster (not removed)
 	// mdsCount is how many MDS processes share the namespace; with
 	// several, heldPaths and sharedPath are in simDirs.
 	mdsCount   int
@@ -235,7 +238,7 @@ func runSimWith(t *testing.T, seed uint64, steps, mdsCount int) string {
 	t.Cleanup(nw.Close) // after the cluster stops
 	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), rng2: rand.New(rand.NewPCG(seed, 0x5eed2)),
 		rng3: rand.New(rand.NewPCG(seed, 0x5eed3)), rng4: rand.New(rand.NewPCG(seed, 0x5eed4)),
-		rng5: rand.New(rand.NewPCG(seed, 0x5eed5)), nw: nw, disk: disk,
+		rng5: rand.New(rand.NewPCG(seed, 0x5eed5)), rng6: rand.New(rand.NewPCG(seed, 0x5eed6)), nw: nw, disk: disk,
 		model: map[string][]byte{}, held: map[string]*heldFile{}, live: []int{0, 1, 2, 3, 4, 5},
 		mdsCount: mdsCount, heldPaths: heldPaths, sharedPath: sharedFile}
 	disk.Fault = s.dfs.fault
@@ -272,6 +275,9 @@ func runSimWith(t *testing.T, seed uint64, steps, mdsCount int) string {
 		}
 		if s.rng5.IntN(4) == 0 {
 			s.sharedWorkload()
+		}
+		if s.rng6.IntN(3) == 0 {
+			s.namesWorkload()
 		}
 		if mdsCount > 1 && i == steps/2 {
 			// Every run of several meets at least one: drawn among
@@ -681,6 +687,7 @@ func (s *sim) waitHealthy() {
 func simTick() { <-time.After(100 * time.Millisecond) }
 
 func (s *sim) finalChecks() {
+	s.checkNames("at the end")
 	s.closeHeld()
 	s.scrubAll()
 	s.waitHealthy()
@@ -694,6 +701,7 @@ func (s *sim) finalChecks() {
 			s.fatalf("remove %s: %v", p, err)
 		}
 	}
+	s.removeNames()
 	deadline := time.Now().Add(time.Minute) // simulated
 	for {
 		left := 0
