@@ -56,7 +56,7 @@ func (s *sim) namesWorkload() {
 		w.dir, w.names, w.unsure = d, map[string]bool{}, map[string]bool{}
 		s.logf("names: mkdir %s", p)
 	}
-	for range 1 + s.rng.IntN(40) {
+	for range 1 + s.rng.IntN(24) {
 		name := fmt.Sprintf("n%d", s.rng.IntN(30))
 		if s.rng.IntN(3) > 0 {
 			s.namesCreate(name)

@@ -276,7 +276,7 @@ func runSimWith(t *testing.T, seed uint64, steps, mdsCount int) string {
 		if s.rng5.IntN(4) == 0 {
 			s.sharedWorkload()
 		}
-		if s.rng6.IntN(3) == 0 {
+		if s.rng6.IntN(4) == 0 {
 			s.namesWorkload()
 		}
 		if mdsCount > 1 && i == steps/2 {

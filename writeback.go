@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ type writeBack struct {
 	room   chan struct{}     // closed (and replaced) when queued drops
 	kick   chan struct{}     // wakes the sender (buffered, one)
 	lost   error             // changes lost since the last report
+	nNames int               // names held, all claimed directories
 	ended  []uint64          // inodes of claims ended, for the cache's caller to drop
 	start  sync.Once
 }
@@ -51,8 +53,8 @@ const (
 	// maxQueuedNameOps bounds the acknowledged ops not yet applied, all
 	// directories: a writer past it waits for the sender.
 	maxQueuedNameOps = 4096
-	// maxClaimedNames bounds the names of one claimed directory held
-	// in memory: past it the claim is released.
+	// maxClaimedNames bounds the names of claimed directories held in
+	// memory, all of them: past it creates go to the MDS.
 	maxClaimedNames = 1 << 20
 	// maxClaimedDirs bounds the directories a client holds claims on:
 	// past it new ones are not claimed.
@@ -226,14 +228,17 @@ func (w *writeBack) create(ctx context.Context, dir uint64, name string, o Creat
 		return Attr{}, false, nil
 	}
 	d := w.held(dir)
-	if d == nil || o.Layout != "" || name == "" || len(name) > 255 {
+	if d == nil || o.Layout != "" {
 		return Attr{}, false, nil
 	}
 	who, hasWho, named := w.c.wbCaller(ctx)
+	if !validEntryName(name) || !w.leased() {
+		return Attr{}, false, nil
+	}
 	d.opMu.Lock()
 	defer d.opMu.Unlock()
 	w.mu.Lock()
-	ok := !d.ending && claimable(d.attr, who, hasWho) && len(d.names) < maxClaimedNames
+	ok := !d.ending && claimable(d.attr, who, hasWho) && w.nNames < maxClaimedNames
 	_, exists := d.names[name]
 	w.mu.Unlock()
 	if !ok || (exists && !o.Exclusive) {
@@ -261,6 +266,7 @@ func (w *writeBack) create(ctx context.Context, dir uint64, name string, o Creat
 		return Attr{}, false, nil
 	}
 	d.names[name] = wbName{a: a}
+	w.nNames++
 	d.byIno[ino] = name
 	w.inodes[ino] = d
 	d.attr.MtimeNs, d.attr.CtimeNs = now, now
@@ -279,6 +285,9 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 		return false, nil
 	}
 	who, hasWho, named := w.c.wbCaller(ctx)
+	if !w.leased() {
+		return false, nil
+	}
 	d.opMu.Lock()
 	defer d.opMu.Unlock()
 	w.mu.Lock()
@@ -307,11 +316,26 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 		return false, nil
 	}
 	delete(d.names, name)
+	w.nNames--
 	delete(d.byIno, a.Ino)
 	delete(w.inodes, a.Ino)
 	d.attr.MtimeNs, d.attr.CtimeNs = now, now
 	w.enqueue(d, wbOp{op: mdsproto.DirOp{Remove: true, Name: name}, who: who, hasWho: named})
 	return true, nil
+}
+
+// leased reports whether the client's cache lease holds: a change is
+// answered here only then, when the MDS has heard from this client
+// within a lease and so cannot have taken a claim of its away yet.
+func (w *writeBack) leased() bool {
+	m := w.c.metaCache()
+	return m != nil && m.leaseLeft() > 0
+}
+
+// validEntryName reports whether the MDS would take name as an entry's
+// (a name it would refuse goes to it, for its error).
+func validEntryName(name string) bool {
+	return name != "" && len(name) <= 255 && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 // enqueue adds an acknowledged op to d's queue; w.mu is held.
@@ -581,6 +605,8 @@ func (w *writeBack) endLocked(d *wbDir) {
 		return
 	}
 	delete(w.dirs, d.ino)
+	d.ending = true
+	w.nNames -= len(d.names)
 	w.ended = append(w.ended, d.ino)
 	for _, e := range d.names {
 		delete(w.inodes, e.a.Ino)

@@ -21,6 +21,7 @@ import (
 //	g<ino be64><version be64> objects of a removed file awaiting deletion (gcRec)
 //	n<ino be64><txid be64>   an intent: a staged partial-stripe write (intentRec)
 //	x<ino be64>              an orphan: unlinked while open, deleted at the last close
+//	w<dir be64>              a write-back claim on a directory (claimRec; claim_ops.go)
 //	h<ino be64>              heal index: the file has dirty components or a repair lock
 //	o<osd id be32>           OSD record (osdRec)
 //	r<session be64><seq be64> a named mutation's outcome, for its retries (onceRec; once.go)
