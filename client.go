@@ -295,6 +295,7 @@ func (c *Client) Close() error {
 		ctx, cancel := context.WithTimeout(c.life, c.opts.IOTimeout)
 		w.releaseAll(ctx)
 		cancel()
+		defer w.pool.Close()
 	}
 	c.endLife()
 	c.conns.Close()

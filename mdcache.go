@@ -140,32 +140,30 @@ func (m *mdCache) run() {
 			continue
 		}
 		backoff = 20 * time.Millisecond
-		m.mu.Lock()
-		newEpoch := resp.Epoch != m.epoch
-		m.mu.Unlock()
+		m.recallClaims(resp) // before the lease is renewed: nothing more is answered under them
 		m.notify(m.apply(resp, sent))
-		m.releaseClaims(resp, newEpoch)
 	}
 }
 
-// releaseClaims sends what write-back claims hold and releases them, for
-// the recalls in resp, or all of them in a new epoch (the MDS restarted,
-// or no longer counts this client): the next CacheWait acknowledges the
-// recalls only after that (writeback.go).
-func (m *mdCache) releaseClaims(resp mdsproto.CacheWaitResp, newEpoch bool) {
+// recallClaims has the write-back sender release the claims resp
+// recalls, or every claim in a new epoch (the MDS restarted, or no longer
+// counts this client): it sends what they hold first (writeback.go). The
+// MDS waits for the releases, not for these recalls' acknowledgements.
+func (m *mdCache) recallClaims(resp mdsproto.CacheWaitResp) {
 	w := m.c.wbIfAny()
 	if w == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(m.c.life, m.c.opts.IOTimeout)
-	defer cancel()
+	m.mu.Lock()
+	newEpoch := resp.Epoch != m.epoch
+	m.mu.Unlock()
 	if newEpoch {
-		w.releaseAll(ctx)
+		w.recallAll()
 		return
 	}
 	for _, inv := range resp.Invalidations {
 		if inv.Claim {
-			_ = w.release(ctx, inv.Ino)
+			w.recall(inv.Ino)
 		}
 	}
 }

@@ -52,11 +52,18 @@ type onceRequest interface{ SetOnce(mdsproto.Once) }
 func (c *Client) mutate(ctx context.Context, op uint16, req onceRequest, out any) error {
 	o := c.once.begin()
 	defer c.once.end(o.Seq)
+	return c.mutateAs(ctx, c.mdsPool, o, op, req, out)
+}
+
+// mutateAs sends a mutation named o (begun by the caller, who ends it
+// once it stops sending it: sent again under the same name, it is
+// applied once) over a connection from pool.
+func (c *Client) mutateAs(ctx context.Context, pool *wire.Pool, o mdsproto.Once, op uint16, req onceRequest, out any) error {
 	req.SetOnce(o)
 	m := c.metaCache()
 	m.changing()
 	defer m.changing()
-	meta, err := c.mdsMeta(ctx, op, req)
+	meta, err := c.mdsMetaOn(ctx, pool, op, req)
 	if err != nil {
 		return err
 	}

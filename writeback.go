@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -43,10 +43,15 @@ type writeBack struct {
 	queued int               // ops not yet applied by the MDS, all directories
 	room   chan struct{}     // closed (and replaced) when queued drops
 	kick   chan struct{}     // wakes the sender (buffered, one)
-	lost   error             // changes lost since the last report
 	nNames int               // names held, all claimed directories
-	ended  []uint64          // inodes of claims ended, for the cache's caller to drop
-	start  sync.Once
+	pool   *wire.Pool        // carries flushes (writeback_send.go)
+	// Losses not yet reported: per directory, and the directory of each
+	// create lost (for Settle).
+	lostDirs     map[uint64]error
+	lostInos     map[uint64]uint64
+	lostOverflow bool
+	ended        []uint64 // inodes of claims ended, for the cache's caller to drop
+	start        sync.Once
 }
 
 const (
@@ -72,6 +77,9 @@ type wbDir struct {
 	queue       []wbOp // acknowledged, not yet applied, in order
 	sending     bool   // a flush is on its way
 	sent        chan struct{}
+	inflight    *wbBatch   // sent, not answered: sent again as it is
+	maxOps      int        // ops one flush may carry (the MDS says)
+	single      int        // ops to send one at a time (a batch of them was refused)
 	ending      bool       // recalled or full: no new ops, release at the next flush
 	opMu        sync.Mutex // serialises this directory's local ops (a kernel does anyway)
 }
@@ -101,7 +109,8 @@ func (c *Client) writeBack() *writeBack {
 	defer c.cacheMu.Unlock()
 	if c.wb == nil {
 		c.wb = &writeBack{c: c, dirs: map[uint64]*wbDir{}, inodes: map[uint64]*wbDir{},
-			room: make(chan struct{}), kick: make(chan struct{}, 1)}
+			room: make(chan struct{}), kick: make(chan struct{}, 1), pool: wire.NewPoolOn(c.mdsNetwork()),
+			lostDirs: map[uint64]error{}, lostInos: map[uint64]uint64{}}
 	}
 	return c.wb
 }
@@ -151,15 +160,26 @@ func (c *Client) claimNew(ctx context.Context, d Attr) {
 	if full || epoch == 0 {
 		return
 	}
+	id := rand.Uint64() | 1
 	var r mdsproto.DirClaimResp
-	if err := c.mds(ctx, mdsproto.OpDirClaim, mdsproto.DirClaimReq{Session: c.once.id, Epoch: epoch, Dir: d.Ino}, &r); err != nil {
+	if err := c.mds(ctx, mdsproto.OpDirClaim, mdsproto.DirClaimReq{Session: c.once.id, Epoch: epoch, Dir: d.Ino, Claim: id}, &r); err != nil {
+		var re *wire.RemoteError
+		if !errors.As(err, &re) {
+			w.releaseUnheard(d.Ino, id) // granted perhaps, its answer lost
+		}
 		return // not claimed: names go to the MDS one by one
 	}
 	w.start.Do(func() { go w.run() })
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.dirs[d.Ino] = &wbDir{ino: d.Ino, claim: r.Claim, attr: r.Dir, names: map[string]wbName{}, byIno: map[uint64]string{},
-		base: r.InoBase, step: r.InoStep, count: r.InoCount, sent: make(chan struct{})}
+		base: r.InoBase, step: r.InoStep, count: r.InoCount, maxOps: r.MaxOps, sent: make(chan struct{})}
+	w.mu.Unlock()
+	m.mu.Lock()
+	moved := m.epoch != epoch
+	m.mu.Unlock()
+	if moved {
+		w.recall(d.Ino) // its epoch ended while it was granted: the recall may have gone before
+	}
 }
 
 // held is the claimed directory dir, if it is held and takes new ops.
@@ -260,6 +280,9 @@ func (w *writeBack) create(ctx context.Context, dir uint64, name string, o Creat
 	if who.Uid != 0 {
 		a.Uid, a.Gid = who.Uid, who.Gid // as the MDS makes an unprivileged caller's files
 	}
+	if !w.leased() {
+		return Attr{}, false, nil // the number is lost: numbers need not be dense
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if d.ending {
@@ -310,6 +333,9 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 		return true, err
 	}
 	now := time.Now().UnixNano()
+	if !w.leased() {
+		return false, nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if d.ending {
@@ -385,7 +411,7 @@ func (w *writeBack) number(ctx context.Context, d *wbDir) (uint64, error) {
 		return 0, err
 	}
 	var r mdsproto.DirClaimResp
-	if err := w.c.mds(ctx, mdsproto.OpDirClaim, mdsproto.DirClaimReq{Session: w.c.once.id, Dir: d.ino, Extend: d.claim}, &r); err != nil {
+	if err := w.c.mds(ctx, mdsproto.OpDirClaim, mdsproto.DirClaimReq{Session: w.c.once.id, Dir: d.ino, Claim: d.claim, Extend: true}, &r); err != nil {
 		w.mu.Lock()
 		d.ending = true
 		w.mu.Unlock()
@@ -394,239 +420,11 @@ func (w *writeBack) number(ctx context.Context, d *wbDir) (uint64, error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if r.InoCount == 0 {
+		return 0, fmt.Errorf("directory %d: an empty range of inode numbers", d.ino)
+	}
 	d.base, d.step, d.count, d.next = r.InoBase, r.InoStep, r.InoCount, 1
 	return d.base, nil
-}
-
-func (w *writeBack) poke() {
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-}
-
-// run sends what is queued, a batch per directory at a time, for as long
-// as the client lives.
-func (w *writeBack) run() {
-	ctx := w.c.life
-	for {
-		select {
-		case <-w.kick:
-		case <-ctx.Done():
-			return
-		}
-		for {
-			d := w.nextToSend()
-			if d == nil {
-				break
-			}
-			w.mu.Lock()
-			release := d.ending
-			w.mu.Unlock()
-			if err := w.flush(ctx, d, release); err != nil && ctx.Err() == nil {
-				sleepCtx(ctx, 100*time.Millisecond) // the MDS is away: try again soon
-			}
-		}
-	}
-}
-
-// nextToSend is a directory with ops queued (or a release due) and
-// nothing on its way.
-func (w *writeBack) nextToSend() *wbDir {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, d := range w.dirs {
-		if !d.sending && (len(d.queue) > 0 || d.ending) {
-			return d
-		}
-	}
-	return nil
-}
-
-// flush sends d's queued ops, a batch at a time, and with release ends
-// the claim after them. One flush of d runs at a time.
-func (w *writeBack) flush(ctx context.Context, d *wbDir, release bool) error {
-	err := w.flushLocking(ctx, d, release)
-	w.notifyEnded()
-	return err
-}
-
-// notifyEnded tells the cache's caller (a kernel) of the inodes of
-// claims that ended: what it kept of them came from here, and is now the
-// MDS's to keep coherent.
-func (w *writeBack) notifyEnded() {
-	w.mu.Lock()
-	ended := w.ended
-	w.ended = nil
-	w.mu.Unlock()
-	m := w.c.metaCache()
-	if len(ended) == 0 || m == nil {
-		return
-	}
-	changed := make([]changedInode, len(ended))
-	for i, ino := range ended {
-		changed[i] = changedInode{ino: ino}
-	}
-	m.notify(changed)
-}
-
-func (w *writeBack) flushLocking(ctx context.Context, d *wbDir, release bool) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for {
-		for d.sending {
-			sent := d.sent
-			w.mu.Unlock()
-			select {
-			case <-sent:
-			case <-ctx.Done():
-				w.mu.Lock()
-				return ctx.Err()
-			}
-			w.mu.Lock()
-		}
-		if w.dirs[d.ino] != d {
-			return w.lostErrLocked(d) // released or lost meanwhile
-		}
-		if len(d.queue) == 0 && !release {
-			return nil
-		}
-		batch := batchOf(d.queue)
-		last := len(batch) == len(d.queue)
-		d.sending = true
-		w.mu.Unlock()
-		err := w.send(ctx, d, batch, release && last)
-		w.mu.Lock()
-		d.sending = false
-		close(d.sent)
-		d.sent = make(chan struct{})
-		switch {
-		case err == nil:
-		case errors.Is(err, wire.ErrRecalled):
-			if len(d.queue) > 0 {
-				w.noteLostLocked(fmt.Errorf("directory %d: %d changes lost: %w", d.ino, len(d.queue), err))
-			}
-			w.endLocked(d)
-			return err
-		case len(batch) > 1 && refused(err):
-			// Send them one by one, to lose only the one refused; what is
-			// here no longer matches the MDS, so the claim ends after.
-			d.ending = true
-			if err := w.sendEachLocked(ctx, d, len(batch)); err != nil {
-				return err
-			}
-			continue
-		case refused(err):
-			d.ending = true
-			w.noteLostLocked(fmt.Errorf("directory %d, %q: %w", d.ino, batch[0].op.Name, err))
-		default:
-			return err // not sent, or not known to be: the queue stays as it is
-		}
-		d.queue = d.queue[len(batch):]
-		w.dropped(len(batch))
-		if release && last {
-			w.endLocked(d)
-			return nil
-		}
-	}
-}
-
-// sendEachLocked sends the first n queued ops of d one at a time, after
-// a batch of them was refused; those refused again are reported lost.
-func (w *writeBack) sendEachLocked(ctx context.Context, d *wbDir, n int) error {
-	for range n {
-		op := d.queue[0]
-		d.sending = true
-		w.mu.Unlock()
-		err := w.send(ctx, d, []wbOp{op}, false)
-		w.mu.Lock()
-		d.sending = false
-		close(d.sent)
-		d.sent = make(chan struct{})
-		if err != nil && !refused(err) {
-			return err
-		}
-		if err != nil {
-			w.noteLostLocked(fmt.Errorf("directory %d, %q: %w", d.ino, op.op.Name, err))
-		}
-		d.queue = d.queue[1:]
-		w.dropped(1)
-	}
-	return nil
-}
-
-// refused reports whether the MDS answered err for the ops themselves
-// (sending them again would fail again).
-func refused(err error) bool {
-	var re *wire.RemoteError
-	return errors.As(err, &re) && re.Code != wire.ErrBusy && re.Code != wire.ErrNotLeader && re.Code != wire.ErrMoved &&
-		re.Code != wire.ErrInternal && re.Code != wire.ErrRecalled
-}
-
-// batchOf is the first ops of q that one flush carries: at most
-// MaxDirFlushOps, all acting as one caller.
-func batchOf(q []wbOp) []wbOp {
-	if len(q) == 0 {
-		return nil
-	}
-	n := 1
-	for n < len(q) && n < mdsproto.MaxDirFlushOps && sameCaller(q[n], q[0]) {
-		n++
-	}
-	return q[:n:n]
-}
-
-func sameCaller(a, b wbOp) bool {
-	return a.hasWho == b.hasWho && a.who.Uid == b.who.Uid && a.who.Gid == b.who.Gid && slices.Equal(a.who.Groups, b.who.Groups)
-}
-
-// send applies batch at the MDS (and with release ends the claim).
-func (w *writeBack) send(ctx context.Context, d *wbDir, batch []wbOp, release bool) error {
-	req := &mdsproto.DirFlushReq{Session: w.c.once.id, Dir: d.ino, Claim: d.claim, Release: release}
-	for _, op := range batch {
-		req.Ops = append(req.Ops, op.op)
-	}
-	if len(batch) > 0 && batch[0].hasWho {
-		ctx = WithCaller(ctx, batch[0].who)
-	}
-	return w.c.mutate(ctx, mdsproto.OpDirFlush, req, nil)
-}
-
-// dropped counts n ops applied (or lost); w.mu is held.
-func (w *writeBack) dropped(n int) {
-	w.queued -= n
-	close(w.room)
-	w.room = make(chan struct{})
-}
-
-// endLocked forgets a released (or lost) claim.
-func (w *writeBack) endLocked(d *wbDir) {
-	if w.dirs[d.ino] != d {
-		return
-	}
-	delete(w.dirs, d.ino)
-	d.ending = true
-	w.nNames -= len(d.names)
-	w.ended = append(w.ended, d.ino)
-	for _, e := range d.names {
-		delete(w.inodes, e.a.Ino)
-		w.ended = append(w.ended, e.a.Ino)
-	}
-	w.dropped(len(d.queue))
-	d.queue = nil
-}
-
-func (w *writeBack) noteLostLocked(err error) {
-	w.lost = errors.Join(w.lost, err)
-}
-
-// lostErrLocked is what a flush of a claim that ended reports: nothing
-// if it was released with everything sent.
-func (w *writeBack) lostErrLocked(d *wbDir) error {
-	if len(d.queue) == 0 {
-		return nil
-	}
-	return fmt.Errorf("directory %d: %w", d.ino, wire.ErrRecalled)
 }
 
 // release sends what is queued for dir and ends the claim (a recall, or
@@ -644,9 +442,37 @@ func (w *writeBack) release(ctx context.Context, dir uint64) error {
 	if d == nil {
 		return nil
 	}
-	d.opMu.Lock() // the ops in progress are queued first
-	d.opMu.Unlock()
+	w.poke() // the sender goes on if this gives up
 	return w.flush(ctx, d, true)
+}
+
+// recall has the sender send what is queued for dir and release the
+// claim (the MDS recalled it), without waiting: the MDS waits for the
+// release itself, not for the recall's acknowledgement.
+func (w *writeBack) recall(dir uint64) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	if d := w.dirs[dir]; d != nil {
+		d.ending = true
+	}
+	w.mu.Unlock()
+	w.poke()
+}
+
+// recallAll recalls every claim (the cache's epoch changed: the MDS
+// restarted, or no longer counts this client).
+func (w *writeBack) recallAll() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	for _, d := range w.dirs {
+		d.ending = true
+	}
+	w.mu.Unlock()
+	w.poke()
 }
 
 // releaseAll releases every claim (the MDS's cache epoch changed, or
@@ -708,18 +534,6 @@ func (w *writeBack) leave(ctx context.Context, ino uint64) error {
 	return w.settle(ctx, ino, true)
 }
 
-// takeLost returns the changes lost since the last call.
-func (w *writeBack) takeLost() error {
-	if w == nil {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	err := w.lost
-	w.lost = nil
-	return err
-}
-
 // SyncDir makes the changes of names in directory dir that this client
 // acknowledged durable (fsync of a directory), and reports changes lost.
 func (c *Client) SyncDir(ctx context.Context, dir uint64) error {
@@ -727,7 +541,7 @@ func (c *Client) SyncDir(ctx context.Context, dir uint64) error {
 	if err := w.settle(ctx, dir, false); err != nil {
 		return err
 	}
-	return w.takeLost()
+	return w.takeLost(dir)
 }
 
 // Settle makes the name of inode ino durable if this client created it
@@ -737,7 +551,7 @@ func (c *Client) Settle(ctx context.Context, ino uint64) error {
 	if err := w.settle(ctx, ino, false); err != nil {
 		return err
 	}
-	return w.takeLost()
+	return w.lostOf(ino)
 }
 
 // SyncNames makes every change of names this client acknowledged
@@ -759,7 +573,7 @@ func (c *Client) SyncNames(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(append(errs, w.takeLost())...)
+	return errors.Join(append(errs, w.takeLost(0))...)
 }
 
 func (c *Client) wbIfAny() *writeBack {

@@ -121,6 +121,9 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Etcd, error) {
 	return &Etcd{cli: cli, root: o.Prefix, prefix: o.Prefix + dataSubprefix, clock: o.Prefix + clockKey, maxTxnOps: o.MaxTxnOps, tls: o.TLS}, nil
 }
 
+// MaxTxnOps is how many writes one transaction may carry (WritesLimit).
+func (e *Etcd) MaxTxnOps() int { return e.maxTxnOps }
+
 func (e *Etcd) open() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -124,6 +124,15 @@ type Engine interface {
 	Close() error
 }
 
+// WritesLimit is how many keys one transaction of e may write, its
+// guards and the engine's own keys included (0: no limit but size).
+func WritesLimit(e Engine) int {
+	if l, ok := e.(interface{ MaxTxnOps() int }); ok {
+		return l.MaxTxnOps()
+	}
+	return 0
+}
+
 // Retry runs attempt until it does not fail with ErrConflict, at most
 // maxTxnAttempts times, at once. Engines use it to implement Update.
 func Retry(ctx context.Context, attempt func() error) error { return retry(ctx, attempt, false) }

@@ -168,6 +168,9 @@ func (t *cacheTable) grant(now time.Time, id, epoch, gen uint64, inos ...uint64)
 		if t.changing[ino] > 0 || t.changedSinceLocked(ino, gen) {
 			return 0, false
 		}
+		if c := t.claims[ino]; c != nil && c.holder != id {
+			return 0, false // the holder answers for it
+		}
 	}
 	for _, ino := range inos {
 		if _, ok := s.inos[ino]; ok {

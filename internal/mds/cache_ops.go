@@ -447,6 +447,7 @@ func (s *Server) markCacheHeld(ctx context.Context) error {
 // expireCaches ends silent sessions and removes the mark once none has
 // cached for a lease.
 func (s *Server) expireCaches(ctx context.Context) error {
+	s.expireClaims(ctx)
 	if !s.cache.expire(s.cfg.Now()) || !s.cacheMarked.Load() {
 		return nil
 	}

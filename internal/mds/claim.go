@@ -59,6 +59,11 @@ func (t *cacheTable) grantClaim(now time.Time, id, epoch, gen, dir, claimID uint
 	}
 	t.claims[dir] = &dirClaim{dir: dir, holder: id, id: claimID, s: s, ended: make(chan struct{})}
 	t.nClaims.Add(1)
+	// A change for readers: one that read dir before the claim and asks
+	// a grant of it after gets none (cacheTable.grant), so no cache holds
+	// it as the store has it while the holder answers for it.
+	t.gen++
+	t.recent[t.gen%recentChanges] = recentChange{gen: t.gen, ino: dir}
 	return true
 }
 
@@ -86,6 +91,17 @@ func (t *cacheTable) holds(dir, holder, claimID uint64) bool {
 	defer t.mu.Unlock()
 	c := t.claims[dir]
 	return c != nil && c.holder == holder && c.id == claimID
+}
+
+// claimBlocks reports whether dir is claimed by a session other than me.
+func (t *cacheTable) claimBlocks(me, dir uint64) bool {
+	if t.nClaims.Load() == 0 {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.claims[dir]
+	return c != nil && c.holder != me
 }
 
 // blockingClaim is the first of dirs claimed by a session other than
@@ -116,7 +132,10 @@ func (t *cacheTable) recallClaim(now time.Time, dir uint64) (ended <-chan struct
 	if !c.recalled {
 		c.recalled = true
 		c.deadline = t.claimRecallDeadline(now)
-		if s := t.sessions[c.holder]; s != nil && s == c.s && !s.gone {
+		// To the holder's session as it is now: a session that started a
+		// new epoch since the grant is the same client, which releases
+		// what it holds when it meets the recall.
+		if s := t.sessions[c.holder]; s != nil && !s.gone {
 			if len(s.queue) < maxQueuedInvalidations {
 				s.seq++
 				s.queue = append(s.queue, mdsproto.Invalidation{Seq: s.seq, Ino: dir, Claim: true})
@@ -137,6 +156,31 @@ func (t *cacheTable) endClaim(dir, claimID uint64) {
 		delete(t.claims, dir)
 		t.nClaims.Add(-1)
 	}
+}
+
+// overdue returns the claims whose holders are silent past their
+// deadline, to be taken away (Server.expireClaims): a claim nobody reads
+// would otherwise stay, and every gated read pay for it.
+func (t *cacheTable) overdue(now time.Time) map[uint64]uint64 {
+	if t.nClaims.Load() == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out map[uint64]uint64
+	for dir, c := range t.claims {
+		due := c.recalled && now.After(c.deadline)
+		if s := t.sessions[c.holder]; !c.recalled && (s == nil || s.gone) {
+			due = c.s == nil || now.After(c.s.seen.Add(t.lease+cacheRecallWait))
+		}
+		if due {
+			if out == nil {
+				out = map[uint64]uint64{}
+			}
+			out[dir] = c.id
+		}
+	}
+	return out
 }
 
 // maxClaims bounds the claims a process holds for all sessions.

@@ -12,7 +12,8 @@ import (
 )
 
 // claimRec is a write-back claim as stored ('w'<dir be64>): its holder,
-// its id (the first number of its first range) and the range of inode
+// its id (chosen by the holder, so it can release a claim whose grant it
+// never heard of) and the range of inode
 // numbers (before slot bits) its creates may take, [Lo, Hi). By is the
 // principal that claimed it (claimBy): only the same one may flush.
 type claimRec struct {
@@ -21,7 +22,11 @@ type claimRec struct {
 	Claim   uint64 `json:"claim"`
 	Lo      uint64 `json:"lo"`
 	Hi      uint64 `json:"hi"`
-	By      string `json:"by,omitempty"`
+	// Next is the lowest number a create may still take: numbers are
+	// taken in order, so none is given twice (a removed file's number
+	// coming back would name another file to kernels that still hold it).
+	Next uint64 `json:"next,omitempty"`
+	By   string `json:"by,omitempty"`
 }
 
 func claimKey(dir uint64) []byte { return be64('w', dir) }
@@ -68,14 +73,17 @@ type claimGate struct {
 	blocked uint64 // the claimed directory met
 }
 
-// gatedDir is the directory whose claim covers key: a directory's
-// record ('i'), times ('t') or entries ('d').
+// gatedDir is the directory whose claim covers key: a directory's times
+// ('t') or entries ('d'). Its record ('i') is not: a claim's ops change
+// only those (files made and unlinked change no directory's link count),
+// so a path walk through it, or a permission check, reads the record as
+// it is.
 func gatedDir(key []byte) (uint64, bool) {
 	if len(key) < 9 {
 		return 0, false
 	}
 	switch key[0] {
-	case 'i', 't':
+	case 't':
 		if len(key) != 9 {
 			return 0, false
 		}
@@ -94,7 +102,7 @@ func (g *claimGate) check(key []byte) error {
 	if !ok {
 		return nil
 	}
-	if g.t.blockingClaim(g.me, map[uint64]struct{}{dir: {}}) != 0 {
+	if g.t.claimBlocks(g.me, dir) {
 		g.blocked = dir
 		return errClaimed
 	}
@@ -190,7 +198,11 @@ func (e *coherentEngine) awaitClaim(ctx context.Context, dir uint64) error {
 // record goes first, so a flush of the holder's that comes later is
 // refused rather than applied over what others do next.
 func (e *coherentEngine) takeClaim(ctx context.Context, dir, id uint64) error {
-	err := e.Engine.Update(ctx, func(tx kv.Txn) error {
+	return takeClaim(ctx, e.Engine, e.t, dir, id)
+}
+
+func takeClaim(ctx context.Context, eng kv.Engine, t *cacheTable, dir, id uint64) error {
+	err := eng.Update(ctx, func(tx kv.Txn) error {
 		var rec claimRec
 		ok, err := getRecord(tx, claimKey(dir), &rec)
 		if err != nil || !ok || rec.Claim != id {
@@ -201,7 +213,7 @@ func (e *coherentEngine) takeClaim(ctx context.Context, dir, id uint64) error {
 	if err != nil {
 		return err
 	}
-	e.t.endClaim(dir, id)
+	t.endClaim(dir, id)
 	return nil
 }
 
@@ -231,8 +243,8 @@ func (s *Server) loadClaims(ctx context.Context) error {
 // dirClaim claims an empty directory for a caching session, or extends
 // the session's claim with a new range of inode numbers.
 func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdsproto.DirClaimResp, error) {
-	if req.Session == 0 || req.Dir == 0 {
-		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrInvalid, "a claim needs a session and a directory")
+	if req.Session == 0 || req.Dir == 0 || req.Claim == 0 {
+		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrInvalid, "a claim needs a session, a directory and an id")
 	}
 	if s.cache.noGrants {
 		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrBusy, "this MDS grants no claims")
@@ -240,13 +252,15 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 	// The session reads as itself: its own claim's gate lets it through
 	// (a holder extending its claim waits for nothing of its own).
 	ctx = withReader(ctx, req.Session)
-	if req.Extend != 0 {
+	if req.Extend {
 		return s.extendClaim(ctx, req)
 	}
 	gen := s.cache.begin()
 	var out mdsproto.DirClaimResp
 	var rec claimRec
+	var again bool
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		again = false
 		dir, err := getInode(tx, req.Dir)
 		if err != nil {
 			return err
@@ -274,8 +288,13 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 		} else if _, err := s.place(smallFileSpec(sp, -1), -1); err != nil {
 			return err
 		}
-		if ok, err := getRecord(tx, claimKey(dir.Ino), &claimRec{}); err != nil {
+		var held claimRec
+		if ok, err := getRecord(tx, claimKey(dir.Ino), &held); err != nil {
 			return err
+		} else if ok && held.Session == req.Session && held.Claim == req.Claim && held.By == claimBy(ctx) {
+			rec, again = held, true // asked again (its answer was lost)
+			out.Dir = dir.Inode
+			return nil
 		} else if ok {
 			return wire.Errorf(wire.ErrBusy, "directory %d is claimed", dir.Ino)
 		}
@@ -283,12 +302,18 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 		if err != nil {
 			return err
 		}
-		rec = claimRec{V: 1, Session: req.Session, Claim: lo, Lo: lo, Hi: lo + claimInoRange, By: claimBy(ctx)}
+		rec = claimRec{V: 1, Session: req.Session, Claim: req.Claim, Lo: lo, Hi: lo + claimInoRange, Next: lo, By: claimBy(ctx)}
 		out.Dir = dir.Inode
 		return putRecord(tx, claimKey(dir.Ino), &rec)
 	})
 	if err != nil {
 		return out, err
+	}
+	if again {
+		if !s.cache.holds(req.Dir, req.Session, req.Claim) {
+			return out, wire.Errorf(wire.ErrRecalled, "claim %d on directory %d has ended", req.Claim, req.Dir)
+		}
+		return s.claimResp(out, rec, slotOf(req.Dir)), nil
 	}
 	granted := false
 	if err := s.markCacheHeld(ctx); err == nil {
@@ -296,39 +321,53 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 		s.cacheMarkMu.RUnlock()
 	}
 	if !granted {
-		if err := (&coherentEngine{Engine: s.kv, t: s.cache, now: s.cfg.Now}).takeClaim(ctx, req.Dir, rec.Claim); err != nil {
+		if err := takeClaim(ctx, s.kv, s.cache, req.Dir, rec.Claim); err != nil {
 			return out, err
 		}
 		return out, wire.Errorf(wire.ErrBusy, "directory %d is cached or changing elsewhere", req.Dir)
 	}
-	return claimResp(out, rec, slotOf(req.Dir)), nil
+	return s.claimResp(out, rec, slotOf(req.Dir)), nil
 }
 
-func claimResp(out mdsproto.DirClaimResp, rec claimRec, slot uint32) mdsproto.DirClaimResp {
+// claimResp is the answer a granted (or extended) claim gets: the range
+// left to it.
+func (s *Server) claimResp(out mdsproto.DirClaimResp, rec claimRec, slot uint32) mdsproto.DirClaimResp {
 	out.Claim = rec.Claim
-	out.InoBase = rec.Lo<<slotBits | uint64(slot&slotMask)
+	out.InoBase = rec.Next<<slotBits | uint64(slot&slotMask)
 	out.InoStep = 1 << slotBits
-	out.InoCount = rec.Hi - rec.Lo
+	out.InoCount = rec.Hi - rec.Next
+	out.MaxOps = s.maxFlushOps
 	return out
+}
+
+// flushOpsFor is how many ops one DirFlush may carry on an engine that
+// lets a transaction write writes keys (0: no limit): a create writes
+// two (its inode, its entry), and the batch a few more (the directory's
+// times, the claim, the once record and the records it drops).
+func flushOpsFor(writes int) int {
+	if writes <= 0 {
+		return mdsproto.MaxDirFlushOps
+	}
+	return min(mdsproto.MaxDirFlushOps, max(1, (writes-16)/3))
 }
 
 // extendClaim gives a held claim a new range; its old one is no longer
 // accepted.
 func (s *Server) extendClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdsproto.DirClaimResp, error) {
-	if !s.cache.holds(req.Dir, req.Session, req.Extend) {
-		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrRecalled, "no claim %d on directory %d", req.Extend, req.Dir)
+	if !s.cache.holds(req.Dir, req.Session, req.Claim) {
+		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrRecalled, "no claim %d on directory %d", req.Claim, req.Dir)
 	}
 	var out mdsproto.DirClaimResp
 	var rec claimRec
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
-		if err := s.heldClaim(ctx, tx, req.Dir, req.Session, req.Extend, &rec); err != nil {
+		if err := s.heldClaim(ctx, tx, req.Dir, req.Session, req.Claim, &rec); err != nil {
 			return err
 		}
 		lo, err := takeFromCounter(tx, keyNextIno, rootIno+1, claimInoRange)
 		if err != nil {
 			return err
 		}
-		rec.Lo, rec.Hi = lo, lo+claimInoRange
+		rec.Lo, rec.Hi, rec.Next = lo, lo+claimInoRange, lo
 		dir, err := getInode(tx, req.Dir)
 		if err != nil {
 			return err
@@ -339,7 +378,7 @@ func (s *Server) extendClaim(ctx context.Context, req mdsproto.DirClaimReq) (mds
 	if err != nil {
 		return out, err
 	}
-	return claimResp(out, rec, slotOf(req.Dir)), nil
+	return s.claimResp(out, rec, slotOf(req.Dir)), nil
 }
 
 // heldClaim reads the claim on dir into rec and checks that it is
@@ -358,8 +397,8 @@ func (s *Server) heldClaim(ctx context.Context, tx kv.Reader, dir, session, id u
 // dirFlush applies a claim holder's creates and unlinks in one
 // transaction.
 func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (struct{}, error) {
-	if len(req.Ops) > mdsproto.MaxDirFlushOps {
-		return struct{}{}, wire.Errorf(wire.ErrInvalid, "%d ops in one flush, at most %d", len(req.Ops), mdsproto.MaxDirFlushOps)
+	if len(req.Ops) > s.maxFlushOps {
+		return struct{}{}, wire.Errorf(wire.ErrInvalid, "%d ops in one flush, at most %d", len(req.Ops), s.maxFlushOps)
 	}
 	if req.Session == 0 || requesterOf(ctx) != req.Session {
 		return struct{}{}, wire.Errorf(wire.ErrInvalid, "a flush is a named mutation of the claim's session")
@@ -379,6 +418,7 @@ func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (struct
 			return err
 		}
 		f := flusher{s: s, tx: tx, who: who, dir: dir, rec: &rec, now: s.cfg.Now().UnixNano()}
+		next := rec.Next
 		for i, op := range req.Ops {
 			if err := f.apply(op); err != nil {
 				return wrapOp(i, op, err)
@@ -387,8 +427,15 @@ func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (struct
 		if req.Release {
 			return tx.Delete(claimKey(req.Dir))
 		}
+		if rec.Next != next {
+			return putRecord(tx, claimKey(req.Dir), &rec)
+		}
 		return nil
 	})
+	if errors.Is(err, kv.ErrTooLarge) {
+		// Send fewer at a time (the holder sends them one by one).
+		return struct{}{}, wire.Errorf(wire.ErrInvalid, "%d ops too many for one transaction: %v", len(req.Ops), err)
+	}
 	if err == nil && req.Release {
 		s.cache.endClaim(req.Dir, req.Claim)
 	}
@@ -459,9 +506,10 @@ func (f *flusher) create(op mdsproto.DirOp) error {
 		return wire.Errorf(wire.ErrExists, "exists")
 	}
 	n := op.Ino >> slotBits
-	if uint32(op.Ino&slotMask) != slotOf(f.dir.Ino)&slotMask || n < f.rec.Lo || n >= f.rec.Hi {
-		return wire.Errorf(wire.ErrInvalid, "inode %d is not the claim's to give", op.Ino)
+	if uint32(op.Ino&slotMask) != slotOf(f.dir.Ino)&slotMask || n < max(f.rec.Lo, f.rec.Next) || n >= f.rec.Hi {
+		return wire.Errorf(wire.ErrInvalid, "inode %d is not the claim's to give (or was given)", op.Ino)
 	}
+	f.rec.Next = n + 1
 	if v, err := f.tx.Get(inodeKey(op.Ino)); err != nil {
 		return err
 	} else if v != nil {
@@ -521,4 +569,12 @@ func claimBy(ctx context.Context) string {
 		return p.Name
 	}
 	return ""
+}
+
+// expireClaims takes away the claims of holders silent past their
+// deadline (run with the cache's expiry).
+func (s *Server) expireClaims(ctx context.Context) {
+	for dir, id := range s.cache.overdue(s.cfg.Now()) {
+		_ = takeClaim(ctx, s.kv, s.cache, dir, id)
+	}
 }

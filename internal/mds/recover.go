@@ -66,7 +66,10 @@ func (s *Server) relabelTree(ctx context.Context, rec *inodeRec) {
 		return
 	}
 	var inos []uint64
-	_ = s.kv.View(ctx, func(r kv.Reader) error { return collectFiles(r, rec, &inos, maxLabelQueue) })
+	_ = s.kv.View(ctx, func(r kv.Reader) error {
+		inos = inos[:0] // a run again (claim_ops.go) starts over
+		return collectFiles(r, rec, &inos, maxLabelQueue)
+	})
 	s.queueLabel(inos...)
 }
 
@@ -109,7 +112,7 @@ func pathOf(r kv.Reader, rec *inodeRec) string {
 			return ""
 		}
 		parts = append(parts, cur.Name)
-		next, err := getInode(r, cur.Parent)
+		next, err := getInodeNoTimes(r, cur.Parent) // names only: no directory's times
 		if err != nil {
 			return ""
 		}

@@ -160,6 +160,7 @@ type Server struct {
 	lockMarkMu  sync.RWMutex
 
 	cache       *cacheTable // who caches which inodes (cache.go)
+	maxFlushOps int         // ops one DirFlush may carry on this engine (claim_ops.go)
 	cacheMarked atomic.Bool // keyCacheHeld is stored
 	cacheMarkMu sync.RWMutex
 
@@ -197,7 +198,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		eng = e
 	}
-	s := &Server{cfg: cfg, kv: eng, cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now().Add(osdFindTime(cfg))), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), heal: newHealState(), started: cfg.Now(),
+	s := &Server{cfg: cfg, kv: eng, maxFlushOps: flushOpsFor(kv.WritesLimit(eng)), cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now().Add(osdFindTime(cfg))), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), heal: newHealState(), started: cfg.Now(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	// A leader's map is republished every period and read every
 	// routeRefresh: two periods missed and the leader is silent.

@@ -23,7 +23,11 @@ type DirClaimReq struct {
 	Session uint64 `json:"session"`
 	Epoch   uint64 `json:"epoch"`
 	Dir     uint64 `json:"dir"`
-	Extend  uint64 `json:"extend,omitempty"` // the claim to extend
+	// Claim is the id the client gives the claim (not 0): a claim
+	// asked again with it is answered as granted, and one the client
+	// never heard was granted it releases by it (DirFlush).
+	Claim  uint64 `json:"claim"`
+	Extend bool   `json:"extend,omitempty"` // extend claim Claim
 }
 
 // DirClaimResp is the claim granted: its id and the inode numbers the
@@ -35,6 +39,9 @@ type DirClaimResp struct {
 	InoStep  uint64 `json:"ino_step"`
 	InoCount uint64 `json:"ino_count"`
 	Dir      Inode  `json:"dir"`
+	// MaxOps is how many ops one DirFlush may carry (the engine's limit
+	// on one transaction's writes).
+	MaxOps int `json:"max_ops"`
 }
 
 // DirFlushReq applies Ops to directory Dir, in order, in one transaction,
