@@ -42,6 +42,8 @@ type mdCache struct {
 	full       bool                        // the bounds are reached: start a new epoch
 	onChange   func(ino uint64, self bool) // told of every inode whose attributes changed
 	hits       atomic.Uint64               // answers from memory (for tests)
+	ready      chan struct{}               // closed when the cache first has an epoch
+	readyOnce  sync.Once
 }
 
 const (
@@ -94,7 +96,7 @@ type suspendedDir struct {
 // well. It starts a standing request at
 // the MDS that lives as long as the client.
 func (c *Client) CacheMetadata(onChange func(ino uint64, self bool)) {
-	m := &mdCache{c: c, onChange: onChange, pool: wire.NewPoolOn(c.mdsNetwork())}
+	m := &mdCache{c: c, onChange: onChange, pool: wire.NewPoolOn(c.mdsNetwork()), ready: make(chan struct{})}
 	m.flushLocked()
 	c.cacheMu.Lock()
 	defer c.cacheMu.Unlock()
@@ -212,6 +214,7 @@ func (m *mdCache) apply(resp mdsproto.CacheWaitResp, sent time.Time) []changedIn
 	}
 	if resp.Epoch != 0 {
 		m.validUntil = sent.Add(time.Duration(resp.LeaseNs))
+		m.readyOnce.Do(func() { close(m.ready) })
 	}
 	return changed
 }
@@ -456,4 +459,28 @@ func (m *mdCache) leaseLeft() time.Duration {
 		return 0
 	}
 	return time.Until(m.validUntil)
+}
+
+// maxEpochWait bounds how long a mkdir waits for a cache just started to
+// get its first epoch, to claim what it made (writeback.go): one round
+// trip, as a rule.
+const maxEpochWait = time.Second
+
+// awaitEpoch waits until the cache has had an epoch (at most
+// maxEpochWait), and reports whether it has.
+func (m *mdCache) awaitEpoch(ctx context.Context) bool {
+	select {
+	case <-m.ready:
+		return true
+	default:
+	}
+	t := time.NewTimer(maxEpochWait)
+	defer t.Stop()
+	select {
+	case <-m.ready:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }

@@ -154,10 +154,13 @@ func (c *Client) claimNew(ctx context.Context, d Attr) {
 	w.mu.Lock()
 	full := len(w.dirs) >= maxClaimedDirs
 	w.mu.Unlock()
+	if full || !m.awaitEpoch(ctx) {
+		return
+	}
 	m.mu.Lock()
 	epoch := m.epoch
 	m.mu.Unlock()
-	if full || epoch == 0 {
+	if epoch == 0 {
 		return
 	}
 	id := rand.Uint64() | 1

@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/fusefs"
+	"github.com/braidfs/braid/internal/testcluster"
 )
 
 // A program writing and then reading a file through the mount never sees
@@ -117,6 +119,66 @@ func TestMountCommand(t *testing.T) {
 		mnts, _ := os.ReadFile("/proc/self/mounts")
 		if bytes.Contains(mnts, []byte(dirs[i])) {
 			t.Errorf("%s still mounted after SIGTERM", dirs[i])
+		}
+	}
+}
+
+// Creates and unlinks a mount answered under its write-back claim, some
+// while the MDS was down, survive a SIGKILL of the MDS: the mount sends
+// them to the restarted process, and the library lists exactly them.
+func TestWriteBackSurvivesMDSSIGKILL(t *testing.T) {
+	c := StartCluster(t, 6)
+	dir := filepath.Join(t.TempDir(), "m")
+	p := c.start("mount", "mount", dir, "--mds", c.MDS.Addr, "--cred", c.Cred("mount", auth.RoleClient))
+	t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGTERM); <-p.done })
+	testcluster.Eventually(t, 30*time.Second, func() bool {
+		mnts, _ := os.ReadFile("/proc/self/mounts")
+		return bytes.Contains(mnts, []byte(dir))
+	}, func() string { return "the mount never appeared" })
+	d := filepath.Join(dir, "wb")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	create := func(name string) {
+		f, err := os.OpenFile(filepath.Join(d, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = true
+	}
+	for i := range 300 {
+		create(fmt.Sprintf("f%03d", i))
+		if i%5 == 0 {
+			if err := os.Remove(filepath.Join(d, fmt.Sprintf("f%03d", i))); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, fmt.Sprintf("f%03d", i))
+		}
+	}
+	c.MDS.Kill()
+	for i := range 20 {
+		create(fmt.Sprintf("down%02d", i)) // answered by the mount alone
+	}
+	c.Restart(c.MDS)
+	c.WaitUp(6)
+	infos, err := c.Client().ReadDir(ctx, "/wb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, fi := range infos {
+		got[fi.Name] = true
+	}
+	if len(got) != len(want) {
+		t.Fatalf("after the MDS's SIGKILL the library lists %d names, the mount acknowledged %d", len(got), len(want))
+	}
+	for name := range want {
+		if !got[name] {
+			t.Fatalf("%s acknowledged by the mount, missing after the MDS's SIGKILL", name)
 		}
 	}
 }

@@ -44,7 +44,8 @@ type DirClaimResp struct {
 	MaxOps int `json:"max_ops"`
 }
 
-// DirFlushReq applies Ops to directory Dir, in order, in one transaction,
+// DirFlushReq applies Ops to directory Dir, in order, in one transaction
+// (at most DirClaimResp.MaxOps of them),
 // under claim Claim of session Session; Release ends the claim in the
 // same transaction. If one op cannot be applied, nothing is, and the
 // answer's error says which (the holder then sends them one by one).
@@ -69,5 +70,6 @@ type DirOp struct {
 	TimeNs int64  `json:"time_ns,omitempty"` // when the holder answered it
 }
 
-// MaxDirFlushOps bounds the ops of one DirFlush.
+// MaxDirFlushOps bounds the ops of one DirFlush (an engine may take
+// fewer: DirClaimResp.MaxOps).
 const MaxDirFlushOps = 1024
