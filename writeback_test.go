@@ -32,6 +32,15 @@ func writeBackClient(t *testing.T, c *testcluster.Cluster) *braid.Client {
 
 var asRoot = braid.Caller{Uid: 0, Gid: 0}
 
+// mustDefer creates empty file name in dir through cl's claim.
+func mustDefer(t *testing.T, cl *braid.Client, dir uint64, name string) {
+	t.Helper()
+	ctx := braid.WithCaller(context.Background(), asRoot)
+	if _, deferred, err := cl.CreateDeferredAt(ctx, dir, name, braid.CreateOptions{Mode: 0o600, Exclusive: true}); err != nil || !deferred {
+		t.Fatalf("create %s: deferred %v, %v", name, deferred, err)
+	}
+}
+
 // claimedDir makes directory name under the root and checks it was
 // claimed.
 func claimedDir(t *testing.T, cl *braid.Client, name string) braid.Attr {
@@ -166,9 +175,7 @@ func TestWriteBackHoldersOtherRequestsSeeItsChanges(t *testing.T) {
 	ctx := braid.WithCaller(context.Background(), asRoot)
 	d := claimedDir(t, a, "wb")
 	for i := range 50 {
-		if _, _, err := a.CreateDeferredAt(ctx, d.Ino, fmt.Sprintf("f%d", i), braid.CreateOptions{Mode: 0o600, Exclusive: true}); err != nil {
-			t.Fatal(err)
-		}
+		mustDefer(t, a, d.Ino, fmt.Sprintf("f%d", i))
 	}
 	if _, err := a.Stat(ctx, "/wb/f49"); err != nil {
 		t.Fatalf("stat by path of a name made under the claim: %v", err)
@@ -176,9 +183,7 @@ func TestWriteBackHoldersOtherRequestsSeeItsChanges(t *testing.T) {
 	d2 := claimedDir(t, a, "wb2")
 	for i := range 50 {
 		name := fmt.Sprintf("f%d", i)
-		if _, _, err := a.CreateDeferredAt(ctx, d2.Ino, name, braid.CreateOptions{Mode: 0o600, Exclusive: true}); err != nil {
-			t.Fatal(err)
-		}
+		mustDefer(t, a, d2.Ino, name)
 		if err := a.RemoveAt(ctx, d2.Ino, name, false); err != nil {
 			t.Fatal(err)
 		}
@@ -200,9 +205,7 @@ func TestWriteBackNamesSurviveAnMDSRestart(t *testing.T) {
 	d := claimedDir(t, a, "wb")
 	create := func(from, to int) {
 		for i := from; i < to; i++ {
-			if _, deferred, err := a.CreateDeferredAt(ctx, d.Ino, fmt.Sprintf("f%03d", i), braid.CreateOptions{Mode: 0o600, Exclusive: true}); err != nil || !deferred {
-				t.Fatalf("create %d: deferred %v, %v", i, deferred, err)
-			}
+			mustDefer(t, a, d.Ino, fmt.Sprintf("f%03d", i))
 		}
 	}
 	create(0, 100)
