@@ -20,13 +20,8 @@ func writeBackClient(t *testing.T, c *testcluster.Cluster) *braid.Client {
 	}
 	cl := c.DialWith(func(o *braid.Options) { o.WriteBackNames = true })
 	cl.CacheMetadata(nil)
-	deadline := time.Now().Add(10 * time.Second)
-	for braid.CacheEpoch(cl) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the cache never got an epoch")
-		}
-		time.Sleep(time.Millisecond) // polling the client's own state; nothing to wait on
-	}
+	testcluster.Eventually(t, 10*time.Second, func() bool { return braid.CacheEpoch(cl) != 0 },
+		func() string { return "the cache never got an epoch" })
 	return cl
 }
 

@@ -714,51 +714,6 @@ type handle struct {
 	deferred bool
 }
 
-// file is h's braid.File, opened now if h was deferred.
-func (h *handle) file(ctx context.Context) (*braid.File, syscall.Errno) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.fileLocked(ctx)
-}
-
-func (h *handle) fileLocked(ctx context.Context) (*braid.File, syscall.Errno) {
-	if h.f == nil {
-		f, err := h.n.openWriter(h.n.m.opCtx(ctx))
-		if err != nil {
-			return nil, errno(err)
-		}
-		h.f = f
-		h.n.undefer(h)
-	}
-	return h.f, 0
-}
-
-// undefer forgets a deferred handle (opened, or released).
-func (n *node) undefer(h *handle) {
-	n.mu.Lock()
-	delete(n.deferred, h)
-	n.mu.Unlock()
-}
-
-// openDeferred opens at the MDS every handle of n made under a claim and
-// not opened yet: an unlink then leaves the file to them, as an open
-// file outlives its last name (nlink 0 to fstat), where unopened it
-// would be gone.
-func (n *node) openDeferred(ctx context.Context) syscall.Errno {
-	n.mu.Lock()
-	hs := make([]*handle, 0, len(n.deferred))
-	for h := range n.deferred {
-		hs = append(hs, h)
-	}
-	n.mu.Unlock()
-	for _, h := range hs {
-		if _, e := h.file(ctx); e != 0 {
-			return e
-		}
-	}
-	return 0
-}
-
 var (
 	_ = (fs.FileReader)((*handle)(nil))
 	_ = (fs.FileWriter)((*handle)(nil))
