@@ -423,8 +423,7 @@ func (c *Client) CachedFor(a Attr) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	held, ok := m.attrs[a.Ino]
-	if !ok || !m.validLocked() || held.CtimeNs != a.CtimeNs || held.MtimeNs != a.MtimeNs || held.Size != a.Size ||
-		held.Mode != a.Mode || held.Nlink != a.Nlink || held.Uid != a.Uid || held.Gid != a.Gid {
+	if !ok || !m.validLocked() || !sameStat(held, a) {
 		return 0
 	}
 	return time.Until(m.validUntil)

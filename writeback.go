@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
@@ -204,44 +203,43 @@ func (w *writeBack) lookup(ctx context.Context, dir uint64, name string) (Attr, 
 	if w == nil {
 		return Attr{}, false, nil
 	}
-	w.mu.Lock()
-	var e wbName
-	if name == "" {
-		if d := w.dirs[dir]; d != nil {
-			defer w.mu.Unlock()
-			return d.attr, true, nil
-		}
-		d := w.inodes[dir]
-		if d == nil {
-			w.mu.Unlock()
-			return Attr{}, false, nil
-		}
-		e = d.names[d.byIno[dir]]
-	} else {
-		d := w.dirs[dir]
-		if d == nil {
-			w.mu.Unlock()
-			return Attr{}, false, nil
-		}
-		var found bool
-		if e, found = d.names[name]; !found {
-			w.mu.Unlock()
-			return Attr{}, true, fmt.Errorf("%s: %w", name, ErrNotFound)
-		}
-	}
-	w.mu.Unlock()
-	if !e.stale {
+	e, held, found := w.entry(dir, name)
+	switch {
+	case !held:
+		return Attr{}, false, nil
+	case !found:
+		return Attr{}, true, fmt.Errorf("%s: %w", name, ErrNotFound)
+	case !e.stale:
 		return e.a, true, nil
 	}
 	// The MDS has it as it is now (a writer opened it, or its attributes
-	// changed there): asking by inode number passes no claim's gate.
-	if m := w.c.metaCache(); m != nil {
-		a, err := m.lookup(ctx, e.a.Ino, "")
-		return a, true, err
-	}
-	var a Attr
-	err := w.c.mds(ctx, mdsproto.OpLookup, mdsproto.PathReq{Dir: e.a.Ino}, &a)
+	// changed there): asking by inode number passes no claim's gate. A
+	// client with claims caches (claimNew).
+	a, err := w.c.metaCache().lookup(ctx, e.a.Ino, "")
 	return a, true, err
+}
+
+// entry is what a claim held here answers for name in dir (held), or
+// for inode dir itself with name empty: a claimed directory, or a name
+// in one.
+func (w *writeBack) entry(dir uint64, name string) (e wbName, held, found bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if name != "" {
+		d := w.dirs[dir]
+		if d == nil {
+			return wbName{}, false, false
+		}
+		e, found = d.names[name]
+		return e, true, found
+	}
+	if d := w.dirs[dir]; d != nil {
+		return wbName{a: d.attr}, true, true
+	}
+	if d := w.inodes[dir]; d != nil {
+		return d.names[d.byIno[dir]], true, true
+	}
+	return wbName{}, false, false
 }
 
 // create makes an empty file in a claimed directory here (ok false: not
@@ -255,7 +253,7 @@ func (w *writeBack) create(ctx context.Context, dir uint64, name string, o Creat
 		return Attr{}, false, nil
 	}
 	who, hasWho, named := w.c.wbCaller(ctx)
-	if !validEntryName(name) || !w.leased() {
+	if !mdsproto.ValidName(name) || !w.leased() {
 		return Attr{}, false, nil
 	}
 	d.opMu.Lock()
@@ -359,12 +357,6 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 func (w *writeBack) leased() bool {
 	m := w.c.metaCache()
 	return m != nil && m.leaseLeft() > 0
-}
-
-// validEntryName reports whether the MDS would take name as an entry's
-// (a name it would refuse goes to it, for its error).
-func validEntryName(name string) bool {
-	return name != "" && len(name) <= 255 && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 // enqueue adds an acknowledged op to d's queue; w.mu is held.

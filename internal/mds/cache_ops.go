@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/braidfs/braid/internal/kv"
@@ -54,7 +53,7 @@ func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) erro
 			rt := &touchTxn{Txn: tx, gate: &claimGate{t: e.t, me: gateSession(ctx)}}
 			err := fn(rt)
 			if rt.gate.blocked == 0 && err == nil {
-				rt.gate.blocked = e.t.blockingClaim(rt.gate.me, rt.touchedSet())
+				rt.gate.blocked = rt.blockingWrite()
 			}
 			if blocked = rt.gate.blocked; blocked != 0 {
 				return errClaimed
@@ -181,16 +180,15 @@ func (t *touchTxn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	return gateReader{Reader: t.Txn, g: t.gate}.Scan(start, end, fn)
 }
 
-// touchedSet is the inodes written, for the gate.
-func (t *touchTxn) touchedSet() map[uint64]struct{} {
-	if len(t.touched) == 0 || t.gate.t.nClaims.Load() == 0 {
-		return nil
-	}
-	out := make(map[uint64]struct{}, len(t.touched))
+// blockingWrite is a directory the transaction wrote that another
+// session holds a claim on (0 if none).
+func (t *touchTxn) blockingWrite() uint64 {
 	for ino := range t.touched {
-		out[ino] = struct{}{}
+		if t.gate.t.claimBlocks(t.gate.me, ino) {
+			return ino
+		}
 	}
-	return out
+	return 0
 }
 
 // touched is what a transaction wrote of one inode: its record (nil if
@@ -361,7 +359,7 @@ func (s *Server) cacheWait(ctx context.Context, req mdsproto.CacheWaitReq) (mdsp
 // cacheLookup is a lookup (or with no name, a getattr) that the asking
 // session may cache, if the answer says so.
 func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (mdsproto.CacheLookupResp, error) {
-	if req.Name != "" && !validName(req.Name) {
+	if req.Name != "" && !mdsproto.ValidName(req.Name) {
 		return mdsproto.CacheLookupResp{}, wire.Errorf(wire.ErrInvalid, "name %q", req.Name)
 	}
 	ctx = withReader(ctx, req.Session) // its own claims' gates let it through
@@ -415,11 +413,6 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 		out.Grant, out.Seq = req.Epoch, seq
 	}
 	return out, nil
-}
-
-// validName reports whether name is one entry's name.
-func validName(name string) bool {
-	return len(name) <= 255 && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 // markCacheHeld stores the mark before a grant, if it is not there, and

@@ -104,22 +104,6 @@ func (t *cacheTable) claimBlocks(me, dir uint64) bool {
 	return c != nil && c.holder != me
 }
 
-// blockingClaim is the first of dirs claimed by a session other than
-// me, if any (0 if none).
-func (t *cacheTable) blockingClaim(me uint64, dirs map[uint64]struct{}) uint64 {
-	if t.nClaims.Load() == 0 || len(dirs) == 0 {
-		return 0
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for dir := range dirs {
-		if c := t.claims[dir]; c != nil && c.holder != me {
-			return dir
-		}
-	}
-	return 0
-}
-
 // recallClaim recalls the claim on dir (once) and returns what to wait
 // on: its end, until its deadline. ok is false if dir is not claimed.
 func (t *cacheTable) recallClaim(now time.Time, dir uint64) (ended <-chan struct{}, deadline time.Time, claimID uint64, ok bool) {

@@ -279,13 +279,11 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 		// The files made under the claim will be placed as the
 		// directory's layout says: refused now if it cannot be (too few
 		// OSDs up), rather than after its creates were acknowledged.
-		spec, err := inheritedSpec(tx, dir, s.cl.DefaultLayout)
+		spec, err := inheritedLayout(tx, dir, s.cl.DefaultLayout)
 		if err != nil {
 			return err
 		}
-		if sp, err := specOf(spec); err != nil {
-			return err
-		} else if _, err := s.place(smallFileSpec(sp, -1), -1); err != nil {
+		if _, err := s.place(smallFileSpec(spec, -1), -1); err != nil {
 			return err
 		}
 		var held claimRec
@@ -459,7 +457,7 @@ type flusher struct {
 	dir  *inodeRec
 	rec  *claimRec
 	now  int64
-	spec string // the layout spec new files inherit, once read
+	spec *layout.Spec // the layout new files inherit, once read
 }
 
 func (f *flusher) apply(op mdsproto.DirOp) error {
@@ -515,18 +513,14 @@ func (f *flusher) create(op mdsproto.DirOp) error {
 	} else if v != nil {
 		return wire.Errorf(wire.ErrExists, "inode %d is in use", op.Ino)
 	}
-	if f.spec == "" {
-		spec, err := inheritedSpec(f.tx, f.dir, f.s.cl.DefaultLayout)
+	if f.spec == nil {
+		spec, err := inheritedLayout(f.tx, f.dir, f.s.cl.DefaultLayout)
 		if err != nil {
 			return err
 		}
-		f.spec = spec
+		f.spec = &spec
 	}
-	spec, err := specOf(f.spec)
-	if err != nil {
-		return err
-	}
-	l, err := f.s.placeAcknowledged(smallFileSpec(spec, -1))
+	l, err := f.s.placeAcknowledged(smallFileSpec(*f.spec, -1))
 	if err != nil {
 		return err
 	}
@@ -536,10 +530,7 @@ func (f *flusher) create(op mdsproto.DirOp) error {
 	}
 	rec := &inodeRec{Inode: mdsproto.Inode{Ino: op.Ino, Type: mdsproto.TypeFile, Mode: op.Mode & 0o7777, Nlink: 1,
 		MtimeNs: t, CtimeNs: t, AtimeNs: t}}
-	rec.Uid, rec.Gid = f.who.owner(op.Uid, op.Gid)
-	inheritGroup(f.dir, rec)
-	rec.Layout = toWire(l)
-	f.s.sealNew(rec, l.Spec)
+	f.s.dressFile(rec, f.dir, f.who, op.Uid, op.Gid, l)
 	rec.Parent, rec.Name = f.dir.Ino, op.Name
 	return addEntry(f.tx, f.dir, op.Name, rec)
 }

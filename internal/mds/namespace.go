@@ -373,6 +373,15 @@ func inheritedSpec(r kv.Reader, dir *inodeRec, clusterDefault string) (string, e
 	return clusterDefault, nil
 }
 
+// inheritedLayout is inheritedSpec parsed.
+func inheritedLayout(r kv.Reader, dir *inodeRec, clusterDefault string) (layout.Spec, error) {
+	text, err := inheritedSpec(r, dir, clusterDefault)
+	if err != nil {
+		return layout.Spec{}, err
+	}
+	return specOf(text)
+}
+
 func isAncestor(r kv.Reader, anc uint64, dir *inodeRec) (bool, error) {
 	for i := 0; i < maxDepth; i++ {
 		if dir.Ino == anc {

@@ -230,10 +230,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		if rec, err = s.newInode(tx, mdsproto.TypeFile, req.Mode, slotOf(dir.Ino)); err != nil {
 			return err
 		}
-		rec.Uid, rec.Gid = who.owner(req.Uid, req.Gid)
-		inheritGroup(dir, rec)
-		rec.Layout = toWire(l)
-		s.sealNew(rec, l.Spec)
+		s.dressFile(rec, dir, who, req.Uid, req.Gid, l)
 		noteOnce(ctx, rec.Inode)
 		if req.Unlinked {
 			return s.createUnlinked(tx, rec, req.Handle)
@@ -247,6 +244,16 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 	// No label yet: a new file has no objects to carry one. Its commit
 	// labels them, or the expiry of its writer's lease if it never commits.
 	return s.openResp(ctx, rec, true, req.Handle, req.Session)
+}
+
+// dressFile gives rec, a new file in dir placed as l, its owner (who's
+// choice of uid and gid, as far as who may), the directory's group where
+// that is set-group-ID, its layout and its data key.
+func (s *Server) dressFile(rec, dir *inodeRec, who *caller, uid, gid uint32, l layout.Layout) {
+	rec.Uid, rec.Gid = who.owner(uid, gid)
+	inheritGroup(dir, rec)
+	rec.Layout = toWire(l)
+	s.sealNew(rec, l.Spec)
 }
 
 // createUnlinked stores a new file as an orphan held by the handle's

@@ -9,6 +9,7 @@ package mdsproto
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/seal"
@@ -67,6 +68,13 @@ const (
 	OpDirClaim
 	OpDirFlush
 )
+
+// ValidName reports whether name can be one directory entry's: 1 to
+// 255 bytes, neither "." nor "..", without '/' or NUL. Any other bytes
+// are a name's own (names are bytes, not text).
+func ValidName(name string) bool {
+	return name != "" && len(name) <= 255 && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
+}
 
 // File types. FIFOs, sockets and device nodes are inodes only: the
 // kernel serves their I/O, and their data never touches the OSDs.
