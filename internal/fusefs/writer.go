@@ -120,6 +120,9 @@ func (n *node) sharedWriter() *braid.File {
 
 // file is h's braid.File, opened now if h was deferred.
 func (h *handle) file(ctx context.Context) (*braid.File, syscall.Errno) {
+	if !h.deferred {
+		return h.f, 0 // set when opened, never changed: reads and writes take no lock
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.fileLocked(ctx)
