@@ -325,9 +325,7 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 	if !exists {
 		return true, fmt.Errorf("%s: %w", name, ErrNotFound)
 	}
-	if a.Type != TypeFile || e.stale {
-		// A file opened at the MDS (or changed there) is unlinked there:
-		// its open handles keep it, with the link count the MDS counts.
+	if a.Type != TypeFile {
 		return false, nil
 	}
 	if err := w.waitRoom(ctx); err != nil {
@@ -338,8 +336,8 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 		return false, nil
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if d.ending {
+		w.mu.Unlock()
 		return false, nil
 	}
 	delete(d.names, name)
@@ -348,6 +346,18 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 	delete(w.inodes, a.Ino)
 	d.attr.MtimeNs, d.attr.CtimeNs = now, now
 	w.enqueue(d, wbOp{op: mdsproto.DirOp{Remove: true, Name: name}, who: who, hasWho: named})
+	w.mu.Unlock()
+	if e.stale {
+		// The file is open at the MDS (or changed there): the MDS is told
+		// now, so its open handles keep it with no links (fstat shows
+		// nlink 0) — the MDS keeps an open file its last unlink would
+		// delete. Close-then-unlink meets this whenever the kernel's
+		// release of the handle comes after the unlink. The unlink is
+		// acknowledged either way: a flush not answered is sent again,
+		// and one refused is reported at the next fsync, as for any
+		// change held here.
+		_ = w.flush(ctx, d, false)
+	}
 	return true, nil
 }
 

@@ -188,6 +188,54 @@ func TestWriteBackHoldersOtherRequestsSeeItsChanges(t *testing.T) {
 	}
 }
 
+// Unlinking a file made under a claim and opened at the MDS since (a
+// writer, or a handle the kernel had not released yet when the unlink
+// came: close then unlink races that) keeps the claim: the remove is
+// sent at once, leaving the open file to its handle with no links, and
+// the directory's names stay the holder's to answer.
+func TestWriteBackUnlinkOfAnOpenFileKeepsTheClaim(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	a := writeBackClient(t, c)
+	ctx := braid.WithCaller(context.Background(), asRoot)
+	d := claimedDir(t, a, "wb")
+	mustDefer(t, a, d.Ino, "open")
+	fa, err := a.LookupAt(ctx, d.Ino, "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := a.OpenIno(ctx, fa.Ino, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := a.RemoveAt(ctx, d.Ino, "open", false); err != nil {
+		t.Fatalf("unlink of a file open at the MDS: %v", err)
+	}
+	if !braid.ClaimHeld(a, d.Ino) {
+		t.Fatal("the unlink of an open file ended the claim")
+	}
+	if got, err := a.GetAttr(ctx, fa.Ino); err != nil || got.Nlink != 0 {
+		t.Fatalf("the open unlinked file: nlink %d, %v", got.Nlink, err)
+	}
+	if _, err := a.LookupAt(ctx, d.Ino, "open"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("the name after its unlink: %v", err)
+	}
+	if _, err := f.WriteAt([]byte("still here"), 0); err != nil {
+		t.Fatalf("a write to the open unlinked file: %v", err)
+	}
+	mustDefer(t, a, d.Ino, "after")
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SyncDir(ctx, d.Ino); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := c.Dial().ReadDir(context.Background(), "/wb")
+	if err != nil || len(infos) != 1 || infos[0].Name != "after" {
+		t.Fatalf("another client lists %v, %v; want only \"after\"", infos, err)
+	}
+}
+
 // An MDS restart loses no change a holder acknowledged: the claim is
 // stored, and the holder sends what it holds to the new process, which
 // lets no one else read the directory until it has (or until the

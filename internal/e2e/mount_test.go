@@ -131,6 +131,12 @@ func TestWriteBackSurvivesMDSSIGKILL(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "m")
 	p := c.start("mount", "mount", dir, "--mds", c.MDS.Addr, "--cred", c.Cred("mount", auth.RoleClient))
 	t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGTERM); <-p.done })
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("mount log:\n%s", b)
+		}
+	})
 	testcluster.Eventually(t, 30*time.Second, func() bool {
 		mnts, _ := os.ReadFile("/proc/self/mounts")
 		return bytes.Contains(mnts, []byte(dir))
