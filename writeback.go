@@ -353,9 +353,9 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 		// nlink 0) — the MDS keeps an open file its last unlink would
 		// delete. Close-then-unlink meets this whenever the kernel's
 		// release of the handle comes after the unlink. The unlink is
-		// acknowledged either way: a flush not answered is sent again,
-		// and one refused is reported at the next fsync, as for any
-		// change held here.
+		// acknowledged either way: a flush not answered is sent again
+		// by the sender, and one refused is reported at the next fsync
+		// of the directory or syncfs, as for any unlink held here.
 		_ = w.flush(ctx, d, false)
 	}
 	return true, nil

@@ -77,6 +77,15 @@ func (w *writeBack) nextToSend() *wbDir {
 func (w *writeBack) flush(ctx context.Context, d *wbDir, release bool) error {
 	err := w.flushLocking(ctx, d, release)
 	w.notifyEnded()
+	// The sender skips a directory with a batch on its way, so a recall
+	// (or an op queued) while a caller's flush was out, or what that
+	// flush left unsent, is the sender's to take up now.
+	w.mu.Lock()
+	more := w.dirs[d.ino] == d && (d.ending || len(d.queue) > 0)
+	w.mu.Unlock()
+	if more {
+		w.poke()
+	}
 	return err
 }
 
