@@ -50,6 +50,19 @@ func (r *leaseRenewer) add(ref mdsproto.LeaseRef, every time.Duration) {
 	}
 }
 
+// holdsIno reports whether a handle of file ino holds a lease here: the
+// MDS counts the file open by this client.
+func (r *leaseRenewer) holdsIno(ino uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.held {
+		if l.ref.Ino == ino {
+			return true
+		}
+	}
+	return false
+}
+
 // remove stops renewing handle's lease. It returns once no renewal of it
 // is on its way, so a release sent next cannot be overtaken by one.
 func (r *leaseRenewer) remove(handle uint64) {

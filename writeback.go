@@ -347,15 +347,16 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 	d.attr.MtimeNs, d.attr.CtimeNs = now, now
 	w.enqueue(d, wbOp{op: mdsproto.DirOp{Remove: true, Name: name}, who: who, hasWho: named})
 	w.mu.Unlock()
-	if e.stale {
-		// The file is open at the MDS (or changed there): the MDS is told
-		// now, so its open handles keep it with no links (fstat shows
-		// nlink 0) — the MDS keeps an open file its last unlink would
-		// delete. Close-then-unlink meets this whenever the kernel's
-		// release of the handle comes after the unlink. The unlink is
-		// acknowledged either way: a flush not answered is sent again
-		// by the sender, and one refused is reported at the next fsync
-		// of the directory or syncfs, as for any unlink held here.
+	if e.stale && w.c.renewer.holdsIno(a.Ino) {
+		// The file is open here at the MDS: the MDS is told now, so the
+		// open handles keep it with no links (fstat shows nlink 0), as
+		// it keeps an open file its last unlink would delete. One not
+		// open here is left to the sender, as any unlink held here.
+		// Close-then-unlink meets this whenever the kernel's release of
+		// the handle comes after the unlink. The unlink is acknowledged
+		// either way: a flush not answered is sent again by the sender,
+		// and one refused is reported at the next fsync of the
+		// directory or syncfs, as for any unlink held here.
 		_ = w.flush(ctx, d, false)
 	}
 	return true, nil

@@ -192,7 +192,8 @@ func TestWriteBackHoldersOtherRequestsSeeItsChanges(t *testing.T) {
 // writer, or a handle the kernel had not released yet when the unlink
 // came: close then unlink races that) keeps the claim: the remove is
 // sent at once, leaving the open file to its handle with no links, and
-// the directory's names stay the holder's to answer.
+// the directory's names stay the holder's to answer. One opened there
+// and closed since is unlinked under the claim too, and deleted.
 func TestWriteBackUnlinkOfAnOpenFileKeepsTheClaim(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
 	a := writeBackClient(t, c)
@@ -227,9 +228,36 @@ func TestWriteBackUnlinkOfAnOpenFileKeepsTheClaim(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Written and closed: opened at the MDS once, open no more; its
+	// unlink is held here like any other, and the MDS deletes it.
+	mustDefer(t, a, d.Ino, "closed")
+	fc, err := a.LookupAt(ctx, d.Ino, "closed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.OpenIno(ctx, fc.Ino, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.WriteAt([]byte("bytes"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RemoveAt(ctx, d.Ino, "closed", false); err != nil || !braid.ClaimHeld(a, d.Ino) {
+		t.Fatalf("unlink of a file written and closed: %v, claim held %v", err, braid.ClaimHeld(a, d.Ino))
+	}
 	if err := a.SyncDir(ctx, d.Ino); err != nil {
 		t.Fatal(err)
 	}
+	// Deleted once the MDS has its handle's release (an orphan until then).
+	other := c.Dial()
+	var gone error
+	testcluster.Eventually(t, 10*time.Second, func() bool {
+		_, gone = other.GetAttr(context.Background(), fc.Ino)
+		return errors.Is(gone, braid.ErrNotFound)
+	}, func() string { return fmt.Sprintf("the unlinked closed file at the MDS: %v, want ErrNotFound", gone) })
 	infos, err := c.Dial().ReadDir(context.Background(), "/wb")
 	if err != nil || len(infos) != 1 || infos[0].Name != "after" {
 		t.Fatalf("another client lists %v, %v; want only \"after\"", infos, err)
