@@ -436,6 +436,18 @@ func (w *writeBack) number(ctx context.Context, d *wbDir) (uint64, error) {
 // release sends what is queued for dir and ends the claim (a recall, or
 // an operation the claim does not cover). The caller then goes to the MDS.
 func (w *writeBack) release(ctx context.Context, dir uint64) error {
+	if d := w.recall(dir); d != nil {
+		return w.flush(ctx, d, true)
+	}
+	return nil
+}
+
+// recall marks dir's claim ending (no new ops) and has the sender send
+// what it holds and release it; it returns the claim, nil if none is
+// held. It does not wait: the MDS waits for the release itself, not for
+// the recall's acknowledgement (and the sender goes on where a caller's
+// flush gives up).
+func (w *writeBack) recall(dir uint64) *wbDir {
 	if w == nil {
 		return nil
 	}
@@ -445,57 +457,37 @@ func (w *writeBack) release(ctx context.Context, dir uint64) error {
 		d.ending = true
 	}
 	w.mu.Unlock()
-	if d == nil {
-		return nil
-	}
-	w.poke() // the sender goes on if this gives up
-	return w.flush(ctx, d, true)
-}
-
-// recall has the sender send what is queued for dir and release the
-// claim (the MDS recalled it), without waiting: the MDS waits for the
-// release itself, not for the recall's acknowledgement.
-func (w *writeBack) recall(dir uint64) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	if d := w.dirs[dir]; d != nil {
-		d.ending = true
-	}
-	w.mu.Unlock()
 	w.poke()
+	return d
 }
 
 // recallAll recalls every claim (the cache's epoch changed: the MDS
 // restarted, or no longer counts this client).
 func (w *writeBack) recallAll() {
-	if w == nil {
-		return
+	for _, d := range w.heldDirs() {
+		w.recall(d.ino)
 	}
-	w.mu.Lock()
-	for _, d := range w.dirs {
-		d.ending = true
-	}
-	w.mu.Unlock()
-	w.poke()
 }
 
-// releaseAll releases every claim (the MDS's cache epoch changed, or
-// the client closes).
+// releaseAll releases every claim (the client closes).
 func (w *writeBack) releaseAll(ctx context.Context) {
+	for _, d := range w.heldDirs() {
+		_ = w.release(ctx, d.ino)
+	}
+}
+
+// heldDirs is the claims held now.
+func (w *writeBack) heldDirs() []*wbDir {
 	if w == nil {
-		return
+		return nil
 	}
 	w.mu.Lock()
-	dirs := make([]uint64, 0, len(w.dirs))
-	for ino := range w.dirs {
-		dirs = append(dirs, ino)
+	defer w.mu.Unlock()
+	dirs := make([]*wbDir, 0, len(w.dirs))
+	for _, d := range w.dirs {
+		dirs = append(dirs, d)
 	}
-	w.mu.Unlock()
-	for _, ino := range dirs {
-		_ = w.release(ctx, ino)
-	}
+	return dirs
 }
 
 // settle makes sure the MDS knows what ino is: if it is a name in a
@@ -567,14 +559,8 @@ func (c *Client) SyncNames(ctx context.Context) error {
 	if w == nil {
 		return nil
 	}
-	w.mu.Lock()
-	dirs := make([]*wbDir, 0, len(w.dirs))
-	for _, d := range w.dirs {
-		dirs = append(dirs, d)
-	}
-	w.mu.Unlock()
 	var errs []error
-	for _, d := range dirs {
+	for _, d := range w.heldDirs() {
 		if err := w.flush(ctx, d, false); err != nil {
 			errs = append(errs, err)
 		}

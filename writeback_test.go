@@ -36,6 +36,23 @@ func mustDefer(t *testing.T, cl *braid.Client, dir uint64, name string) {
 	}
 }
 
+// deferAndOpen creates empty file name in dir through cl's claim and
+// opens it at the MDS for writing, as a writer's first write does.
+func deferAndOpen(t *testing.T, cl *braid.Client, dir uint64, name string) (braid.Attr, *braid.File) {
+	t.Helper()
+	mustDefer(t, cl, dir, name)
+	ctx := braid.WithCaller(context.Background(), asRoot)
+	a, err := cl.LookupAt(ctx, dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := cl.OpenIno(ctx, a.Ino, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, f
+}
+
 // claimedDir makes directory name under the root and checks it was
 // claimed.
 func claimedDir(t *testing.T, cl *braid.Client, name string) braid.Attr {
@@ -199,15 +216,7 @@ func TestWriteBackUnlinkOfAnOpenFileKeepsTheClaim(t *testing.T) {
 	a := writeBackClient(t, c)
 	ctx := braid.WithCaller(context.Background(), asRoot)
 	d := claimedDir(t, a, "wb")
-	mustDefer(t, a, d.Ino, "open")
-	fa, err := a.LookupAt(ctx, d.Ino, "open")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := a.OpenIno(ctx, fa.Ino, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fa, f := deferAndOpen(t, a, d.Ino, "open")
 	defer f.Close()
 	if err := a.RemoveAt(ctx, d.Ino, "open", false); err != nil {
 		t.Fatalf("unlink of a file open at the MDS: %v", err)
@@ -230,15 +239,7 @@ func TestWriteBackUnlinkOfAnOpenFileKeepsTheClaim(t *testing.T) {
 	}
 	// Written and closed: opened at the MDS once, open no more; its
 	// unlink is held here like any other, and the MDS deletes it.
-	mustDefer(t, a, d.Ino, "closed")
-	fc, err := a.LookupAt(ctx, d.Ino, "closed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := a.OpenIno(ctx, fc.Ino, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fc, g := deferAndOpen(t, a, d.Ino, "closed")
 	if _, err := g.WriteAt([]byte("bytes"), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -77,8 +77,8 @@ func FuzzHandler(f *testing.F) {
 		f.Add(op, mustBody(`{"path":"/a/b","from":"/a","to":"/a/b/c","spec":"ec:2+1","layout":"mirror:2","size_hint":10,"ino":2,"size":-5,"dirty":[99]}`))
 	}
 	f.Add(mdsproto.OpCreate, mustBody(`{"path":"/x","layout":"ec:1+1,unit=16MiB"}`))
-	f.Add(mdsproto.OpDirClaim, mustBody(`{"session":5,"epoch":1,"dir":1}`))
-	f.Add(mdsproto.OpDirClaim, mustBody(`{"session":5,"dir":1,"extend":2}`))
+	f.Add(mdsproto.OpDirClaim, mustBody(`{"session":5,"epoch":1,"dir":1,"claim":7}`))
+	f.Add(mdsproto.OpDirClaim, mustBody(`{"session":5,"dir":1,"claim":7,"extend":true}`))
 	f.Add(mdsproto.OpDirFlush, mustBody(`{"once_session":5,"once_seq":1,"session":5,"dir":1,"claim":2,"ops":[{"name":"x","ino":99999,"mode":420},{"remove":true,"name":"y"},{"name":"a/b"}],"release":true}`))
 	f.Add(mdsproto.OpRemove, mustBody(`{"once_session":5,"once_seq":1,"once_floor":18446744073709551615,"path":"/a"}`))
 	f.Add(mdsproto.OpMkdir, mustBody(`{"once_session":5,"once_seq":18446744073709551615,"once_floor":2,"path":"/a"}`))
