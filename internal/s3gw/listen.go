@@ -1,6 +1,7 @@
 package s3gw
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -14,25 +15,56 @@ import (
 	"github.com/gofiber/fiber/v3"
 	"github.com/versity/versitygw/s3api"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/braidfs/braid/internal/wire"
 )
 
 // The gateway's listener bounds its connections the way braid's own
 // servers do (internal/wire/admit.go): at most maxConns, maxPerPeer from
-// one address, and a connection past a bound takes the place of an idle
-// one (one that never sent a byte first, then the one silent longest),
-// so 1,024 idle sockets, which made the gateway answer 503 to everyone,
-// now cost real clients nothing. A connection is idle enough to evict once
-// silent for evictAfter after an answer (a request still being answered,
-// bytes read since the last written, keeps its connection for up to
-// slowRequest), or silentGrace if it never sent a byte (a real client
-// sends its request as soon as it connects). Accept outlives EMFILE: it
-// closes idle connections to free descriptors, or waits.
+// one address, and a connection past a bound takes the place of one that
+// costs the gateway without serving anyone. In order:
+//
+//  1. one that has stalled: it has sent nothing for silentGrace (a real
+//     client sends its request as it connects), or its header (which a
+//     real client writes at once) has paused for headStall, or the
+//     gateway has waited stallGrace in one read of its body, or the body
+//     came under minRequestBytesPerSec over twice that spent waiting;
+//  2. one idle between requests for evictAfter, the one silent longest;
+//  3. one that has sent part of a header and not the rest, the oldest
+//     first;
+//  4. one that has sent nothing yet, the oldest first (those not peeked
+//     at go first, to be peeked at: they may have sent part of a header).
+//
+// Bytes that wait in the kernel, not yet read, count as sent: eviction
+// peeks at them.
+// A request being answered, or whose body comes at a real client's pace,
+// keeps its connection. So a slowloris flood that reopens whatever is
+// closed as fast as it can takes its own places: its fresh partial
+// headers go before a real client's request, whose header is whole before
+// it is weighed. Besides, every request's header must arrive within
+// headerTimeout of its first byte, and while a request is read or its
+// answer written, each read or write must move within progressTimeout
+// (S3's RequestTimeout): no connection is held by a peer that trickles
+// bytes, however empty the gateway is. Accept outlives EMFILE: it closes
+// idle connections to free descriptors, or waits.
 
 const (
-	evictAfter  = 2 * time.Second
-	silentGrace = 100 * time.Millisecond
-	slowRequest = time.Minute
+	evictAfter            = 2 * time.Second
+	silentGrace           = 100 * time.Millisecond
+	stallGrace            = time.Second
+	headStall             = 100 * time.Millisecond
+	minRequestBytesPerSec = 16 << 10
+	headerTimeout         = 10 * time.Second
+	progressTimeout       = 20 * time.Second
+	// bodyTimeout bounds reading one request's body as a whole; the
+	// progress bound is what stops a slow one.
+	bodyTimeout = 12 * time.Hour
+	// maxVictimTries bounds how many candidates one eviction peeks at.
+	maxVictimTries = 32
+	// peekBytes is how much of a request waiting in the kernel eviction
+	// looks at for its header's end: versitygw's bound on a header.
+	peekBytes = 8 << 10
 )
 
 type limitListener struct {
@@ -43,6 +75,8 @@ type limitListener struct {
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
 	byPeer map[string]int
+	// peekBuf takes what eviction peeks at (evict.go), under mu.
+	peekBuf [peekBytes]byte
 }
 
 func newLimitListener(ln net.Listener, maxConns, maxPerPeer int, log *slog.Logger) *limitListener {
@@ -84,8 +118,9 @@ func (l *limitListener) admit(conn net.Conn) *trackedConn {
 		_ = conn.Close()
 		return nil
 	}
-	tc := &trackedConn{Conn: conn, l: l, addr: addr}
-	tc.last.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	tc := &trackedConn{Conn: conn, l: l, addr: addr, accepted: now}
+	tc.last.Store(now)
 	l.mu.Lock()
 	l.conns[tc] = struct{}{}
 	l.byPeer[addr]++
@@ -100,20 +135,21 @@ func (l *limitListener) full(addr string) (peer, all bool) {
 	return l.byPeer[addr] >= l.maxPerPeer, len(l.conns) >= l.maxConns
 }
 
-// evict closes the idle connection that goes first (from addr; "" any)
-// and reports whether there was one.
+// evict closes the connection that goes first (the order above; from
+// addr, "" any) and reports whether there was one.
 func (l *limitListener) evict(addr string) bool {
 	l.mu.Lock()
 	now := time.Now().UnixNano()
 	var victim *trackedConn
-	for tc := range l.conns {
-		if (addr != "" && tc.addr != addr) || now-tc.last.Load() < int64(tc.grace()) {
-			continue
+	for try := 0; ; try++ {
+		victim = l.pickLocked(addr, now)
+		if victim == nil || victim.spoke.Load() || victim.peekedAt.Load() == now || try == maxVictimTries {
+			break
 		}
-		if victim == nil || tc.spoke.Load() != victim.spoke.Load() && !tc.spoke.Load() ||
-			tc.spoke.Load() == victim.spoke.Load() && tc.last.Load() < victim.last.Load() {
-			victim = tc
-		}
+		// Not read yet, it may have sent its request all the same:
+		// look at what waits in the kernel, and weigh it again.
+		victim.peekedAt.Store(now)
+		victim.peeked.Store(victim.peek(l.peekBuf[:]))
 	}
 	l.mu.Unlock()
 	if victim == nil {
@@ -121,6 +157,27 @@ func (l *limitListener) evict(addr string) bool {
 	}
 	_ = victim.Close()
 	return true
+}
+
+// pickLocked is the connection that goes first at now; nil if none may
+// go.
+func (l *limitListener) pickLocked(addr string, now int64) *trackedConn {
+	var victim *trackedConn
+	var victimRank int
+	var victimSince int64
+	for tc := range l.conns {
+		if addr != "" && tc.addr != addr {
+			continue
+		}
+		rank, since := tc.evictRank(now)
+		if rank == 0 {
+			continue
+		}
+		if victim == nil || rank < victimRank || rank == victimRank && since < victimSince {
+			victim, victimRank, victimSince = tc, rank, since
+		}
+	}
+	return victim
 }
 
 func (l *limitListener) forget(tc *trackedConn) {
@@ -135,41 +192,194 @@ func (l *limitListener) forget(tc *trackedConn) {
 	}
 }
 
-// trackedConn notes when its peer last sent or was sent anything.
+// trackedConn notes what eviction weighs: when its peer last sent or was
+// sent anything, and how the request being read is coming in. Its reads
+// and writes are fasthttp's, from the connection's one goroutine.
 type trackedConn struct {
 	net.Conn
 	l         *limitListener
 	addr      string
+	accepted  int64        // unix nanoseconds
 	last      atomic.Int64 // unix nanoseconds of the last byte either way
 	lastRead  atomic.Int64
 	lastWrite atomic.Int64
 	spoke     atomic.Bool // the peer sent at least one byte
-	once      sync.Once
+	// What eviction found waiting in the kernel, not yet read, and when.
+	peekedAt atomic.Int64
+	peeked   atomic.Int32 // peekNothing, peekPartial or peekHeader
+	// Of the request being read: when the read under way began (0: none
+	// is), the time spent waiting in reads, and the bytes they brought.
+	readSince  atomic.Int64
+	reqWaited  atomic.Int64
+	reqBytes   atomic.Int64
+	reqStart   atomic.Int64
+	inHeader   atomic.Bool // its header's end has not been read yet
+	headerTail []byte      // the last bytes read of the header, for an end cut between reads
+	wantRead   time.Time   // the read deadline fasthttp set
+	wantWrite  time.Time   // the write deadline fasthttp set
+	once       sync.Once
 }
 
-// grace is how long c must be silent to be evicted.
-func (c *trackedConn) grace() time.Duration {
+// inRequest reports whether a request has been read from since the last
+// answer was written to.
+func (c *trackedConn) inRequest() bool {
+	return c.spoke.Load() && c.lastRead.Load() > c.lastWrite.Load()
+}
+
+// evictRank places c in the order above (1 goes first; 0 is never taken)
+// and says since when it has been in that state, older first.
+func (c *trackedConn) evictRank(now int64) (rank int, since int64) {
 	switch {
 	case !c.spoke.Load():
-		return silentGrace
-	case c.lastRead.Load() > c.lastWrite.Load():
-		return slowRequest // a request not answered yet
+		if c.peekedAt.Load() == now {
+			switch c.peeked.Load() {
+			case peekHeader:
+				return 0, 0 // a whole request header waits to be read
+			case peekPartial:
+				if now-c.accepted >= int64(headStall) {
+					return 1, c.accepted
+				}
+				return 3, c.accepted
+			}
+		}
+		if now-c.accepted >= int64(silentGrace) {
+			return 1, c.accepted
+		}
+		if c.peekedAt.Load() == now {
+			return 5, c.accepted // known silent: the others are peeked at first
+		}
+		return 4, c.accepted
+	case c.inRequest() && c.inHeader.Load():
+		if now-c.lastRead.Load() >= int64(headStall) {
+			return 1, c.lastRead.Load()
+		}
+		return 3, c.reqStart.Load()
+	case c.inRequest():
+		waited := c.reqWaited.Load()
+		if rs := c.readSince.Load(); rs != 0 {
+			if now-rs >= int64(stallGrace) {
+				return 1, c.lastRead.Load()
+			}
+			waited += now - rs
+		}
+		if waited >= int64(2*stallGrace) && float64(c.reqBytes.Load()) < time.Duration(waited).Seconds()*minRequestBytesPerSec {
+			return 1, c.lastRead.Load()
+		}
+	case now-c.last.Load() >= int64(evictAfter):
+		return 2, c.last.Load()
 	}
-	return evictAfter
+	return 0, 0
+}
+
+// What peek finds waiting in the kernel.
+const (
+	peekNothing int32 = iota
+	peekPartial       // part of a request's header
+	peekHeader        // a whole header
+)
+
+// peek looks at the bytes from the peer that wait in the kernel, not yet
+// read, into buf (without taking them).
+func (c *trackedConn) peek(buf []byte) int32 {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return peekNothing
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return peekNothing
+	}
+	n := 0
+	_ = raw.Control(func(fd uintptr) {
+		n, _, _ = unix.Recvfrom(int(fd), buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	})
+	switch {
+	case n <= 0:
+		return peekNothing
+	case bytes.Contains(buf[:n], headerEnd):
+		return peekHeader
+	}
+	return peekPartial
+}
+
+// capped is the sooner of want (zero: none) and progressTimeout from now.
+func capped(want time.Time, now time.Time) time.Time {
+	if by := now.Add(progressTimeout); want.IsZero() || by.Before(want) {
+		return by
+	}
+	return want
+}
+
+func (c *trackedConn) SetReadDeadline(t time.Time) error {
+	c.wantRead = t
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+	c.wantWrite = t
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *trackedConn) SetDeadline(t time.Time) error {
+	c.wantRead, c.wantWrite = t, t
+	return c.Conn.SetDeadline(t)
 }
 
 func (c *trackedConn) Read(p []byte) (int, error) {
+	start := time.Now()
+	mid := c.inRequest()
+	if mid {
+		_ = c.Conn.SetReadDeadline(capped(c.wantRead, start))
+	}
+	c.readSince.Store(start.UnixNano())
 	n, err := c.Conn.Read(p)
+	c.readSince.Store(0)
+	now := time.Now()
+	if mid {
+		_ = c.Conn.SetReadDeadline(c.wantRead)
+		c.reqWaited.Add(int64(now.Sub(start)))
+	} else if n > 0 {
+		// The first bytes of a request: the wait for them was idle.
+		c.reqWaited.Store(0)
+		c.reqBytes.Store(0)
+		c.reqStart.Store(now.UnixNano())
+		c.inHeader.Store(true)
+		c.headerTail = c.headerTail[:0]
+	}
+	if n > 0 && c.inHeader.Load() {
+		c.scanHeader(p[:n])
+	}
 	if n > 0 {
-		now := time.Now().UnixNano()
-		c.last.Store(now)
-		c.lastRead.Store(now)
+		c.reqBytes.Add(int64(n))
+		c.last.Store(now.UnixNano())
+		c.lastRead.Store(now.UnixNano())
 		c.spoke.Store(true)
 	}
 	return n, err
 }
 
+// headerEnd ends an HTTP/1.1 request's header.
+var headerEnd = []byte("\r\n\r\n")
+
+// scanHeader looks for the header's end in b, the next bytes read of it.
+func (c *trackedConn) scanHeader(b []byte) {
+	if len(c.headerTail) > 0 {
+		joined := append(c.headerTail, b[:min(len(b), len(headerEnd)-1)]...)
+		if bytes.Contains(joined, headerEnd) {
+			c.inHeader.Store(false)
+			return
+		}
+	}
+	if bytes.Contains(b, headerEnd) {
+		c.inHeader.Store(false)
+		return
+	}
+	joined := append(c.headerTail, b...)
+	c.headerTail = append(c.headerTail[:0], joined[max(0, len(joined)-(len(headerEnd)-1)):]...)
+}
+
 func (c *trackedConn) Write(p []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(capped(c.wantWrite, time.Now()))
 	n, err := c.Conn.Write(p)
 	if n > 0 {
 		now := time.Now().UnixNano()

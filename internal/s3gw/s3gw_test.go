@@ -34,10 +34,15 @@ type env struct {
 
 func start(t testing.TB) *env {
 	t.Helper()
+	return startWith(t, s3gw.Config{Listen: "127.0.0.1:0"})
+}
+
+func startWith(t testing.TB, cfg s3gw.Config) *env {
+	t.Helper()
 	ctx := context.Background()
 	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
 	cl := c.Dial()
-	srv, err := s3gw.Start(ctx, cl, s3gw.Config{Listen: "127.0.0.1:0"})
+	srv, err := s3gw.Start(ctx, cl, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v3"
+	"github.com/valyala/fasthttp"
 	"github.com/versity/versitygw/s3api"
 	"github.com/versity/versitygw/s3api/middlewares"
 
@@ -87,8 +88,14 @@ func startOn(ctx context.Context, cl *braid.Client, cfg Config, ln net.Listener)
 	}
 	// The listener bounds connections (listen.go); the HTTP server's own
 	// bound, which answers 503, stays above it for those closing.
-	app.Server().Concurrency = 2 * cfg.MaxConnections
+	app.Server().Concurrency = 4 * cfg.MaxConnections
 	app.Server().IdleTimeout = idleTimeout
+	// A request's header within headerTimeout of its first byte; its
+	// body at the pace progressTimeout sets (listen.go).
+	app.Server().ReadTimeout = headerTimeout
+	app.Server().HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+		return fasthttp.RequestConfig{ReadTimeout: bodyTimeout}
+	}
 	app.Hooks().OnListen(func(fiber.ListenData) error { close(listening); return nil })
 	lim := newLimitListener(ln, cfg.MaxConnections, max(1, cfg.MaxConnections/4), cmp.Or(cfg.Log, slog.Default()))
 	s := &Server{api: api, addr: ln.Addr().String(), done: make(chan error, 1)}

@@ -43,16 +43,24 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func callEcho(t *testing.T, addr string) {
 	t.Helper()
+	if err := tryEcho(addr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryEcho is a real client's call, or why it failed.
+func tryEcho(addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, addr)
 	if err != nil {
-		t.Fatalf("a real client cannot connect: %v", err)
+		return fmt.Errorf("a real client cannot connect: %w", err)
 	}
 	defer c.Close()
 	if meta, _, err := c.Call(ctx, 1, []byte("ping"), nil, nil); err != nil || string(meta) != "PING" {
-		t.Fatalf("a real client's call: %q, %v", meta, err)
+		return fmt.Errorf("a real client's call: %q, %w", meta, err)
 	}
+	return nil
 }
 
 // Thousands of idle sockets once made a server deaf for good; now they
@@ -230,5 +238,125 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 	case err := <-served:
 		t.Fatalf("Serve returned %v", err)
 	default:
+	}
+}
+
+// partialFrame opens a connection that sends the first 20 bytes of a
+// frame header and nothing more; welcomed, it says a real hello first
+// (an OSD without data TLS welcomes anyone, an MDS anyone with a
+// credential).
+func partialFrame(addr string, welcomed bool) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (net.Conn, error) {
+		c.Close()
+		return nil, err
+	}
+	var hb [headerBytes]byte
+	if welcomed {
+		hello := Hello{Peer: NewPeerID(), Gen: 1, MinVersion: MinProtocolVersion, MaxVersion: ProtocolVersion}.encode()
+		Header{Kind: KindRequest, Op: OpHello, MetaLen: uint32(len(hello))}.put(hb[:], hello)
+		if _, err := c.Write(append(hb[:], hello...)); err != nil {
+			return fail(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(c, hb[:]); err != nil {
+			return fail(fmt.Errorf("no welcome: %w", err))
+		}
+		h, err := parseHeader(hb[:])
+		if err == nil && h.Status != OK {
+			err = h.Status
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, h.MetaLen)); err != nil {
+			return fail(fmt.Errorf("no welcome: %w", err))
+		}
+		_ = c.SetReadDeadline(time.Time{})
+	}
+	meta := []byte("never finished")
+	Header{Kind: KindRequest, Op: 1, ID: 7, MetaLen: uint32(len(meta))}.put(hb[:], meta)
+	if _, err := c.Write(hb[:20]); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// Connections that sent part of a frame counted as busy and were never
+// evicted: a flood of them (unwelcomed, and welcomed as anyone may be on
+// an OSD without data TLS) made a server refuse everyone for the 30 s a
+// frame may take. Now a real client gets in at its first try.
+func TestPartialFrameFloodDoesNotDeafenServer(t *testing.T) {
+	for _, welcomed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("welcomed=%v", welcomed), func(t *testing.T) {
+			s, addr := startLimited(t, echo, Limits{MaxConns: 16, MaxConnsPerPeer: 16})
+			var flood []net.Conn
+			defer func() {
+				for _, c := range flood {
+					c.Close()
+				}
+			}()
+			for i := 0; i < 48; i++ {
+				c, err := partialFrame(addr, welcomed)
+				if err != nil {
+					continue // refused: every place holds a fresh partial frame
+				}
+				flood = append(flood, c)
+			}
+			eventually(t, "the flood holds every place", func() bool { return s.Conns() >= 16 })
+			for i := 0; i < 8; i++ {
+				if err := tryEcho(addr); err != nil {
+					t.Fatalf("real client %d through the flood: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// A partial hello was held for the 30 s any frame may take: a new
+// connection has HelloTimeout for its TLS handshake and hello together.
+func TestPartialHelloClosedAtHelloTimeout(t *testing.T) {
+	_, addr := startLimited(t, echo, Limits{HelloTimeout: 300 * time.Millisecond})
+	c, err := partialFrame(addr, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n, err := io.Copy(io.Discard, c)
+	if err != nil {
+		t.Fatalf("the partial hello's connection: %v after %d bytes", err, n)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("a partial hello was held %v past a hello timeout of 300ms", waited)
+	}
+}
+
+// A full server that turns a connection away says so: the client used to
+// report "a server older than braid protocol 2".
+func TestRefusedConnectionSaysServerFull(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var started atomic.Int32
+	slow := func(ctx context.Context, r *Request) (Response, error) {
+		started.Add(1)
+		<-release
+		return Response{}, nil
+	}
+	_, addr := startLimited(t, slow, Limits{MaxConns: 1, MaxConnsPerPeer: 1})
+	c, err := Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go c.Call(context.Background(), 1, nil, nil, nil)
+	eventually(t, "a request running", func() bool { return started.Load() == 1 })
+	_, err = Dial(context.Background(), addr)
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("a connection past the bound of busy ones: %v, want ErrBusy", err)
 	}
 }

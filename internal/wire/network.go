@@ -68,9 +68,10 @@ func dialFenced(ctx context.Context, nw Network, addr string, id, gen uint64) (*
 		err := c.Err()
 		var remote *RemoteError
 		if !errors.As(err, &remote) {
-			// Cut before the welcome: the network, or a server older than
-			// braid protocol 2, which closes on the new hello.
-			return nil, fmt.Errorf("dial %s: closed before answering the handshake (a server older than braid protocol 2 does that): %w", addr, err)
+			// Cut before the welcome: the network, a server full of
+			// busy connections that could not say so (over TLS), or one
+			// older than braid protocol 2, which closes on the new hello.
+			return nil, fmt.Errorf("dial %s: the server closed the connection before answering the handshake (it may be full of busy connections, or the network cut it): %w", addr, err)
 		}
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	case <-ctx.Done():

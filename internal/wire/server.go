@@ -59,9 +59,15 @@ type Limits struct {
 	MaxConnsPerPeer int
 	// IdleTimeout closes a connection with nothing in flight that sent
 	// nothing for this long (0: 10 minutes); HelloTimeout one that has
-	// not completed its TLS handshake and hello (0: 10 s).
+	// not completed its TLS handshake and hello this long after it was
+	// accepted (0: 10 s).
 	IdleTimeout  time.Duration
 	HelloTimeout time.Duration
+	// StallGrace is how long a frame may pause, or crawl below
+	// minFrameBytesPerSec, before its connection may be evicted to make
+	// room (admit.go); 0: 1 s. A real client sends a frame's header and
+	// meta in one write.
+	StallGrace time.Duration
 }
 
 // DefaultLimits suit an OSD on a small machine.
@@ -89,6 +95,9 @@ func (l Limits) withDefaults() Limits {
 	if l.HelloTimeout <= 0 {
 		l.HelloTimeout = handshakeTimeout
 	}
+	if l.StallGrace <= 0 {
+		l.StallGrace = time.Second
+	}
 	return l
 }
 
@@ -110,6 +119,10 @@ type Server struct {
 	conns   map[*serverConn]struct{}
 	byPeer  map[string]int // connections counted per remote IP (admit.go)
 	counted int            // connections counted against MaxConns
+	// refusing counts refusals being answered (admit.go).
+	refusing int
+	// peekBuf takes what eviction peeks at (admit.go), under mu.
+	peekBuf [peekBytes]byte
 	lns     []net.Listener
 	wg      sync.WaitGroup
 	// closed is set by Close; a Serve that starts or accepts afterwards
@@ -242,11 +255,46 @@ type serverConn struct {
 	peer *peer  // nil: anonymous (no hello), never fenced
 	gen  uint64 // the connection's generation, from its hello
 
-	addr       string       // the peer's IP address (admit.go)
-	lastActive atomic.Int64 // unix nanoseconds of its last frame
-	welcomed   atomic.Bool  // its hello was answered
-	busy       atomic.Bool  // a frame is being read: not idle, whatever runs
-	evicted    bool         // no longer counted (closed to make room, or ended); guarded by Server.mu
+	addr     string    // the peer's IP address (admit.go)
+	accepted time.Time // when the connection was taken
+	welcomed atomic.Bool
+	evicted  bool // no longer counted (closed to make room, or ended); guarded by Server.mu
+
+	// What eviction weighs (admit.go), in unix nanoseconds and bytes.
+	phase      atomic.Int32 // phaseBetween, phaseHead, phaseServer or phaseData
+	lastByte   atomic.Int64 // the last byte read from the peer
+	bytesRead  atomic.Int64 // bytes read from the peer so far
+	frameStart atomic.Int64 // when the frame being read started (or resumed after a wait for budget)
+	frameBytes atomic.Int64 // bytesRead then
+	peekedAt   atomic.Int64 // when eviction last peeked at what waits unread (admit.go)
+	peeked     atomic.Int32 // and what it found
+}
+
+// The phases of a connection's read loop.
+const (
+	phaseBetween int32 = iota // waiting for a frame's first byte
+	phaseHead                 // reading a frame's header and meta
+	phaseServer               // the server's turn: a frame read whole, or waiting for the in-flight budget
+	phaseData                 // reading a frame's data
+)
+
+// connReader notes each read's bytes and time for eviction.
+type connReader struct{ sc *serverConn }
+
+func (r connReader) Read(p []byte) (int, error) {
+	n, err := r.sc.conn.Read(p)
+	if n > 0 {
+		r.sc.bytesRead.Add(int64(n))
+		r.sc.lastByte.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// startPhase notes that part of a frame is being read from now on.
+func (sc *serverConn) startPhase(phase int32) {
+	sc.frameBytes.Store(sc.bytesRead.Load())
+	sc.frameStart.Store(time.Now().UnixNano())
+	sc.phase.Store(phase)
 }
 
 func (s *Server) serveConn(ctx context.Context, sc *serverConn) {
@@ -255,7 +303,7 @@ func (s *Server) serveConn(ctx context.Context, sc *serverConn) {
 	ctx = context.WithValue(ctx, connDoneKey{}, done)
 	var err error
 	if tc, ok := conn.(*tls.Conn); ok {
-		ctx, err = tlsHandshake(ctx, tc, s.limits.HelloTimeout)
+		ctx, err = tlsHandshake(ctx, tc, time.Until(sc.accepted.Add(s.limits.HelloTimeout)))
 	}
 	if err == nil {
 		err = sc.readLoop(ctx)
@@ -275,15 +323,21 @@ func (s *Server) serveConn(ctx context.Context, sc *serverConn) {
 }
 
 func (sc *serverConn) readLoop(ctx context.Context) error {
-	br := bufio.NewReaderSize(sc.conn, readBufferBytes)
+	br := bufio.NewReaderSize(connReader{sc}, readBufferBytes)
 	var hb [headerBytes]byte
 	for first := true; ; first = false {
-		sc.busy.Store(false)
+		sc.phase.Store(phaseBetween)
 		if err := sc.awaitFrame(br, first); err != nil {
 			return err
 		}
-		sc.busy.Store(true)
-		_ = sc.conn.SetReadDeadline(time.Now().Add(frameTimeout))
+		sc.startPhase(phaseHead)
+		// The hello is bounded from the connection's accept, any other
+		// frame's header and meta from its first byte.
+		headBy := time.Now().Add(frameHeadTimeout)
+		if first {
+			headBy = sc.accepted.Add(sc.s.limits.HelloTimeout)
+		}
+		_ = sc.conn.SetReadDeadline(headBy)
 		if _, err := io.ReadFull(br, hb[:]); err != nil {
 			return err
 		}
@@ -301,7 +355,7 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		if err := checkHeaderCRC(hb[:], meta); err != nil {
 			return err
 		}
-		sc.lastActive.Store(time.Now().UnixNano())
+		sc.phase.Store(phaseServer)
 		if first || h.Op == OpHello {
 			if err := sc.hello(first, h, meta); err != nil {
 				return err
@@ -314,6 +368,8 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 			if admitted, refusal = sc.s.admit(h.Op, meta); refusal != nil {
 				// Refused before its data is held: the data is read
 				// past, into nothing, and the refusal answered.
+				sc.startPhase(phaseData)
+				_ = sc.conn.SetReadDeadline(time.Now().Add(frameTimeout))
 				if _, err := io.CopyN(io.Discard, br, int64(h.DataLen)); err != nil {
 					return err
 				}
@@ -334,12 +390,15 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 				sc.held.Release(int64(h.DataLen))
 				return err
 			}
+			sc.startPhase(phaseData)
+			_ = sc.conn.SetReadDeadline(time.Now().Add(frameTimeout))
 		}
 		data := GetBuf(int(h.DataLen))
 		if _, err := io.ReadFull(br, data); err != nil {
 			sc.releaseData(data)
 			return err
 		}
+		sc.phase.Store(phaseServer)
 		if CRC(data) != h.DataCRC {
 			sc.releaseData(data)
 			return fmt.Errorf("%w: request data checksum mismatch", ErrFrame)
@@ -364,10 +423,11 @@ const readBufferBytes = 16 << 10
 func (sc *serverConn) awaitFrame(br *bufio.Reader, first bool) error {
 	for {
 		wait := sc.s.limits.IdleTimeout
+		by := time.Now().Add(wait)
 		if first {
-			wait = sc.s.limits.HelloTimeout
+			wait, by = sc.s.limits.HelloTimeout, sc.accepted.Add(sc.s.limits.HelloTimeout)
 		}
-		_ = sc.conn.SetReadDeadline(time.Now().Add(wait))
+		_ = sc.conn.SetReadDeadline(by)
 		_, err := br.Peek(1)
 		if err == nil {
 			return nil
@@ -482,7 +542,12 @@ func (sc *serverConn) write(h Header, meta, data []byte) error {
 	return err
 }
 
-// frameTimeout bounds how long the rest of a frame may take to arrive once
-// its header has, and how long a response may take to be taken by the
-// peer: a stalled peer loses its connection instead of holding buffers.
-const frameTimeout = 30 * time.Second
+// frameTimeout bounds how long a frame's data may take to arrive once
+// its header and meta have, and how long a response may take to be taken
+// by the peer: a stalled peer loses its connection instead of holding
+// buffers. frameHeadTimeout bounds a frame's header and meta from its
+// first byte (a real client writes them at once).
+const (
+	frameTimeout     = 30 * time.Second
+	frameHeadTimeout = 10 * time.Second
+)
