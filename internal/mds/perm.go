@@ -14,7 +14,10 @@ package mds
 //	any path                 search (x) on every directory it walks
 //	readdir                  read (r) on the directory
 //	create, mkdir, mknod,
-//	symlink, link            write and search (wx) on the parent
+//	symlink, link            write and search (wx) on the parent; a link
+//	                         also to own the file, or read and write it
+//	                         if it is a regular file neither setuid nor
+//	                         setgid-executable (protected_hardlinks)
 //	remove, rename           wx on each parent; in a sticky directory, to
 //	                         own the entry or the directory; a directory
 //	                         moved to another parent needs w on itself
@@ -143,6 +146,22 @@ func (c *caller) need(rec *inodeRec, want uint32, what string) error {
 // owns reports whether c owns rec (or is root).
 func (c *caller) owns(rec *inodeRec) bool {
 	return c == nil || c.uid == 0 || c.uid == rec.Uid
+}
+
+// mayLink is Linux's protected_hardlinks rule, which a mount's kernel
+// applies before the MDS sees the link: the caller owns rec (or is
+// root), or rec is a regular file, neither setuid nor setgid-executable,
+// that the caller may read and write. Without it a link puts another's
+// file where its owner cannot remove it (a sticky directory) and keeps
+// it alive past its owner's unlink.
+func (c *caller) mayLink(rec *inodeRec) bool {
+	if c.owns(rec) {
+		return true
+	}
+	if rec.Type != mdsproto.TypeFile || rec.Mode&0o4000 != 0 || rec.Mode&0o2010 == 0o2010 {
+		return false
+	}
+	return c.may(rec, permR|permW)
 }
 
 // mayUnlink is the sticky-directory rule: in a sticky directory only the

@@ -231,3 +231,70 @@ func TestPOSIXPermissionsAtTheMDS(t *testing.T) {
 		t.Fatalf("root reads: %v", err)
 	}
 }
+
+// A client credential for uid 2000 could hard-link uid 1000's 0600 file
+// into a sticky world-writable directory by sending the link itself; the
+// mount refuses it (Linux's protected_hardlinks), and so does the MDS
+// now: a link to a file needs its owner, root, or a regular file neither
+// setuid nor setgid-executable that the caller may read and write.
+func TestHardLinkNeedsWhatProtectedHardlinksNeeds(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3, DefaultLayout: "ec:2+1", Auth: true})
+	root := c.Dial()
+	user := func(uid uint32) *braid.Client {
+		cred := c.Issue(auth.Principal{Name: "u", Role: auth.RoleClient, UIDs: []uint32{uid}, GIDs: []uint32{uid}})
+		return c.DialWith(func(o *braid.Options) {
+			o.Credential = cred
+			o.Caller = &braid.Caller{Uid: uid, Gid: uid}
+		})
+	}
+	if err := root.Mkdir(ctx, "/tmp", false); err != nil {
+		t.Fatal(err)
+	}
+	own(t, root, "/tmp", 0, 0, 0o1777)
+	owner, other := user(1000), user(2000)
+	mkfile := func(p string, mode uint32) uint64 {
+		t.Helper()
+		f, err := owner.Create(ctx, p, braid.CreateOptions{Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		own(t, root, p, 1000, 1000, mode)
+		fi, err := root.Stat(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Ino
+	}
+	tmp, err := root.Stat(ctx, "/tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	private := mkfile("/tmp/private", 0o600)
+	shared := mkfile("/tmp/shared", 0o666)
+	setuid := mkfile("/tmp/setuid", 0o4777)
+	for _, tc := range []struct {
+		name string
+		ino  uint64
+	}{{"another's 0600 file", private}, {"another's setuid file", setuid}} {
+		_, err := other.Link(ctx, tc.ino, tmp.Ino, "stolen")
+		if !errors.Is(err, braid.ErrPerm) {
+			t.Errorf("link %s: %v; want EPERM", tc.name, err)
+		}
+	}
+	if _, err := root.Stat(ctx, "/tmp/stolen"); !errors.Is(err, braid.ErrNotFound) {
+		t.Fatalf("a refused link left a name: %v", err)
+	}
+	if _, err := other.Link(ctx, shared, tmp.Ino, "shared-link"); err != nil {
+		t.Errorf("link another's 0666 file: %v", err)
+	}
+	if _, err := owner.Link(ctx, private, tmp.Ino, "own-link"); err != nil {
+		t.Errorf("link one's own 0600 file: %v", err)
+	}
+	if _, err := root.Link(ctx, private, tmp.Ino, "root-link"); err != nil {
+		t.Errorf("root links anything: %v", err)
+	}
+}

@@ -161,6 +161,9 @@ func (s *Server) hardLink(ctx context.Context, req mdsproto.LinkReq) (mdsproto.I
 		if rec.Type == mdsproto.TypeDir {
 			return wire.Errorf(wire.ErrPerm, "hard links to directories are not allowed")
 		}
+		if !who.mayLink(rec) {
+			return wire.Errorf(wire.ErrPerm, "link to inode %d: not its owner, and not a plain file the caller may read and write", rec.Ino)
+		}
 		if rec.Nlink >= maxLinksPerInode {
 			return wire.Errorf(wire.ErrInvalid, "inode %d has %d links", rec.Ino, rec.Nlink)
 		}
