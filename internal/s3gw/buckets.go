@@ -1,6 +1,7 @@
 package s3gw
 
 import (
+	"net"
 	"context"
 	"errors"
 	"strings"
@@ -63,8 +64,11 @@ func (b *braidBackend) owns(ctx context.Context, owner, bucket string) bool {
 // maxBucketPages bounds one ListBuckets (10M top-level entries).
 const maxBucketPages = 10_000
 
-// validBucketName is S3's rule (3-63 of a-z 0-9 . -, starting and ending
-// with a letter or digit): other top-level directories are not buckets.
+// validBucketName is S3's rule: 3-63 of a-z 0-9 . -, starting and ending
+// with a letter or digit, no label starting or ending with a hyphen (so
+// neither "..", ".-" nor "-."), not an IP address, and none of the
+// prefixes and suffixes AWS keeps for itself. Other top-level
+// directories are not buckets.
 func validBucketName(n string) bool {
 	if len(n) < 3 || len(n) > 63 {
 		return false
@@ -76,8 +80,30 @@ func validBucketName(n string) bool {
 			return false
 		}
 	}
+	if strings.Contains(n, "..") || strings.Contains(n, ".-") || strings.Contains(n, "-.") {
+		return false
+	}
+	if ip := net.ParseIP(n); ip != nil {
+		return false
+	}
+	for _, p := range reservedBucketPrefixes {
+		if strings.HasPrefix(n, p) {
+			return false
+		}
+	}
+	for _, s := range reservedBucketSuffixes {
+		if strings.HasSuffix(n, s) {
+			return false
+		}
+	}
 	return true
 }
+
+// The prefixes and suffixes of bucket names AWS reserves.
+var (
+	reservedBucketPrefixes = []string{"xn--", "sthree-", "amzn-s3-demo-"}
+	reservedBucketSuffixes = []string{"-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"}
+)
 
 func (b *braidBackend) HeadBucket(rctx context.Context, in *s3.HeadBucketInput) (*s3.HeadBucketOutput, error) {
 	ctx := b.opCtx(rctx)

@@ -136,13 +136,15 @@ func (m *iam) ResolveAccounts(access []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var missing []string
 	for _, a := range access {
 		if _, ok := keys[a]; !ok {
-			missing = append(missing, a)
+			// versitygw turns a missing account of an ACL's grant into
+			// a 500; S3 answers 400 InvalidArgument, and so does the
+			// gateway, for a grant, a policy's principal or an owner.
+			return []string{a}, s3err.InvalidArgumentError{Description: "Invalid id", ArgumentName: "CanonicalUser/ID", ArgumentValue: a}
 		}
 	}
-	return missing, nil
+	return nil, nil
 }
 
 func (m *iam) ListUserAccounts() ([]auth.Account, error) {

@@ -96,6 +96,7 @@ func startOn(ctx context.Context, cl *braid.Client, cfg Config, ln net.Listener)
 	app.Server().HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
 		return fasthttp.RequestConfig{ReadTimeout: bodyTimeout}
 	}
+	app.Server().Handler = refuseSSE(app.Server().Handler)
 	app.Hooks().OnListen(func(fiber.ListenData) error { close(listening); return nil })
 	lim := newLimitListener(ln, cfg.MaxConnections, max(1, cfg.MaxConnections/4), cmp.Or(cfg.Log, slog.Default()))
 	s := &Server{api: api, addr: ln.Addr().String(), done: make(chan error, 1)}
