@@ -1,9 +1,9 @@
 package s3gw
 
 import (
-	"net"
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"time"
