@@ -109,10 +109,47 @@ type repairJob struct {
 	repaired atomic.Int64
 
 	mu         sync.Mutex
+	found      []string          // what scrub found wrong (at most mdsproto.MaxRepairFound)
 	rewritten  map[int]bool      // components scrub rewrote units of
 	unwritable map[int]bool      // components whose object scrub could not write: marked dirty
 	boots      map[uint32]uint64 // OSD → boot that took this job's writes
 	restarted  error             // an OSD took writes under two boots
+}
+
+// noteFound records what scrub found wrong with a unit, for status.
+func (j *repairJob) noteFound(c int, s int64, what string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.found) < mdsproto.MaxRepairFound {
+		j.found = append(j.found, fmt.Sprintf("component %d, stripe %d: %s", c, s, what))
+	}
+}
+
+// stripeLost is a stripe that cannot be decoded whatever OSDs return:
+// more of its units are lost or corrupt than its parity rebuilds. The
+// healer reports it as the file's loss (RepairDoneReq.Lost).
+type stripeLost struct {
+	what string // which stripe, how many units gone
+	err  error  // the failure as it was (wire.ErrUnavail)
+}
+
+func (e *stripeLost) Error() string { return e.err.Error() }
+func (e *stripeLost) Unwrap() error { return e.err }
+
+// lostOrUnavail is the error for a stripe of group grp with fewer than K
+// of its units readable, of which gone are lost or corrupt and can units
+// could be read at best.
+func lostOrUnavail(err error, grp int, s int64, gone, can, k int) error {
+	if can-gone >= k {
+		return err // unreachable units may come back
+	}
+	return &stripeLost{what: fmt.Sprintf("stripe %d of parity group %d: %d units lost or corrupt, %d left where %d are needed", s, grp, gone, can-gone, k), err: err}
+}
+
+// goneErr reports whether err says a unit is lost or corrupt (not merely
+// unreachable).
+func goneErr(err error) bool {
+	return errors.Is(err, wire.ErrLost) || errors.Is(err, wire.ErrCorrupt)
 }
 
 // noteBoot records which process of OSD id took a write; writes taken by
@@ -182,6 +219,15 @@ func (h *healer) run(ctx context.Context, t *mdsproto.RepairTask) mdsproto.Repai
 	}
 	if err != nil {
 		res.Err = err.Error()
+		var lost *stripeLost
+		if errors.As(err, &lost) {
+			res.Lost = lost.what
+		}
+	}
+	if j != nil {
+		j.mu.Lock()
+		res.Found = slices.Clone(j.found)
+		j.mu.Unlock()
 	}
 	return res
 }
@@ -534,7 +580,7 @@ func (j *repairJob) readSources(ctx context.Context, s int64, units, skip []int,
 			cands = append(cands, u)
 		}
 	}
-	have := 0
+	have, can := 0, len(cands)
 	var failures []error
 	for len(cands) > 0 && have < K {
 		n := min(K-have, len(cands))
@@ -562,8 +608,14 @@ func (j *repairJob) readSources(ctx context.Context, s int64, units, skip []int,
 		}
 	}
 	if have < K {
-		return shards, fmt.Errorf("%w: stripe %d: %d of %d source units readable: %w",
-			wire.ErrUnavail, s, have, K, errors.Join(failures...))
+		gone := 0
+		for _, err := range failures {
+			if goneErr(err) {
+				gone++
+			}
+		}
+		return shards, lostOrUnavail(fmt.Errorf("%w: stripe %d: %d of %d source units readable: %w",
+			wire.ErrUnavail, s, have, K, errors.Join(failures...)), units[0]/j.lay.Spec.Width(), s, gone, can, K)
 	}
 	return shards, nil
 }
@@ -649,10 +701,12 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 			// would meet its unfilled holes): marked dirty, it is rebuilt
 			// whole while readers decode around it.
 			j.noteUnwritable(units[u])
+			j.noteFound(units[u], s, "object lost: "+errs[u].Error())
 			wire.PutBuf(shards[u])
 			shards[u] = nil
 		case errors.Is(errs[u], wire.ErrCorrupt):
 			bad = append(bad, u)
+			j.noteFound(units[u], s, "data corrupt: "+errs[u].Error())
 			wire.PutBuf(shards[u])
 			shards[u] = nil
 		default:
@@ -661,8 +715,14 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 		}
 	}
 	if present < spec.K {
-		return fmt.Errorf("%w: stripe %d of group %d: %d of %d units readable: %w",
-			wire.ErrUnavail, s, grp, present, spec.K, errors.Join(errs...))
+		gone := 0
+		for u := range units {
+			if goneErr(errs[u]) {
+				gone++
+			}
+		}
+		return lostOrUnavail(fmt.Errorf("%w: stripe %d of group %d: %d of %d units readable: %w",
+			wire.ErrUnavail, s, grp, present, spec.K, errors.Join(errs...)), grp, s, gone, w, spec.K)
 	}
 	if present == w {
 		var err error
@@ -670,6 +730,7 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 			return err
 		}
 		for _, u := range bad {
+			j.noteFound(units[u], s, "data corrupt: disagrees with the stripe's parity")
 			wire.PutBuf(shards[u])
 			shards[u] = nil
 		}

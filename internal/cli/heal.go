@@ -188,6 +188,39 @@ func (e *env) printHealth(st braid.Status) {
 	if r.Unrepairable > 0 {
 		fmt.Fprintf(e.stdout, "%d files cannot be repaired until more OSDs return\n", r.Unrepairable)
 	}
+	e.printFiles(st)
+}
+
+// printFiles names the files status knows to be lost, and what happened
+// to files' data lately.
+func (e *env) printFiles(st braid.Status) {
+	if len(st.LostFiles) > 0 {
+		fmt.Fprintf(e.stdout, "lost: %d files cannot be read (restore them from a backup, or remove them):\n", st.LostCount)
+		for _, f := range st.LostFiles {
+			since := ""
+			if f.SinceNs != 0 {
+				since = ", since " + time.Unix(0, f.SinceNs).Format(time.DateTime)
+			}
+			fmt.Fprintf(e.stdout, "  %s: %s%s\n", fileName(f.Path, f.Ino), f.Why, since)
+		}
+		if n := st.LostCount - int64(len(st.LostFiles)); n > 0 {
+			fmt.Fprintf(e.stdout, "  and %d more (braid status --json lists the first %d)\n", n, len(st.LostFiles))
+		}
+	}
+	if len(st.FileEvents) > 0 {
+		fmt.Fprintln(e.stdout, "files lately:")
+		for _, ev := range st.FileEvents {
+			fmt.Fprintf(e.stdout, "  %s %s %s: %s\n", time.Unix(0, ev.AtNs).Format(time.DateTime), ev.What, fileName(ev.Path, ev.Ino), ev.Why)
+		}
+	}
+}
+
+// fileName is a path, or the inode's number when no name leads to it.
+func fileName(path string, ino uint64) string {
+	if path == "" {
+		return fmt.Sprintf("inode %d (no name)", ino)
+	}
+	return path
 }
 
 func (e *env) osdAddCmd() *cobra.Command {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
@@ -143,6 +144,9 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		}); err != nil {
 			return err
 		}
+		if out.LostCount, out.LostFiles, err = lostFiles(r, h.lost); err != nil {
+			return err
+		}
 		return r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool { out.Intents++; return true })
 	})
 	s.heal.mu.Lock()
@@ -152,7 +156,12 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	}
 	s.heal.mu.Unlock()
 	out.Health, out.Problems = h.summary(out.OSDs)
+	if out.LostCount > 0 {
+		out.Health = mdsproto.HealthLost
+		out.Problems = append([]string{lostProblem(out.LostCount, out.LostFiles)}, out.Problems...)
+	}
 	s.heal.mu.Lock()
+	out.FileEvents = slices.Clone(s.heal.events)
 	if n := len(s.heal.noSpace); n > 0 {
 		out.Problems = append(out.Problems, fmt.Sprintf("%d files wait for repair because OSDs are out of space (retried every %v; add capacity or remove files)", n, repairBackoff))
 	}
@@ -191,6 +200,9 @@ type healthScan struct {
 	unrepairable, repairing, filesLeft int64
 	bytesLeft                          int64
 	why                                string
+	// lost are the files whose plan says they cannot be read (not
+	// counted above); the caller names them.
+	lost []mdsproto.LostFile
 }
 
 func (h *healthScan) add(rec *inodeRec, now time.Time) {
@@ -217,8 +229,13 @@ func (h *healthScan) add(rec *inodeRec, now time.Time) {
 	if len(rec.Dirty) > 0 {
 		h.dirty++
 	}
-	if h.repairActive(rec.Ino, rec.Repair, now) {
+	repairing := h.repairActive(rec.Ino, rec.Repair, now)
+	if repairing {
 		h.repairing++
+	}
+	if p.Lost && !repairing {
+		h.lost = append(h.lost, mdsproto.LostFile{Ino: rec.Ino, Why: p.LostWhy})
+		return
 	}
 	if p.Unrepairable {
 		h.unrepairable++

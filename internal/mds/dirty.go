@@ -6,6 +6,7 @@ package mds
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -29,7 +30,9 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 		}
 	}
 	stale := false
-	in, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
+	var lost mdsproto.FileEvent // set when the marks leave the file lost
+	now := s.cfg.Now()
+	in, err := s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
 		if rec.Layout == nil {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
@@ -48,13 +51,29 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 				}
 			}
 		}
+		var err error
 		if req.Handle != 0 && !req.Lost {
-			return addWriterDirty(rec, req.Comps, req.Handle)
+			err = addWriterDirty(rec, req.Comps, req.Handle)
+		} else {
+			err = addDirty(rec, req.Comps)
 		}
-		return addDirty(rec, req.Comps)
+		if err != nil {
+			return err
+		}
+		if !req.Lost {
+			return nil // a writer's missed writes: caught up, or rebuilt
+		}
+		lost, err = s.noteIfLost(tx, rec, now)
+		return err
 	})
 	if err == nil && !stale {
 		s.cfg.Log.Info("components marked dirty", "ino", req.Ino, "comps", req.Comps, "why", req.Why, "writer", req.Handle != 0)
+	}
+	if err == nil && !stale && lost.What != "" {
+		s.cfg.Log.Warn("file lost", "ino", req.Ino, "path", lost.Path, "why", lost.Why)
+		s.heal.mu.Lock()
+		s.noteFileEventLocked(lost)
+		s.heal.mu.Unlock()
 	}
 	return in, err
 }
@@ -163,4 +182,24 @@ func addMarks(rec *inodeRec, comps []uint32) error {
 	}
 	slices.Sort(rec.Dirty)
 	return nil
+}
+
+// noteIfLost records rec as lost (damage.go) when its dirty components
+// (objects found gone) leave some parity group unable to decode whatever
+// OSDs return, and no repair is moving its components.
+// It returns the event to report, if so.
+func (s *Server) noteIfLost(tx kv.Txn, rec *inodeRec, now time.Time) (mdsproto.FileEvent, error) {
+	if rec.Layout == nil || s.repairActive(rec.Ino, rec.Repair, now) {
+		return mdsproto.FileEvent{}, nil
+	}
+	spec, err := specOf(rec.Layout.Spec)
+	if err != nil {
+		return mdsproto.FileEvent{}, nil
+	}
+	p := planFile(rec.Layout, rec.Dirty, s.cluster.views(now), spec)
+	if !p.Lost {
+		return mdsproto.FileEvent{}, nil
+	}
+	e := mdsproto.FileEvent{Ino: rec.Ino, Path: pathOf(tx, rec), What: mdsproto.FileLost, Why: p.LostWhy, AtNs: now.UnixNano()}
+	return e, noteLost(tx, rec.Ino, p.LostWhy, now.UnixNano())
 }

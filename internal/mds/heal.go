@@ -83,6 +83,7 @@ type healState struct {
 	claiming map[uint64]int
 	stats    mdsproto.RepairProgress
 	errs     []string
+	events   []mdsproto.FileEvent // the last maxFileEvents (damage.go)
 	bal      balanceState
 }
 
@@ -615,13 +616,18 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	why := s.heal.active[req.Ino].why
 	s.heal.mu.Unlock()
 	failed := req.Err
-	_, err := s.updateInode(ctx, req.Ino, func(_ kv.Txn, rec *inodeRec) error {
+	var path string
+	_, err := s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
 		if rec.Repair == nil || rec.Repair.Version != req.Version || rec.Layout == nil || rec.Layout.Version != req.Version {
 			failed = "repair lock lost"
 			return nil
 		}
+		path = pathOf(tx, rec)
 		tainted := rec.Repair.Tainted
 		rec.Repair = nil
+		if req.Lost != "" {
+			return noteLost(tx, req.Ino, req.Lost, now.UnixNano())
+		}
 		if failed != "" {
 			return nil
 		}
@@ -643,7 +649,10 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 			rec.Dirty = nil
 		}
 		pruneDirtyBy(rec)
-		return nil
+		// Read whole again (a lost object restored, or what was dirty
+		// decoded from the rest): not lost now. If some other part still
+		// is, the next reader or scrub says so again.
+		return tx.Delete(lostKey(req.Ino))
 	})
 	if wire.CodeOf(err) != wire.ErrNotFound {
 		s.queueLabel(req.Ino) // new objects need their labels
@@ -664,6 +673,12 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	}
 	s.heal.done = append(s.heal.done, doneMark{at: now, bytes: req.Bytes})
 	s.heal.stats.BytesDone += req.Bytes
+	if failed == "repair lock lost" {
+		req.Lost = "" // this attempt decided nothing
+	}
+	if e, ok := repairEvent(req, failed, why.text, path, now.UnixNano()); ok && !why.balance {
+		s.noteFileEventLocked(e)
+	}
 	if failed != "" {
 		if req.Kind == mdsproto.RepairScrub {
 			s.heal.stats.ScrubFailed++

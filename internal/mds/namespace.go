@@ -23,6 +23,7 @@ import (
 //	x<ino be64>              an orphan: unlinked while open, deleted at the last close
 //	w<dir be64>              a write-back claim on a directory (claimRec; claim_ops.go)
 //	h<ino be64>              heal index: the file has dirty components or a repair lock
+//	l<ino be64>              the file cannot be read: lost beyond its parity (lostRec; damage.go)
 //	o<osd id be32>           OSD record (osdRec)
 //	r<session be64><seq be64> a named mutation's outcome, for its retries (onceRec; once.go)
 //	u<uuid>                  OSD uuid → id (be32)
@@ -206,6 +207,9 @@ func putInode(tx kv.Txn, rec *inodeRec) error {
 // (a directory's goes in dropLink, with its times).
 func deleteInode(tx kv.Txn, ino uint64) error {
 	if err := tx.Delete(healKey(ino)); err != nil {
+		return err
+	}
+	if err := tx.Delete(lostKey(ino)); err != nil {
 		return err
 	}
 	return tx.Delete(inodeKey(ino))

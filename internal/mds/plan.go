@@ -34,6 +34,14 @@ type filePlan struct {
 	// needs to decode; Why says which.
 	Unrepairable bool
 	Why          string
+	// Lost is set when some parity group would have fewer than K clean
+	// components even if every down OSD came back: more are dirty (lost
+	// objects, missed writes) or on OSDs out of the cluster than its
+	// parity rebuilds. LostWhy says which. (While a repair runs, moved
+	// components are listed dirty though their old copies still read:
+	// callers judge Lost only without one.)
+	Lost    bool
+	LostWhy string
 }
 
 // Degraded reports whether the file lacks any redundancy right now: some
@@ -99,8 +107,27 @@ func planFile(l *mdsproto.Layout, dirty []uint32, osds map[uint32]osdView, spec 
 			p.Unrepairable = true
 			p.Why = fmt.Sprintf("parity group %d has %d readable components, needs %d", g, sources, spec.K)
 		}
+		if clean := cleanInGroup(l, dirty, osds, lo, hi); clean < spec.K && !p.Lost {
+			p.Lost = true
+			p.LostWhy = fmt.Sprintf("parity group %d: %d of %d components lost or missed writes, %d left where %d are needed",
+				g, w-clean, w, clean, spec.K)
+		}
 	}
 	return p
+}
+
+// cleanInGroup counts the components in [lo, hi) that are not dirty and
+// whose OSD is still in the cluster (up, down or draining): what the
+// group could read if every down OSD came back.
+func cleanInGroup(l *mdsproto.Layout, dirty []uint32, osds map[uint32]osdView, lo, hi int) int {
+	n := 0
+	for c := lo; c < hi; c++ {
+		v, known := osds[l.OSDs[c]]
+		if known && v.State != mdsproto.StateOut && !slices.Contains(dirty, uint32(c)) {
+			n++
+		}
+	}
+	return n
 }
 
 // planCrowded finds components that share an OSD with an earlier

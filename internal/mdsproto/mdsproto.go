@@ -430,8 +430,9 @@ type StatusResp struct {
 	LogicalBytes  int64       `json:"logical_bytes"`
 	CapacityBytes int64       `json:"capacity_bytes"`
 	UsedBytes     int64       `json:"used_bytes"`
-	// Health is HealthOK when every file has its full redundancy and
-	// HealthDegraded otherwise; Problems says what is missing.
+	// Health is HealthOK when every file has its full redundancy,
+	// HealthDegraded when some lack part of it, and HealthLost when some
+	// file cannot be read; Problems says what is missing.
 	Health string `json:"health"`
 	// Writers counts writer leases (files open for writing); Intents the
 	// staged partial-stripe writes not yet finished.
@@ -445,6 +446,12 @@ type StatusResp struct {
 	// are still to be written.
 	LabelsPending int64          `json:"labels_pending"`
 	Problems      []string       `json:"problems,omitempty"`
+	// LostFiles lists files known to be unreadable (at most
+	// MaxLostListed; LostCount counts them all), FileEvents the last
+	// things that happened to files' data (damage.go).
+	LostFiles  []LostFile  `json:"lost_files,omitempty"`
+	LostCount  int64       `json:"lost_count,omitempty"`
+	FileEvents []FileEvent `json:"file_events,omitempty"`
 	Repair        RepairProgress `json:"repair"`
 	// Meta is the metadata service itself: its MDS processes and the
 	// engine holding the namespace.
@@ -627,7 +634,20 @@ type RepairDoneReq struct {
 	Bytes    int64    `json:"bytes"`    // bytes written
 	Repaired int64    `json:"repaired"` // scrub: units found wrong and rewritten
 	Err      string   `json:"err,omitempty"`
+	// Lost is set when the file cannot be read whatever OSDs return:
+	// some stripe has more units lost or corrupt than its parity
+	// rebuilds. It says which and why.
+	Lost string `json:"lost,omitempty"`
+	// Found lists what a scrub found wrong (at most MaxRepairFound).
+	Found []string `json:"found,omitempty"`
 }
+
+// MaxRepairFound bounds RepairDoneReq.Found; MaxLostListed the files
+// StatusResp.LostFiles lists.
+const (
+	MaxRepairFound = 8
+	MaxLostListed  = 100
+)
 
 // IntentReq opens (Begin), commits or closes (Done) a staged write of
 // the components Comps of one stripe, under layout Version.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/braidfs/braid/internal/osdproto"
@@ -46,16 +47,17 @@ type object struct {
 	key       ObjKey
 	mu        sync.RWMutex // writers exclusive, so readers never see a half-written block
 	data, sum File
-	size      int64  // data file length
-	version   uint64 // layout version from the sum header
-	format    uint16 // sum file format
-	sumBase   int64  // offset of block 0's checksum in the sum file
-	unflushed int64  // bytes written since writeback was last started
-	refs      int    // guarded by Store.mu
-	lastUse   uint64 // guarded by Store.mu
-	deleted   bool   // guarded by mu
-	dirSynced bool   // its directory entry is durable (guarded by mu)
-	fresh     bool   // created and not yet written to (guarded by mu)
+	size      int64     // data file length
+	version   uint64    // layout version from the sum header
+	format    uint16    // sum file format
+	sumBase   int64     // offset of block 0's checksum in the sum file
+	unflushed int64     // bytes written since writeback was last started
+	refs      int       // guarded by Store.mu
+	lastUse   uint64    // guarded by Store.mu
+	deleted   bool      // guarded by mu
+	checked   time.Time // when goneLocked last looked at its files; guarded by Store.mu
+	dirSynced bool      // its directory entry is durable (guarded by mu)
+	fresh     bool      // created and not yet written to (guarded by mu)
 }
 
 // Store holds an OSD's objects in a directory.
@@ -150,7 +152,7 @@ func (s *Store) acquire(k ObjKey, create bool, version uint64) (*object, error) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clock++
-	if o := s.open[k]; o != nil {
+	if o := s.open[k]; o != nil && !s.goneLocked(o) {
 		o.refs++
 		o.lastUse = s.clock
 		return o, nil
@@ -170,6 +172,42 @@ func (s *Store) release(o *object) {
 	o.refs--
 	s.evictLocked()
 	s.mu.Unlock()
+}
+
+// goneLocked reports whether idle object o's files were removed from disk
+// under the store (an operator, a restored backup, fsck): an open
+// descriptor would go on serving them until a restart, and nothing would
+// notice the loss. It looks at most every revalidateAfter per object, and
+// closes o when its files are gone, so the caller opens the key afresh
+// (and finds it missing). An object in use is left to its users.
+func (s *Store) goneLocked(o *object) bool {
+	now := s.now()
+	if o.refs > 0 || now.Sub(o.checked) < revalidateAfter {
+		return false
+	}
+	o.checked = now
+	if linked(o.data) && linked(o.sum) {
+		return false
+	}
+	delete(s.open, o.key)
+	_ = o.data.Close()
+	_ = o.sum.Close()
+	return true
+}
+
+// revalidateAfter is how often an idle cached object's files are checked
+// for removal from under the store.
+const revalidateAfter = time.Second
+
+// linked reports whether f still has a name on disk (as far as its
+// FileInfo tells: a file system that does not say is taken at its word).
+func linked(f File) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return true // a failing disk is found by the read that follows
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || st.Nlink > 0
 }
 
 // evictLocked closes least recently used idle objects past the limit.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -292,5 +293,38 @@ func TestCapacityCountsLargeWritesOnce(t *testing.T) {
 	}
 	if got := used(OSFS{}, false); got != buffered {
 		t.Fatalf("direct writes: %d bytes counted, buffered writes count %d", got, buffered)
+	}
+}
+
+// An object file deleted from under a running OSD was served from its
+// open descriptor until the OSD restarted: nothing noticed the loss. An
+// idle object's files are checked again (at most every revalidateAfter),
+// and one removed from disk reads as the missing object it is.
+func TestObjectDeletedFromUnderTheStoreIsMissing(t *testing.T) {
+	s := openTestStore(t, OSFS{}, t.TempDir())
+	k := ObjKey{Ino: 5, Comp: 1}
+	data := bytes.Repeat([]byte("gone "), 2000)
+	if _, err := s.Write(k, 1, 0, data, osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(data))
+	if size, _, err := s.Read(k, 1, 0, buf); err != nil || size != int64(len(data)) {
+		t.Fatalf("read before: %d %v", size, err)
+	}
+	for _, ext := range []string{"dat", "sum"} {
+		if err := os.Remove(s.path(k, ext)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		size, _, err := s.Read(k, 1, 0, buf)
+		if err == nil && size == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("an object deleted from disk still reads: size %d, err %v", size, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
