@@ -77,7 +77,9 @@ func TestLostFileIsNamedInStatus(t *testing.T) {
 	testcluster.Eventually(t, 30*time.Second, func() bool {
 		st, err = cl.Status(ctx)
 		return err == nil && len(st.LostFiles) == 0 && st.Health == mdsproto.HealthOK
-	}, func() string { return fmt.Sprintf("after the lost file's removal: health %s, lost %+v", st.Health, st.LostFiles) })
+	}, func() string {
+		return fmt.Sprintf("after the lost file's removal: health %s, lost %+v", st.Health, st.LostFiles)
+	})
 }
 
 // A flipped byte that scrub rewrote showed only as a counter: nothing
@@ -109,7 +111,9 @@ func TestScrubRepairIsNamedInStatus(t *testing.T) {
 	testcluster.Eventually(t, 60*time.Second, func() bool {
 		st, err = cl.Status(ctx)
 		return err == nil && fileEvent(st, "/flipped", mdsproto.FileRepaired) != nil
-	}, func() string { return fmt.Sprintf("status does not name /flipped as repaired: events %+v", st.FileEvents) })
+	}, func() string {
+		return fmt.Sprintf("status does not name /flipped as repaired: events %+v", st.FileEvents)
+	})
 	ev := fileEvent(st, "/flipped", mdsproto.FileRepaired)
 	if !strings.Contains(ev.Why, "corrupt") || ev.AtNs == 0 || ev.Ino != fi.Ino {
 		t.Fatalf("repair event %+v: want the corruption found, and when", ev)

@@ -444,15 +444,15 @@ type StatusResp struct {
 	PendingDelete PendingDelete `json:"pending_delete"`
 	// LabelsPending counts files whose object labels (for scavenging)
 	// are still to be written.
-	LabelsPending int64          `json:"labels_pending"`
-	Problems      []string       `json:"problems,omitempty"`
+	LabelsPending int64    `json:"labels_pending"`
+	Problems      []string `json:"problems,omitempty"`
 	// LostFiles lists files known to be unreadable (at most
 	// MaxLostListed; LostCount counts them all), FileEvents the last
 	// things that happened to files' data (damage.go).
-	LostFiles  []LostFile  `json:"lost_files,omitempty"`
-	LostCount  int64       `json:"lost_count,omitempty"`
-	FileEvents []FileEvent `json:"file_events,omitempty"`
-	Repair        RepairProgress `json:"repair"`
+	LostFiles  []LostFile     `json:"lost_files,omitempty"`
+	LostCount  int64          `json:"lost_count,omitempty"`
+	FileEvents []FileEvent    `json:"file_events,omitempty"`
+	Repair     RepairProgress `json:"repair"`
 	// Meta is the metadata service itself: its MDS processes and the
 	// engine holding the namespace.
 	Meta MetaStatus `json:"meta"`
