@@ -2,6 +2,7 @@ package braid_test
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -122,4 +123,43 @@ func TestScrubRepairIsNamedInStatus(t *testing.T) {
 		t.Fatalf("after a repair: health %s, lost %+v", st.Health, st.LostFiles)
 	}
 	mustRead(t, cl, "/flipped", "after scrub", data)
+}
+
+// A put that failed with ENOSPC made status say its file "cannot be
+// repaired until more OSDs return" with every OSD up, and nothing said
+// what held the space or when it would free. The failed put's objects are
+// not a file to repair: they await deletion, and status says how much
+// they hold, that OSDs are full, and when the space frees.
+func TestFailedPutOnFullOSDsIsExplained(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, CapacityBytes: 4 << 20, DeleteDelay: time.Hour})
+	cl := c.Dial()
+	f, err := cl.Create(ctx, "/big", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1, Atomic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := f.ReadFrom(io.LimitReader(zeroReader{}, 64<<20))
+	if cerr := f.Close(); werr == nil && cerr == nil {
+		t.Fatal("writing 64 MiB into 24 MiB of OSDs succeeded")
+	}
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Health != mdsproto.HealthOK || st.Repair.Unrepairable != 0 || st.LostCount != 0 {
+		t.Errorf("right after a failed put: health %s, unrepairable %d, lost %+v, problems %q; want ok: nothing named is damaged",
+			st.Health, st.Repair.Unrepairable, st.LostFiles, st.Problems)
+	}
+	testcluster.Eventually(t, 20*time.Second, func() bool {
+		st, err = cl.Status(ctx)
+		return err == nil && st.PendingDelete.Objects > 0
+	}, func() string { return fmt.Sprintf("the failed put never awaited deletion: %+v", st.PendingDelete) })
+	if st.Health != mdsproto.HealthOK || st.Repair.Unrepairable != 0 || st.LostCount != 0 {
+		t.Errorf("after a failed put: health %s, unrepairable %d, lost %+v, problems %q; want ok: nothing named is damaged",
+			st.Health, st.Repair.Unrepairable, st.LostFiles, st.Problems)
+	}
+	if !slices.ContainsFunc(st.Problems, func(p string) bool {
+		return strings.Contains(p, "full") && strings.Contains(p, "awaiting deletion") && strings.Contains(p, "freed")
+	}) {
+		t.Errorf("status does not say the OSDs are full of objects awaiting deletion, and when they free: %q", st.Problems)
+	}
 }

@@ -103,8 +103,9 @@ func (e *env) printStatus(st braid.Status) error {
 		fmt.Fprintf(e.stdout, "removed files still open: %s (freed at their last close)\n", human(pd.OpenBytes))
 	}
 	if pd := st.PendingDelete; pd.Objects > 0 {
-		fmt.Fprintf(e.stdout, "removed files: %s in %d objects awaiting deletion, the next in %v (handles opened before the removal may read them until then)\n",
-			human(pd.Bytes), pd.Objects, max(0, time.Until(time.Unix(0, pd.NextNs))).Round(time.Second))
+		fmt.Fprintf(e.stdout, "removed files and failed writes: %s in %d objects awaiting deletion, the next in %v, all in %v (handles opened before the removal may read them until then)\n",
+			human(pd.Bytes), pd.Objects, max(0, time.Until(time.Unix(0, pd.NextNs))).Round(time.Second),
+			max(0, time.Until(time.Unix(0, max(pd.LastNs, pd.NextNs)))).Round(time.Second))
 	}
 	e.printHealth(st)
 	fmt.Fprintln(e.stdout)

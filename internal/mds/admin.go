@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
@@ -136,9 +138,11 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 			if decodeRecord(v, &g) == nil {
 				out.PendingDelete.Objects += int64(len(g.Comps))
 				out.PendingDelete.Bytes += g.Bytes
-				if next, at := &out.PendingDelete.NextNs, s.deadline(sightDelete, k, g.NotBeforeNs, s.cfg.DeleteDelay); *next == 0 || at < *next {
+				at := s.deadline(sightDelete, k, g.NotBeforeNs, s.cfg.DeleteDelay)
+				if next := &out.PendingDelete.NextNs; *next == 0 || at < *next {
 					*next = at
 				}
+				out.PendingDelete.LastNs = max(out.PendingDelete.LastNs, at)
 			}
 			return true
 		}); err != nil {
@@ -159,6 +163,9 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	if out.LostCount > 0 {
 		out.Health = mdsproto.HealthLost
 		out.Problems = append([]string{lostProblem(out.LostCount, out.LostFiles)}, out.Problems...)
+	}
+	if p := fullProblem(out.OSDs, out.PendingDelete, now); p != "" {
+		out.Problems = append(out.Problems, p)
 	}
 	s.heal.mu.Lock()
 	out.FileEvents = slices.Clone(s.heal.events)
@@ -211,6 +218,12 @@ func (h *healthScan) add(rec *inodeRec, now time.Time) {
 	}
 	for _, id := range rec.Layout.OSDs {
 		h.comps[id]++
+	}
+	if rec.Unnamed || rec.Nlink == 0 {
+		// Not a file anyone can name: an Atomic create not published
+		// (a failed put), or unlinked while open. Its objects await
+		// deletion; what they miss harms no one.
+		return
 	}
 	spec, err := specOf(rec.Layout.Spec)
 	if err != nil {
@@ -497,4 +510,35 @@ func (s *Server) deleteOn(ctx context.Context, id uint32, req osdproto.Req, now 
 	err := s.osdCall(ctx, id, osdproto.OpDelete, req, now)
 	// Stale: a newer layout of the file owns that object now; not ours to delete.
 	return err == nil || errors.Is(err, wire.ErrStale)
+}
+
+// fullFreeFraction: an OSD with less than this of its capacity free is
+// full (its next writes fail with ENOSPC).
+const fullFreeFraction = 0.05
+
+// fullProblem says which up OSDs are full, and, when removed files or
+// failed writes hold space awaiting deletion (their objects outlive them
+// by the delete delay, for handles that may still read them), how much
+// and when it frees: what a writer refused ENOSPC wants to know.
+func fullProblem(osds []mdsproto.OSDStatus, pd mdsproto.PendingDelete, now time.Time) string {
+	var full []string
+	for _, o := range osds {
+		if o.State == mdsproto.StateUp && o.CapacityBytes > 0 && float64(o.FreeBytes) < fullFreeFraction*float64(o.CapacityBytes) {
+			full = append(full, strconv.FormatUint(uint64(o.ID), 10))
+		}
+	}
+	if len(full) == 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("OSDs %s are full (under %.0f%% free): writes placed on them fail with ENOSPC; add OSDs or remove files",
+		strings.Join(full, ", "), 100*fullFreeFraction)
+	if pd.Bytes > 0 {
+		at := func(ns int64) string {
+			t := time.Unix(0, ns)
+			return fmt.Sprintf("%s (in %v)", t.Format(time.TimeOnly), max(0, t.Sub(now)).Round(time.Second))
+		}
+		msg += fmt.Sprintf("; %d bytes of removed files and failed writes are awaiting deletion, freed from %s, all by %s",
+			pd.Bytes, at(pd.NextNs), at(pd.LastNs))
+	}
+	return msg
 }

@@ -561,6 +561,7 @@ type PendingDelete struct {
 	Objects int64 `json:"objects"`
 	Bytes   int64 `json:"bytes"`
 	NextNs  int64 `json:"next_ns,omitempty"`
+	LastNs  int64 `json:"last_ns,omitempty"` // when the last of them may go
 	// OpenBytes is held by removed files still open somewhere: freed
 	// (then queued as above) at their last close.
 	OpenBytes int64 `json:"open_bytes"`
