@@ -75,6 +75,10 @@ func (h *healer) work(ctx context.Context, name string) {
 			continue
 		}
 		res := h.run(ctx, &t)
+		if ctx.Err() != nil {
+			h.interrupted(ctx, res)
+			return
+		}
 		for attempt := 0; attempt < 5 && ctx.Err() == nil; attempt++ {
 			if err := h.c.mds(ctx, mdsproto.OpRepairDone, res, nil); err == nil || !isConnError(err) {
 				break
@@ -83,6 +87,20 @@ func (h *healer) work(ctx context.Context, name string) {
 		}
 	}
 }
+
+// interrupted tells the MDS, once and briefly, that a claim ends
+// unfinished because the healer is stopping: the file is claimed again
+// at once rather than after its lock's lease, and the MDS does not count
+// it a failure. What the cut-off job read proves nothing about the file.
+func (h *healer) interrupted(ctx context.Context, res mdsproto.RepairDoneReq) {
+	res.Err, res.Lost, res.Found = mdsproto.RepairInterrupted, "", nil
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptedReportTimeout)
+	defer cancel()
+	_ = h.c.mds(dctx, mdsproto.OpRepairDone, res, nil)
+}
+
+// interruptedReportTimeout bounds a stopping healer's last report.
+const interruptedReportTimeout = 2 * time.Second
 
 func sleepCtx(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)

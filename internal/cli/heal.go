@@ -167,16 +167,19 @@ func (e *env) printHealth(st braid.Status) {
 		fmt.Fprintf(e.stdout, "  %s\n", p)
 	}
 	r := st.Repair
-	if r.FilesLeft > 0 || r.Active > 0 {
+	if r.FilesLeft > 0 || r.ActiveRebuild > 0 {
 		eta := "unknown"
 		if r.ETASeconds > 0 {
 			eta = (time.Duration(r.ETASeconds) * time.Second).String()
 		}
 		fmt.Fprintf(e.stdout, "repair: %d files (%s) left, %d in progress, %s/s, about %s to go\n",
-			r.FilesLeft, human(r.BytesLeft), r.Active, human(int64(r.RateBytesPerS)), eta)
+			r.FilesLeft, human(r.BytesLeft), r.ActiveRebuild, human(int64(r.RateBytesPerS)), eta)
 	}
-	if r.ScrubQueued > 0 {
-		fmt.Fprintf(e.stdout, "scrub: %d files queued\n", r.ScrubQueued)
+	if r.ScrubQueued > 0 || r.ActiveScrub > 0 {
+		fmt.Fprintf(e.stdout, "scrub: %d files queued, %d being scrubbed (on demand, or the periodic pass every --scrub-every)\n", r.ScrubQueued, r.ActiveScrub)
+	}
+	if r.ActiveBalance > 0 {
+		fmt.Fprintf(e.stdout, "balancing: %d components being moved to emptier OSDs\n", r.ActiveBalance)
 	}
 	if r.FilesDone > 0 || r.ScrubbedFiles > 0 || r.Rebalanced > 0 {
 		fmt.Fprintf(e.stdout, "since the MDS started: %d files repaired, %d components moved to even out OSDs (%s), %s written in all; %d files scrubbed, %d bad units rewritten\n",

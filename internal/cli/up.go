@@ -407,7 +407,10 @@ func launchChild(clusterDir, name, dir string, args []string) (*child, error) {
 	defer logf.Close()
 	cmd := exec.Command(exe, append(args, "--addr-file", addrFile)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive up
+	// Never outlive up; and in a process group of its own, so a
+	// terminal's Ctrl-C reaches up alone, which stops its children in
+	// order (stopChildren) rather than all at once.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -449,11 +452,13 @@ func waitOSDsUp(ctx context.Context, mdsAddr string, cred *auth.Credential, n in
 	return fmt.Errorf("cluster not ready within %v: %s", upReadyTimeout, last)
 }
 
-// stopChildren sends SIGTERM to every child, OSDs first, and waits; one
-// that does not stop within the grace period is killed.
+// stopChildren sends SIGTERM to every child in order (up's MDS processes
+// before its OSDs: healers inside an MDS stop before the OSDs they read
+// and write go, instead of logging every repair they were running as
+// failed), and waits; one that does not stop within the grace period is
+// killed.
 func stopChildren(children []*child) {
-	for i := len(children) - 1; i >= 0; i-- {
-		c := children[i]
+	for _, c := range children {
 		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-c.done:

@@ -58,6 +58,11 @@ type upProc struct {
 	out  *syncBuffer
 }
 
+// interrupt is a terminal's Ctrl-C: SIGINT to up's whole process group.
+func (p *upProc) interrupt() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
+}
+
 // syncBuffer is written by exec's output copier while the test reads it.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -80,6 +85,7 @@ func startUp(t *testing.T, e cliEnv, dir string, extra ...string) *upProc {
 	t.Helper()
 	cmd := exec.Command(e.bin, append([]string{"up", "--dir", dir, "--osds", "4", "--osd-down-after", "2s"}, extra...)...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+e.state)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group of its own, as in a terminal (upProc.interrupt)
 	p := &upProc{cmd: cmd, done: make(chan struct{}), out: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {

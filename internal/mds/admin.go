@@ -300,7 +300,8 @@ func (s *Server) repairProgress(h healthScan, now time.Time) mdsproto.RepairProg
 	defer s.heal.mu.Unlock()
 	p := s.heal.stats
 	p.FilesLeft, p.BytesLeft, p.Unrepairable = h.filesLeft, h.bytesLeft, h.unrepairable
-	p.Active = s.heal.activeCount(now)
+	p.ActiveRebuild, p.ActiveScrub, p.ActiveBalance = s.heal.activeKinds(now)
+	p.Active = p.ActiveRebuild + p.ActiveScrub + p.ActiveBalance
 	p.RateBytesPerS = s.heal.rate(now)
 	if p.RateBytesPerS > 0 {
 		p.ETASeconds = float64(p.BytesLeft) / p.RateBytesPerS

@@ -224,17 +224,30 @@ type claimantKey struct{}
 
 // activeCount is the number of claims whose healer may still report.
 func (h *healState) activeCount(now time.Time) int {
-	n := 0
+	rebuild, scrub, balance := h.activeKinds(now)
+	return rebuild + scrub + balance
+}
+
+// activeKinds counts the files being worked on by what is done to them:
+// rebuilt or caught up, scrubbed, moved to even out OSDs.
+func (h *healState) activeKinds(now time.Time) (rebuild, scrub, balance int) {
 	for ino, cl := range h.active {
 		// A claim whose process left counts until the next claim of its
 		// file replaces it: `braid scrub` and drain wait for that.
-		if now.Sub(cl.at) < repairLease {
-			n++
-		} else {
+		if now.Sub(cl.at) >= repairLease {
 			delete(h.active, ino)
+			continue
+		}
+		switch {
+		case cl.kind == mdsproto.RepairScrub:
+			scrub++
+		case cl.why.balance:
+			balance++
+		default:
+			rebuild++
 		}
 	}
-	return n
+	return rebuild, scrub, balance
 }
 
 // rate is the repair write rate over the last rateWindow.
@@ -679,6 +692,15 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	if e, ok := repairEvent(req, failed, why.text, path, now.UnixNano()); ok && !why.balance {
 		s.noteFileEventLocked(e)
 	}
+	if failed == mdsproto.RepairInterrupted {
+		if req.Kind == mdsproto.RepairScrub && !s.heal.scrubIn[req.Ino] {
+			s.heal.scrubIn[req.Ino] = true // scrubbed later, not dropped
+			s.heal.scrubQ = append(s.heal.scrubQ, req.Ino)
+			s.heal.stats.ScrubTaken-- // taken again when it is claimed again
+		}
+		s.noteRepairErrLocked(req.Ino, failed)
+		return struct{}{}, nil
+	}
 	if failed != "" {
 		if req.Kind == mdsproto.RepairScrub {
 			s.heal.stats.ScrubFailed++
@@ -718,6 +740,10 @@ func (s *Server) noteRepairErr(ino uint64, msg string, now time.Time) {
 }
 
 func (s *Server) noteRepairErrLocked(ino uint64, msg string) {
+	if msg == mdsproto.RepairInterrupted {
+		s.cfg.Log.Info("repair interrupted", "ino", ino, "why", msg)
+		return
+	}
 	if strings.Contains(msg, wire.ErrNoSpace.Error()) && len(s.heal.noSpace) < maxNoSpaceTracked {
 		s.heal.noSpace[ino] = true
 	}

@@ -530,7 +530,10 @@ const (
 type RepairProgress struct {
 	FilesLeft      int64   `json:"files_left"`       // files that need repair now
 	BytesLeft      int64   `json:"bytes_left"`       // bytes of those files' components to write
-	Active         int     `json:"active"`           // files being repaired right now
+	Active         int     `json:"active"`           // files being worked on right now: the three below
+	ActiveRebuild  int     `json:"active_rebuild"`   // being rebuilt, caught up or moved off a draining OSD
+	ActiveScrub    int     `json:"active_scrub"`     // being scrubbed
+	ActiveBalance  int     `json:"active_balance"`   // components being moved to even out OSDs
 	FilesDone      int64   `json:"files_done"`       // since the MDS started
 	BytesDone      int64   `json:"bytes_done"`       // since the MDS started
 	RateBytesPerS  float64 `json:"rate_bytes_per_s"` // recent repair write rate
@@ -642,6 +645,10 @@ type RepairDoneReq struct {
 	// Found lists what a scrub found wrong (at most MaxRepairFound).
 	Found []string `json:"found,omitempty"`
 }
+
+// RepairInterrupted is RepairDoneReq.Err from a healer that stopped
+// during the job (its process is shutting down): not a failure.
+const RepairInterrupted = "interrupted: the healer is stopping"
 
 // MaxRepairFound bounds RepairDoneReq.Found; MaxLostListed the files
 // StatusResp.LostFiles lists.
