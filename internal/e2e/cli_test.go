@@ -110,7 +110,8 @@ func startUp(t *testing.T, e cliEnv, dir string, extra ...string) *upProc {
 }
 
 type statusJSON struct {
-	OSDs []struct {
+	CapacityBytes int64 `json:"capacity_bytes"`
+	OSDs          []struct {
 		ID    uint32 `json:"id"`
 		Addr  string `json:"addr"`
 		State string `json:"state"`
@@ -155,6 +156,15 @@ func TestBraidUpWorkflow(t *testing.T) {
 		if o.ID == 0 || o.Addr == "" || o.State != "up" || o.Pid <= 0 {
 			t.Fatalf("status --json OSD entry incomplete: %+v", o)
 		}
+	}
+	// The four OSDs share the test directory's disk: counted once (it
+	// was "1.5 TiB" of a 252 GB disk with six).
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if disk := int64(fs.Blocks) * fs.Bsize; st.CapacityBytes <= 0 || st.CapacityBytes > disk {
+		t.Fatalf("status capacity %d bytes; the OSDs' one disk holds %d", st.CapacityBytes, disk)
 	}
 	// Bad input: clear errors, non-zero exit.
 	e.fails("needs 10 OSDs", "put", local, "/bad", "--layout", "ec:8+2")

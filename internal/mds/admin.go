@@ -103,10 +103,7 @@ func (s *Server) getLayout(ctx context.Context, req mdsproto.PathReq) (mdsproto.
 func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	now := s.cfg.Now()
 	out := mdsproto.StatusResp{ClusterID: s.cl.ID, DefaultLayout: s.cl.DefaultLayout, OSDs: s.cluster.status(now)}
-	for _, o := range out.OSDs {
-		out.CapacityBytes += o.CapacityBytes
-		out.UsedBytes += o.UsedBytes
-	}
+	out.CapacityBytes, out.UsedBytes, _ = mdsproto.SumCapacity(out.OSDs)
 	h := healthScan{views: s.cluster.views(now), repairActive: s.repairActive, comps: map[uint32]int64{}}
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		var ferr error

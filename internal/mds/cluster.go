@@ -281,7 +281,8 @@ func (m *clusterMap) status(now time.Time) []mdsproto.OSDStatus {
 	out := make([]mdsproto.OSDStatus, 0, len(m.osds))
 	for id, st := range m.osds {
 		s := mdsproto.OSDStatus{ID: id, Addr: st.Addr, State: m.stateOf(st, now), Draining: st.Drain,
-			CapacityBytes: st.hb.CapacityBytes, UsedBytes: st.hb.UsedBytes, FreeBytes: st.hb.FreeBytes, Pid: st.hb.Pid}
+			CapacityBytes: st.hb.CapacityBytes, UsedBytes: st.hb.UsedBytes, FreeBytes: st.hb.FreeBytes, Pid: st.hb.Pid,
+			Disk: st.hb.Disk, DiskBytes: st.hb.DiskBytes, DiskFreeBytes: st.hb.DiskFreeBytes}
 		if !st.lastSeen.IsZero() {
 			s.LastSeenNs = st.lastSeen.UnixNano()
 		}
@@ -305,7 +306,8 @@ func (m *clusterMap) publish(now time.Time) []osdPub {
 	defer m.mu.Unlock()
 	out := make([]osdPub, 0, len(m.osds))
 	for _, st := range m.osds {
-		p := osdPub{osdRec: st.osdRec, Capacity: st.hb.CapacityBytes, Used: st.hb.UsedBytes, Free: st.hb.FreeBytes, Pid: st.hb.Pid}
+		p := osdPub{osdRec: st.osdRec, Capacity: st.hb.CapacityBytes, Used: st.hb.UsedBytes, Free: st.hb.FreeBytes, Pid: st.hb.Pid,
+			Disk: st.hb.Disk, DiskBytes: st.hb.DiskBytes, DiskFree: st.hb.DiskFreeBytes}
 		if !st.lastSeen.IsZero() {
 			p.Heard, p.SilentNs = true, max(int64(now.Sub(st.lastSeen)), 0)
 		}
@@ -335,6 +337,7 @@ func (m *clusterMap) adopt(pubs []osdPub, sent time.Time) {
 				st.lastSeen = at
 			}
 			st.hb.CapacityBytes, st.hb.UsedBytes, st.hb.FreeBytes, st.hb.Pid = p.Capacity, p.Used, p.Free, p.Pid
+			st.hb.Disk, st.hb.DiskBytes, st.hb.DiskFreeBytes = p.Disk, p.DiskBytes, p.DiskFree
 		}
 	}
 	for id := range m.osds {

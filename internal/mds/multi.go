@@ -215,6 +215,10 @@ type osdPub struct {
 	Used     int64 `json:"used"`
 	Free     int64 `json:"free"`
 	Pid      int   `json:"pid"`
+	// The OSD's disk (mdsproto.HeartbeatReq.Disk): "" before it said.
+	Disk      string `json:"disk,omitempty"`
+	DiskBytes int64  `json:"disk_bytes,omitempty"`
+	DiskFree  int64  `json:"disk_free,omitempty"`
 }
 
 // osdMapState is what the leader last published, and the publication

@@ -315,13 +315,7 @@ func (s *Server) layoutXattr(ctx context.Context, req mdsproto.XattrReq) (mdspro
 
 func (s *Server) statfs(ctx context.Context) (mdsproto.StatfsResp, error) {
 	var out mdsproto.StatfsResp
-	for _, o := range s.cluster.status(s.cfg.Now()) {
-		if o.State == mdsproto.StateOut {
-			continue
-		}
-		out.CapacityBytes += o.CapacityBytes
-		out.FreeBytes += o.FreeBytes
-	}
+	out.CapacityBytes, _, out.FreeBytes = mdsproto.SumCapacity(s.cluster.status(s.cfg.Now()))
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		b, err := r.Get(keyNextIno)
 		if len(b) == 8 {

@@ -210,11 +210,22 @@ type HeartbeatReq struct {
 	// KeysHeld has bit i set for each capability key id the OSD holds,
 	// so the MDS signs with a new key only once every OSD has it.
 	KeysHeld uint64 `json:"keys_held,omitempty"`
+	// Disk names the file system the OSD's directory is on (its machine
+	// and device), with that file system's size and free space: OSDs on
+	// one disk share it (SumCapacity). "" from an older OSD.
+	Disk          string `json:"disk,omitempty"`
+	DiskBytes     int64  `json:"disk_bytes,omitempty"`
+	DiskFreeBytes int64  `json:"disk_free_bytes,omitempty"`
 }
 
-// SignedBytes is what Sig covers.
+// SignedBytes is what Sig covers (the disk fields only when set, so an
+// older OSD's heartbeat verifies as it did).
 func (h *HeartbeatReq) SignedBytes() []byte {
-	return fmt.Appendf(nil, "%s|%d|%s|%d|%d|%d|%d|%d", h.UUID, h.ID, h.Addr, h.CapacityBytes, h.UsedBytes, h.FreeBytes, h.Pid, h.TimeNs)
+	b := fmt.Appendf(nil, "%s|%d|%s|%d|%d|%d|%d|%d", h.UUID, h.ID, h.Addr, h.CapacityBytes, h.UsedBytes, h.FreeBytes, h.Pid, h.TimeNs)
+	if h.Disk != "" {
+		b = fmt.Appendf(b, "|%s|%d|%d", h.Disk, h.DiskBytes, h.DiskFreeBytes)
+	}
+	return b
 }
 
 type HeartbeatResp struct {
@@ -419,6 +430,11 @@ type OSDStatus struct {
 	FreeBytes     int64 `json:"free_bytes"`
 	Pid           int   `json:"pid,omitempty"`
 	LastSeenNs    int64 `json:"last_seen_ns"`
+	// Disk, DiskBytes and DiskFreeBytes are its heartbeat's: OSDs with
+	// the same Disk share one file system.
+	Disk          string `json:"disk,omitempty"`
+	DiskBytes     int64  `json:"disk_bytes,omitempty"`
+	DiskFreeBytes int64  `json:"disk_free_bytes,omitempty"`
 }
 
 type StatusResp struct {

@@ -1,6 +1,7 @@
 package osd
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/braidfs/braid/internal/auth"
@@ -438,6 +440,9 @@ func (s *Server) heartbeat(ctx context.Context, mds *wire.Client) error {
 	}
 	hb := mdsproto.HeartbeatReq{UUID: s.sb.UUID, ID: s.id.Load(), Addr: s.announced(), CapacityBytes: capacity,
 		UsedBytes: used, FreeBytes: max(0, min(avail, capacity-used)), Pid: os.Getpid(), TimeNs: s.cfg.Now().UnixNano()}
+	if disk := diskOf(s.cfg.Dir); disk != "" {
+		hb.Disk, hb.DiskBytes, hb.DiskFreeBytes = disk, total, avail
+	}
 	hb.Sig = s.keys.Sign("heartbeat", hb.SignedBytes())
 	keys, _ := s.keys.Keys()
 	for id := range keys {
@@ -483,4 +488,25 @@ func (s *Server) mdsNetwork() wire.Network {
 		return s.cfg.Network
 	}
 	return auth.Network(s.cfg.Network, s.cfg.Credential, auth.RoleMDS)
+}
+
+// diskOf names the file system dir is on, as this machine and the file
+// system's device: OSDs in directories of one disk name it alike, so
+// status counts its space once. "" when it cannot tell (then the OSD's
+// space is counted as its own).
+func diskOf(dir string) string {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d", machineID(), st.Dev)
+}
+
+// machineID names this machine: systemd's machine id, else its host name.
+func machineID() string {
+	if b, err := os.ReadFile("/etc/machine-id"); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		return string(bytes.TrimSpace(b))
+	}
+	host, _ := os.Hostname()
+	return host
 }
