@@ -9,6 +9,9 @@ import (
 	"slices"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
+	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -16,70 +19,162 @@ import (
 type CheckReport struct {
 	Files      int64
 	Skipped    int64 // symlinks and other entries that hold no data
-	Stripes    int64
-	Unverified int64    // stripes with exactly K units readable: they decode, but nothing is left to compare
-	Problems   []string // stripes whose units disagree or that cannot be decoded
+	Stripes    int64 // stripes read and verified
+	Holes      int64 // stripes not read: no unit of theirs holds data (a sparse file's holes)
+	BytesRead  int64 // unit bytes read from the OSDs
+	Unverified int64 // stripes with exactly K units readable: they decode, but nothing is left to compare
+	// Problems lists stripes whose units disagree or that cannot be
+	// decoded, and objects shorter than what was written to them,
+	// sorted.
+	Problems []string
 }
 
 // maxCheckProblems bounds the problems one report lists.
 const maxCheckProblems = 1000
 
 // Check walks every file at or below p and reads every unit of every
-// stripe, verifying that each decodes and that data and redundancy agree.
-// Units of components marked dirty, or on unreachable OSDs, are left out;
-// the rest are still compared when more than K remain. It changes nothing
-// (scrub repairs); it is the consistency checker for tests and operators.
+// stripe that holds data, verifying that each decodes and that data and
+// redundancy agree. Units of components marked dirty, or on unreachable
+// OSDs, are left out; the rest are still compared when more than K
+// remain. Stripes of a sparse file's holes are not read (data maps say
+// which hold data, datamap.go), but every object is checked to be as long
+// as what was written to it. It changes nothing (scrub repairs); it is
+// the consistency checker for tests and operators.
 func (c *Client) Check(ctx context.Context, p string) (CheckReport, error) {
 	return c.CheckTree(ctx, p, CheckOptions{})
 }
 
 // CheckOptions tune CheckTree.
 type CheckOptions struct {
-	// Progress, if set, is called with the report so far after each file.
+	// Progress, if set, is called with the report so far after each
+	// file (from one goroutine at a time).
 	Progress func(CheckReport)
+	// Files is how many files are checked at once (0: checkFiles), and
+	// StripesPerFile how many stripes of each (0: checkStripesPerFile).
+	Files          int
+	StripesPerFile int
 }
 
-// CheckTree is Check with options.
+// Defaults of CheckOptions: enough requests in flight to keep every OSD's
+// disk busy, bounded.
+const (
+	checkFiles          = 8
+	checkStripesPerFile = 4
+	checkQueuedPaths    = 1024 // paths found and not yet checked
+)
+
+// CheckTree is Check with options: a walker finds files breadth first
+// while o.Files workers check them.
 func (c *Client) CheckTree(ctx context.Context, p string, o CheckOptions) (CheckReport, error) {
-	var rep CheckReport
+	if o.Files <= 0 {
+		o.Files = checkFiles
+	}
+	if o.StripesPerFile <= 0 {
+		o.StripesPerFile = checkStripesPerFile
+	}
+	var (
+		mu  sync.Mutex
+		rep CheckReport
+	)
+	merge := func(r CheckReport) {
+		mu.Lock()
+		defer mu.Unlock()
+		rep.add(r)
+		if o.Progress != nil {
+			o.Progress(rep.snapshot())
+		}
+	}
 	fi, err := c.Stat(ctx, p)
 	if err != nil {
 		return rep, err
 	}
 	if !fi.IsDir {
+		var r CheckReport
 		if !fi.Mode.IsRegular() {
-			rep.Skipped++
-			return rep, nil
+			r.Skipped++
+		} else if err := c.checkFile(ctx, p, o.StripesPerFile, &r); err != nil {
+			return rep, err
 		}
-		return rep, c.checkFile(ctx, p, &rep)
+		merge(r)
+		return rep.sorted(), nil
 	}
-	dirs := []string{p}
+	g, gctx := errgroup.WithContext(ctx)
+	paths := make(chan string, checkQueuedPaths)
+	g.Go(func() error {
+		defer close(paths)
+		return c.walkFiles(gctx, p, paths, func() { merge(CheckReport{Skipped: 1}) })
+	})
+	for range o.Files {
+		g.Go(func() error {
+			for file := range paths {
+				var r CheckReport
+				if err := c.checkFile(gctx, file, o.StripesPerFile, &r); err != nil {
+					return err
+				}
+				merge(r)
+			}
+			return nil
+		})
+	}
+	err = g.Wait()
+	return rep.sorted(), err
+}
+
+// walkFiles sends the regular files at or below dir to out, breadth
+// first; skipped is called for each entry that holds no data.
+func (c *Client) walkFiles(ctx context.Context, dir string, out chan<- string, skipped func()) error {
+	dirs := []string{dir}
 	for len(dirs) > 0 {
 		d := dirs[0]
 		dirs = dirs[1:]
 		entries, err := c.ReadDir(ctx, d)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		for _, e := range entries {
 			full := path.Join(d, e.Name)
 			switch {
 			case e.IsDir:
 				dirs = append(dirs, full)
-				continue
 			case !e.Mode.IsRegular():
-				rep.Skipped++
-				continue
-			}
-			if err := c.checkFile(ctx, full, &rep); err != nil {
-				return rep, err
-			}
-			if o.Progress != nil {
-				o.Progress(rep)
+				skipped()
+			default:
+				select {
+				case out <- full:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 		}
 	}
-	return rep, nil
+	return nil
+}
+
+// add merges r into rep.
+func (rep *CheckReport) add(r CheckReport) {
+	rep.Files += r.Files
+	rep.Skipped += r.Skipped
+	rep.Stripes += r.Stripes
+	rep.Holes += r.Holes
+	rep.BytesRead += r.BytesRead
+	rep.Unverified += r.Unverified
+	for _, p := range r.Problems {
+		if len(rep.Problems) < maxCheckProblems {
+			rep.Problems = append(rep.Problems, p)
+		}
+	}
+}
+
+// snapshot is rep with a copy of its problems, for a Progress callback.
+func (rep *CheckReport) snapshot() CheckReport {
+	r := *rep
+	r.Problems = slices.Clone(rep.Problems)
+	return r
+}
+
+func (rep CheckReport) sorted() CheckReport {
+	slices.Sort(rep.Problems)
+	return rep
 }
 
 func (rep *CheckReport) problem(format string, args ...any) {
@@ -88,7 +183,8 @@ func (rep *CheckReport) problem(format string, args ...any) {
 	}
 }
 
-func (c *Client) checkFile(ctx context.Context, p string, rep *CheckReport) error {
+// checkFile checks one file into rep, up to stripes stripes at once.
+func (c *Client) checkFile(ctx context.Context, p string, stripes int, rep *CheckReport) error {
 	f, err := c.Open(ctx, p)
 	if errors.Is(err, wire.ErrNotFound) {
 		return nil // removed while walking
@@ -102,21 +198,44 @@ func (c *Client) checkFile(ctx context.Context, p string, rep *CheckReport) erro
 	lay := f.layout()
 	spec := lay.Spec
 	S, U := spec.StripeBytes(), spec.UnitBytes
-	for fs := int64(0); fs*S < size; fs++ {
-		n := int(min(U, size-fs*S))
-		shards, missing, lost := f.readStripeUnits(ctx, fs, n)
-		rep.Stripes++
-		for _, err := range lost {
-			rep.problem("%s: stripe %d: %v", p, fs, err)
+	maps := f.dataMaps(ctx)
+	for comp, n := range maps.lens {
+		if n < 0 {
+			continue
 		}
-		if msg := f.verifyStripe(shards, missing); msg != "" {
-			rep.problem("%s: stripe %d: %s", p, fs, msg)
-		} else if len(shards)-len(missing) == spec.K && len(missing) > 0 {
-			rep.Unverified++
+		if err := vouch(osdproto.ObjectInfo{Len: n, Version: 1}, 0, f.extentOf(comp), f.extentOf(comp)); err != nil {
+			rep.problem("%s: component %d: %v", p, comp, err)
 		}
-		putShards(shards)
 	}
-	return nil
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(stripes)
+	for fs := int64(0); fs*S < size; fs++ {
+		if maps.hole(lay, fs) {
+			rep.Holes++
+			continue
+		}
+		n := int(min(U, size-fs*S))
+		g.Go(func() error {
+			shards, missing, lost := f.readStripeUnits(gctx, fs, n)
+			defer putShards(shards)
+			msg := f.verifyStripe(shards, missing)
+			mu.Lock()
+			defer mu.Unlock()
+			rep.Stripes++
+			rep.BytesRead += int64(n * (len(shards) - len(missing)))
+			for _, err := range lost {
+				rep.problem("%s: stripe %d: %v", p, fs, err)
+			}
+			if msg != "" {
+				rep.problem("%s: stripe %d: %s", p, fs, msg)
+			} else if len(shards)-len(missing) == spec.K && len(missing) > 0 {
+				rep.Unverified++
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // readStripeUnits reads the first n bytes of every unit of file stripe fs;

@@ -37,6 +37,36 @@ func (e *env) countProgress(n int64, what string) *progressbar.ProgressBar {
 	return progressbar.Default(n, what)
 }
 
+// rateProgress shows a walk's progress: files done and bytes read, with
+// the rate; a bar on a terminal, else a line on stderr every
+// progressLineEvery. Calls come from one goroutine at a time; files < 0
+// ends it.
+func (e *env) rateProgress(what string) func(files, bytes int64) {
+	if f, ok := e.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		bar := progressbar.DefaultBytes(-1, what)
+		return func(files, bytes int64) {
+			if files < 0 {
+				_ = bar.Finish()
+				return
+			}
+			bar.Describe(fmt.Sprintf("%s: %d files", what, files))
+			_ = bar.Set64(bytes)
+		}
+	}
+	start := time.Now()
+	last := start
+	return func(files, bytes int64) {
+		if now := time.Now(); files >= 0 && now.Sub(last) >= progressLineEvery {
+			last = now
+			fmt.Fprintf(e.stderr, "%s: %d files, %s read, %s/s\n", what, files, human(bytes),
+				human(int64(float64(bytes)/max(now.Sub(start).Seconds(), 1e-3))))
+		}
+	}
+}
+
+// progressLineEvery spaces progress lines where no bar is drawn.
+const progressLineEvery = 10 * time.Second
+
 func (e *env) putCmd() *cobra.Command {
 	var spec string
 	cmd := &cobra.Command{

@@ -279,7 +279,8 @@ func (e *env) osdRmCmd() *cobra.Command {
 }
 
 func (e *env) checkCmd() *cobra.Command {
-	return &cobra.Command{
+	var files int
+	cmd := &cobra.Command{
 		Use:   "check [PATH]",
 		Short: "read every stripe under PATH and verify it decodes and its parity matches (changes nothing)",
 		Args:  cobra.MaximumNArgs(1),
@@ -289,14 +290,19 @@ func (e *env) checkCmd() *cobra.Command {
 				p = args[0]
 			}
 			return e.withClient(func(ctx context.Context, c *braid.Client) error {
-				bar := e.countProgress(-1, "check")
-				rep, err := c.CheckTree(ctx, p, braid.CheckOptions{Progress: func(r braid.CheckReport) { _ = bar.Set64(r.Files) }})
-				_ = bar.Finish()
+				show := e.rateProgress("check")
+				start := time.Now()
+				rep, err := c.CheckTree(ctx, p, braid.CheckOptions{Files: files, Progress: func(r braid.CheckReport) {
+					show(r.Files, r.BytesRead)
+				}})
+				show(-1, 0)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "checked %d files, %d stripes (%d entries without data skipped): %d problems, %d stripes decodable but not verifiable (units missing)\n",
-					rep.Files, rep.Stripes, rep.Skipped, len(rep.Problems), rep.Unverified)
+				took := time.Since(start)
+				fmt.Fprintf(e.stdout, "checked %d files, %d stripes, %s read in %v (%s/s); %d stripes of holes not read, %d entries without data skipped: %d problems, %d stripes decodable but not verifiable (units missing)\n",
+					rep.Files, rep.Stripes, human(rep.BytesRead), took.Round(time.Millisecond), human(int64(float64(rep.BytesRead)/max(took.Seconds(), 1e-3))),
+					rep.Holes, rep.Skipped, len(rep.Problems), rep.Unverified)
 				for _, pr := range rep.Problems {
 					fmt.Fprintf(e.stdout, "  %s\n", pr)
 				}
@@ -307,6 +313,8 @@ func (e *env) checkCmd() *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().IntVar(&files, "files", 8, "files checked at once (each reads up to 4 stripes at once)")
+	return cmd
 }
 
 func (e *env) recoverCmd() *cobra.Command {

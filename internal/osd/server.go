@@ -207,7 +207,7 @@ func (s *Server) UUID() string { return s.sb.UUID }
 
 func rightsFor(op uint16) capability.Rights {
 	switch op {
-	case osdproto.OpRead, osdproto.OpStat, osdproto.OpScan:
+	case osdproto.OpRead, osdproto.OpStat, osdproto.OpScan, osdproto.OpDataMap:
 		return capability.Read
 	}
 	return capability.Write
@@ -284,6 +284,12 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 			return wire.Response{}, err
 		}
 		return wire.Response{Meta: osdproto.ObjectInfo{Len: size, Version: v, Boot: s.boot}.Encode()}, nil
+	case osdproto.OpDataMap:
+		bits, size, v, err := s.store.DataMap(key, ver, req.Off, int64(req.Len), int(req.Units))
+		if err != nil {
+			return wire.Response{}, err
+		}
+		return wire.Response{Meta: osdproto.ObjectInfo{Len: size, Version: v, Boot: s.boot}.Encode(), Data: bits}, nil
 	}
 	return wire.Response{}, wire.Errorf(wire.ErrUnknownOp, "osd op %d", r.Op)
 }

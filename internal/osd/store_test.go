@@ -3,6 +3,7 @@ package osd
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"github.com/braidfs/braid/internal/osdproto"
 	"math/rand/v2"
 	"os"
@@ -326,5 +327,48 @@ func TestObjectDeletedFromUnderTheStoreIsMissing(t *testing.T) {
 			t.Fatalf("an object deleted from disk still reads: size %d, err %v", size, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A data map names the units that hold data, not the holes of a sparse
+// object; written zeros count, punched ranges do not.
+func TestDataMapSkipsHoles(t *testing.T) {
+	s := openTestStore(t, OSFS{}, t.TempDir())
+	k := ObjKey{Ino: 9, Comp: 0}
+	const unit = 1 << 20
+	for _, at := range []int64{0, 10 * unit, 40*unit + 5000} {
+		if _, err := s.Write(k, 1, at, bytes.Repeat([]byte{7}, 3000), osdproto.FlagSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Write(k, 1, 20*unit, make([]byte, 8192), osdproto.FlagSync); err != nil { // zeros written
+		t.Fatal(err)
+	}
+	bits, size, _, err := s.DataMap(k, 1, 0, unit, osdproto.MaxDataMapUnits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != 40*unit+8000 {
+		t.Fatalf("size %d", size)
+	}
+	var got []int
+	for i := 0; i < len(bits)*8; i++ {
+		if bits[i/8]&(1<<(i%8)) != 0 {
+			got = append(got, i)
+		}
+	}
+	if fmt.Sprint(got) != "[0 10 20 40]" {
+		t.Fatalf("data in units %v; want [0 10 20 40]", got)
+	}
+	// Paged from an offset, and a missing object maps nothing.
+	bits, _, _, err = s.DataMap(k, 1, 10*unit, unit, 2)
+	if err != nil || len(bits) != 1 || bits[0] != 1 {
+		t.Fatalf("two units from unit 10: %08b %v", bits, err)
+	}
+	if bits, size, _, err := s.DataMap(ObjKey{Ino: 99}, 1, 0, unit, 8); err != nil || size != 0 || len(bits) != 0 {
+		t.Fatalf("missing object: %v %d %v", bits, size, err)
+	}
+	if _, _, _, err := s.DataMap(k, 1, 0, 1000, 8); !errors.Is(err, wire.ErrBadRequest) {
+		t.Fatalf("a unit not of whole blocks: %v", err)
 	}
 }

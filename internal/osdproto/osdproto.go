@@ -3,10 +3,10 @@
 // internal/wire frames. Every request names a file (ino) and component(s)
 // and carries the capability the MDS issued for that file.
 //
-// Meta layouts, version 5 (version 2 added boots to Write, Sync, Read and
+// Meta layouts, version 6 (version 2 added boots to Write, Sync, Read and
 // Stat replies, version 3 the must-exist flag to Truncate and Apply,
 // version 4 the optional segment list to Stage, version 5 segments of
-// zeros;
+// zeros, version 6 DataMap;
 // wire.Enc encoding: little-endian integers, u16-length-prefixed byte
 // strings; cap is capability.Encode, 57 bytes):
 //
@@ -27,6 +27,10 @@
 //	Abort    cap, ino u64, comp u32, txid u64                          staged bytes dropped
 //	Label    cap, ino u64, n u32, comp u32 × n                         data = label (an ObjectLabel in the MDS's body codec) for each
 //	Scan     cap (ino 0), ino u64 = 0, cursor bytes, limit u32         resp meta = next cursor, data = JSON []ScanEntry
+//	DataMap  cap, ino u64, comp u32, off i64, unit u32, units u32      resp meta = objLen i64, version u64, boot u64 (as Stat),
+//	                                  data = bitmap: bit i (byte i/8, bit i%8) set if [off+i*unit, +unit) holds data
+//	                                  (up to the object's end, at most units <= MaxDataMapUnits bits; unit whole 4 KiB blocks,
+//	                                  off a multiple of it; a missing object maps nothing). Version 6.
 //
 // boot names the OSD process's incarnation (random per start, kept across
 // a clean shutdown that synced everything). A write without the sync flag
@@ -71,6 +75,7 @@ const (
 	OpAbort    uint16 = 9
 	OpLabel    uint16 = 10
 	OpScan     uint16 = 11
+	OpDataMap  uint16 = 12
 )
 
 // MaxScan bounds the objects one Scan lists.
@@ -177,7 +182,11 @@ type Req struct {
 	Txid   uint64 // Stage, Apply, Abort
 	Segs   []Seg  // Stage: the data's segments, if more than one
 	Cursor []byte // Scan: where the previous page ended
+	Units  uint32 // DataMap: the most units to map (<= MaxDataMapUnits)
 }
+
+// MaxDataMapUnits bounds the units one DataMap maps (a 1 MiB bitmap).
+const MaxDataMapUnits = 8 << 20
 
 func (r *Req) head(e *wire.Enc) {
 	e.Bytes(r.Cap.Encode())
@@ -208,6 +217,11 @@ func (r *Req) Encode(op uint16) []byte {
 		e.U8(r.Flags)
 	case OpStat:
 		e.U32(r.Comp)
+	case OpDataMap:
+		e.U32(r.Comp)
+		e.I64(r.Off)
+		e.U32(r.Len)
+		e.U32(r.Units)
 	case OpStage:
 		e.U32(r.Comp)
 		e.I64(r.Off)
@@ -256,6 +270,11 @@ func Decode(op uint16, meta []byte) (Req, error) {
 		r.Comp, r.Off, r.Flags = d.U32(), d.I64(), d.U8()
 	case OpStat:
 		r.Comp = d.U32()
+	case OpDataMap:
+		r.Comp, r.Off, r.Len, r.Units = d.U32(), d.I64(), d.U32(), d.U32()
+		if r.Units == 0 || r.Units > MaxDataMapUnits {
+			return Req{}, wire.Errorf(wire.ErrBadRequest, "data map of %d units (1..%d)", r.Units, MaxDataMapUnits)
+		}
 	case OpStage:
 		r.Comp, r.Off, r.Txid = d.U32(), d.I64(), d.U64()
 		if d.More() {
