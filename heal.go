@@ -124,7 +124,10 @@ type repairJob struct {
 	moveFrom map[int]uint32 // component → OSD it is copied from
 
 	written  atomic.Int64
+	read     atomic.Int64 // unit bytes a scrub read
 	repaired atomic.Int64
+
+	objLens map[int]int64 // sources' object lengths, as extents found them
 
 	mu         sync.Mutex
 	found      []string          // what scrub found wrong (at most mdsproto.MaxRepairFound)
@@ -229,7 +232,7 @@ func (h *healer) run(ctx context.Context, t *mdsproto.RepairTask) mdsproto.Repai
 	j, err := h.newJob(t)
 	if err == nil {
 		err = j.run(ctx)
-		res.Bytes, res.Repaired = j.written.Load(), j.repaired.Load()
+		res.Bytes, res.Read, res.Repaired = j.written.Load(), j.read.Load(), j.repaired.Load()
 		for c := range j.sources {
 			res.Sources = append(res.Sources, uint32(c))
 		}
@@ -306,6 +309,7 @@ func (j *repairJob) run(ctx context.Context) error {
 	}
 	w := j.lay.Spec.Width()
 	U := j.lay.Spec.UnitBytes
+	maps := j.dataMaps(ctx, extents)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxRepairStripes)
 	for grp := 0; grp < j.lay.Groups; grp++ {
@@ -313,6 +317,9 @@ func (j *repairJob) run(ctx context.Context) error {
 			continue
 		}
 		for s := int64(0); s*U < extents[grp]; s++ {
+			if j.hole(maps, grp, s) {
+				continue // zeros in every unit: consistent, and a hole in a rebuilt target too
+			}
 			n := int(min(U, extents[grp]-s*U))
 			g.Go(func() error { return j.stripe(gctx, grp, s, n) })
 		}
@@ -428,6 +435,7 @@ func (j *repairJob) extents(ctx context.Context) ([]int64, error) {
 	copy(ext, j.t.Inode.Extents)
 	stated := make([]bool, j.lay.Groups)
 	var mu sync.Mutex
+	j.objLens = map[int]int64{}
 	g, gctx := errgroup.WithContext(ctx)
 	for c := range j.sources {
 		g.Go(func() error {
@@ -440,6 +448,7 @@ func (j *repairJob) extents(ctx context.Context) ([]int64, error) {
 				mu.Lock()
 				ext[c/w] = max(ext[c/w], info.Len)
 				stated[c/w] = true
+				j.objLens[c] = info.Len
 				mu.Unlock()
 			}
 			return nil
@@ -454,6 +463,52 @@ func (j *repairJob) extents(ctx context.Context) ([]int64, error) {
 		}
 	}
 	return ext, nil
+}
+
+// dataMaps asks each source's OSD which units of its object hold data
+// (datamap.go), up to its group's extent: nil where it did not answer.
+// A scrub or rebuild then skips the stripes of a sparse file's holes (a
+// rebuild's targets were cleared: left alone, their holes read as zeros).
+func (j *repairJob) dataMaps(ctx context.Context, extents []int64) [][]byte {
+	w, U := j.lay.Spec.Width(), j.lay.Spec.UnitBytes
+	maps := make([][]byte, len(j.lay.OSDs))
+	var wg sync.WaitGroup
+	for c := range j.sources {
+		units := min(max(1, (extents[c/w]+U-1)/U), osdproto.MaxDataMapUnits)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, (units+7)/8)
+			req := osdproto.Req{Comp: uint32(c), Off: 0, Len: uint32(U), Units: uint32(units)}
+			if _, err := j.call(ctx, j.osdOf(c, true), osdproto.OpDataMap, req, nil, buf); err == nil {
+				maps[c] = buf // written by this goroutine alone
+			}
+		}()
+	}
+	wg.Wait()
+	return maps
+}
+
+// hole reports whether stripe s of group grp holds no data: at least K
+// of its units known to be holes, none known to hold data.
+func (j *repairJob) hole(maps [][]byte, grp int, s int64) bool {
+	w := j.lay.Spec.Width()
+	holes := 0
+	for col := range w {
+		c := grp*w + col
+		b := maps[c]
+		objLen, stated := j.objLens[c]
+		switch {
+		case b == nil || s >= int64(len(b))*8:
+			continue // not known (past the map: the extent grew since)
+		case !stated || s*j.lay.Spec.UnitBytes >= objLen && s*j.lay.Spec.UnitBytes < j.recorded(c):
+			continue // the object ends before data was written here: read, to be found lost
+		case b[s/8]&(1<<(s%8)) != 0:
+			return false
+		}
+		holes++
+	}
+	return holes >= j.lay.Spec.K
 }
 
 // stripe repairs or scrubs the first n bytes of each unit of stripe s of
@@ -714,6 +769,7 @@ func (j *repairJob) scrubStripe(ctx context.Context, s int64, units []int, exten
 		switch {
 		case errs[u] == nil:
 			present++
+			j.read.Add(int64(n))
 		case errors.Is(errs[u], wire.ErrLost):
 			// A lost object is not rewritten here unit by unit (readers
 			// would meet its unfilled holes): marked dirty, it is rebuilt

@@ -45,20 +45,23 @@ func (e *env) scrubCmd() *cobra.Command {
 				}
 				// Done when every queued file was taken off the queue (scrubbed,
 				// failed, repaired instead or removed) and none is in progress.
-				bar := e.countProgress(n, "scrub")
+				show := e.rateProgress("scrub")
+				start := time.Now()
 				st, err := waitStatus(ctx, c, func(st braid.Status) bool {
-					_ = bar.Set64(min(n, st.Repair.ScrubTaken-before.Repair.ScrubTaken))
+					show(min(n, st.Repair.ScrubTaken-before.Repair.ScrubTaken), st.Repair.ScrubBytes-before.Repair.ScrubBytes)
 					return st.Repair.ScrubQueued == 0 && st.Repair.Active == 0 && st.Repair.ScrubTaken-before.Repair.ScrubTaken >= n
 				})
-				_ = bar.Finish()
+				show(-1, 0)
 				if err != nil {
 					return err
 				}
 				r, b := st.Repair, before.Repair
-				fmt.Fprintf(e.stdout, "scrubbed %d files (%d failed, %d repaired or removed instead); %d units were wrong and rewritten from redundancy\n",
+				took := time.Since(start)
+				fmt.Fprintf(e.stdout, "scrubbed %d files (%d failed, %d repaired or removed instead), %s read in %v (%s/s); %d units were wrong and rewritten from redundancy\n",
 					r.ScrubbedFiles-b.ScrubbedFiles, r.ScrubFailed-b.ScrubFailed,
 					max(0, (r.ScrubTaken-b.ScrubTaken)-(r.ScrubbedFiles-b.ScrubbedFiles)-(r.ScrubFailed-b.ScrubFailed)),
-					r.ScrubRepaired-b.ScrubRepaired)
+					human(r.ScrubBytes-b.ScrubBytes), took.Round(time.Millisecond),
+					human(int64(float64(r.ScrubBytes-b.ScrubBytes)/max(took.Seconds(), 1e-3))), r.ScrubRepaired-b.ScrubRepaired)
 				for _, msg := range st.Repair.RecentErrors {
 					fmt.Fprintf(e.stdout, "  recent repair error: %s\n", msg)
 				}
@@ -176,7 +179,8 @@ func (e *env) printHealth(st braid.Status) {
 			r.FilesLeft, human(r.BytesLeft), r.ActiveRebuild, human(int64(r.RateBytesPerS)), eta)
 	}
 	if r.ScrubQueued > 0 || r.ActiveScrub > 0 {
-		fmt.Fprintf(e.stdout, "scrub: %d files queued, %d being scrubbed (on demand, or the periodic pass every --scrub-every)\n", r.ScrubQueued, r.ActiveScrub)
+		fmt.Fprintf(e.stdout, "scrub: %d files queued, %d being scrubbed, %s/s (on demand, or the periodic pass every --scrub-every)\n",
+			r.ScrubQueued, r.ActiveScrub, human(int64(r.ScrubRateBytesPerS)))
 	}
 	if r.ActiveBalance > 0 {
 		fmt.Fprintf(e.stdout, "balancing: %d components being moved to emptier OSDs\n", r.ActiveBalance)

@@ -300,6 +300,7 @@ func (s *Server) repairProgress(h healthScan, now time.Time) mdsproto.RepairProg
 	p.ActiveRebuild, p.ActiveScrub, p.ActiveBalance = s.heal.activeKinds(now)
 	p.Active = p.ActiveRebuild + p.ActiveScrub + p.ActiveBalance
 	p.RateBytesPerS = s.heal.rate(now)
+	p.ScrubRateBytesPerS = s.heal.scrubRate(now)
 	if p.RateBytesPerS > 0 {
 		p.ETASeconds = float64(p.BytesLeft) / p.RateBytesPerS
 	}

@@ -70,6 +70,7 @@ type healState struct {
 	scrubQ              []uint64             // files queued for scrub
 	scrubIn             map[uint64]bool      // members of scrubQ
 	done                []doneMark           // recent completions, for the rate
+	scrubDone           []doneMark           // recent scrubs' bytes read, for their rate
 	// seen is the MDS processes active at the leader's last look, and
 	// leftAt when each of those that left since was found gone: a claim
 	// of a healer in a process that left after the claim is dead
@@ -252,16 +253,30 @@ func (h *healState) activeKinds(now time.Time) (rebuild, scrub, balance int) {
 
 // rate is the repair write rate over the last rateWindow.
 func (h *healState) rate(now time.Time) float64 {
+	var r float64
+	h.done, r = windowRate(h.done, now)
+	return r
+}
+
+// scrubRate is the scrub read rate over the last rateWindow.
+func (h *healState) scrubRate(now time.Time) float64 {
+	var r float64
+	h.scrubDone, r = windowRate(h.scrubDone, now)
+	return r
+}
+
+// windowRate drops marks older than rateWindow and returns the rest, with
+// their bytes per second over the window.
+func windowRate(marks []doneMark, now time.Time) ([]doneMark, float64) {
 	var sum int64
-	keep := h.done[:0]
-	for _, d := range h.done {
+	keep := marks[:0]
+	for _, d := range marks {
 		if now.Sub(d.at) <= rateWindow {
 			keep = append(keep, d)
 			sum += d.bytes
 		}
 	}
-	h.done = keep
-	return float64(sum) / rateWindow.Seconds()
+	return keep, float64(sum) / rateWindow.Seconds()
 }
 
 // repairClaim hands a healer the next file to repair, or an empty task.
@@ -686,6 +701,10 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	}
 	s.heal.done = append(s.heal.done, doneMark{at: now, bytes: req.Bytes})
 	s.heal.stats.BytesDone += req.Bytes
+	if req.Read > 0 {
+		s.heal.scrubDone = append(s.heal.scrubDone, doneMark{at: now, bytes: req.Read})
+		s.heal.stats.ScrubBytes += req.Read
+	}
 	if failed == "repair lock lost" {
 		req.Lost = "" // this attempt decided nothing
 	}

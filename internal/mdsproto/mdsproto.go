@@ -544,21 +544,26 @@ const (
 // RepairProgress is the state of the background repair (rebuild, catch-up,
 // drain, rebalance, scrub).
 type RepairProgress struct {
-	FilesLeft      int64   `json:"files_left"`       // files that need repair now
-	BytesLeft      int64   `json:"bytes_left"`       // bytes of those files' components to write
-	Active         int     `json:"active"`           // files being worked on right now: the three below
-	ActiveRebuild  int     `json:"active_rebuild"`   // being rebuilt, caught up or moved off a draining OSD
-	ActiveScrub    int     `json:"active_scrub"`     // being scrubbed
-	ActiveBalance  int     `json:"active_balance"`   // components being moved to even out OSDs
-	FilesDone      int64   `json:"files_done"`       // since the MDS started
-	BytesDone      int64   `json:"bytes_done"`       // since the MDS started
-	RateBytesPerS  float64 `json:"rate_bytes_per_s"` // recent repair write rate
-	ETASeconds     float64 `json:"eta_seconds"`      // BytesLeft at that rate; 0 when idle or unknown
-	Unrepairable   int64   `json:"unrepairable"`     // files with fewer sources than their layout needs
-	ScrubbedFiles  int64   `json:"scrubbed_files"`   // files verified by scrub since the MDS started
-	ScrubRepaired  int64   `json:"scrub_repaired"`   // units scrub found wrong and rewrote
-	LastScrubEndNs int64   `json:"last_scrub_end_ns"`
-	ScrubQueued    int64   `json:"scrub_queued"` // files waiting for scrub
+	FilesLeft     int64   `json:"files_left"`       // files that need repair now
+	BytesLeft     int64   `json:"bytes_left"`       // bytes of those files' components to write
+	Active        int     `json:"active"`           // files being worked on right now: the three below
+	ActiveRebuild int     `json:"active_rebuild"`   // being rebuilt, caught up or moved off a draining OSD
+	ActiveScrub   int     `json:"active_scrub"`     // being scrubbed
+	ActiveBalance int     `json:"active_balance"`   // components being moved to even out OSDs
+	FilesDone     int64   `json:"files_done"`       // since the MDS started
+	BytesDone     int64   `json:"bytes_done"`       // since the MDS started
+	RateBytesPerS float64 `json:"rate_bytes_per_s"` // recent repair write rate
+	ETASeconds    float64 `json:"eta_seconds"`      // BytesLeft at that rate; 0 when idle or unknown
+	Unrepairable  int64   `json:"unrepairable"`     // files with fewer sources than their layout needs
+	ScrubbedFiles int64   `json:"scrubbed_files"`   // files verified by scrub since the MDS started
+	ScrubRepaired int64   `json:"scrub_repaired"`   // units scrub found wrong and rewrote
+	// ScrubBytes counts the unit bytes scrubs read since the MDS started
+	// (holes of sparse files are not read), ScrubRateBytesPerS the rate
+	// of the last rateWindow.
+	ScrubBytes         int64   `json:"scrub_bytes"`
+	ScrubRateBytesPerS float64 `json:"scrub_rate_bytes_per_s"`
+	LastScrubEndNs     int64   `json:"last_scrub_end_ns"`
+	ScrubQueued        int64   `json:"scrub_queued"` // files waiting for scrub
 	// ScrubTaken counts files taken off the scrub queue whatever became of
 	// them (scrubbed, failed, repaired instead, removed), ScrubFailed
 	// those whose scrub failed: a scrub of a tree is done when every file
@@ -652,6 +657,7 @@ type RepairDoneReq struct {
 	Comps    []uint32 `json:"comps"`
 	Sources  []uint32 `json:"sources"`
 	Bytes    int64    `json:"bytes"`    // bytes written
+	Read     int64    `json:"read"`     // scrub: unit bytes read
 	Repaired int64    `json:"repaired"` // scrub: units found wrong and rewritten
 	Err      string   `json:"err,omitempty"`
 	// Lost is set when the file cannot be read whatever OSDs return:
