@@ -40,7 +40,7 @@ func randBytes(rng *rand.Rand, n int) []byte {
 	return b
 }
 
-func put(t *testing.T, cl *braid.Client, path, spec string, data []byte) {
+func put(t testing.TB, cl *braid.Client, path, spec string, data []byte) {
 	t.Helper()
 	f, err := cl.Create(ctx, path, braid.CreateOptions{Layout: spec, SizeHint: int64(len(data))})
 	if err != nil {
