@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -359,4 +360,67 @@ func TestRefusedConnectionSaysServerFull(t *testing.T) {
 	if !errors.Is(err, ErrBusy) {
 		t.Fatalf("a connection past the bound of busy ones: %v, want ErrBusy", err)
 	}
+}
+
+// A frame announcing a megabyte of meta made the server allocate it
+// before a byte of it arrived: thousands of such connections, each
+// sending only a header, held gigabytes. A first frame larger than a
+// hello is refused unread; later ones take in-flight budget first, so
+// what all of them hold is bounded by the server's budget.
+func TestAnnouncedMetaIsNotAllocatedBeforeItIsBudgeted(t *testing.T) {
+	s, addr := startLimited(t, echo, Limits{MaxInflightBytes: 24 << 20})
+	// Unwelcomed: refused at once, with why.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var hb [headerBytes]byte
+	Header{Kind: KindRequest, Op: OpHello, MetaLen: MaxMetaBytes}.put(hb[:], nil)
+	if _, err := c.Write(hb[:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c, hb[:]); err != nil {
+		t.Fatalf("a 1 MiB hello was not answered: %v", err)
+	}
+	if h, err := parseHeader(hb[:]); err != nil || h.Status != ErrProtocol {
+		t.Fatalf("a 1 MiB hello: %+v %v; want ErrProtocol", h, err)
+	}
+	// Welcomed: each big meta takes budget; a real client's small
+	// request never waits for it.
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 200; i++ {
+		c, err := partialFrame(addr, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The rest of a header announcing 1 MiB of meta, and none of it.
+		var full [headerBytes]byte
+		Header{Kind: KindRequest, Op: 1, ID: 7, MetaLen: MaxMetaBytes}.put(full[:], nil)
+		if _, err := c.Write(full[20:]); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// Every header read (the server answers the next connection's hello
+	// only after it took the previous ones), the heap holds the budget's
+	// worth of meta buffers, not 200 MiB.
+	callEcho(t, addr)
+	eventually(t, "every announced meta waiting or held", func() bool { return s.Conns() >= 200 })
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 64<<20 {
+		t.Fatalf("200 connections announcing 1 MiB of meta each grew the heap by %d MiB", grew>>20)
+	}
+	callEcho(t, addr)
 }

@@ -81,8 +81,12 @@ func (l Limits) withDefaults() Limits {
 		l.MaxInflightBytes = 512 << 20
 	}
 	if l.MaxConnInflightBytes <= 0 {
-		l.MaxConnInflightBytes = max(l.MaxInflightBytes/8, MaxDataBytes+1)
+		l.MaxConnInflightBytes = max(l.MaxInflightBytes/8, MaxMetaBytes+MaxDataBytes+1)
 	}
+	// One frame's meta and data must fit both budgets, or it would wait
+	// for ever.
+	l.MaxConnInflightBytes = max(l.MaxConnInflightBytes, MaxMetaBytes+MaxDataBytes)
+	l.MaxInflightBytes = max(l.MaxInflightBytes, l.MaxConnInflightBytes)
 	if l.MaxConns <= 0 {
 		l.MaxConns = defaultMaxConns()
 	}
@@ -348,15 +352,29 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		if h.Kind != KindRequest {
 			return fmt.Errorf("%w: response on a server connection", ErrFrame)
 		}
+		if first && h.MetaLen > maxHelloMetaBytes {
+			// Before the handshake no one is known: a first frame
+			// bigger than any hello is not read, let alone held.
+			err := Errorf(ErrProtocol, "a first frame with %d bytes of meta: a hello has at most %d", h.MetaLen, maxHelloMetaBytes)
+			_ = sc.write(Header{Kind: KindResponse, Op: h.Op, ID: h.ID, Status: CodeOf(err)}, []byte(err.Error()), nil)
+			return err
+		}
+		metaHeld, err := sc.holdMeta(ctx, h.MetaLen)
+		if err != nil {
+			return err
+		}
 		meta := make([]byte, h.MetaLen)
 		if _, err := io.ReadFull(br, meta); err != nil {
+			sc.unhold(metaHeld)
 			return err
 		}
 		if err := checkHeaderCRC(hb[:], meta); err != nil {
+			sc.unhold(metaHeld)
 			return err
 		}
 		sc.phase.Store(phaseServer)
 		if first || h.Op == OpHello {
+			sc.unhold(metaHeld)
 			if err := sc.hello(first, h, meta); err != nil {
 				return err
 			}
@@ -370,6 +388,7 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 				// past, into nothing, and the refusal answered.
 				sc.startPhase(phaseData)
 				_ = sc.conn.SetReadDeadline(time.Now().Add(frameTimeout))
+				sc.unhold(metaHeld)
 				if _, err := io.CopyN(io.Discard, br, int64(h.DataLen)); err != nil {
 					return err
 				}
@@ -383,11 +402,8 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		// own share, then the server's. Requests without data never
 		// wait, so control traffic cannot be starved.
 		if h.DataLen > 0 {
-			if err := sc.held.Acquire(ctx, int64(h.DataLen)); err != nil {
-				return err
-			}
-			if err := sc.s.inflight.Acquire(ctx, int64(h.DataLen)); err != nil {
-				sc.held.Release(int64(h.DataLen))
+			if err := sc.hold(ctx, int64(h.DataLen)); err != nil {
+				sc.unhold(metaHeld)
 				return err
 			}
 			sc.startPhase(phaseData)
@@ -396,16 +412,18 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		data := GetBuf(int(h.DataLen))
 		if _, err := io.ReadFull(br, data); err != nil {
 			sc.releaseData(data)
+			sc.unhold(metaHeld)
 			return err
 		}
 		sc.phase.Store(phaseServer)
 		if CRC(data) != h.DataCRC {
 			sc.releaseData(data)
+			sc.unhold(metaHeld)
 			return fmt.Errorf("%w: request data checksum mismatch", ErrFrame)
 		}
 		sc.sem <- struct{}{}
 		sc.wg.Add(1)
-		go sc.handle(ctx, h, &Request{Op: h.Op, Meta: meta, Data: data, Admitted: admitted})
+		go sc.handle(ctx, h, &Request{Op: h.Op, Meta: meta, Data: data, Admitted: admitted}, metaHeld)
 	}
 }
 
@@ -479,16 +497,60 @@ func (sc *serverConn) hello(first bool, h Header, meta []byte) error {
 }
 
 func (sc *serverConn) releaseData(data []byte) {
-	if len(data) > 0 {
-		sc.s.inflight.Release(int64(len(data)))
-		sc.held.Release(int64(len(data)))
-	}
+	sc.unhold(int64(len(data)))
 	PutBuf(data)
 }
 
-func (sc *serverConn) handle(ctx context.Context, h Header, req *Request) {
+// hold takes n bytes of this connection's share of the in-flight budget,
+// then of the server's.
+func (sc *serverConn) hold(ctx context.Context, n int64) error {
+	if err := sc.held.Acquire(ctx, n); err != nil {
+		return err
+	}
+	if err := sc.s.inflight.Acquire(ctx, n); err != nil {
+		sc.held.Release(n)
+		return err
+	}
+	return nil
+}
+
+// unhold gives back what hold took.
+func (sc *serverConn) unhold(n int64) {
+	if n > 0 {
+		sc.s.inflight.Release(n)
+		sc.held.Release(n)
+	}
+}
+
+// holdMeta takes budget for a meta section of n bytes, if it is large
+// (a small one, control traffic, never waits) and returns how much it
+// took. A peer that announces meta sections it never sends holds, across
+// all its connections, at most the server's budget rather than a
+// megabyte for each of thousands of connections.
+func (sc *serverConn) holdMeta(ctx context.Context, n uint32) (int64, error) {
+	if n <= smallMetaBytes {
+		return 0, nil
+	}
+	sc.phase.Store(phaseServer)
+	if err := sc.hold(ctx, int64(n)); err != nil {
+		return 0, err
+	}
+	sc.startPhase(phaseHead)
+	_ = sc.conn.SetReadDeadline(time.Now().Add(frameHeadTimeout))
+	return int64(n), nil
+}
+
+// smallMetaBytes is the largest meta section read without taking
+// in-flight budget; maxHelloMetaBytes the largest a first frame may have.
+const (
+	smallMetaBytes    = 64 << 10
+	maxHelloMetaBytes = helloBaseBytes + maxAuthBytes
+)
+
+func (sc *serverConn) handle(ctx context.Context, h Header, req *Request, metaHeld int64) {
 	defer sc.wg.Done()
 	defer func() { <-sc.sem }()
+	defer sc.unhold(metaHeld)
 	if !sc.s.fences.begin(sc) {
 		// A newer connection of the peer fenced this one: the request
 		// is a late copy, or its sender has moved on. It never runs.
