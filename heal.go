@@ -653,7 +653,16 @@ func (j *repairJob) readSources(ctx context.Context, s int64, units, skip []int,
 			cands = append(cands, u)
 		}
 	}
-	have, can := 0, len(cands)
+	// What could be read at best: every unit not being rebuilt (a target
+	// is stale or on an OSD out of the cluster), whether its OSD answers
+	// now or not; a failure counts against it only if the OSD said the
+	// unit is lost or corrupt.
+	have, can := 0, 0
+	for _, c := range units {
+		if _, copied := j.moveFrom[c]; !j.targets[c] || copied {
+			can++
+		}
+	}
 	var failures []error
 	for len(cands) > 0 && have < K {
 		n := min(K-have, len(cands))

@@ -76,8 +76,8 @@ func lostFiles(r kv.Reader, planned []mdsproto.LostFile) (count int64, listed []
 	}
 	for _, f := range found {
 		rec, err := getInodeNoTimes(r, f.Ino)
-		if err != nil {
-			continue // removed: deleteInode takes its record with it
+		if err != nil || rec.Unnamed || rec.Nlink == 0 {
+			continue // removed (deleteInode takes its record with it), or awaiting deletion
 		}
 		count++
 		if len(listed) < mdsproto.MaxLostListed {

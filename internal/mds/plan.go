@@ -35,9 +35,9 @@ type filePlan struct {
 	Unrepairable bool
 	Why          string
 	// Lost is set when some parity group would have fewer than K clean
-	// components even if every down OSD came back: more are dirty (lost
-	// objects, missed writes) or on OSDs out of the cluster than its
-	// parity rebuilds. LostWhy says which. (While a repair runs, moved
+	// components even if every OSD came back: more are dirty (lost
+	// objects, missed writes) or on OSDs removed from the cluster than
+	// its parity rebuilds. LostWhy says which. (While a repair runs, moved
 	// components are listed dirty though their old copies still read:
 	// callers judge Lost only without one.)
 	Lost    bool
@@ -117,13 +117,13 @@ func planFile(l *mdsproto.Layout, dirty []uint32, osds map[uint32]osdView, spec 
 }
 
 // cleanInGroup counts the components in [lo, hi) that are not dirty and
-// whose OSD is still in the cluster (up, down or draining): what the
-// group could read if every down OSD came back.
+// whose OSD the cluster still knows (up, down, draining, or out: an OSD
+// out after a long silence, a rack's power cut, may come back whole):
+// what the group could read if every OSD returned.
 func cleanInGroup(l *mdsproto.Layout, dirty []uint32, osds map[uint32]osdView, lo, hi int) int {
 	n := 0
 	for c := lo; c < hi; c++ {
-		v, known := osds[l.OSDs[c]]
-		if known && v.State != mdsproto.StateOut && !slices.Contains(dirty, uint32(c)) {
+		if _, known := osds[l.OSDs[c]]; known && !slices.Contains(dirty, uint32(c)) {
 			n++
 		}
 	}

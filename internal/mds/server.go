@@ -623,6 +623,9 @@ func call[Req, Resp any](ctx context.Context, meta []byte, fn func(context.Conte
 	return fn(ctx, req)
 }
 
+// maxDiskNameBytes bounds an OSD's name for its disk (HeartbeatReq.Disk).
+const maxDiskNameBytes = 512
+
 func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdsproto.HeartbeatResp, error) {
 	if _, authed := principal(ctx); !authed && !s.keys.ring.VerifySignature("heartbeat", hb.SignedBytes(), hb.Sig) {
 		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrDenied, "heartbeat signature invalid")
@@ -633,6 +636,9 @@ func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdspr
 	}
 	if hb.UUID == "" || len(hb.UUID) > 64 || hb.Addr == "" || len(hb.Addr) > 256 {
 		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrBadRequest, "heartbeat without uuid or address")
+	}
+	if len(hb.Disk) > maxDiskNameBytes || hb.DiskBytes < 0 || hb.DiskFreeBytes < 0 {
+		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrBadRequest, "heartbeat with a disk name of %d bytes, or negative disk sizes", len(hb.Disk))
 	}
 	if err := s.bindOSD(ctx, hb.UUID); err != nil {
 		return mdsproto.HeartbeatResp{}, err

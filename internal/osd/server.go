@@ -508,11 +508,12 @@ func diskOf(dir string) string {
 	return fmt.Sprintf("%s:%d", machineID(), st.Dev)
 }
 
-// machineID names this machine: systemd's machine id, else its host name.
+// machineID names this machine: its host name and systemd's machine id
+// (VMs cloned from one image may share the id).
 func machineID() string {
-	if b, err := os.ReadFile("/etc/machine-id"); err == nil && len(bytes.TrimSpace(b)) > 0 {
-		return string(bytes.TrimSpace(b))
-	}
 	host, _ := os.Hostname()
+	if b, err := os.ReadFile("/etc/machine-id"); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		return host + "/" + string(bytes.TrimSpace(b))
+	}
 	return host
 }

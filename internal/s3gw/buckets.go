@@ -64,11 +64,10 @@ func (b *braidBackend) owns(ctx context.Context, owner, bucket string) bool {
 // maxBucketPages bounds one ListBuckets (10M top-level entries).
 const maxBucketPages = 10_000
 
-// validBucketName is S3's rule: 3-63 of a-z 0-9 . -, starting and ending
-// with a letter or digit, no label starting or ending with a hyphen (so
-// neither "..", ".-" nor "-."), not an IP address, and none of the
-// prefixes and suffixes AWS keeps for itself. Other top-level
-// directories are not buckets.
+// validBucketName says whether a top-level directory is a bucket: 3-63
+// of a-z 0-9 . -, starting and ending with a letter or digit. (Buckets
+// made before the gateway held new ones to validNewBucketName stay
+// buckets: listed, swept, copied from.)
 func validBucketName(n string) bool {
 	if len(n) < 3 || len(n) > 63 {
 		return false
@@ -79,6 +78,17 @@ func validBucketName(n string) bool {
 		if !alnum && (c != '.' && c != '-' || i == 0 || i == len(n)-1) {
 			return false
 		}
+	}
+	return true
+}
+
+// validNewBucketName is S3's whole rule for a bucket made now: a valid
+// bucket name with no label starting or ending with a hyphen (so neither
+// "..", ".-" nor "-."), not an IP address, and none of the prefixes and
+// suffixes AWS keeps for itself.
+func validNewBucketName(n string) bool {
+	if !validBucketName(n) {
+		return false
 	}
 	if strings.Contains(n, "..") || strings.Contains(n, ".-") || strings.Contains(n, "-.") {
 		return false
@@ -196,7 +206,7 @@ func (c *aclCache) forget(bucket string) {
 func (b *braidBackend) CreateBucket(rctx context.Context, in *s3.CreateBucketInput, acl []byte) error {
 	ctx := b.opCtx(rctx)
 	bucket := str(in.Bucket)
-	if !validBucketName(bucket) {
+	if !validNewBucketName(bucket) {
 		return s3err.GetAPIError(s3err.ErrInvalidBucketName)
 	}
 	id, _ := idOf(ctx)

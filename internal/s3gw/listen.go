@@ -15,8 +15,6 @@ import (
 	"github.com/gofiber/fiber/v3"
 	"github.com/versity/versitygw/s3api"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -29,8 +27,10 @@ import (
 //     client sends its request as it connects), or its header (which a
 //     real client writes at once) has paused for headStall, or the
 //     gateway has waited stallGrace in one read of its body, or the body
-//     came under minRequestBytesPerSec over twice that spent waiting;
-//  2. one idle between requests for evictAfter, the one silent longest;
+//     came under minRequestBytesPerSec over twice that spent waiting,
+//     or one write of its answer has waited stallGrace for its reader;
+//  2. one idle between requests for evictAfter (waiting to read the next:
+//     not while its answer is made or written), the one silent longest;
 //  3. one that has sent part of a header and not the rest, the oldest
 //     first;
 //  4. one that has sent nothing yet, the oldest first (those not peeked
@@ -210,6 +210,7 @@ type trackedConn struct {
 	// Of the request being read: when the read under way began (0: none
 	// is), the time spent waiting in reads, and the bytes they brought.
 	readSince  atomic.Int64
+	writeSince atomic.Int64 // when the write under way began (0: none is)
 	reqWaited  atomic.Int64
 	reqBytes   atomic.Int64
 	reqStart   atomic.Int64
@@ -265,7 +266,13 @@ func (c *trackedConn) evictRank(now int64) (rank int, since int64) {
 		if waited >= int64(2*stallGrace) && float64(c.reqBytes.Load()) < time.Duration(waited).Seconds()*minRequestBytesPerSec {
 			return 1, c.lastRead.Load()
 		}
-	case now-c.last.Load() >= int64(evictAfter):
+	case c.writeSince.Load() != 0:
+		// An answer being written: its reader is slow, or gone.
+		if ws := c.writeSince.Load(); ws != 0 && now-ws >= int64(stallGrace) {
+			return 1, ws
+		}
+	case c.readSince.Load() != 0 && now-c.last.Load() >= int64(evictAfter):
+		// Waiting for a next request (not an answer still being made).
 		return 2, c.last.Load()
 	}
 	return 0, 0
@@ -281,18 +288,7 @@ const (
 // peek looks at the bytes from the peer that wait in the kernel, not yet
 // read, into buf (without taking them).
 func (c *trackedConn) peek(buf []byte) int32 {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return peekNothing
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return peekNothing
-	}
-	n := 0
-	_ = raw.Control(func(fd uintptr) {
-		n, _, _ = unix.Recvfrom(int(fd), buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	})
+	n := wire.PeekUnread(c.Conn, buf)
 	switch {
 	case n <= 0:
 		return peekNothing
@@ -379,15 +375,24 @@ func (c *trackedConn) scanHeader(b []byte) {
 }
 
 func (c *trackedConn) Write(p []byte) (int, error) {
-	_ = c.Conn.SetWriteDeadline(capped(c.wantWrite, time.Now()))
+	start := time.Now()
+	_ = c.Conn.SetWriteDeadline(capped(c.wantWrite, start))
+	c.writeSince.Store(start.UnixNano())
 	n, err := c.Conn.Write(p)
+	c.writeSince.Store(0)
 	if n > 0 {
 		now := time.Now().UnixNano()
 		c.last.Store(now)
-		c.lastWrite.Store(now)
+		if !bytes.HasPrefix(p, interimAnswer) {
+			// A 100 Continue is no answer: the request's body follows.
+			c.lastWrite.Store(now)
+		}
 	}
 	return n, err
 }
+
+// interimAnswer starts a 100 Continue, which fasthttp writes alone.
+var interimAnswer = []byte("HTTP/1.1 100 ")
 
 func (c *trackedConn) Close() error {
 	c.once.Do(func() { c.l.forget(c) })

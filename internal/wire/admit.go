@@ -33,8 +33,10 @@ import (
 //     answered a moment ago, its next frame on the way).
 //
 // Bytes that wait in the kernel, not yet read, count as sent: eviction
-// peeks at those of the young ones (4 and 5) before it takes one, and
-// never takes one whose hello or next frame waits there whole.
+// peeks at those of the idle and young ones (2, 4 and 5) before it takes
+// one, and never takes one whose hello or next frame waits there whole.
+// Idleness counts from the last byte read or answer written, whichever
+// came later: a long request just answered is not idle.
 //
 // A connection with a request running, or whose data comes at a real
 // client's pace, or that waits for the server's own in-flight budget, is
@@ -135,7 +137,7 @@ func (s *Server) evictLocked(addr string, now time.Time) bool {
 	for try := 0; ; try++ {
 		var rank int
 		victim, rank = s.pickLocked(addr, now)
-		if victim == nil || rank != 4 && rank != 6 || try == maxVictimPeeks {
+		if victim == nil || rank != 2 && rank != 4 && rank != 6 || victim.peekedAt.Load() == now.UnixNano() || try == maxVictimPeeks {
 			break
 		}
 		// Not read yet, it may have sent its hello or its next frame
@@ -171,18 +173,7 @@ const (
 // not yet read, into buf (without taking them): nothing, part of a
 // frame's header and meta, or all of them. Over TLS it cannot tell.
 func peekFrame(conn net.Conn, buf []byte) int32 {
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
-		return peekNothing
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return peekNothing
-	}
-	n := 0
-	_ = raw.Control(func(fd uintptr) {
-		n, _, _ = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	})
+	n := PeekUnread(conn, buf)
 	switch {
 	case n <= 0:
 		return peekNothing
@@ -230,8 +221,9 @@ func (sc *serverConn) evictRank(now int64, stallGrace time.Duration) (rank int, 
 		}
 		return sc.peekedRank(now, 4), sc.accepted.UnixNano()
 	case phase == phaseBetween:
+		last = max(last, sc.lastAnswer.Load())
 		if time.Duration(now-last) >= min(idleGrace, stallGrace) {
-			return 2, last
+			return sc.peekedRank(now, 2), last
 		}
 		return sc.peekedRank(now, 6), last
 	case phase == phaseHead:
@@ -261,6 +253,9 @@ func (sc *serverConn) peekedRank(now int64, rank int) int {
 		return 0
 	case peekPartial:
 		return 3
+	}
+	if rank == 2 {
+		return 2 // idle, and nothing on its way
 	}
 	return rank + 1
 }
@@ -388,4 +383,24 @@ func (s *Server) Conns() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
+}
+
+// PeekUnread copies into buf what conn's peer has sent that waits in the
+// kernel, not yet read, without taking it, and returns how much: 0 when
+// nothing waits or conn is not a socket it can look into (TLS, a
+// simulated network).
+func PeekUnread(conn net.Conn, buf []byte) int {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = raw.Control(func(fd uintptr) {
+		n, _, _ = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	})
+	return max(n, 0)
 }

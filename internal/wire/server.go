@@ -81,12 +81,8 @@ func (l Limits) withDefaults() Limits {
 		l.MaxInflightBytes = 512 << 20
 	}
 	if l.MaxConnInflightBytes <= 0 {
-		l.MaxConnInflightBytes = max(l.MaxInflightBytes/8, MaxMetaBytes+MaxDataBytes+1)
+		l.MaxConnInflightBytes = max(l.MaxInflightBytes/8, MaxDataBytes+1)
 	}
-	// One frame's meta and data must fit both budgets, or it would wait
-	// for ever.
-	l.MaxConnInflightBytes = max(l.MaxConnInflightBytes, MaxMetaBytes+MaxDataBytes)
-	l.MaxInflightBytes = max(l.MaxInflightBytes, l.MaxConnInflightBytes)
 	if l.MaxConns <= 0 {
 		l.MaxConns = defaultMaxConns()
 	}
@@ -111,9 +107,11 @@ type Server struct {
 	log      *slog.Logger
 	limits   Limits
 	inflight *semaphore.Weighted
-	fences   *fences
-	role     string   // announced in the handshake
-	features Features // offered in the handshake
+	// metaBudget bounds the large meta sections held (holdMeta).
+	metaBudget *semaphore.Weighted
+	fences     *fences
+	role       string   // announced in the handshake
+	features   Features // offered in the handshake
 
 	// admit, if set, checks a request's meta (its capability) before its
 	// data is read or counted against the in-flight budget.
@@ -138,7 +136,7 @@ type Server struct {
 func NewServer(h Handler, log *slog.Logger, limits Limits) *Server {
 	limits = limits.withDefaults()
 	return &Server{handler: h, log: log, limits: limits,
-		inflight: semaphore.NewWeighted(limits.MaxInflightBytes), fences: newFences(),
+		inflight: semaphore.NewWeighted(limits.MaxInflightBytes), metaBudget: semaphore.NewWeighted(max(limits.MaxInflightBytes/8, MaxMetaBytes)), fences: newFences(),
 		conns: map[*serverConn]struct{}{}, byPeer: map[string]int{}}
 }
 
@@ -270,6 +268,7 @@ type serverConn struct {
 	bytesRead  atomic.Int64 // bytes read from the peer so far
 	frameStart atomic.Int64 // when the frame being read started (or resumed after a wait for budget)
 	frameBytes atomic.Int64 // bytesRead then
+	lastAnswer atomic.Int64 // when its last answer was written: idle is counted from then too
 	peekedAt   atomic.Int64 // when eviction last peeked at what waits unread (admit.go)
 	peeked     atomic.Int32 // and what it found
 }
@@ -365,16 +364,16 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		}
 		meta := make([]byte, h.MetaLen)
 		if _, err := io.ReadFull(br, meta); err != nil {
-			sc.unhold(metaHeld)
+			sc.unholdMeta(metaHeld)
 			return err
 		}
 		if err := checkHeaderCRC(hb[:], meta); err != nil {
-			sc.unhold(metaHeld)
+			sc.unholdMeta(metaHeld)
 			return err
 		}
 		sc.phase.Store(phaseServer)
 		if first || h.Op == OpHello {
-			sc.unhold(metaHeld)
+			sc.unholdMeta(metaHeld)
 			if err := sc.hello(first, h, meta); err != nil {
 				return err
 			}
@@ -388,7 +387,7 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 				// past, into nothing, and the refusal answered.
 				sc.startPhase(phaseData)
 				_ = sc.conn.SetReadDeadline(time.Now().Add(frameTimeout))
-				sc.unhold(metaHeld)
+				sc.unholdMeta(metaHeld)
 				if _, err := io.CopyN(io.Discard, br, int64(h.DataLen)); err != nil {
 					return err
 				}
@@ -403,7 +402,7 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		// wait, so control traffic cannot be starved.
 		if h.DataLen > 0 {
 			if err := sc.hold(ctx, int64(h.DataLen)); err != nil {
-				sc.unhold(metaHeld)
+				sc.unholdMeta(metaHeld)
 				return err
 			}
 			sc.startPhase(phaseData)
@@ -412,13 +411,13 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		data := GetBuf(int(h.DataLen))
 		if _, err := io.ReadFull(br, data); err != nil {
 			sc.releaseData(data)
-			sc.unhold(metaHeld)
+			sc.unholdMeta(metaHeld)
 			return err
 		}
 		sc.phase.Store(phaseServer)
 		if CRC(data) != h.DataCRC {
 			sc.releaseData(data)
-			sc.unhold(metaHeld)
+			sc.unholdMeta(metaHeld)
 			return fmt.Errorf("%w: request data checksum mismatch", ErrFrame)
 		}
 		sc.sem <- struct{}{}
@@ -525,23 +524,35 @@ func (sc *serverConn) unhold(n int64) {
 // holdMeta takes budget for a meta section of n bytes, if it is large
 // (a small one, control traffic, never waits) and returns how much it
 // took. A peer that announces meta sections it never sends holds, across
-// all its connections, at most the server's budget rather than a
-// megabyte for each of thousands of connections.
+// all its connections, at most the server's meta budget rather than a
+// megabyte for each of thousands of connections. The meta budget is its
+// own: a frame holding meta while it waits for data budget never blocks
+// one waiting for meta (no cycle), and data never queues behind metas.
+// The wait counts as the frame's head (bounded by frameHeadTimeout, and
+// stalled for eviction: the peer has sent nothing of it).
 func (sc *serverConn) holdMeta(ctx context.Context, n uint32) (int64, error) {
 	if n <= smallMetaBytes {
 		return 0, nil
 	}
-	sc.phase.Store(phaseServer)
-	if err := sc.hold(ctx, int64(n)); err != nil {
-		return 0, err
+	wctx, cancel := context.WithTimeout(ctx, frameHeadTimeout)
+	defer cancel()
+	if err := sc.s.metaBudget.Acquire(wctx, int64(n)); err != nil {
+		return 0, fmt.Errorf("%w: no room for %d bytes of meta in %v", ErrFrame, n, frameHeadTimeout)
 	}
-	sc.startPhase(phaseHead)
 	_ = sc.conn.SetReadDeadline(time.Now().Add(frameHeadTimeout))
 	return int64(n), nil
 }
 
-// smallMetaBytes is the largest meta section read without taking
-// in-flight budget; maxHelloMetaBytes the largest a first frame may have.
+// unholdMeta gives back what holdMeta took.
+func (sc *serverConn) unholdMeta(n int64) {
+	if n > 0 {
+		sc.s.metaBudget.Release(n)
+	}
+}
+
+// smallMetaBytes is the largest meta section read without taking meta
+// budget (an eighth of MaxInflightBytes, at least one frame's meta);
+// maxHelloMetaBytes the largest a first frame may have.
 const (
 	smallMetaBytes    = 64 << 10
 	maxHelloMetaBytes = helloBaseBytes + maxAuthBytes
@@ -550,7 +561,7 @@ const (
 func (sc *serverConn) handle(ctx context.Context, h Header, req *Request, metaHeld int64) {
 	defer sc.wg.Done()
 	defer func() { <-sc.sem }()
-	defer sc.unhold(metaHeld)
+	defer sc.unholdMeta(metaHeld)
 	if !sc.s.fences.begin(sc) {
 		// A newer connection of the peer fenced this one: the request
 		// is a late copy, or its sender has moved on. It never runs.
@@ -573,6 +584,7 @@ func (sc *serverConn) handle(ctx context.Context, h Header, req *Request, metaHe
 	if werr := sc.write(out, resp.Meta, resp.Data); werr != nil {
 		_ = sc.conn.Close()
 	}
+	sc.lastAnswer.Store(time.Now().UnixNano())
 	if resp.Release != nil {
 		resp.Release()
 	}
