@@ -56,6 +56,7 @@ type object struct {
 	lastUse   uint64    // guarded by Store.mu
 	deleted   bool      // guarded by mu
 	checked   time.Time // when goneLocked last looked at its files; guarded by Store.mu
+	dropped   bool      // its files were removed from under the store: closed at its last release; guarded by Store.mu
 	dirSynced bool      // its directory entry is durable (guarded by mu)
 	fresh     bool      // created and not yet written to (guarded by mu)
 }
@@ -170,6 +171,10 @@ func (s *Store) acquire(k ObjKey, create bool, version uint64) (*object, error) 
 func (s *Store) release(o *object) {
 	s.mu.Lock()
 	o.refs--
+	if o.dropped && o.refs == 0 {
+		_ = o.data.Close()
+		_ = o.sum.Close()
+	}
 	s.evictLocked()
 	s.mu.Unlock()
 }
@@ -178,20 +183,24 @@ func (s *Store) release(o *object) {
 // under the store (an operator, a restored backup, fsck): an open
 // descriptor would go on serving them until a restart, and nothing would
 // notice the loss. It looks at most every revalidateAfter per object, and
-// closes o when its files are gone, so the caller opens the key afresh
-// (and finds it missing). An object in use is left to its users.
+// drops o when its files are gone, so the caller opens the key afresh
+// (and finds it missing); requests already holding o finish with it.
 func (s *Store) goneLocked(o *object) bool {
 	now := s.now()
-	if o.refs > 0 || now.Sub(o.checked) < revalidateAfter {
+	if now.Sub(o.checked) < revalidateAfter {
 		return false
 	}
 	o.checked = now
 	if linked(o.data) && linked(o.sum) {
 		return false
 	}
+	// Requests under way finish with the old files; the last closes them.
 	delete(s.open, o.key)
-	_ = o.data.Close()
-	_ = o.sum.Close()
+	o.dropped = true
+	if o.refs == 0 {
+		_ = o.data.Close()
+		_ = o.sum.Close()
+	}
 	return true
 }
 
