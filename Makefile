@@ -43,11 +43,11 @@ fuzz:
 # The seeded whole-cluster simulation (sim_test.go) and the OSD store's
 # crash test: a failure prints its seed and BRAID_SEED=N replays it.
 # `unit` runs 8 cluster seeds under the race detector (and 2 with three
-# MDS processes); simci 70 without it and 40 with three MDS processes
+# MDS processes); simci 50 without it and 30 with three MDS processes
 # (about 4 minutes here); sim as many as SEEDS of each.
 simci:
-	BRAID_SIM_SEEDS=70 $(GO) test -count=1 -timeout 20m -run '^TestSimulation$$' .
-	BRAID_SIM_SEEDS=40 $(GO) test -count=1 -timeout 20m -run '^TestSimulationSeveralMDS$$' .
+	BRAID_SIM_SEEDS=50 $(GO) test -count=1 -timeout 20m -run '^TestSimulation$$' .
+	BRAID_SIM_SEEDS=30 $(GO) test -count=1 -timeout 20m -run '^TestSimulationSeveralMDS$$' .
 
 SEEDS ?= 2000
 FIRST ?= 1
