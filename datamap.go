@@ -61,18 +61,32 @@ func (f *File) dataMaps(ctx context.Context) unitMap {
 
 // hole reports whether file stripe fs is known to hold no data.
 func (m unitMap) hole(lay layout.Layout, fs int64) bool {
-	holes := 0
-	for u := range lay.Spec.Width() {
+	return stripeHole(lay.Spec.Width(), lay.Spec.K, func(u int) (known, data bool) {
 		loc := lay.UnitOf(fs, u)
-		b := m.bits[loc.Component]
-		i := loc.ObjectOff / lay.Spec.UnitBytes
-		switch {
-		case b == nil || i >= m.units[loc.Component]:
-			continue // not known
-		case b[i/8]&(1<<(i%8)) != 0:
+		b, i := m.bits[loc.Component], loc.ObjectOff/lay.Spec.UnitBytes
+		if b == nil || i >= m.units[loc.Component] {
+			return false, false
+		}
+		return true, bitSet(b, i)
+	})
+}
+
+// stripeHole reports whether a stripe of w units holds no data, unit(u)
+// saying whether unit u's map is known and, if so, whether it shows
+// data: at least k known holes and no known data.
+func stripeHole(w, k int, unit func(u int) (known, data bool)) bool {
+	holes := 0
+	for u := range w {
+		known, data := unit(u)
+		if known && data {
 			return false
 		}
-		holes++
+		if known {
+			holes++
+		}
 	}
-	return holes >= lay.Spec.K
+	return holes >= k
 }
+
+// bitSet reports whether bit i of a data map is set.
+func bitSet(b []byte, i int64) bool { return b[i/8]&(1<<(i%8)) != 0 }
