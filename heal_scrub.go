@@ -16,8 +16,6 @@ import (
 // from the rest; a stripe lost beyond parity told from one unreachable;
 // the holes of sparse files skipped (datamap.go).
 
-
-
 // noteFound records what scrub found wrong with a unit, for status.
 func (j *repairJob) noteFound(c int, s int64, what string) {
 	j.mu.Lock()
