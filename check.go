@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -199,11 +198,11 @@ func (c *Client) checkFile(ctx context.Context, p string, stripes int, rep *Chec
 	spec := lay.Spec
 	S, U := spec.StripeBytes(), spec.UnitBytes
 	maps := f.dataMaps(ctx)
-	for comp, n := range maps.lens {
-		if n < 0 {
+	for comp, info := range maps.infos {
+		if info == nil {
 			continue
 		}
-		if err := vouch(osdproto.ObjectInfo{Len: n, Version: 1}, 0, f.extentOf(comp), f.extentOf(comp)); err != nil {
+		if err := vouch(*info, 0, f.extentOf(comp), f.extentOf(comp)); err != nil {
 			rep.problem("%s: component %d: %v", p, comp, err)
 		}
 	}

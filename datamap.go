@@ -20,9 +20,9 @@ import (
 
 // unitMap is what the data maps say of one file's components.
 type unitMap struct {
-	bits  [][]byte // by component; nil: not known
-	units []int64  // units asked for, by component (past them: not known)
-	lens  []int64  // object length by component; -1: not known
+	bits  [][]byte               // by component; nil: not known
+	units []int64                // units asked for, by component (past them: not known)
+	infos []*osdproto.ObjectInfo // the objects' lengths and versions, by component; nil: not known
 }
 
 // dataMaps asks every clean component's OSD which of its units hold data
@@ -31,11 +31,10 @@ type unitMap struct {
 func (f *File) dataMaps(ctx context.Context) unitMap {
 	lay := f.layout()
 	n := len(lay.OSDs)
-	m := unitMap{bits: make([][]byte, n), units: make([]int64, n), lens: make([]int64, n)}
+	m := unitMap{bits: make([][]byte, n), units: make([]int64, n), infos: make([]*osdproto.ObjectInfo, n)}
 	size, U := f.storedSize(), lay.Spec.UnitBytes
 	var wg sync.WaitGroup
 	for c := range n {
-		m.lens[c] = -1
 		if f.isDirty(c) {
 			continue
 		}
@@ -52,7 +51,7 @@ func (f *File) dataMaps(ctx context.Context) unitMap {
 			if err != nil {
 				return
 			}
-			m.bits[c], m.units[c], m.lens[c] = buf, units, info.Len
+			m.bits[c], m.units[c], m.infos[c] = buf, units, &info
 		}()
 	}
 	wg.Wait()
