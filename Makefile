@@ -5,12 +5,18 @@
 GO       ?= go
 FUZZTIME ?= 10s
 
-.PHONY: all build test deps lint unit simci fuzz bench soak faults sim
+.PHONY: all build check test deps lint unit simci fuzz bench soak faults sim
 
 all: build
 
 build:
 	$(GO) build -o bin/braid ./cmd/braid
+
+# The quick loop (well under a minute): formatting, vet, and the cores'
+# purity rule, transcripts and simulation with invariants checked after
+# every decision.
+check: lint
+	$(GO) test -count=1 -tags invariants ./internal/core/... ./internal/layout ./internal/invariants
 
 # The whole suite: formatting, vet, every test under the race detector,
 # then each fuzz target for FUZZTIME.

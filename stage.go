@@ -10,10 +10,10 @@ import (
 	"sync"
 
 	"github.com/braidfs/braid/internal/capability"
+	stagedwrite "github.com/braidfs/braid/internal/core/staged"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
-	stagedwrite "github.com/braidfs/braid/internal/staged"
 	"github.com/braidfs/braid/internal/wire"
 )
 

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/core/staged"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
-	"github.com/braidfs/braid/internal/staged"
 	"github.com/braidfs/braid/internal/wire"
 )
 
