@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -311,7 +312,7 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 		if !s.cache.holds(req.Dir, req.Session, req.Claim) {
 			return out, wire.Errorf(wire.ErrRecalled, "claim %d on directory %d has ended", req.Claim, req.Dir)
 		}
-		return s.claimResp(out, rec, slotOf(req.Dir)), nil
+		return s.claimResp(out, rec, route.SlotOf(req.Dir)), nil
 	}
 	granted := false
 	if err := s.markCacheHeld(ctx); err == nil {
@@ -324,15 +325,15 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 		}
 		return out, wire.Errorf(wire.ErrBusy, "directory %d is cached or changing elsewhere", req.Dir)
 	}
-	return s.claimResp(out, rec, slotOf(req.Dir)), nil
+	return s.claimResp(out, rec, route.SlotOf(req.Dir)), nil
 }
 
 // claimResp is the answer a granted (or extended) claim gets: the range
 // left to it.
 func (s *Server) claimResp(out mdsproto.DirClaimResp, rec claimRec, slot uint32) mdsproto.DirClaimResp {
 	out.Claim = rec.Claim
-	out.InoBase = rec.Next<<slotBits | uint64(slot&slotMask)
-	out.InoStep = 1 << slotBits
+	out.InoBase = rec.Next<<route.SlotBits | uint64(slot&route.SlotMask)
+	out.InoStep = 1 << route.SlotBits
 	out.InoCount = rec.Hi - rec.Next
 	out.MaxOps = s.maxFlushOps
 	return out
@@ -376,7 +377,7 @@ func (s *Server) extendClaim(ctx context.Context, req mdsproto.DirClaimReq) (mds
 	if err != nil {
 		return out, err
 	}
-	return s.claimResp(out, rec, slotOf(req.Dir)), nil
+	return s.claimResp(out, rec, route.SlotOf(req.Dir)), nil
 }
 
 // heldClaim reads the claim on dir into rec and checks that it is
@@ -503,8 +504,8 @@ func (f *flusher) create(op mdsproto.DirOp) error {
 	} else if ok {
 		return wire.Errorf(wire.ErrExists, "exists")
 	}
-	n := op.Ino >> slotBits
-	if uint32(op.Ino&slotMask) != slotOf(f.dir.Ino)&slotMask || n < max(f.rec.Lo, f.rec.Next) || n >= f.rec.Hi {
+	n := op.Ino >> route.SlotBits
+	if uint32(op.Ino&route.SlotMask) != route.SlotOf(f.dir.Ino)&route.SlotMask || n < max(f.rec.Lo, f.rec.Next) || n >= f.rec.Hi {
 		return wire.Errorf(wire.ErrInvalid, "inode %d is not the claim's to give (or was given)", op.Ino)
 	}
 	f.rec.Next = n + 1

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -96,7 +97,7 @@ type extentTable struct {
 	graceEnd time.Time // no grants before (locks of a previous process may still be used)
 	// slotGraceEnd holds grants back in the slots this process gained
 	// from another (several active), each until its own grace ends: the
-	// files of the slots it kept go on at once. At most slotCount entries.
+	// files of the slots it kept go on at once. At most route.SlotCount entries.
 	slotGraceEnd map[uint32]time.Time
 	files        map[uint64]*fileLocks
 	sessions     map[uint64]*lockSession
@@ -140,7 +141,7 @@ func (t *extentTable) graceSlots(now time.Time, slots []uint32, extra time.Durat
 // start, and of its slot's gain (t.mu held).
 func (t *extentTable) graceEndLocked(ino uint64) time.Time {
 	end := t.graceEnd
-	if e, ok := t.slotGraceEnd[slotOf(ino)]; ok && e.After(end) {
+	if e, ok := t.slotGraceEnd[route.SlotOf(ino)]; ok && e.After(end) {
 		end = e
 	}
 	return end

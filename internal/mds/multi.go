@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -79,7 +80,7 @@ func (s *Server) owns(ino uint64) bool {
 		return true
 	}
 	v := s.freshRoutes()
-	return v != nil && v.table.owner(slotOf(ino)).Name == s.cfg.Name
+	return v != nil && v.table.Owner(route.SlotOf(ino)).Name == s.cfg.Name
 }
 
 // freshRoutes is the table this process serves by, if read within
@@ -99,8 +100,8 @@ func (s *Server) needOwner(ino uint64) error {
 		return nil
 	}
 	if v := s.routes.load(); v != nil {
-		o := v.table.owner(slotOf(ino))
-		return wire.Errorf(wire.ErrMoved, "inode %d (slot %d) is served by %s at %s (routing table epoch %d)", ino, slotOf(ino), o.Name, o.Addr, v.table.Epoch)
+		o := v.table.Owner(route.SlotOf(ino))
+		return wire.Errorf(wire.ErrMoved, "inode %d (slot %d) is served by %s at %s (routing table epoch %d)", ino, route.SlotOf(ino), o.Name, o.Addr, v.table.Epoch)
 	}
 	return wire.Errorf(wire.ErrMoved, "no routing table here yet")
 }
@@ -290,7 +291,7 @@ func sameOSDMap(a, b *osdMapRec) bool {
 func (s *Server) adoptShared(ctx context.Context) error {
 	sent := time.Now()
 	var (
-		table       *routeTable
+		table       *route.Table
 		epoch       []byte
 		osdMap      osdMapRec
 		haveMap     bool

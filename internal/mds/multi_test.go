@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -90,8 +91,8 @@ func poll(t *testing.T, cond func() bool, what string) {
 func TestTwoActivesSplitTheFiles(t *testing.T) {
 	a, b := twoActives(t)
 	key := a.cfg.Key
-	counts := a.routes.load().table.slotsOf()
-	if counts["a"] != slotCount/2 || counts["b"] != slotCount/2 {
+	counts := a.routes.load().table.SlotsOf()
+	if counts["a"] != route.SlotCount/2 || counts["b"] != route.SlotCount/2 {
 		t.Fatalf("slots: %v", counts)
 	}
 	do := func(s *Server, op uint16, req, out any) error { return handleOp(t, s, op, req, out) }
@@ -121,7 +122,7 @@ func TestTwoActivesSplitTheFiles(t *testing.T) {
 		if err := do(b, mdsproto.OpMkdir, mdsproto.MkdirReq{Path: fmt.Sprintf("/d%d", i), Mode: 0o755}, &d); err != nil {
 			t.Fatal(err)
 		}
-		dirs[a.routes.load().table.owner(slotOf(d.Ino)).Name] = d
+		dirs[a.routes.load().table.Owner(route.SlotOf(d.Ino)).Name] = d
 	}
 	if len(dirs) != 2 {
 		t.Fatalf("100 switched directories all went to one process's slots")

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -50,7 +51,7 @@ func (s *Server) newInode(tx kv.Txn, typ string, mode uint32, slot uint32) (*ino
 			return nil, err
 		}
 	}
-	ino, err := inoInSlot(n, slot)
+	ino, err := route.InoInSlot(n, slot)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +121,7 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 			if err := who.need(cur, permW|permX, req.Path); err != nil {
 				return err
 			}
-			d, err := s.newInode(tx, mdsproto.TypeDir, req.Mode, newDirSlot(cur.Ino, name, s.cfg.MkdirSwitch, s.draw()))
+			d, err := s.newInode(tx, mdsproto.TypeDir, req.Mode, route.NewDirSlot(cur.Ino, name, s.cfg.MkdirSwitch, s.draw()))
 			if err != nil {
 				return err
 			}
@@ -227,7 +228,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		if err != nil {
 			return err
 		}
-		if rec, err = s.newInode(tx, mdsproto.TypeFile, req.Mode, slotOf(dir.Ino)); err != nil {
+		if rec, err = s.newInode(tx, mdsproto.TypeFile, req.Mode, route.SlotOf(dir.Ino)); err != nil {
 			return err
 		}
 		s.dressFile(rec, dir, who, req.Uid, req.Gid, l)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -87,7 +88,7 @@ func (s *Server) makeEntry(ctx context.Context, dirIno uint64, name, typ string,
 		if err != nil {
 			return err
 		}
-		rec, err := s.newInode(tx, typ, mode, slotOf(dir.Ino))
+		rec, err := s.newInode(tx, typ, mode, route.SlotOf(dir.Ino))
 		if err != nil {
 			return err
 		}

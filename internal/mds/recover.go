@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -191,7 +192,7 @@ func (s *Server) recoverMeta(ctx context.Context, req mdsproto.RecoverReq) (mdsp
 	}
 	// The counter counts inode numbers' high bits (slots.go): past every
 	// recovered number's, no new one can equal it whatever its slot.
-	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return raiseCounter(tx, keyNextIno, maxIno>>slotBits+1) }); err != nil {
+	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return raiseCounter(tx, keyNextIno, maxIno>>route.SlotBits+1) }); err != nil {
 		return out, err
 	}
 	s.inos.reset() // a range taken before may hold recovered numbers

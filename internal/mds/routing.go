@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -27,7 +28,7 @@ const routeRefresh = 500 * time.Millisecond
 // routeView is the table a process serves by, with the epoch value that
 // fences its changes and when the read that found it was sent.
 type routeView struct {
-	table  *routeTable
+	table  *route.Table
 	epoch  []byte
 	readAt time.Time
 }
@@ -38,15 +39,15 @@ type routes struct{ view atomic.Pointer[routeView] }
 func (r *routes) load() *routeView { return r.view.Load() }
 
 // selfRoute is this process as the table names it.
-func (s *Server) selfRoute() routeServer {
-	return routeServer{Name: s.cfg.Name, Addr: s.Addr()}
+func (s *Server) selfRoute() route.Server {
+	return route.Server{Name: s.cfg.Name, Addr: s.Addr()}
 }
 
 // aliveRoutes are the processes the table is to name: this one, or with
 // several active processes, those the engine lists.
-func (s *Server) aliveRoutes(ctx context.Context) ([]routeServer, error) {
+func (s *Server) aliveRoutes(ctx context.Context) ([]route.Server, error) {
 	if !s.multi() || s.cfg.Actives == nil {
-		return []routeServer{s.selfRoute()}, nil
+		return []route.Server{s.selfRoute()}, nil
 	}
 	asked := s.cfg.Now() // before the answer: a process gone from it left before now
 	actives, err := s.cfg.Actives(ctx)
@@ -54,14 +55,14 @@ func (s *Server) aliveRoutes(ctx context.Context) ([]routeServer, error) {
 		return nil, err
 	}
 	names := make([]string, 0, len(actives))
-	out := make([]routeServer, 0, len(actives))
+	out := make([]route.Server, 0, len(actives))
 	for _, a := range actives {
 		names = append(names, a.Name)
 		if a.Name == s.cfg.Name {
 			a.Addr = s.Addr()
 		}
 		if a.Name != "" && a.Addr != "" { // one not listening yet gets slots once it is
-			out = append(out, routeServer{Name: a.Name, Addr: a.Addr})
+			out = append(out, route.Server{Name: a.Name, Addr: a.Addr})
 		}
 	}
 	s.heal.noteActives(names, asked)
@@ -69,13 +70,13 @@ func (s *Server) aliveRoutes(ctx context.Context) ([]routeServer, error) {
 }
 
 // readRoutes reads the table and its epoch in r (nil table: none yet).
-func readRoutes(r kv.Reader) (*routeTable, []byte, error) {
-	var t routeTable
+func readRoutes(r kv.Reader) (*route.Table, []byte, error) {
+	var t route.Table
 	ok, err := getRecord(r, keyRoute, &t)
 	if err != nil || !ok {
 		return nil, nil, err
 	}
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, nil, wire.Errorf(wire.ErrInternal, "%v", err)
 	}
 	epoch, err := r.Get(keyRouteEpoch)
@@ -104,7 +105,7 @@ func (s *Server) planAndStoreRoutes(ctx context.Context) (*routeView, error) {
 			// in an epoch past any counted up from 1 that processes may
 			// have served by (a number, never read as a time).
 			s.cfg.Log.Error("routing table unreadable; planning a new one", "err", err)
-			next, _ := planRoutes(nil, alive)
+			next, _ := route.Plan(nil, alive)
 			if next == nil {
 				return wire.Errorf(wire.ErrUnavail, "no MDS process to route to")
 			}
@@ -118,7 +119,7 @@ func (s *Server) planAndStoreRoutes(ctx context.Context) (*routeView, error) {
 		if err != nil {
 			return err
 		}
-		next, changed := planRoutes(old, alive)
+		next, changed := route.Plan(old, alive)
 		if next == nil {
 			return wire.Errorf(wire.ErrUnavail, "no MDS process to route to")
 		}
@@ -172,13 +173,13 @@ func (s *Server) serveRoutes(v *routeView) {
 	if old != nil && old.table.Epoch == v.table.Epoch {
 		return
 	}
-	var was *routeTable
+	var was *route.Table
 	if old != nil {
 		was = old.table
 	}
-	gained, lost := slotChanges(was, v.table, s.cfg.Name)
-	gained = graceAfterSkips(was, v.table, s.cfg.Name, gained)
-	s.cfg.Log.Info("routing table", "epoch", v.table.Epoch, "servers", len(v.table.Servers), "slots_here", v.table.slotsOf()[s.cfg.Name], "gained", len(gained), "lost", len(lost))
+	gained, lost := route.Changes(was, v.table, s.cfg.Name)
+	gained = route.GraceAfterSkips(was, v.table, s.cfg.Name, gained)
+	s.cfg.Log.Info("routing table", "epoch", v.table.Epoch, "servers", len(v.table.Servers), "slots_here", v.table.SlotsOf()[s.cfg.Name], "gained", len(gained), "lost", len(lost))
 	if s.multi() && len(gained) > 0 {
 		s.gained(s.cfg.Now(), gained)
 	}
@@ -187,20 +188,8 @@ func (s *Server) serveRoutes(v *routeView) {
 		for _, slot := range lost {
 			gone[slot] = true
 		}
-		s.extents.dropInos(s.cfg.Now(), func(ino uint64) bool { return gone[slotOf(ino)] })
+		s.extents.dropInos(s.cfg.Now(), func(ino uint64) bool { return gone[route.SlotOf(ino)] })
 	}
-}
-
-// graceAfterSkips is the slots that wait a gain's grace as the table
-// went from was to next: those gained, or, if tables were skipped here,
-// every slot held in next, since one held in both may have been another
-// process's between them (B -> C -> B) and granted there.
-func graceAfterSkips(was, next *routeTable, name string, gained []uint32) []uint32 {
-	if was != nil && next.Epoch > was.Epoch+1 {
-		all, _ := slotChanges(nil, next, name)
-		return all
-	}
-	return gained
 }
 
 // routeLoop keeps the table current while the process serves: the
@@ -258,7 +247,7 @@ func (s *Server) routing() *mdsproto.Routing {
 	}
 	t := v.table
 	out := &mdsproto.Routing{Multi: s.multi(), Epoch: t.Epoch, Owners: t.Owners}
-	counts := t.slotsOf()
+	counts := t.SlotsOf()
 	for _, srv := range t.Servers {
 		out.Servers = append(out.Servers, mdsproto.RouteServer{Name: srv.Name, Addr: srv.Addr, Slots: counts[srv.Name]})
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/mdsproto"
 )
 
@@ -41,11 +42,11 @@ func TestNewInodesCarryTheirSlot(t *testing.T) {
 				name   string
 			}{{a, rootIno, "a"}, {b, a.Ino, "b"}}
 			for _, d := range dirs {
-				want := slotOf(d.parent)
+				want := route.SlotOf(d.parent)
 				if switchProb == 1 {
-					want = newDirSlot(d.parent, d.name, 1, 0)
+					want = route.NewDirSlot(d.parent, d.name, 1, 0)
 				}
-				if got := slotOf(d.in.Ino); got != want {
+				if got := route.SlotOf(d.in.Ino); got != want {
 					t.Errorf("directory %s (ino %#x) is in slot %d, want %d", d.name, d.in.Ino, got, want)
 				}
 			}
@@ -55,40 +56,10 @@ func TestNewInodesCarryTheirSlot(t *testing.T) {
 			do(mdsproto.OpSymlink, mdsproto.SymlinkReq{Dir: b.Ino, Name: "l", Target: "f"}, &l)
 			do(mdsproto.OpMknod, mdsproto.MknodReq{Dir: b.Ino, Name: "p", Type: mdsproto.TypeFIFO, Mode: 0o644}, &p)
 			for name, ino := range map[string]uint64{"file": f.Inode.Ino, "symlink": l.Ino, "fifo": p.Ino} {
-				if slotOf(ino) != slotOf(b.Ino) {
-					t.Errorf("%s %#x is in slot %d, its directory %#x in %d", name, ino, slotOf(ino), b.Ino, slotOf(b.Ino))
+				if route.SlotOf(ino) != route.SlotOf(b.Ino) {
+					t.Errorf("%s %#x is in slot %d, its directory %#x in %d", name, ino, route.SlotOf(ino), b.Ino, route.SlotOf(b.Ino))
 				}
 			}
 		})
-	}
-}
-
-// TestDirSlotSwitching: a draw below the probability sends a new
-// directory to the slot its parent and name hash to, one above keeps it
-// in its parent's; the hashed slots spread over all of them.
-func TestDirSlotSwitching(t *testing.T) {
-	const n = 20000
-	seen := map[uint32]bool{}
-	for i := range n {
-		u := float64(i) / n // evenly over [0, 1)
-		name := fmt.Sprint("d", i)
-		slot := newDirSlot(rootIno, name, 0.25, u)
-		hashed := newDirSlot(rootIno, name, 1, 0)
-		switch {
-		case u >= 0.25 && slot != slotOf(rootIno):
-			t.Fatalf("draw %v above the probability moved %s to slot %d", u, name, slot)
-		case u < 0.25 && slot != hashed:
-			t.Fatalf("draw %v below the probability left %s in slot %d, not its hashed %d", u, name, slot, hashed)
-		}
-		seen[hashed] = true
-	}
-	if len(seen) < slotCount*9/10 {
-		t.Errorf("hashed directories went to %d slots of %d", len(seen), slotCount)
-	}
-	if newDirSlot(rootIno, "x", 0, 0) != slotOf(rootIno) {
-		t.Error("a probability of 0 switched")
-	}
-	if _, err := inoInSlot(maxInoHigh+1, 0); err == nil {
-		t.Error("a counter past the slot bits gave an inode number")
 	}
 }

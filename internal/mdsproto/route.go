@@ -1,6 +1,10 @@
 package mdsproto
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/braidfs/braid/internal/core/route"
+)
 
 // Routing requests among several active MDS processes (the MDS's
 // routing.go and multi.go). Every inode number carries its slot in its
@@ -11,7 +15,7 @@ import "strings"
 // table again. Everything else any active process serves.
 
 // SlotBits is how many low bits of an inode number are its slot.
-const SlotBits = 8
+const SlotBits = route.SlotBits
 
 // SlotOf is the slot of inode ino.
 func SlotOf(ino uint64) int { return int(ino & (1<<SlotBits - 1)) }
