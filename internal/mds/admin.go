@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
@@ -197,7 +198,7 @@ func (s *Server) metaStatus(ctx context.Context) mdsproto.MetaStatus {
 
 // healthScan accumulates what status reports about redundancy.
 type healthScan struct {
-	views                              map[uint32]osdView
+	views                              map[uint32]cluster.View
 	repairActive                       func(ino uint64, l *repairLock, now time.Time) bool // Server.repairActive
 	comps                              map[uint32]int64                                    // components per OSD
 	degraded, waiting, dirty, crowded  int64

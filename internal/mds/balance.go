@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -92,7 +93,7 @@ const balanceDutyFactor = 20
 
 // balanceTarget picks the fullest and emptiest up OSDs and how far apart
 // they are, or ok=false when the cluster is balanced within the slack.
-func (s *Server) balanceTarget(views map[uint32]osdView) (hi, lo uint32, diff int64, ok bool) {
+func (s *Server) balanceTarget(views map[uint32]cluster.View) (hi, lo uint32, diff int64, ok bool) {
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()
 	first := true
@@ -121,7 +122,7 @@ func (s *Server) balanceTarget(views map[uint32]osdView) (hi, lo uint32, diff in
 }
 
 // balanceClaim hands out one rebalancing move, if the cluster needs one.
-func (s *Server) balanceClaim(ctx context.Context, views map[uint32]osdView, now time.Time) (mdsproto.RepairTask, bool, error) {
+func (s *Server) balanceClaim(ctx context.Context, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
 	hi, lo, diff, ok := s.balanceTarget(views)
 	if !ok {
 		return mdsproto.RepairTask{}, false, nil

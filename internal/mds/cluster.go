@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 )
@@ -33,47 +34,13 @@ type osdState struct {
 	hb       mdsproto.HeartbeatReq
 }
 
-// clusterMap tracks the OSDs and decides which are up, down or out.
+// clusterMap tracks the OSDs; the core's Liveness decides which are up,
+// down or out.
 type clusterMap struct {
-	mu        sync.Mutex
-	osds      map[uint32]*osdState
-	downAfter time.Duration
-	outAfter  time.Duration
-	// started is when this MDS began counting: an OSD it has not heard
-	// from since is out only outAfter later, not at once after a restart.
-	started time.Time
-	// adoptedAt is when this process first read the last OSD map another
-	// (the leader) published; zero while it judges OSDs by heartbeats it
-	// takes itself. An adopted map is trusted to age staleAfter: past
-	// it the leader has fallen silent (it died, and its successor waits
-	// out its session), and the map's view is held as it was then
-	// rather than every OSD decaying to down on every process.
-	adoptedAt  time.Time
-	staleAfter time.Duration
+	mu   sync.Mutex
+	osds map[uint32]*osdState
+	live cluster.Liveness
 }
-
-// judgedAt is the time OSD states are judged at, for a judgement made
-// now: now, or, while an adopted map is stale, when it went stale. A
-// hold ends after maxMapHold: a leader that lives but cannot publish
-// that long is no successor's takeover, and the OSDs' silence counts on.
-func (m *clusterMap) judgedAt(now time.Time) time.Time {
-	if m.adoptedAt.IsZero() {
-		return now
-	}
-	stale := m.adoptedAt.Add(m.staleAfter)
-	switch {
-	case now.Before(stale):
-		return now
-	case now.Before(stale.Add(maxMapHold)):
-		return stale
-	}
-	return now.Add(-maxMapHold)
-}
-
-// maxMapHold bounds how long a stale OSD map's view is held: past any
-// successor's takeover (its predecessor's session lease, then a
-// publication).
-const maxMapHold = time.Minute
 
 // takeLead makes this process judge OSDs by its own heartbeats from now,
 // having judged them by the leader's map: the OSDs up in that map's view
@@ -81,56 +48,33 @@ const maxMapHold = time.Minute
 func (m *clusterMap) takeLead(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.adoptedAt.IsZero() {
+	if m.live.AdoptedAt.IsZero() {
 		return
 	}
 	for _, st := range m.osds {
-		// Up in the last publication, as its leader judged: no allowance
-		// for a copy's staleness, so an OSD it published down stays down.
-		since := st.lastSeen
-		if since.Before(m.started) {
-			since = m.started
-		}
-		if m.adoptedAt.Sub(since) <= m.downAfter {
+		if m.live.UpWhenAdopted(st.lastSeen) {
 			st.lastSeen = now
 		}
 	}
-	m.adoptedAt = time.Time{}
+	m.live.AdoptedAt = time.Time{}
 }
 
 func newClusterMap(downAfter, outAfter time.Duration, started time.Time) *clusterMap {
-	return &clusterMap{osds: map[uint32]*osdState{}, downAfter: downAfter, outAfter: outAfter, started: started}
-}
-
-// osdView is one OSD's state as repair planning sees it.
-type osdView struct {
-	State string
-	Drain bool
+	return &clusterMap{osds: map[uint32]*osdState{}, live: cluster.Liveness{DownAfter: downAfter, OutAfter: outAfter, Started: started}}
 }
 
 // stateOf classifies an OSD by how long it has been silent.
 func (m *clusterMap) stateOf(st *osdState, now time.Time) string {
-	now = m.judgedAt(now)
-	if m.upAt(st, now) {
-		return mdsproto.StateUp
-	}
-	since := st.lastSeen
-	if since.Before(m.started) {
-		since = m.started
-	}
-	if now.Sub(since) > m.outAfter {
-		return mdsproto.StateOut
-	}
-	return mdsproto.StateDown
+	return m.live.State(st.lastSeen, now)
 }
 
 // views snapshots every OSD's state.
-func (m *clusterMap) views(now time.Time) map[uint32]osdView {
+func (m *clusterMap) views(now time.Time) map[uint32]cluster.View {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[uint32]osdView, len(m.osds))
+	out := make(map[uint32]cluster.View, len(m.osds))
 	for id, st := range m.osds {
-		out[id] = osdView{State: m.stateOf(st, now), Drain: st.Drain}
+		out[id] = cluster.View{State: m.stateOf(st, now), Drain: st.Drain}
 	}
 	return out
 }
@@ -166,32 +110,8 @@ func (m *clusterMap) load(r kv.Reader) error {
 	return ferr
 }
 
-// isUp: heard from within downAfter. An OSD this MDS has not heard from
-// yet counts from the MDS's start, so a restarted MDS does not report
-// every OSD down (and send clients around all of them) until the first
-// heartbeats arrive.
-func (m *clusterMap) isUp(st *osdState, now time.Time) bool { return m.upAt(st, m.judgedAt(now)) }
-
-// upAt is isUp for a judgement made at judged (judgedAt's).
-func (m *clusterMap) upAt(st *osdState, judged time.Time) bool {
-	since := st.lastSeen
-	if since.Before(m.started) {
-		since = m.started
-	}
-	return judged.Sub(since) <= m.downAfter+m.lagAllowed()
-}
-
-// lagAllowed is how much longer than the down timeout an OSD's silence
-// may run before this process judges it down: nothing for the process
-// hearing the heartbeats; for one judging by the leader's map, how stale
-// that map may be (publications a period apart, read a refresh apart),
-// so it never finds an OSD down that the leader would not have.
-func (m *clusterMap) lagAllowed() time.Duration {
-	if m.adoptedAt.IsZero() {
-		return 0
-	}
-	return m.staleAfter
-}
+// isUp: heard from within the down timeout, as Liveness judges.
+func (m *clusterMap) isUp(st *osdState, now time.Time) bool { return m.live.Up(st.lastSeen, now) }
 
 // upCandidates lists the OSDs placement may use: up and not draining.
 func (m *clusterMap) upCandidates(now time.Time) []Candidate {
@@ -322,7 +242,7 @@ func (m *clusterMap) publish(now time.Time) []osdPub {
 func (m *clusterMap) adopt(pubs []osdPub, sent time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.adoptedAt = sent
+	m.live.AdoptedAt = sent
 	seen := make(map[uint32]bool, len(pubs))
 	for _, p := range pubs {
 		seen[p.ID] = true

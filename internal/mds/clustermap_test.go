@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/mdsproto"
 )
 
@@ -18,7 +19,7 @@ func TestAdoptedOSDMapHoldsWhileTheLeaderIsSilent(t *testing.T) {
 	const downAfter = 2 * time.Second
 	t0 := time.Unix(1_000_000, 0)
 	m := newClusterMap(downAfter, time.Hour, t0)
-	m.staleAfter = time.Second
+	m.live.StaleAfter = time.Second
 	pubs := []osdPub{
 		{osdRec: osdRec{ID: 1}, Heard: true, SilentNs: int64(1500 * time.Millisecond)}, // heard within the down timeout (2 s)
 		{osdRec: osdRec{ID: 2}, Heard: true, SilentNs: int64(5 * time.Second)},         // down already
@@ -39,7 +40,7 @@ func TestAdoptedOSDMapHoldsWhileTheLeaderIsSilent(t *testing.T) {
 	// A copy of the leader's map is up to staleAfter old: an OSD the
 	// leader heard within the down timeout is not judged down here
 	// before the leader could have.
-	if s := state(at.Add(m.staleAfter)); s[1] != mdsproto.StateUp {
+	if s := state(at.Add(m.live.StaleAfter)); s[1] != mdsproto.StateUp {
 		t.Fatalf("a publication period on: %v", s)
 	}
 	// The leader is silent for a minute: its last map stands.
@@ -52,7 +53,7 @@ func TestAdoptedOSDMapHoldsWhileTheLeaderIsSilent(t *testing.T) {
 	}
 	// A leader that lives but has not published for longer than any
 	// takeover: the held view ends, and the silence counts on.
-	if s := state(at.Add(m.staleAfter + maxMapHold + downAfter)); s[1] != mdsproto.StateDown {
+	if s := state(at.Add(m.live.StaleAfter + cluster.MaxMapHold + downAfter)); s[1] != mdsproto.StateDown {
 		t.Fatalf("past the longest hold: %v", s)
 	}
 	// This process takes the lead: OSD 1 has downAfter to heartbeat to it.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -265,7 +266,7 @@ func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (
 // has dirty components or a repair lock, and those are listed in the heal
 // index, kept in the same transactions as the inodes: a steady cluster's
 // idle healers cost a scan of an empty index, not of every inode.
-func (s *Server) scanForRepair(ctx context.Context, views map[uint32]osdView, now time.Time) []uint64 {
+func (s *Server) scanForRepair(ctx context.Context, views map[uint32]cluster.View, now time.Time) []uint64 {
 	mapSig := viewsSignature(views)
 	s.heal.mu.Lock()
 	if len(s.heal.pending) > 0 {
@@ -290,7 +291,7 @@ func (s *Server) scanForRepair(ctx context.Context, views map[uint32]osdView, no
 }
 
 // viewsSignature is what the repair plans depend on in the cluster map.
-func viewsSignature(views map[uint32]osdView) string {
+func viewsSignature(views map[uint32]cluster.View) string {
 	ids := slices.Sorted(maps.Keys(views))
 	b := make([]byte, 0, 8*len(ids))
 	for _, id := range ids {
@@ -313,7 +314,7 @@ func viewsSignature(views map[uint32]osdView) string {
 // Healers scan concurrently: a batch moves the cursor only if the cursor
 // is still where the batch started, so a batch that finishes late can
 // neither skip part of a pass nor end one that another batch began.
-func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]osdView, now time.Time) []uint64 {
+func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
 	start := from
 	if start == nil {
 		start = []byte{'i'}
@@ -344,7 +345,7 @@ func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]o
 }
 
 // scanHealIndex is one batch of the heal index.
-func (s *Server) scanHealIndex(ctx context.Context, from []byte, views map[uint32]osdView, now time.Time) []uint64 {
+func (s *Server) scanHealIndex(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
 	start := from
 	if start == nil {
 		start = []byte{'h'}
@@ -390,7 +391,7 @@ func (s *Server) scanBatch(ctx context.Context, start, end []byte, wants func(r 
 	return found, append(last, 0), nil
 }
 
-func (s *Server) needsRepair(rec *inodeRec, views map[uint32]osdView, now time.Time) bool {
+func (s *Server) needsRepair(rec *inodeRec, views map[uint32]cluster.View, now time.Time) bool {
 	if rec.Layout == nil || s.repairHeld(rec.Ino, rec.Repair, now, 0) {
 		return false
 	}
@@ -419,7 +420,7 @@ func (s *Server) nextScrub(now time.Time) (uint64, bool) {
 
 // lockForRepair re-plans ino inside a transaction and, if work remains,
 // installs the repaired layout and the lock and returns the task.
-func (s *Server) lockForRepair(ctx context.Context, ino uint64, kind string, views map[uint32]osdView, now time.Time) (mdsproto.RepairTask, bool, error) {
+func (s *Server) lockForRepair(ctx context.Context, ino uint64, kind string, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
 	return s.lockFor(ctx, ino, kind, nil, views, now)
 }
 
@@ -431,7 +432,7 @@ type balanceMove struct {
 }
 
 // lockFor is lockForRepair, or with bm a rebalancing move of a healthy file.
-func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balanceMove, views map[uint32]osdView, now time.Time) (mdsproto.RepairTask, bool, error) {
+func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balanceMove, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
 	var task mdsproto.RepairTask
 	var moveFrom map[uint32]uint32
 	var why claimWhy

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/core/cluster"
 )
 
 // TestLateScanBatchLeavesCursor: healers scan concurrently, so a batch can
@@ -31,7 +32,7 @@ func TestLateScanBatchLeavesCursor(t *testing.T) {
 
 	// A batch that started at the beginning of the pass reads to the end
 	// (the only inode is the root) and finds nothing.
-	s.scanInodes(ctx, nil, map[uint32]osdView{}, time.Now())
+	s.scanInodes(ctx, nil, map[uint32]cluster.View{}, time.Now())
 
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()

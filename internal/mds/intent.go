@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/core/staged"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
@@ -353,7 +354,7 @@ func (s *Server) claimIntent(ctx context.Context, key []byte) (committed, gone b
 }
 
 // resolveIntent finishes one expired intent as far as the OSDs allow.
-func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uint32]osdView, now time.Time) error {
+func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uint32]cluster.View, now time.Time) error {
 	var ver uint64
 	var extents []int64 // per group, how far objects hold written data
 	width := 1

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -73,7 +74,7 @@ func TestResolverKeepsItsClaim(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	down := map[uint32]osdView{1: {State: mdsproto.StateDown}, 2: {State: mdsproto.StateDown}}
+	down := map[uint32]cluster.View{1: {State: mdsproto.StateDown}, 2: {State: mdsproto.StateDown}}
 	if err := s.resolveIntent(ctx, intentItem{ino: 7, txid: 1, rec: scanned}, down, time.Now()); err != nil {
 		t.Fatal(err)
 	}

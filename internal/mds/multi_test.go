@@ -135,7 +135,7 @@ func TestTwoActivesSplitTheFiles(t *testing.T) {
 	poll(t, func() bool {
 		now := time.Now()
 		for _, s := range []*Server{a, b} {
-			if now.Sub(s.cluster.started) < s.cfg.WriterLease || s.inGainGrace(now) {
+			if now.Sub(s.cluster.live.Started) < s.cfg.WriterLease || s.inGainGrace(now) {
 				return false
 			}
 		}

@@ -143,7 +143,7 @@ func (l *leaseTable) writers() int64 {
 // does not serve (its owner keeps the leases, and reaps the orphan) or
 // took over lately (multi.go).
 func (s *Server) leased(ino uint64, now time.Time) bool {
-	return now.Sub(s.cluster.started) < s.cfg.WriterLease || s.leases.held(ino, now) ||
+	return now.Sub(s.cluster.live.Started) < s.cfg.WriterLease || s.leases.held(ino, now) ||
 		s.multi() && (!s.owns(ino) || s.inGainGrace(now))
 }
 

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -68,7 +69,7 @@ func (p filePlan) NeedsWork() bool { return len(p.Rewrite) > 0 && !p.Unrepairabl
 // caught up instead of rebuilt). A group whose rewrites need decoding must
 // keep K sources; a moved component whose old OSD is up (drain) is copied
 // and needs no decoding.
-func planFile(l *mdsproto.Layout, dirty []uint32, osds map[uint32]osdView, spec layout.Spec) filePlan {
+func planFile(l *mdsproto.Layout, dirty []uint32, osds map[uint32]cluster.View, spec layout.Spec) filePlan {
 	var p filePlan
 	w := spec.Width()
 	for c, id := range l.OSDs {
@@ -120,7 +121,7 @@ func planFile(l *mdsproto.Layout, dirty []uint32, osds map[uint32]osdView, spec 
 // whose OSD the cluster still knows (up, down, draining, or out: an OSD
 // out after a long silence, a rack's power cut, may come back whole):
 // what the group could read if every OSD returned.
-func cleanInGroup(l *mdsproto.Layout, dirty []uint32, osds map[uint32]osdView, lo, hi int) int {
+func cleanInGroup(l *mdsproto.Layout, dirty []uint32, osds map[uint32]cluster.View, lo, hi int) int {
 	n := 0
 	for c := lo; c < hi; c++ {
 		if _, known := osds[l.OSDs[c]]; known && !slices.Contains(dirty, uint32(c)) {
@@ -133,7 +134,7 @@ func cleanInGroup(l *mdsproto.Layout, dirty []uint32, osds map[uint32]osdView, l
 // planCrowded finds components that share an OSD with an earlier
 // component of their group, and schedules a move for each when some up,
 // non-draining OSD outside the group could take it.
-func (p *filePlan) planCrowded(l *mdsproto.Layout, osds map[uint32]osdView, w int) {
+func (p *filePlan) planCrowded(l *mdsproto.Layout, osds map[uint32]cluster.View, w int) {
 	for g := 0; g < len(l.OSDs)/w; g++ {
 		group := l.OSDs[g*w : (g+1)*w]
 		free := 0

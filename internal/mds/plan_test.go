@@ -5,14 +5,15 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 )
 
-func views(n int, set map[uint32]osdView) map[uint32]osdView {
-	out := map[uint32]osdView{}
+func views(n int, set map[uint32]cluster.View) map[uint32]cluster.View {
+	out := map[uint32]cluster.View{}
 	for i := 1; i <= n; i++ {
-		out[uint32(i)] = osdView{State: mdsproto.StateUp}
+		out[uint32(i)] = cluster.View{State: mdsproto.StateUp}
 	}
 	for id, v := range set {
 		out[id] = v
@@ -20,7 +21,7 @@ func views(n int, set map[uint32]osdView) map[uint32]osdView {
 	return out
 }
 
-func without(m map[uint32]osdView, id uint32) map[uint32]osdView {
+func without(m map[uint32]cluster.View, id uint32) map[uint32]cluster.View {
 	delete(m, id)
 	return m
 }
@@ -30,26 +31,26 @@ func TestPlanFile(t *testing.T) {
 	lay := &mdsproto.Layout{Spec: "ec:2+1", Groups: 2, OSDs: []uint32{1, 2, 3, 4, 5, 6}}
 	cases := []struct {
 		name                        string
-		osds                        map[uint32]osdView
+		osds                        map[uint32]cluster.View
 		dirty                       []uint32
 		rewrite, move, wait, crowd  []int
 		degraded, work, unrepairble bool
 	}{
 		{name: "healthy", osds: views(6, nil)},
-		{name: "down waits for the OSD", osds: views(6, map[uint32]osdView{2: {State: mdsproto.StateDown}}),
+		{name: "down waits for the OSD", osds: views(6, map[uint32]cluster.View{2: {State: mdsproto.StateDown}}),
 			wait: []int{1}, degraded: true},
-		{name: "out is rebuilt elsewhere", osds: views(7, map[uint32]osdView{2: {State: mdsproto.StateOut}}),
+		{name: "out is rebuilt elsewhere", osds: views(7, map[uint32]cluster.View{2: {State: mdsproto.StateOut}}),
 			rewrite: []int{1}, move: []int{1}, degraded: true, work: true},
 		{name: "unknown OSD counts as out", osds: without(views(7, nil), 5),
 			rewrite: []int{4}, move: []int{4}, degraded: true, work: true},
 		{name: "dirty on an up OSD is caught up in place", osds: views(6, nil), dirty: []uint32{5},
 			rewrite: []int{5}, degraded: true, work: true},
-		{name: "dirty on a down OSD waits", osds: views(6, map[uint32]osdView{6: {State: mdsproto.StateDown}}),
+		{name: "dirty on a down OSD waits", osds: views(6, map[uint32]cluster.View{6: {State: mdsproto.StateDown}}),
 			dirty: []uint32{5}, wait: []int{5}, degraded: true},
-		{name: "draining is copied, not degraded", osds: views(7, map[uint32]osdView{3: {State: mdsproto.StateUp, Drain: true}}),
+		{name: "draining is copied, not degraded", osds: views(7, map[uint32]cluster.View{3: {State: mdsproto.StateUp, Drain: true}}),
 			rewrite: []int{2}, move: []int{2}, work: true},
 		{name: "two lost in a group of ec:2+1 is beyond repair",
-			osds:    views(7, map[uint32]osdView{1: {State: mdsproto.StateOut}, 2: {State: mdsproto.StateOut}}),
+			osds:    views(7, map[uint32]cluster.View{1: {State: mdsproto.StateOut}, 2: {State: mdsproto.StateOut}}),
 			rewrite: []int{0, 1}, move: []int{0, 1}, degraded: true, unrepairble: true},
 	}
 	for _, tc := range cases {
@@ -102,11 +103,11 @@ func TestReplaceKeepsGroupsApartWhenItCan(t *testing.T) {
 		t.Fatalf("component 0 placed on OSD %d (layout %v)", out[0], out)
 	}
 	wl := &mdsproto.Layout{Spec: "ec:4+2", Groups: 1, OSDs: out}
-	p := planFile(wl, nil, views(6, map[uint32]osdView{1: {State: mdsproto.StateOut}}), spec)
+	p := planFile(wl, nil, views(6, map[uint32]cluster.View{1: {State: mdsproto.StateOut}}), spec)
 	if len(p.Crowded) != 1 || p.NeedsWork() || p.Degraded() {
 		t.Fatalf("crowded layout with no spare OSD: %+v", p)
 	}
-	p = planFile(wl, nil, views(7, map[uint32]osdView{1: {State: mdsproto.StateOut}}), spec)
+	p = planFile(wl, nil, views(7, map[uint32]cluster.View{1: {State: mdsproto.StateOut}}), spec)
 	if len(p.Move) != 1 || !p.NeedsWork() || p.Degraded() {
 		t.Fatalf("crowded layout with a spare OSD should move apart: %+v", p)
 	}

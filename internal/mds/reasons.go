@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/mdsproto"
 )
 
@@ -24,7 +25,7 @@ const maxNoSpaceTracked = 100_000
 const maxRecentRepairs = 8
 
 // claimReason describes what a claim will do and why.
-func claimReason(rec *inodeRec, plan filePlan, bm *balanceMove, kind string, views map[uint32]osdView) claimWhy {
+func claimReason(rec *inodeRec, plan filePlan, bm *balanceMove, kind string, views map[uint32]cluster.View) claimWhy {
 	if kind == mdsproto.RepairScrub {
 		return claimWhy{text: "scrub"}
 	}

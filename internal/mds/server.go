@@ -202,7 +202,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	// A leader's map is republished every period and read every
 	// routeRefresh: two periods missed and the leader is silent.
-	s.cluster.staleAfter = 2*s.osdMapPeriod() + routeRefresh
+	s.cluster.live.StaleAfter = 2*s.osdMapPeriod() + routeRefresh
 	seal, err := loadSealKey(cfg.Dir, s3SealKeyFile, "S3 secret sealing key")
 	if err != nil {
 		eng.Close()

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/seal"
 )
@@ -186,9 +187,9 @@ func (in *Inode) SetStored(n, unitBytes int64) {
 
 // OSD states in the cluster map.
 const (
-	StateUp   = "up"   // heartbeating
-	StateDown = "down" // silent past the down timeout: clients read around it
-	StateOut  = "out"  // silent past the out grace period: its data is rebuilt elsewhere
+	StateUp   = cluster.StateUp   // heartbeating
+	StateDown = cluster.StateDown // silent past the down timeout: clients read around it
+	StateOut  = cluster.StateOut  // silent past the out grace period: its data is rebuilt elsewhere
 )
 
 // Endpoint is where an OSD listens and whether the MDS believes it is up.
