@@ -13,6 +13,7 @@ import (
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
@@ -227,7 +228,7 @@ func (h *healthScan) add(rec *inodeRec, now time.Time) {
 	if err != nil {
 		return
 	}
-	p := planFile(rec.Layout, rec.Dirty, h.views, spec)
+	p := repair.Plan(rec.Layout.OSDs, rec.Dirty, h.views, spec)
 	if len(p.Crowded) > 0 {
 		h.crowded++
 	}

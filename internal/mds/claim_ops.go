@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/placement"
 	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
@@ -284,7 +285,7 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 		if err != nil {
 			return err
 		}
-		if _, err := s.place(smallFileSpec(spec, -1), -1); err != nil {
+		if _, err := s.place(placement.SmallFileSpec(spec, -1), -1); err != nil {
 			return err
 		}
 		var held claimRec
@@ -521,7 +522,7 @@ func (f *flusher) create(op mdsproto.DirOp) error {
 		}
 		f.spec = &spec
 	}
-	l, err := f.s.placeAcknowledged(smallFileSpec(*f.spec, -1))
+	l, err := f.s.placeAcknowledged(placement.SmallFileSpec(*f.spec, -1))
 	if err != nil {
 		return err
 	}
@@ -548,7 +549,7 @@ func (s *Server) placeAcknowledged(spec layout.Spec) (layout.Layout, error) {
 	known := s.cluster.knownCandidates()
 	s.rngMu.Lock()
 	defer s.rngMu.Unlock()
-	if l, kerr := Place(spec, -1, known, s.rng); kerr == nil {
+	if l, kerr := placement.Place(spec, -1, known, s.rng); kerr == nil {
 		return l, nil
 	}
 	return l, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/core/placement"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 )
@@ -114,13 +115,13 @@ func (m *clusterMap) load(r kv.Reader) error {
 func (m *clusterMap) isUp(st *osdState, now time.Time) bool { return m.live.Up(st.lastSeen, now) }
 
 // upCandidates lists the OSDs placement may use: up and not draining.
-func (m *clusterMap) upCandidates(now time.Time) []Candidate {
+func (m *clusterMap) upCandidates(now time.Time) []placement.Candidate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []Candidate
+	var out []placement.Candidate
 	for id, st := range m.osds {
 		if m.isUp(st, now) && !st.Drain {
-			out = append(out, Candidate{ID: id, FreeBytes: st.hb.FreeBytes})
+			out = append(out, placement.Candidate{ID: id, FreeBytes: st.hb.FreeBytes})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -128,13 +129,13 @@ func (m *clusterMap) upCandidates(now time.Time) []Candidate {
 }
 
 // knownCandidates is every OSD that is not draining, up or not.
-func (m *clusterMap) knownCandidates() []Candidate {
+func (m *clusterMap) knownCandidates() []placement.Candidate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []Candidate
+	var out []placement.Candidate
 	for id, st := range m.osds {
 		if !st.Drain {
-			out = append(out, Candidate{ID: id, FreeBytes: st.hb.FreeBytes})
+			out = append(out, placement.Candidate{ID: id, FreeBytes: st.hb.FreeBytes})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

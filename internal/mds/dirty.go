@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -196,7 +197,7 @@ func (s *Server) noteIfLost(tx kv.Txn, rec *inodeRec, now time.Time) (mdsproto.F
 	if err != nil {
 		return mdsproto.FileEvent{}, nil
 	}
-	p := planFile(rec.Layout, rec.Dirty, s.cluster.views(now), spec)
+	p := repair.Plan(rec.Layout.OSDs, rec.Dirty, s.cluster.views(now), spec)
 	if !p.Lost {
 		return mdsproto.FileEvent{}, nil
 	}

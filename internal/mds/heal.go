@@ -11,6 +11,8 @@ import (
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/core/placement"
+	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -396,7 +398,7 @@ func (s *Server) needsRepair(rec *inodeRec, views map[uint32]cluster.View, now t
 		return false
 	}
 	spec, err := specOf(rec.Layout.Spec)
-	return err == nil && planFile(rec.Layout, rec.Dirty, views, spec).NeedsWork()
+	return err == nil && repair.Plan(rec.Layout.OSDs, rec.Dirty, views, spec).NeedsWork()
 }
 
 func (s *Server) nextScrub(now time.Time) (uint64, bool) {
@@ -452,7 +454,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		if err != nil {
 			return nil //nolint:nilerr
 		}
-		plan := planFile(rec.Layout, rec.Dirty, views, spec)
+		plan := repair.Plan(rec.Layout.OSDs, rec.Dirty, views, spec)
 		var forced []uint32
 		if bm != nil && !plan.NeedsWork() && !plan.Degraded() {
 			if forced = bm.apply(rec.Layout.OSDs, spec.Width()); forced == nil {
@@ -479,10 +481,10 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 			newOSDs = forced
 		} else if len(plan.Move) > 0 {
 			s.rngMu.Lock()
-			newOSDs, err = Replace(old, plan.Move, s.cluster.upCandidates(now), s.rng)
+			newOSDs, err = placement.Replace(old, plan.Move, s.cluster.upCandidates(now), s.rng)
 			s.rngMu.Unlock()
 			if err != nil {
-				return err
+				return placementErr(err)
 			}
 		}
 		ver := old.Version + 1

@@ -3,9 +3,11 @@ package mds
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"slices"
 
 	"github.com/braidfs/braid/internal/capability"
+	"github.com/braidfs/braid/internal/core/placement"
 	"github.com/braidfs/braid/internal/core/route"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
@@ -165,7 +167,17 @@ func (s *Server) placeOnce(spec layout.Spec, sizeHint int64) (layout.Layout, err
 	up := s.cluster.upCandidates(s.cfg.Now())
 	s.rngMu.Lock()
 	defer s.rngMu.Unlock()
-	return Place(spec, sizeHint, up, s.rng)
+	l, err := placement.Place(spec, sizeHint, up, s.rng)
+	return l, placementErr(err)
+}
+
+// placementErr is placement's refusal as the wire says it: a cluster
+// with too few OSDs up is unavailable, which a client may wait out.
+func placementErr(err error) error {
+	if errors.Is(err, placement.ErrTooFewOSDs) {
+		return wire.Errorf(wire.ErrUnavail, "%v", err)
+	}
+	return err
 }
 
 // create makes a new file, replacing an existing one unless Exclusive; the
@@ -224,7 +236,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		if err != nil {
 			return err
 		}
-		l, err := s.place(smallFileSpec(spec, req.SizeHint), req.SizeHint)
+		l, err := s.place(placement.SmallFileSpec(spec, req.SizeHint), req.SizeHint)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/mdsproto"
 )
 
@@ -25,7 +26,7 @@ const maxNoSpaceTracked = 100_000
 const maxRecentRepairs = 8
 
 // claimReason describes what a claim will do and why.
-func claimReason(rec *inodeRec, plan filePlan, bm *balanceMove, kind string, views map[uint32]cluster.View) claimWhy {
+func claimReason(rec *inodeRec, plan repair.FilePlan, bm *balanceMove, kind string, views map[uint32]cluster.View) claimWhy {
 	if kind == mdsproto.RepairScrub {
 		return claimWhy{text: "scrub"}
 	}

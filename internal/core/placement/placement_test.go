@@ -1,4 +1,4 @@
-package mds
+package placement
 
 import (
 	"errors"
@@ -6,43 +6,11 @@ import (
 	"testing"
 
 	"github.com/braidfs/braid/internal/layout"
-	"github.com/braidfs/braid/internal/wire"
 )
-
-func cands(n int) []Candidate {
-	out := make([]Candidate, n)
-	for i := range out {
-		out[i] = Candidate{ID: uint32(i + 1), FreeBytes: 1 << 30}
-	}
-	return out
-}
-
-func TestPlaceDistinctPerGroup(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	spec, _ := layout.Parse("ec:4+2")
-	for i := 0; i < 200; i++ {
-		l, err := Place(spec, -1, cands(13), rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.Groups != 2 || len(l.OSDs) != 12 {
-			t.Fatalf("13 OSDs, ec:4+2: %d groups, %d comps", l.Groups, len(l.OSDs))
-		}
-		for g := 0; g < l.Groups; g++ {
-			seen := map[uint32]bool{}
-			for _, id := range l.OSDs[g*6 : (g+1)*6] {
-				if seen[id] {
-					t.Fatalf("group %d uses OSD %d twice: %v", g, id, l.OSDs)
-				}
-				seen[id] = true
-			}
-		}
-	}
-}
 
 func TestPlaceImpossible(t *testing.T) {
 	spec, _ := layout.Parse("ec:8+2")
-	if _, err := Place(spec, -1, cands(6), rand.New(rand.NewPCG(1, 1))); !errors.Is(err, wire.ErrUnavail) {
+	if _, err := Place(spec, -1, cands(6), rand.New(rand.NewPCG(1, 1))); !errors.Is(err, ErrTooFewOSDs) {
 		t.Fatalf("ec:8+2 on 6 OSDs: %v", err)
 	}
 }
@@ -76,14 +44,22 @@ func TestPlacePrefersFreeSpace(t *testing.T) {
 
 func TestSmallFileSpec(t *testing.T) {
 	ec, _ := layout.Parse("ec:4+2")
-	if s := smallFileSpec(ec, 1000); s.Scheme != layout.Mirror || s.M != 2 {
+	if s := SmallFileSpec(ec, 1000); s.Scheme != layout.Mirror || s.M != 2 {
 		t.Fatalf("small ec:4+2 file → %s, want mirror:3", s)
 	}
-	if s := smallFileSpec(ec, 1<<20); s != ec {
+	if s := SmallFileSpec(ec, 1<<20); s != ec {
 		t.Fatalf("large file respecified: %s", s)
 	}
 	st, _ := layout.Parse("stripe:6")
-	if s := smallFileSpec(st, 10); s.Scheme != layout.Mirror || s.M != 0 {
+	if s := SmallFileSpec(st, 10); s.Scheme != layout.Mirror || s.M != 0 {
 		t.Fatalf("small stripe file → %s, want mirror:1", s)
 	}
+}
+
+func cands(n int) []Candidate {
+	out := make([]Candidate, n)
+	for i := range out {
+		out[i] = Candidate{ID: uint32(i + 1), FreeBytes: 1 << 30}
+	}
+	return out
 }

@@ -1,20 +1,18 @@
-package mds
+package repair
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/invariants"
 	"github.com/braidfs/braid/internal/layout"
-	"github.com/braidfs/braid/internal/mdsproto"
-	"github.com/braidfs/braid/internal/wire"
 )
 
-// filePlan is what one file needs to regain full redundancy. It is decided
+// FilePlan is what one file needs to regain full redundancy. It is decided
 // from the file's layout, its dirty set and the OSDs' states alone: a pure
 // function, so the rules are tested without a cluster.
-type filePlan struct {
+type FilePlan struct {
 	// Rewrite lists components to write: moved ones (Move) on their new
 	// OSD, the rest in place.
 	Rewrite []int
@@ -48,7 +46,7 @@ type filePlan struct {
 // Degraded reports whether the file lacks any redundancy right now: some
 // component is missing, unreadable or stale. Components being moved off a
 // draining OSD or apart from a crowded one still count as present.
-func (p filePlan) Degraded() bool {
+func (p FilePlan) Degraded() bool {
 	if len(p.Waiting) > 0 || p.Unrepairable {
 		return true
 	}
@@ -61,31 +59,39 @@ func (p filePlan) Degraded() bool {
 }
 
 // NeedsWork reports whether a repair can do something now.
-func (p filePlan) NeedsWork() bool { return len(p.Rewrite) > 0 && !p.Unrepairable }
+func (p FilePlan) NeedsWork() bool { return len(p.Rewrite) > 0 && !p.Unrepairable }
 
-// planFile classifies every component of l. A component is moved when its
+// Plan classifies every component of a layout placed on osdsOf. A component is moved when its
 // OSD is out, unknown or draining; rewritten in place when it is dirty and
 // its OSD is up; left waiting when its OSD is down (it may come back and be
 // caught up instead of rebuilt). A group whose rewrites need decoding must
 // keep K sources; a moved component whose old OSD is up (drain) is copied
 // and needs no decoding.
-func planFile(l *mdsproto.Layout, dirty []uint32, osds map[uint32]cluster.View, spec layout.Spec) filePlan {
-	var p filePlan
+func Plan(osdsOf []uint32, dirty []uint32, osds map[uint32]cluster.View, spec layout.Spec) FilePlan {
+	p := plan(osdsOf, dirty, osds, spec)
+	if invariants.Enabled {
+		invariants.Must(p.check(osdsOf, osds))
+	}
+	return p
+}
+
+func plan(osdsOf []uint32, dirty []uint32, osds map[uint32]cluster.View, spec layout.Spec) FilePlan {
+	var p FilePlan
 	w := spec.Width()
-	for c, id := range l.OSDs {
+	for c, id := range osdsOf {
 		v, known := osds[id]
 		isDirty := slices.Contains(dirty, uint32(c))
 		switch {
-		case !known || v.State == mdsproto.StateOut:
+		case !known || v.State == cluster.StateOut:
 			p.Move = append(p.Move, c)
 			p.Rewrite = append(p.Rewrite, c)
 		case v.Drain:
 			p.Move = append(p.Move, c)
 			p.Rewrite = append(p.Rewrite, c)
-			if !isDirty && v.State == mdsproto.StateUp {
+			if !isDirty && v.State == cluster.StateUp {
 				p.Sources = append(p.Sources, c) // copied as itself; may also decode others
 			}
-		case v.State == mdsproto.StateDown:
+		case v.State == cluster.StateDown:
 			p.Waiting = append(p.Waiting, c)
 		case isDirty:
 			p.Rewrite = append(p.Rewrite, c)
@@ -93,8 +99,8 @@ func planFile(l *mdsproto.Layout, dirty []uint32, osds map[uint32]cluster.View, 
 			p.Sources = append(p.Sources, c)
 		}
 	}
-	p.planCrowded(l, osds, w)
-	for g := 0; g < len(l.OSDs)/w; g++ {
+	p.planCrowded(osdsOf, osds, w)
+	for g := 0; g < len(osdsOf)/w; g++ {
 		lo, hi := g*w, (g+1)*w
 		inGroup := func(c int) bool { return c >= lo && c < hi }
 		sources := countIf(p.Sources, inGroup)
@@ -108,7 +114,7 @@ func planFile(l *mdsproto.Layout, dirty []uint32, osds map[uint32]cluster.View, 
 			p.Unrepairable = true
 			p.Why = fmt.Sprintf("parity group %d has %d readable components, needs %d", g, sources, spec.K)
 		}
-		if clean := cleanInGroup(l, dirty, osds, lo, hi); clean < spec.K && !p.Lost {
+		if clean := CleanInGroup(osdsOf, dirty, osds, lo, hi); clean < spec.K && !p.Lost {
 			p.Lost = true
 			p.LostWhy = fmt.Sprintf("parity group %d: %d of %d components lost or missed writes, %d left where %d are needed",
 				g, w-clean, w, clean, spec.K)
@@ -117,14 +123,14 @@ func planFile(l *mdsproto.Layout, dirty []uint32, osds map[uint32]cluster.View, 
 	return p
 }
 
-// cleanInGroup counts the components in [lo, hi) that are not dirty and
+// CleanInGroup counts the components in [lo, hi) that are not dirty and
 // whose OSD the cluster still knows (up, down, draining, or out: an OSD
 // out after a long silence, a rack's power cut, may come back whole):
 // what the group could read if every OSD returned.
-func cleanInGroup(l *mdsproto.Layout, dirty []uint32, osds map[uint32]cluster.View, lo, hi int) int {
+func CleanInGroup(osdsOf []uint32, dirty []uint32, osds map[uint32]cluster.View, lo, hi int) int {
 	n := 0
 	for c := lo; c < hi; c++ {
-		if _, known := osds[l.OSDs[c]]; known && !slices.Contains(dirty, uint32(c)) {
+		if _, known := osds[osdsOf[c]]; known && !slices.Contains(dirty, uint32(c)) {
 			n++
 		}
 	}
@@ -134,12 +140,12 @@ func cleanInGroup(l *mdsproto.Layout, dirty []uint32, osds map[uint32]cluster.Vi
 // planCrowded finds components that share an OSD with an earlier
 // component of their group, and schedules a move for each when some up,
 // non-draining OSD outside the group could take it.
-func (p *filePlan) planCrowded(l *mdsproto.Layout, osds map[uint32]cluster.View, w int) {
-	for g := 0; g < len(l.OSDs)/w; g++ {
-		group := l.OSDs[g*w : (g+1)*w]
+func (p *FilePlan) planCrowded(osdsOf []uint32, osds map[uint32]cluster.View, w int) {
+	for g := 0; g < len(osdsOf)/w; g++ {
+		group := osdsOf[g*w : (g+1)*w]
 		free := 0
 		for id, v := range osds {
-			if v.State == mdsproto.StateUp && !v.Drain && !slices.Contains(group, id) {
+			if v.State == cluster.StateUp && !v.Drain && !slices.Contains(group, id) {
 				free++
 			}
 		}
@@ -171,55 +177,35 @@ func countIf(xs []int, f func(int) bool) int {
 	return n
 }
 
-// Replace chooses new OSDs for the components in move, preferring one that
-// holds no component of the same parity group (so one OSD failure costs a
-// group at most one component). When the cluster has fewer up OSDs than
-// the group is wide, a component shares an OSD with another of its group
-// rather than stay missing: the group then survives any one OSD failure
-// again, and the component is moved apart once an OSD is added (Crowded).
-// It returns the new OSD list; the caller bumps the version.
-func Replace(l layout.Layout, move []int, up []Candidate, rng *rand.Rand) ([]uint32, error) {
-	out := slices.Clone(l.OSDs)
-	w := l.Spec.Width()
-	for _, c := range move {
-		g := c / w
-		var apart, shared []Candidate
-		for _, cand := range up {
-			if cand.ID == l.OSDs[c] {
-				continue // the OSD it is leaving
-			}
-			if !slices.Contains(out[g*w:(g+1)*w], cand.ID) && !slices.Contains(l.OSDs[g*w:(g+1)*w], cand.ID) {
-				apart = append(apart, cand)
-			} else {
-				shared = append(shared, cand)
-			}
-		}
-		switch {
-		case len(apart) > 0:
-			out[c] = pickDistinct(apart, 1, rng)[0]
-		case len(shared) > 0:
-			out[c] = leastShared(out[g*w:(g+1)*w], shared)
-		default:
-			return nil, wire.Errorf(wire.ErrUnavail, "no up OSD can take component %d", c)
-		}
-	}
-	return out, nil
-}
-
-// leastShared picks the candidate holding the fewest components of group,
-// so doubled-up components spread over the group's OSDs.
-func leastShared(group []uint32, cands []Candidate) uint32 {
-	best, bestN := cands[0].ID, len(group)+1
-	for _, c := range cands {
+// check: every component is in exactly one of Sources, Rewrite and
+// Waiting, except a draining one being copied (a source and rewritten);
+// a moved component is rewritten; a waiting one's OSD is down; and an
+// unrepairable or lost plan says why.
+func (p FilePlan) check(osdsOf []uint32, osds map[uint32]cluster.View) error {
+	for c := range osdsOf {
+		src, rw, wait := slices.Contains(p.Sources, c), slices.Contains(p.Rewrite, c), slices.Contains(p.Waiting, c)
 		n := 0
-		for _, id := range group {
-			if id == c.ID {
+		for _, in := range []bool{src, rw, wait} {
+			if in {
 				n++
 			}
 		}
-		if n < bestN {
-			best, bestN = c.ID, n
+		switch {
+		case n == 2 && src && rw && osds[osdsOf[c]].Drain:
+		case n != 1:
+			return fmt.Errorf("component %d: source %v, rewritten %v, waiting %v", c, src, rw, wait)
+		}
+		if wait && osds[osdsOf[c]].State != cluster.StateDown {
+			return fmt.Errorf("component %d waits on an OSD that is %q", c, osds[osdsOf[c]].State)
 		}
 	}
-	return best
+	for _, c := range p.Move {
+		if !slices.Contains(p.Rewrite, c) {
+			return fmt.Errorf("component %d moves but is not rewritten", c)
+		}
+	}
+	if p.Unrepairable && p.Why == "" || p.Lost && p.LostWhy == "" {
+		return fmt.Errorf("unrepairable %v or lost %v without a reason", p.Unrepairable, p.Lost)
+	}
+	return nil
 }

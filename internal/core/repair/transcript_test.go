@@ -1,0 +1,99 @@
+package repair
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/layout"
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestTranscripts drives Plan through testdata's transcripts:
+//
+//	plan spec=S osds=1,2,... [spare=N] [state=ID:down|out,...] [gone=ID,...] [drain=ID,...] [dirty=COMP,...]
+//
+// Every OSD of the layout is up unless state says otherwise; spare adds
+// N more up OSDs (ids after the largest); gone ones are unknown to the
+// cluster (removed).
+func TestTranscripts(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd != "plan" {
+				d.Fatalf(t, "unknown command %s", d.Cmd)
+			}
+			arg := func(key string) string {
+				if !d.HasArg(key) {
+					return ""
+				}
+				var v string
+				d.ScanArgs(t, key, &v)
+				return v
+			}
+			ints := func(key string) []int {
+				var out []int
+				for _, f := range strings.Split(arg(key), ",") {
+					if f == "" {
+						continue
+					}
+					n, err := strconv.Atoi(f)
+					if err != nil {
+						d.Fatalf(t, "%s: %v", key, err)
+					}
+					out = append(out, n)
+				}
+				return out
+			}
+			spec, err := layout.Parse(arg("spec"))
+			if err != nil {
+				d.Fatalf(t, "spec: %v", err)
+			}
+			var osds []uint32
+			views := map[uint32]cluster.View{}
+			top := uint32(0)
+			for _, id := range ints("osds") {
+				osds = append(osds, uint32(id))
+				views[uint32(id)] = cluster.View{State: cluster.StateUp}
+				top = max(top, uint32(id))
+			}
+			spare, _ := strconv.Atoi(arg("spare"))
+			for i := range uint32(spare) {
+				views[top+1+i] = cluster.View{State: cluster.StateUp}
+			}
+			for _, f := range strings.Split(arg("state"), ",") {
+				if id, st, ok := strings.Cut(f, ":"); ok {
+					n, _ := strconv.Atoi(id)
+					views[uint32(n)] = cluster.View{State: st}
+				}
+			}
+			for _, id := range ints("drain") {
+				v := views[uint32(id)]
+				v.Drain = true
+				views[uint32(id)] = v
+			}
+			for _, id := range ints("gone") {
+				delete(views, uint32(id))
+			}
+			var dirty []uint32
+			for _, c := range ints("dirty") {
+				dirty = append(dirty, uint32(c))
+			}
+			p := Plan(osds, dirty, views, spec)
+			if err := p.check(osds, views); err != nil {
+				d.Fatalf(t, "invariant: %v", err)
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "rewrite=%v move=%v sources=%v waiting=%v crowded=%v\n", p.Rewrite, p.Move, p.Sources, p.Waiting, p.Crowded)
+			fmt.Fprintf(&b, "degraded=%v work=%v", p.Degraded(), p.NeedsWork())
+			if p.Unrepairable {
+				fmt.Fprintf(&b, "\nunrepairable: %s", p.Why)
+			}
+			if p.Lost {
+				fmt.Fprintf(&b, "\nlost: %s", p.LostWhy)
+			}
+			return b.String()
+		})
+	})
+}
