@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/extlock"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -24,7 +25,7 @@ var keyIncarnation = []byte("s/incarnation")
 // startLocks sets up the extent lock table, in grace if locks may be
 // held from before.
 func (s *Server) startLocks(ctx context.Context) error {
-	s.extents = newExtentTable(s.cfg.LockLease, s.cfg.Now())
+	s.extents = newLockTable(s.cfg.LockLease, s.cfg.Now())
 	return s.kv.Update(ctx, func(tx kv.Txn) error {
 		var n uint64
 		if _, err := getRecord(tx, keyIncarnation, &n); err != nil {
@@ -123,21 +124,21 @@ func (s *Server) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdspro
 	deadline := time.NewTimer(lockAcquireWindow)
 	defer deadline.Stop()
 	for {
-		g, granted, r, err := s.tryExtentLock(ctx, req, true, false)
+		g, granted, r, released, err := s.tryExtentLock(ctx, req, true, false)
 		if err != nil || granted {
 			return g, err
 		}
 		var retry <-chan time.Time
-		if !r.until.IsZero() {
-			t := time.NewTimer(r.until.Sub(s.cfg.Now()))
+		if !r.Until.IsZero() {
+			t := time.NewTimer(r.Until.Sub(s.cfg.Now()))
 			defer t.Stop()
 			retry = t.C
 		}
 		select {
-		case <-r.wait:
+		case <-released:
 		case <-retry:
 		case <-deadline.C:
-			if r.full {
+			if r.Full {
 				return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrBusy, "the MDS holds as many extent locks as it may")
 			}
 			return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrBusy, "inode %d stripes [%d, %d): held by another writer", req.Ino, req.Lo, req.Hi)
@@ -151,7 +152,7 @@ func (s *Server) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdspro
 // inode (its size as the MDS knows it), read once the lock is held. The
 // inode is read before too, to refuse anything but a file, unless the
 // caller knows it is one (an open: isFile).
-func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, recall, isFile bool) (mdsproto.ExtentGrant, bool, acquireResult, error) {
+func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, recall, isFile bool) (mdsproto.ExtentGrant, bool, extlock.Acquired, <-chan struct{}, error) {
 	var rec *inodeRec
 	if !isFile {
 		if err := s.kv.View(ctx, func(r kv.Reader) error {
@@ -159,19 +160,19 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 			rec, err = getInode(r, req.Ino)
 			return err
 		}); err != nil {
-			return mdsproto.ExtentGrant{}, false, acquireResult{}, err
+			return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, err
 		}
 		if rec.Type != mdsproto.TypeFile {
-			return mdsproto.ExtentGrant{}, false, acquireResult{}, wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
+			return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
 	}
 	if err := s.markLocksHeld(ctx); err != nil {
-		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
+		return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, err
 	}
-	r := s.extents.acquire(s.cfg.Now(), req.Ino, req.Session, req.Handle, span{req.Lo, req.Hi}, true, recall)
+	r, released := s.extents.acquire(s.cfg.Now(), req.Ino, req.Session, req.Handle, span{Lo: req.Lo, Hi: req.Hi}, true, recall)
 	s.lockMarkMu.RUnlock()
-	if !r.granted {
-		return mdsproto.ExtentGrant{}, false, r, nil
+	if !r.Granted {
+		return mdsproto.ExtentGrant{}, false, r, released, nil
 	}
 	// Granted after the file's slot moved to another process (a request
 	// that passed its owner check before the table changed, or a waiter
@@ -179,8 +180,8 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 	// owner to grant. The table is stored before the locks are dropped,
 	// so a grant that missed the drop sees the new table here.
 	if err := s.needOwner(req.Ino); err != nil {
-		s.extents.release(req.Ino, req.Handle, r.grant, r.seq, -1, 0)
-		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
+		s.extents.release(req.Ino, req.Handle, r.Grant, r.Seq, -1, 0)
+		return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, err
 	}
 	// Read again now the lock is held: a cut (and the release of the
 	// stripes it held) may have committed since the first read, and the
@@ -195,15 +196,15 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 		}
 		return err
 	}); err != nil {
-		s.extents.release(req.Ino, req.Handle, r.grant, r.seq, -1, 0)
-		return mdsproto.ExtentGrant{}, false, acquireResult{}, err
+		s.extents.release(req.Ino, req.Handle, r.Grant, r.Seq, -1, 0)
+		return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, err
 	}
-	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, Server: s.grantServer(), SessionEpoch: r.epoch, Seq: r.seq, Lo: r.grant.lo, Hi: r.grant.hi, End: rec.Stored(), SizeGen: rec.SizeGen,
+	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, Server: s.grantServer(), SessionEpoch: r.Epoch, Seq: r.Seq, Lo: r.Grant.Lo, Hi: r.Grant.Hi, End: rec.Stored(), SizeGen: rec.SizeGen,
 		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle), Extents: rec.Extents}
-	if r.endGen == rec.SizeGen {
-		g.End = max(g.End, r.end)
+	if r.EndGen == rec.SizeGen {
+		g.End = max(g.End, r.End)
 	}
-	return g, true, r, nil
+	return g, true, r, nil, nil
 }
 
 // openLock is the whole-file lock an open for writing asks for: granted
@@ -213,7 +214,7 @@ func (s *Server) openLock(ctx context.Context, ino, session, handle uint64) *mds
 		return nil
 	}
 	req := mdsproto.ExtentReq{Ino: ino, Session: session, Handle: handle, Lo: 0, Hi: mdsproto.MaxStripe}
-	g, granted, _, err := s.tryExtentLock(ctx, req, false, true)
+	g, granted, _, _, err := s.tryExtentLock(ctx, req, false, true)
 	if err != nil || !granted {
 		return nil // the writer asks per stripe range when it writes
 	}
@@ -229,7 +230,7 @@ func (s *Server) extentRelease(ctx context.Context, req mdsproto.ExtentReq) (str
 	if err := s.needOwner(req.Ino); err != nil {
 		return struct{}{}, err
 	}
-	s.extents.release(req.Ino, req.Handle, span{req.Lo, req.Hi}, req.Seq, req.End, req.SizeGen)
+	s.extents.release(req.Ino, req.Handle, span{Lo: req.Lo, Hi: req.Hi}, req.Seq, req.End, req.SizeGen)
 	return struct{}{}, nil
 }
 
@@ -247,7 +248,7 @@ func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdspro
 	}
 	resp := mdsproto.LockWaitResp{LeaseNs: int64(s.cfg.LockLease), Incarnation: s.incarnation}
 	a, wake, err := s.extents.wait(s.cfg.Now(), req.Session)
-	resp.Recalls, resp.Moved, resp.SessionEpoch = a.recalls, a.moved, a.epoch
+	resp.Recalls, resp.Moved, resp.SessionEpoch = a.Recalls, a.Moved, a.Epoch
 	if err != nil || wake == nil {
 		return resp, err
 	}
@@ -261,7 +262,7 @@ func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdspro
 	case <-wire.ConnDone(ctx): // fenced by the client's newer connection, or gone
 	}
 	a = s.extents.waited(s.cfg.Now(), req.Session)
-	resp.Recalls, resp.Moved, resp.SessionEpoch = a.recalls, a.moved, a.epoch
+	resp.Recalls, resp.Moved, resp.SessionEpoch = a.Recalls, a.Moved, a.Epoch
 	return resp, nil
 }
 
@@ -284,7 +285,7 @@ func (s *Server) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq) (md
 		if sp[0] < 0 || sp[1] <= sp[0] || sp[1] > mdsproto.MaxStripe {
 			return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrInvalid, "reclaim of stripes [%d, %d)", sp[0], sp[1])
 		}
-		spans = append(spans, span{sp[0], sp[1]})
+		spans = append(spans, span{Lo: sp[0], Hi: sp[1]})
 	}
 	seq, epoch, err := s.extents.reclaim(s.cfg.Now(), req.Ino, req.Session, req.Handle, spans, req.End, req.SizeGen)
 	if err != nil {

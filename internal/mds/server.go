@@ -154,7 +154,7 @@ type Server struct {
 	labels       labelQueue
 	leases       leaseTable
 
-	extents     *extentTable
+	extents     *lockTable
 	incarnation uint64      // names this process to clients holding its extent locks
 	locksMarked atomic.Bool // keyLocksHeld is stored
 	lockMarkMu  sync.RWMutex

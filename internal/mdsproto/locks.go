@@ -1,5 +1,7 @@
 package mdsproto
 
+import "github.com/braidfs/braid/internal/core/extlock"
+
 // Extent locks: the messages of OpExtentLock, OpExtentRelease,
 // OpLockWait and OpReclaim (internal/mds/extlock.go decides).
 
@@ -25,7 +27,7 @@ type ExtentReq struct {
 }
 
 // MaxStripe stands for "every stripe from Lo on" in an ExtentReq.
-const MaxStripe int64 = 1 << 62
+const MaxStripe = extlock.MaxStripe
 
 // ExtentGrant is a granted extent lock, with the file's size as the MDS
 // knows it (committed, or handed over by holders since) and its
@@ -100,10 +102,4 @@ type ReclaimReq struct {
 // once its writes there are durable. Seq is the grant the lock came
 // from: a recall can reach the client before that grant's answer does,
 // and is then held back until it has.
-type Recall struct {
-	Ino    uint64 `json:"ino"`
-	Handle uint64 `json:"handle"`
-	Lo     int64  `json:"lo"`
-	Hi     int64  `json:"hi"`
-	Seq    uint64 `json:"seq"`
-}
+type Recall = extlock.Recall
