@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/braidfs/braid/internal/mdsproto"
 )
@@ -65,31 +64,5 @@ func TestAppendSelfKeepsTheAnswer(t *testing.T) {
 	}
 	if got := appendSelf([]byte{0x80}, self); len(got) != 1 {
 		t.Fatal("an answer that is not a map was changed")
-	}
-}
-
-// A change marked before a reader began, committed after the reader's
-// snapshot and ended before its grant: the grant must be refused, or the
-// reader caches the state before the change with nothing to recall it
-// (found by review).
-func TestGrantRefusedAfterAChangeEndedSinceTheRead(t *testing.T) {
-	now := time.Unix(1000, 0)
-	tab := newCacheTable(4*time.Second, 1)
-	r, ok := tab.wait(now, mdsproto.CacheWaitReq{Session: 7})
-	if !ok {
-		t.Fatal("no session")
-	}
-	const dir = 42
-	c := newChange(0)
-	if wait, grace := tab.cover(now, c, map[uint64]*touched{dir: {rec: []byte{1}}}); wait || grace {
-		t.Fatal("nobody to wait for")
-	}
-	gen := tab.begin() // the reader begins; its snapshot predates the commit
-	tab.end(c)         // the change commits and ends
-	if _, granted := tab.grant(now, 7, r.epoch, gen, dir); granted {
-		t.Fatal("granted state read before a change that ended since")
-	}
-	if _, granted := tab.grant(now, 7, r.epoch, tab.begin(), dir); !granted {
-		t.Fatal("a read after the change is refused")
 	}
 }

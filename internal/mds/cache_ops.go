@@ -66,8 +66,7 @@ func (e *coherentEngine) Update(ctx context.Context, fn func(kv.Txn) error) erro
 				return nil
 			}
 			if c == nil {
-				c = newChange(requesterOf(ctx))
-				c.noSelfWait = ctx.Value(claimFlushKey{}) != nil
+				c = newChange(requesterOf(ctx), ctx.Value(claimFlushKey{}) != nil)
 			}
 			mustWait, inGrace = e.t.cover(e.now(), c, rt.touched)
 			if inGrace || mustWait {
@@ -248,7 +247,7 @@ func noteSelf(ctx context.Context, c *change, touched map[uint64]*touched) {
 		delete(n.inodes, ino)
 		delete(n.kept, ino)
 		n.entries = slices.DeleteFunc(n.entries, func(e mdsproto.SelfEntry) bool { return e.Dir == ino })
-		if !c.self[ino] {
+		if !c.Self[ino] {
 			continue
 		}
 		var rec inodeRec
@@ -256,7 +255,7 @@ func noteSelf(ctx context.Context, c *change, touched map[uint64]*touched) {
 			continue
 		}
 		n.inodes[ino] = rec.Inode
-		if seq, ok := c.kept[ino]; ok {
+		if seq, ok := c.Kept[ino]; ok {
 			n.kept[ino] = seq
 		}
 		for name, child := range tc.entries {
@@ -267,11 +266,11 @@ func noteSelf(ctx context.Context, c *change, touched map[uint64]*touched) {
 	// may concern what that grant handed over.
 	switch {
 	case n.epoch == 0 && n.seq == 0:
-		n.seq, n.epoch = c.selfSeq, c.selfEpoch
-	case n.epoch != c.selfEpoch:
+		n.seq, n.epoch = c.SelfSeq, c.SelfEpoch
+	case n.epoch != c.SelfEpoch:
 		n.epoch = 0 // granted in two epochs: the client takes none of it
 	default:
-		n.seq = min(n.seq, c.selfSeq)
+		n.seq = min(n.seq, c.SelfSeq)
 	}
 }
 
@@ -309,7 +308,7 @@ func (s *Server) startCache(ctx context.Context) error {
 	s.cache = newCacheTable(s.cfg.LockLease, s.incarnation)
 	// Several active processes grant nothing yet (multi.go): a grant
 	// would need its recall by whichever process changes the inode.
-	s.cache.noGrants = s.multi()
+	s.cache.setNoGrants(s.multi())
 	var marked bool
 	if err := s.kv.View(ctx, func(r kv.Reader) error {
 		v, err := r.Get(keyCacheHeld)
@@ -401,7 +400,7 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 		inos = append(inos, ino)
 		return nil
 	})
-	if err != nil || req.Session == 0 || s.cache.noGrants {
+	if err != nil || req.Session == 0 || s.cache.noGrants() {
 		return out, err
 	}
 	if err := s.markCacheHeld(ctx); err != nil {

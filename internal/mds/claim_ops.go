@@ -248,7 +248,7 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 	if req.Session == 0 || req.Dir == 0 || req.Claim == 0 {
 		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrInvalid, "a claim needs a session, a directory and an id")
 	}
-	if s.cache.noGrants {
+	if s.cache.noGrants() {
 		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrBusy, "this MDS grants no claims")
 	}
 	// The session reads as itself: its own claim's gate lets it through

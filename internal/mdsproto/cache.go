@@ -1,5 +1,7 @@
 package mdsproto
 
+import "github.com/braidfs/braid/internal/core/cache"
+
 // Metadata caches kept coherent by callbacks (the MDS's cache.go). A
 // client that caches names and attributes keeps a CacheWait at the MDS:
 // it renews the session's cache lease and carries back invalidations.
@@ -35,14 +37,7 @@ type CacheWaitResp struct {
 // Self marks a recall by a change the session asked for itself: the
 // change's answer will carry the inode as committed (CacheSelf), and may
 // let the session keep the directory entries it recalls (Kept).
-type Invalidation struct {
-	Seq  uint64 `json:"seq"`
-	Ino  uint64 `json:"ino"`
-	Self bool   `json:"self,omitempty"`
-	// Claim recalls the session's write-back claim on directory Ino
-	// (claim.go): it flushes what it holds and releases the claim.
-	Claim bool `json:"claim,omitempty"`
-}
+type Invalidation = cache.Invalidation
 
 // CacheSelf rides on the answer of a named change (as the field
 // "cache_self", added to whatever the answer is) to the caching session

@@ -18,6 +18,7 @@ const (
 	MaxQueuedRecalls = 1 << 12 // per session
 	// MaxMovedPerSession bounds the moved files a session is told of at once.
 	MaxMovedPerSession = 4096
+	fullCheckMax       = 1 << 12 // check() walks the table only this small
 )
 
 // MaxStripe stands for "every stripe from Lo on".
@@ -631,6 +632,9 @@ func (t *Table) Held(ino uint64) []Lock {
 func (t *Table) check() error {
 	if len(t.files) > MaxFiles || len(t.sessions) > MaxSessions || t.n > MaxLocks {
 		return fmt.Errorf("table over its bounds: %d files, %d sessions, %d locks", len(t.files), len(t.sessions), t.n)
+	}
+	if t.n > fullCheckMax {
+		return nil // the walk below would cost more than the decision
 	}
 	n := 0
 	for ino, fl := range t.files {
