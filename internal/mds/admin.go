@@ -13,6 +13,7 @@ import (
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/core/gc"
 	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -313,14 +314,8 @@ func (s *Server) repairProgress(h healthScan, now time.Time) mdsproto.RepairProg
 }
 
 // gcRec is a removed file's (or replaced layout's) objects awaiting
-// deletion, keyed g<ino><layout version>.
-type gcRec struct {
-	Format      int      `json:"v"`
-	NotBeforeNs int64    `json:"not_before_ns"` // no deletion before: open handles keep reading until their capabilities expire
-	Bytes       int64    `json:"bytes"`         // estimated data the objects hold (for status)
-	Comps       []uint32 `json:"comps"`         // components not yet confirmed deleted
-	OSDs        []uint32 `json:"osds"`          // OSD of each entry in Comps
-}
+// deletion, keyed g<ino><layout version> (internal/core/gc).
+type gcRec = gc.Record
 
 // queueDelete records l's objects for deletion once every capability that
 // could still reach them has expired.
@@ -401,7 +396,7 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		return r.Scan(cursor, []byte{'h'}, func(k, v []byte) bool {
 			var it gcItem
-			if len(k) == 17 && decodeRecord(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) {
+			if len(k) == 17 && decodeRecord(v, &it.rec) == nil && it.rec.Valid() {
 				it.key = append([]byte(nil), k...)
 				it.ino = binary.BigEndian.Uint64(k[1:9])
 				it.ver = binary.BigEndian.Uint64(k[9:17])
@@ -421,14 +416,15 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 	now := s.cfg.Now()
 	type progress struct {
 		key     []byte
-		deleted map[gcPair]bool
+		deleted map[gc.Pair]bool
 	}
 	var done []progress
 	for _, it := range items {
 		if !s.leading() {
 			break // a successor deletes them, on its own clock
 		}
-		if now.UnixNano() < s.deadline(sightDelete, it.key, it.rec.NotBeforeNs, s.cfg.DeleteDelay) || s.repairing(ctx, it.ino, now) {
+		deadline := s.deadline(sightDelete, it.key, it.rec.NotBeforeNs, s.cfg.DeleteDelay)
+		if !gc.Due(now.UnixNano(), deadline, now.UnixNano() >= deadline && s.repairing(ctx, it.ino, now)) {
 			continue
 		}
 		if deleted := s.deleteObjects(ctx, it); len(deleted) > 0 {
@@ -451,17 +447,10 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 			if !found {
 				continue
 			}
-			var comps, osds []uint32
-			for i, c := range rec.Comps {
-				if !d.deleted[gcPair{c, rec.OSDs[i]}] {
-					comps, osds = append(comps, c), append(osds, rec.OSDs[i])
-				}
-			}
-			if len(comps) == 0 {
+			if next, gone := gc.Shrink(rec, d.deleted); gone {
 				err = tx.Delete(d.key)
 			} else {
-				rec.Comps, rec.OSDs = comps, osds
-				err = putRecord(tx, d.key, &rec)
+				err = putRecord(tx, d.key, &next)
 			}
 			if err != nil {
 				return err
@@ -470,9 +459,6 @@ func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 		return nil
 	})
 }
-
-// gcPair is one object of a deletion record: a component on an OSD.
-type gcPair struct{ comp, osd uint32 }
 
 // repairing reports whether ino is locked by a repair: the objects a
 // move left behind are its copy sources until it finishes (deleted under
@@ -489,18 +475,16 @@ func (s *Server) repairing(ctx context.Context, ino uint64, now time.Time) bool 
 
 // deleteObjects asks each OSD of the record to drop its components and
 // returns those it confirmed.
-func (s *Server) deleteObjects(ctx context.Context, it gcItem) map[gcPair]bool {
-	byOSD := map[uint32][]uint32{}
-	for i, id := range it.rec.OSDs {
-		byOSD[id] = append(byOSD[id], it.rec.Comps[i])
-	}
+func (s *Server) deleteObjects(ctx context.Context, it gcItem) map[gc.Pair]bool {
+	osds, byOSD := gc.ByOSD(&it.rec)
 	now := s.cfg.Now()
 	c := s.keys.ring.Issue(it.ino, capability.Write, it.ver, now.Add(time.Minute))
-	deleted := map[gcPair]bool{}
-	for id, comps := range byOSD {
+	deleted := map[gc.Pair]bool{}
+	for _, id := range osds {
+		comps := byOSD[id]
 		if s.deleteOn(ctx, id, osdproto.Req{Cap: c, Ino: it.ino, Comps: comps}, now) {
 			for _, comp := range comps {
-				deleted[gcPair{comp, id}] = true
+				deleted[gc.Pair{Comp: comp, OSD: id}] = true
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/core/gc"
 	"github.com/braidfs/braid/internal/core/placement"
 	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/kv"
@@ -571,11 +572,7 @@ func (s *Server) addGC(tx kv.Txn, ino, ver uint64, comps, osds []uint32, bytes i
 	if _, err := getRecord(tx, gcKey(ino, ver), &rec); err != nil {
 		return err
 	}
-	rec.Format = recFormat
-	rec.NotBeforeNs = s.cfg.Now().Add(s.cfg.DeleteDelay).UnixNano()
-	rec.Comps = append(rec.Comps, comps...)
-	rec.OSDs = append(rec.OSDs, osds...)
-	rec.Bytes += bytes
+	gc.Merge(&rec, recFormat, comps, osds, bytes, s.cfg.Now().Add(s.cfg.DeleteDelay).UnixNano())
 	return putRecord(tx, gcKey(ino, ver), &rec)
 }
 
