@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -22,8 +23,8 @@ func TestClaimsOfAProcessThatLeft(t *testing.T) {
 	// is never taken for an inherited claim).
 	dead := func(ino, version uint64) bool { return h.claimDead(ino, &repairLock{Version: version}, 0) }
 	h.noteActives([]string{"a", "b"}, t0)
-	h.active[7] = claim{at: t0.Add(time.Second), version: 2, process: "b", kind: mdsproto.RepairScrub}
-	h.active[8] = claim{at: t0.Add(time.Second), version: 3, process: "a", kind: mdsproto.RepairRebuild}
+	h.claims.Record(7, repair.Claim{At: t0.Add(time.Second), Version: 2, Process: "b", Kind: mdsproto.RepairScrub})
+	h.claims.Record(8, repair.Claim{At: t0.Add(time.Second), Version: 3, Process: "a", Kind: mdsproto.RepairRebuild})
 	h.stats.ScrubTaken = 1
 	if dead(7, 2) || h.claimable(7, t0.Add(2*time.Second)) {
 		t.Fatal("a claim of a process still active counted as dead")
@@ -44,7 +45,7 @@ func TestClaimsOfAProcessThatLeft(t *testing.T) {
 	}
 	// b comes back and its healer claims again: that claim holds.
 	h.noteActives([]string{"a", "b"}, left.Add(time.Second))
-	h.active[7] = claim{at: left.Add(2 * time.Second), version: 4, process: "b", kind: mdsproto.RepairScrub}
+	h.claims.Record(7, repair.Claim{At: left.Add(2 * time.Second), Version: 4, Process: "b", Kind: mdsproto.RepairScrub})
 	if dead(7, 4) || h.claimable(7, left.Add(3*time.Second)) {
 		t.Fatal("a claim of b's next life counted as dead")
 	}

@@ -31,7 +31,7 @@ import (
 
 const (
 	healScanBatch   = 4096             // inodes one claim may look at
-	repairLease     = 10 * time.Minute // a claimed file's lock; a dead healer's lock expires
+	repairLease     = repair.Lease     // a claimed file's lock; a dead healer's lock expires
 	repairBackoff   = 5 * time.Second  // wait before retrying a file whose repair failed
 	maxScrubQueue   = 1 << 20          // files waiting for an on-demand scrub
 	rateWindow      = 10 * time.Second // repair rate averaged over this
@@ -63,31 +63,19 @@ type healState struct {
 	// steadyMap is the cluster map (viewsSignature) under which a full
 	// scan last completed; cycleMap the one the current full scan began under.
 	steadyMap, cycleMap string
-	cycleClean          bool                 // the current full scan has found no work
-	pending             []uint64             // found by a scan, not yet claimed
-	active              map[uint64]claim     // files claimed by a healer
-	noSpace             map[uint64]bool      // files whose last repair failed for lack of space
-	recent              []string             // the last maxRecentRepairs repairs and why
-	backoff             map[uint64]time.Time // files not to claim before then
-	scrubQ              []uint64             // files queued for scrub
-	scrubIn             map[uint64]bool      // members of scrubQ
-	done                []doneMark           // recent completions, for the rate
-	scrubDone           []doneMark           // recent scrubs' bytes read, for their rate
-	// seen is the MDS processes active at the leader's last look, and
-	// leftAt when each of those that left since was found gone: a claim
-	// of a healer in a process that left after the claim is dead
-	// (claimDead). Both hold at most the processes of a routing table.
-	seen   map[string]bool
-	leftAt map[string]time.Time
-	// claiming counts the claims of each file in flight here (between
-	// the transaction that writes the repair lock and the entry in
-	// active): claimDead must not take such a lock, which has no entry
-	// yet, for one an earlier leader handed out.
-	claiming map[uint64]int
-	stats    mdsproto.RepairProgress
-	errs     []string
-	events   []mdsproto.FileEvent // the last maxFileEvents (damage.go)
-	bal      balanceState
+	cycleClean          bool            // the current full scan has found no work
+	pending             []uint64        // found by a scan, not yet claimed
+	claims              *repair.Claims  // files claimed by a healer, and which wait a backoff
+	noSpace             map[uint64]bool // files whose last repair failed for lack of space
+	recent              []string        // the last maxRecentRepairs repairs and why
+	scrubQ              []uint64        // files queued for scrub
+	scrubIn             map[uint64]bool // members of scrubQ
+	done                []doneMark      // recent completions, for the rate
+	scrubDone           []doneMark      // recent scrubs' bytes read, for their rate
+	stats               mdsproto.RepairProgress
+	errs                []string
+	events              []mdsproto.FileEvent // the last maxFileEvents (damage.go)
+	bal                 balanceState
 }
 
 type doneMark struct {
@@ -96,79 +84,19 @@ type doneMark struct {
 }
 
 func newHealState() *healState {
-	return &healState{active: map[uint64]claim{}, noSpace: map[uint64]bool{}, backoff: map[uint64]time.Time{}, scrubIn: map[uint64]bool{},
+	return &healState{claims: repair.NewClaims(), noSpace: map[uint64]bool{}, scrubIn: map[uint64]bool{},
 		bal: balanceState{est: map[uint32]int64{}}}
 }
 
-func (h *healState) claimable(ino uint64, now time.Time) bool {
-	if cl, busy := h.active[ino]; busy && !h.leftLocked(cl) {
-		// (One whose process left stays until a new claim replaces it:
-		// claimDead judges the file's repair lock by it.)
-		if now.Sub(cl.at) < repairLease {
-			return false
-		}
-		delete(h.active, ino) // its healer died: the repair lock has expired too
-	}
-	if t, ok := h.backoff[ino]; ok {
-		if now.Before(t) {
-			return false
-		}
-		delete(h.backoff, ino)
-	}
-	return true
-}
+func (h *healState) claimable(ino uint64, now time.Time) bool { return h.claims.Claimable(ino, now) }
 
-// claim is a file handed to a healer: when, at which layout version (a
-// late report of an older claim must not end a newer one), why, and the
-// MDS process the healer runs in ("" : its own).
-type claim struct {
-	at      time.Time
-	version uint64
-	why     claimWhy
-	process string
-	kind    string // mdsproto.RepairRebuild, RepairScrub
-}
-
-// noteActives records the MDS processes the leader finds active now:
-// those active at its last look and missing now left (their sessions
-// lapsed: dead, or cut off from the engine and no longer serving).
+// noteActives records the MDS processes the leader finds active now, and
+// queues again the scrubs the healers of those that left had claimed.
 func (h *healState) noteActives(names []string, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	next := make(map[string]bool, len(names))
-	for _, n := range names {
-		next[n] = true
-	}
-	if h.leftAt == nil {
-		h.leftAt = map[string]time.Time{}
-	}
-	for n := range h.seen {
-		if !next[n] {
-			h.leftAt[n] = now
-			h.requeueScrubsOfLocked(n, now)
-		}
-	}
-	maps.DeleteFunc(h.leftAt, func(_ string, at time.Time) bool { return now.Sub(at) > repairLease })
-	h.seen = next
-}
-
-// forgetActives drops what a leader saw of the actives, when it no
-// longer leads: a view from an earlier lead is stale (processes joined
-// and claimed since).
-func (h *healState) forgetActives() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.seen, h.leftAt = nil, nil
-}
-
-// requeueScrubsOfLocked puts the files whose scrub a healer of process
-// (which left at now) had claimed back at the end of the scrub queue, no
-// longer counted as taken: nothing else would scrub them (a rebuild's
-// file stays dirty, and the heal index finds it again). Their claims stay
-// until the next one replaces them (claimDead judges by them).
-func (h *healState) requeueScrubsOfLocked(process string, now time.Time) {
-	for ino, cl := range h.active {
-		if cl.process != process || cl.kind != mdsproto.RepairScrub || !now.After(cl.at) || h.scrubIn[ino] || len(h.scrubQ) >= maxScrubQueue {
+	for _, ino := range h.claims.NoteActives(names, now) {
+		if h.scrubIn[ino] || len(h.scrubQ) >= maxScrubQueue {
 			continue
 		}
 		h.scrubIn[ino] = true
@@ -177,11 +105,12 @@ func (h *healState) requeueScrubsOfLocked(process string, now time.Time) {
 	}
 }
 
-// leftLocked reports whether cl's healer's process left the cluster after
-// the claim (h.mu held), judged on the leader's clock alone.
-func (h *healState) leftLocked(cl claim) bool {
-	at, ok := h.leftAt[cl.process]
-	return cl.process != "" && ok && at.After(cl.at)
+// forgetActives drops what a leader saw of the actives, when it no
+// longer leads.
+func (h *healState) forgetActives() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.claims.ForgetActives()
 }
 
 // repairHeld is repairActive for the leader's claims: a lock whose
@@ -192,33 +121,18 @@ func (s *Server) repairHeld(ino uint64, l *repairLock, now time.Time, ownClaims 
 }
 
 // claimDead reports whether the repair lock l on ino is a claim whose
-// healer's process is gone. One this leader handed out (known in active
-// at l's version) is dead if the process left after it. One it did not
-// (an earlier leader did, none in flight here but the caller's) is dead
-// if the process is not active at this leader's last look: the process
-// held a session when its healer claimed (a process joins before it
-// starts healers), so it has left since. Either way its healer died with
-// it, or, cut off, is fenced by the next claim's layout version; a
-// process back under its name keeps an inherited claim to its lease.
+// healer's process is gone (repair.Claims.Dead).
 func (h *healState) claimDead(ino uint64, l *repairLock, ownClaims int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if cl, known := h.active[ino]; known && cl.version == l.Version {
-		return h.leftLocked(cl)
-	}
-	return l.Process != "" && h.seen != nil && !h.seen[l.Process] && h.claiming[ino] <= ownClaims
+	return h.claims.Dead(ino, l.Version, l.Process, ownClaims)
 }
 
 // inFlight counts a claim of ino starting (+1) or done (-1).
 func (h *healState) inFlight(ino uint64, d int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.claiming == nil {
-		h.claiming = map[uint64]int{}
-	}
-	if h.claiming[ino] += d; h.claiming[ino] <= 0 {
-		delete(h.claiming, ino)
-	}
+	h.claims.InFlight(ino, d)
 }
 
 // claimantKey carries a claim's RepairClaimReq.Process to where the claim
@@ -533,7 +447,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		task.RateBytesPerS = s.cfg.ScrubRateBytes
 	}
 	s.heal.mu.Lock()
-	s.heal.active[ino] = claim{at: now, version: task.Inode.Layout.Version, why: why, process: process, kind: task.Kind}
+	s.heal.claims.Record(ino, repair.Claim{At: now, Version: task.Inode.Layout.Version, Why: why.text, Balance: why.balance, Process: process, Kind: task.Kind})
 	s.heal.mu.Unlock()
 	if task.Kind != mdsproto.RepairScrub {
 		s.cfg.Log.Info("repair claimed", "ino", ino, "why", why.text)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/mdsproto"
 )
 
@@ -13,11 +14,11 @@ import (
 func TestActiveClaimsCountedByKind(t *testing.T) {
 	h := newHealState()
 	now := time.Unix(1000, 0)
-	h.active[1] = claim{at: now, kind: mdsproto.RepairScrub}
-	h.active[2] = claim{at: now, kind: mdsproto.RepairScrub}
-	h.active[3] = claim{at: now, kind: mdsproto.RepairRebuild, why: claimWhy{text: "OSD 2 is out"}}
-	h.active[4] = claim{at: now, kind: mdsproto.RepairRebuild, why: claimWhy{text: "even out OSDs", balance: true}}
-	h.active[5] = claim{at: now.Add(-2 * repairLease), kind: mdsproto.RepairRebuild} // its healer died long ago
+	h.claims.Record(1, repair.Claim{At: now, Kind: mdsproto.RepairScrub})
+	h.claims.Record(2, repair.Claim{At: now, Kind: mdsproto.RepairScrub})
+	h.claims.Record(3, repair.Claim{At: now, Kind: mdsproto.RepairRebuild, Why: "OSD 2 is out"})
+	h.claims.Record(4, repair.Claim{At: now, Kind: mdsproto.RepairRebuild, Why: "even out OSDs", Balance: true})
+	h.claims.Record(5, repair.Claim{At: now.Add(-2 * repairLease), Kind: mdsproto.RepairRebuild}) // its healer died long ago
 	rebuild, scrub, balance := h.activeKinds(now)
 	if rebuild != 1 || scrub != 2 || balance != 1 {
 		t.Fatalf("active claims: %d rebuilds, %d scrubs, %d moves; want 1, 2, 1", rebuild, scrub, balance)

@@ -22,7 +22,8 @@ import (
 func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (struct{}, error) {
 	now := s.cfg.Now()
 	s.heal.mu.Lock()
-	why := s.heal.active[req.Ino].why
+	cl, _ := s.heal.claims.Get(req.Ino)
+	why := claimWhy{text: cl.Why, balance: cl.Balance}
 	s.heal.mu.Unlock()
 	failed := req.Err
 	var path string
@@ -70,9 +71,7 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	// so a status never sees it neither active nor counted.
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()
-	if s.heal.active[req.Ino].version == req.Version {
-		delete(s.heal.active, req.Ino)
-	}
+	s.heal.claims.Done(req.Ino, req.Version)
 	delete(s.heal.noSpace, req.Ino) // noted again below if this attempt failed for space
 	if wire.CodeOf(err) == wire.ErrNotFound {
 		return struct{}{}, nil // removed meanwhile
@@ -105,7 +104,7 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 		if req.Kind == mdsproto.RepairScrub {
 			s.heal.stats.ScrubFailed++
 		}
-		s.heal.backoff[req.Ino] = now.Add(repairBackoff)
+		s.heal.claims.Backoff(req.Ino, now.Add(repairBackoff))
 		s.noteRepairErrLocked(req.Ino, failed)
 		return struct{}{}, nil
 	}
@@ -135,7 +134,7 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 func (s *Server) noteRepairErr(ino uint64, msg string, now time.Time) {
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()
-	s.heal.backoff[ino] = now.Add(repairBackoff)
+	s.heal.claims.Backoff(ino, now.Add(repairBackoff))
 	s.noteRepairErrLocked(ino, msg)
 }
 
@@ -160,26 +159,10 @@ func (h *healState) activeCount(now time.Time) int {
 	return rebuild + scrub + balance
 }
 
-// activeKinds counts the files being worked on by what is done to them:
-// rebuilt or caught up, scrubbed, moved to even out OSDs.
+// activeKinds counts the files being worked on by what is done to them
+// (repair.Claims.ActiveKinds).
 func (h *healState) activeKinds(now time.Time) (rebuild, scrub, balance int) {
-	for ino, cl := range h.active {
-		// A claim whose process left counts until the next claim of its
-		// file replaces it: `braid scrub` and drain wait for that.
-		if now.Sub(cl.at) >= repairLease {
-			delete(h.active, ino)
-			continue
-		}
-		switch {
-		case cl.kind == mdsproto.RepairScrub:
-			scrub++
-		case cl.why.balance:
-			balance++
-		default:
-			rebuild++
-		}
-	}
-	return rebuild, scrub, balance
+	return h.claims.ActiveKinds(now)
 }
 
 // rate is the repair write rate over the last rateWindow.

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/seal"
 )
@@ -446,8 +447,8 @@ type MarkDirtyReq struct {
 
 // Repair task kinds.
 const (
-	RepairRebuild = "rebuild" // write Comps from the other components (or copy from MoveFrom)
-	RepairScrub   = "scrub"   // verify every stripe; rewrite what disagrees
+	RepairRebuild = repair.KindRebuild // write Comps from the other components (or copy from MoveFrom)
+	RepairScrub   = repair.KindScrub   // verify every stripe; rewrite what disagrees
 )
 
 type RepairClaimReq struct {

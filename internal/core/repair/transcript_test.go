@@ -19,7 +19,7 @@ import (
 // N more up OSDs (ids after the largest); gone ones are unknown to the
 // cluster (removed).
 func TestTranscripts(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+	datadriven.Walk(t, "testdata/plan", func(t *testing.T, path string) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			if d.Cmd != "plan" {
 				d.Fatalf(t, "unknown command %s", d.Cmd)

@@ -1,0 +1,100 @@
+package repair
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestClaimTranscripts drives the book of claims through
+// testdata/claims/*:
+//
+//	actives names=a,b at=T           the leader's look at the MDS processes (requeued scrubs shown)
+//	forget-actives
+//	record ino=I at=T version=V kind=K [process=P] [balance]
+//	claimable ino=I at=T
+//	dead ino=I version=V [process=P] [own=N]
+//	in-flight ino=I d=±1
+//	backoff ino=I until=T
+//	done ino=I version=V
+//	kinds at=T
+//
+// Times are durations after an epoch.
+func TestClaimTranscripts(t *testing.T) {
+	epoch := time.Unix(1_000_000, 0)
+	datadriven.Walk(t, "testdata/claims", func(t *testing.T, path string) {
+		c := NewClaims()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			str := func(key string) string {
+				var v string
+				if d.HasArg(key) {
+					d.ScanArgs(t, key, &v)
+				}
+				return v
+			}
+			num := func(key string) int64 {
+				n, err := strconv.ParseInt(str(key), 10, 64)
+				if err != nil {
+					d.Fatalf(t, "%s: %v", key, err)
+				}
+				return n
+			}
+			at := func(key string) time.Time {
+				x, err := time.ParseDuration(str(key))
+				if err != nil {
+					d.Fatalf(t, "%s: %v", key, err)
+				}
+				return epoch.Add(x)
+			}
+			ino := func() uint64 { return uint64(num("ino")) }
+			defer func() {
+				if err := c.check(); err != nil {
+					t.Fatalf("%s: invariant: %v", d.Pos, err)
+				}
+			}()
+			switch d.Cmd {
+			case "actives":
+				var names []string
+				if s := str("names"); s != "" {
+					names = strings.Split(s, ",")
+				}
+				if rq := c.NoteActives(names, at("at")); len(rq) > 0 {
+					return fmt.Sprintf("scrubs queued again: %v", rq)
+				}
+				return "ok"
+			case "forget-actives":
+				c.ForgetActives()
+				return "ok"
+			case "record":
+				c.Record(ino(), Claim{At: at("at"), Version: uint64(num("version")), Kind: str("kind"), Process: str("process"), Balance: d.HasArg("balance")})
+				return "ok"
+			case "claimable":
+				return fmt.Sprint(c.Claimable(ino(), at("at")))
+			case "dead":
+				own := 0
+				if d.HasArg("own") {
+					own = int(num("own"))
+				}
+				return fmt.Sprint(c.Dead(ino(), uint64(num("version")), str("process"), own))
+			case "in-flight":
+				c.InFlight(ino(), int(num("d")))
+				return "ok"
+			case "backoff":
+				c.Backoff(ino(), at("until"))
+				return "ok"
+			case "done":
+				c.Done(ino(), uint64(num("version")))
+				return "ok"
+			case "kinds":
+				r, s, b := c.ActiveKinds(at("at"))
+				return fmt.Sprintf("rebuild=%d scrub=%d balance=%d", r, s, b)
+			}
+			d.Fatalf(t, "unknown command %s", d.Cmd)
+			return ""
+		})
+	})
+}
