@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -92,33 +93,11 @@ func (s *Server) balanceLoop(ctx context.Context) {
 const balanceDutyFactor = 20
 
 // balanceTarget picks the fullest and emptiest up OSDs and how far apart
-// they are, or ok=false when the cluster is balanced within the slack.
+// they are, or ok=false when the cluster is balanced (repair.Target).
 func (s *Server) balanceTarget(views map[uint32]cluster.View) (hi, lo uint32, diff int64, ok bool) {
 	s.heal.mu.Lock()
 	defer s.heal.mu.Unlock()
-	first := true
-	var total int64
-	n := 0
-	for id, v := range views {
-		if v.State != mdsproto.StateUp || v.Drain {
-			continue
-		}
-		b := s.heal.bal.est[id]
-		total += b
-		n++
-		if first || b > s.heal.bal.est[hi] || b == s.heal.bal.est[hi] && id < hi {
-			hi = id
-		}
-		if first || b < s.heal.bal.est[lo] || b == s.heal.bal.est[lo] && id < lo {
-			lo = id
-		}
-		first = false
-	}
-	if n < 2 {
-		return 0, 0, 0, false
-	}
-	diff = s.heal.bal.est[hi] - s.heal.bal.est[lo]
-	return hi, lo, diff, diff > max(s.cfg.BalanceSlackBytes, total/int64(n)/10)
+	return repair.Target(s.heal.bal.est, views, s.cfg.BalanceSlackBytes)
 }
 
 // balanceClaim hands out one rebalancing move, if the cluster needs one.
@@ -151,18 +130,12 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]cluster.View
 			if err != nil {
 				return seen < healScanBatch
 			}
-			for c, id := range l.OSDs {
-				n := componentBytes(&rec, l, c)
-				bm := balanceMove{comp: c, from: hi, to: lo, bytes: n}
-				// Any move of less than the difference narrows it (the sum
-				// of squares of the OSDs' bytes falls), so moves end.
-				if id == hi && n > 0 && n < diff && bm.apply(l.OSDs, l.Spec.Width()) != nil {
-					moves = append(moves, struct {
-						ino uint64
-						bm  balanceMove
-					}{binary.BigEndian.Uint64(k[1:]), bm})
-					break
-				}
+			bytesOf := func(c int) int64 { return componentBytes(&rec, l, c) }
+			if bm, ok := repair.PickMove(l.OSDs, l.Spec.Width(), bytesOf, hi, lo, diff); ok {
+				moves = append(moves, struct {
+					ino uint64
+					bm  balanceMove
+				}{binary.BigEndian.Uint64(k[1:]), bm})
 			}
 			return seen < healScanBatch && len(moves) < 8
 		})
@@ -185,8 +158,8 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]cluster.View
 		if err != nil || ok {
 			if ok {
 				s.heal.mu.Lock()
-				s.heal.bal.est[hi] -= m.bm.bytes
-				s.heal.bal.est[lo] += m.bm.bytes
+				s.heal.bal.est[hi] -= m.bm.Bytes
+				s.heal.bal.est[lo] += m.bm.Bytes
 				s.heal.stats.Rebalanced++
 				s.heal.mu.Unlock()
 			}

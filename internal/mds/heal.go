@@ -342,11 +342,7 @@ func (s *Server) lockForRepair(ctx context.Context, ino uint64, kind string, vie
 }
 
 // balanceMove is one component a rebalance moves to an emptier OSD.
-type balanceMove struct {
-	comp     int
-	from, to uint32
-	bytes    int64
-}
+type balanceMove = repair.Move
 
 // lockFor is lockForRepair, or with bm a rebalancing move of a healthy file.
 func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balanceMove, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
@@ -372,10 +368,10 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		plan := repair.Plan(rec.Layout.OSDs, rec.Dirty, views, spec)
 		var forced []uint32
 		if bm != nil && !plan.NeedsWork() && !plan.Degraded() {
-			if forced = bm.apply(rec.Layout.OSDs, spec.Width()); forced == nil {
+			if forced = bm.Apply(rec.Layout.OSDs, spec.Width()); forced == nil {
 				return nil
 			}
-			plan.Move, plan.Rewrite = []int{bm.comp}, []int{bm.comp}
+			plan.Move, plan.Rewrite = []int{bm.Comp}, []int{bm.Comp}
 		}
 		if kind == mdsproto.RepairRebuild && !plan.NeedsWork() {
 			return nil
@@ -460,22 +456,6 @@ func toU32(xs []int) []uint32 {
 	for i, x := range xs {
 		out[i] = uint32(x)
 	}
-	return out
-}
-
-// apply returns osds with the move made, or nil if the layout no longer
-// has the component where the move expects it or the target already holds
-// a component of its group.
-func (bm *balanceMove) apply(osds []uint32, w int) []uint32 {
-	if bm.comp >= len(osds) || osds[bm.comp] != bm.from {
-		return nil
-	}
-	g := bm.comp / w
-	if slices.Contains(osds[g*w:(g+1)*w], bm.to) {
-		return nil
-	}
-	out := slices.Clone(osds)
-	out[bm.comp] = bm.to
 	return out
 }
 

@@ -30,8 +30,8 @@ func claimReason(rec *inodeRec, plan repair.FilePlan, bm *balanceMove, kind stri
 	if kind == mdsproto.RepairScrub {
 		return claimWhy{text: "scrub"}
 	}
-	if bm != nil && len(plan.Move) == 1 && plan.Move[0] == bm.comp && len(rec.Dirty) == 0 {
-		return claimWhy{text: fmt.Sprintf("rebalance: component %d from OSD %d to emptier OSD %d", bm.comp, bm.from, bm.to), balance: true}
+	if bm != nil && len(plan.Move) == 1 && plan.Move[0] == bm.Comp && len(rec.Dirty) == 0 {
+		return claimWhy{text: fmt.Sprintf("rebalance: component %d from OSD %d to emptier OSD %d", bm.Comp, bm.From, bm.To), balance: true}
 	}
 	var parts []string
 	for _, c := range plan.Move {
