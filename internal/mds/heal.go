@@ -12,7 +12,6 @@ import (
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/core/gc"
-	"github.com/braidfs/braid/internal/core/placement"
 	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -361,69 +360,36 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		if pending, err := hasIntents(tx, ino); err != nil || pending {
 			return err // staged writes are resolved first
 		}
-		spec, err := specOf(rec.Layout.Spec)
-		if err != nil {
-			return nil //nolint:nilerr
-		}
-		plan := repair.Plan(rec.Layout.OSDs, rec.Dirty, views, spec)
-		var forced []uint32
-		if bm != nil && !plan.NeedsWork() && !plan.Degraded() {
-			if forced = bm.Apply(rec.Layout.OSDs, spec.Width()); forced == nil {
-				return nil
-			}
-			plan.Move, plan.Rewrite = []int{bm.Comp}, []int{bm.Comp}
-		}
-		if kind == mdsproto.RepairRebuild && !plan.NeedsWork() {
-			return nil
-		}
-		if kind == mdsproto.RepairScrub && (plan.Degraded() || len(rec.Dirty) > 0) {
-			kind = mdsproto.RepairRebuild // repair first; scrub what is healthy
-			if !plan.NeedsWork() {
-				return nil
-			}
-		}
-		why = claimReason(rec, plan, bm, kind, views)
 		old, err := rec.Layout.Decode()
 		if err != nil {
 			return nil //nolint:nilerr
 		}
-		newOSDs := old.OSDs
-		if forced != nil {
-			newOSDs = forced
-		} else if len(plan.Move) > 0 {
-			s.rngMu.Lock()
-			newOSDs, err = placement.Replace(old, plan.Move, s.cluster.upCandidates(now), s.rng)
-			s.rngMu.Unlock()
-			if err != nil {
-				return placementErr(err)
-			}
+		s.rngMu.Lock()
+		c, ok, err := repair.DecideClaim(old, rec.Dirty, views, kind, bm, s.cluster.upCandidates(now), s.rng)
+		s.rngMu.Unlock()
+		if err != nil {
+			return placementErr(err)
 		}
+		if !ok {
+			return nil
+		}
+		why = claimReason(rec, c.Plan, bm, c.Kind, views)
 		ver := old.Version + 1
-		var gcComps, gcOSDs []uint32
-		for _, c := range plan.Move {
-			if views[old.OSDs[c]].State == mdsproto.StateUp && slices.Contains(plan.Sources, c) {
-				if moveFrom == nil {
-					moveFrom = map[uint32]uint32{}
-				}
-				moveFrom[uint32(c)] = old.OSDs[c]
-			}
-			gcComps, gcOSDs = append(gcComps, uint32(c)), append(gcOSDs, old.OSDs[c])
-		}
-		if len(gcComps) > 0 {
-			if err := s.addGC(tx, ino, ver, gcComps, gcOSDs, layoutBytes(rec, gcComps)); err != nil {
+		moveFrom = c.MoveFrom
+		if len(c.GCComps) > 0 {
+			if err := s.addGC(tx, ino, ver, c.GCComps, c.GCOSDs, layoutBytes(rec, c.GCComps)); err != nil {
 				return err
 			}
 		}
-		comps := toU32(plan.Rewrite)
-		rec.Layout = &mdsproto.Layout{Spec: rec.Layout.Spec, Groups: rec.Layout.Groups, OSDs: newOSDs, Version: ver}
-		if err := addDirty(rec, comps); err != nil {
+		rec.Layout = &mdsproto.Layout{Spec: rec.Layout.Spec, Groups: rec.Layout.Groups, OSDs: c.OSDs, Version: ver}
+		if err := addDirty(rec, c.Comps); err != nil {
 			return err
 		}
-		rec.Repair = &repairLock{UntilNs: now.Add(repairLease).UnixNano(), Kind: kind, Version: ver, Comps: comps, Process: process}
+		rec.Repair = &repairLock{UntilNs: now.Add(repairLease).UnixNano(), Kind: c.Kind, Version: ver, Comps: c.Comps, Process: process}
 		if err := putInode(tx, rec); err != nil {
 			return err
 		}
-		task = mdsproto.RepairTask{Kind: kind, Inode: rec.Inode, Comps: comps, Sources: toU32(plan.Sources), MoveFrom: moveFrom}
+		task = mdsproto.RepairTask{Kind: c.Kind, Inode: rec.Inode, Comps: c.Comps, Sources: c.Sources, MoveFrom: moveFrom}
 		return nil
 	})
 	if err != nil || task.Kind == "" {
@@ -449,14 +415,6 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		s.cfg.Log.Info("repair claimed", "ino", ino, "why", why.text)
 	}
 	return task, true, nil
-}
-
-func toU32(xs []int) []uint32 {
-	out := make([]uint32, len(xs))
-	for i, x := range xs {
-		out[i] = uint32(x)
-	}
-	return out
 }
 
 // addGC queues components' objects on the OSDs they left for deletion,

@@ -2,11 +2,15 @@ package repair
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/core/placement"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/cockroachdb/datadriven"
 )
@@ -14,6 +18,7 @@ import (
 // TestTranscripts drives Plan through testdata's transcripts:
 //
 //	plan spec=S osds=1,2,... [spare=N] [state=ID:down|out,...] [gone=ID,...] [drain=ID,...] [dirty=COMP,...]
+//	claim kind=rebuild|scrub [move=COMP:FROM:TO] (then the same as plan)
 //
 // Every OSD of the layout is up unless state says otherwise; spare adds
 // N more up OSDs (ids after the largest); gone ones are unknown to the
@@ -21,7 +26,7 @@ import (
 func TestTranscripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/plan", func(t *testing.T, path string) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			if d.Cmd != "plan" {
+			if d.Cmd != "plan" && d.Cmd != "claim" {
 				d.Fatalf(t, "unknown command %s", d.Cmd)
 			}
 			arg := func(key string) string {
@@ -80,6 +85,9 @@ func TestTranscripts(t *testing.T) {
 			for _, c := range ints("dirty") {
 				dirty = append(dirty, uint32(c))
 			}
+			if d.Cmd == "claim" {
+				return claimText(t, d, spec, osds, dirty, views, arg("kind"), arg("move"))
+			}
 			p := Plan(osds, dirty, views, spec)
 			if err := p.check(osds, views); err != nil {
 				d.Fatalf(t, "invariant: %v", err)
@@ -96,4 +104,39 @@ func TestTranscripts(t *testing.T) {
 			return b.String()
 		})
 	})
+}
+
+// claimText is DecideClaim's decision for the file and cluster a claim
+// transcript line describes; OSDs up and not draining are candidates.
+func claimText(t *testing.T, d *datadriven.TestData, spec layout.Spec, osds, dirty []uint32, views map[uint32]cluster.View, kind, move string) string {
+	var up []placement.Candidate
+	for _, id := range slices.Sorted(maps.Keys(views)) {
+		if v := views[id]; v.State == cluster.StateUp && !v.Drain {
+			up = append(up, placement.Candidate{ID: id, FreeBytes: 1 << 30})
+		}
+	}
+	var m *Move
+	if move != "" {
+		f := strings.Split(move, ":")
+		c, _ := strconv.Atoi(f[0])
+		from, _ := strconv.Atoi(f[1])
+		to, _ := strconv.Atoi(f[2])
+		m = &Move{Comp: c, From: uint32(from), To: uint32(to), Bytes: 1}
+	}
+	l := layout.Layout{Spec: spec, Groups: len(osds) / spec.Width(), OSDs: osds, Version: 1}
+	c, ok, err := DecideClaim(l, dirty, views, kind, m, up, rand.New(rand.NewPCG(1, 2)))
+	switch {
+	case err != nil:
+		return "error: " + err.Error()
+	case !ok:
+		return "nothing to claim"
+	}
+	out := fmt.Sprintf("%s comps=%v sources=%v osds=%v", c.Kind, c.Comps, c.Sources, c.OSDs)
+	if len(c.MoveFrom) > 0 {
+		out += fmt.Sprintf(" copy-from=%v", c.MoveFrom)
+	}
+	if len(c.GCComps) > 0 {
+		out += fmt.Sprintf("\ndelete afterwards: comps %v on %v", c.GCComps, c.GCOSDs)
+	}
+	return out
 }
