@@ -2,7 +2,6 @@ package mds
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -110,7 +109,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	h := healthScan{views: s.cluster.views(now), repairActive: s.repairActive, comps: map[uint32]int64{}}
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		var ferr error
-		err := r.Scan([]byte{'i'}, []byte{'j'}, func(k, v []byte) bool {
+		err := r.Scan(firstKey(pInode), pastKeys(pInode), func(k, v []byte) bool {
 			var rec inodeRec
 			if ferr = decodeRecord(v, &rec); ferr != nil {
 				return false
@@ -133,7 +132,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		if ferr != nil {
 			return ferr
 		}
-		if err := r.Scan([]byte{'g'}, []byte{'h'}, func(k, v []byte) bool {
+		if err := r.Scan(firstKey(pGC), pastKeys(pGC), func(k, v []byte) bool {
 			var g gcRec
 			if decodeRecord(v, &g) == nil {
 				out.PendingDelete.Objects += int64(len(g.Comps))
@@ -151,7 +150,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		if out.LostCount, out.LostFiles, err = lostFiles(r, h.lost); err != nil {
 			return err
 		}
-		return r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool { out.Intents++; return true })
+		return r.Scan(firstKey(pIntent), pastKeys(pIntent), func(k, v []byte) bool { out.Intents++; return true })
 	})
 	s.heal.mu.Lock()
 	for i := range out.OSDs {
@@ -390,16 +389,15 @@ type gcItem struct {
 // never stop the ones behind them.
 func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
 	if cursor == nil {
-		cursor = []byte{'g'}
+		cursor = firstKey(pGC)
 	}
 	var items []gcItem
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan(cursor, []byte{'h'}, func(k, v []byte) bool {
+		return r.Scan(cursor, pastKeys(pGC), func(k, v []byte) bool {
 			var it gcItem
-			if len(k) == 17 && decodeRecord(v, &it.rec) == nil && it.rec.Valid() {
+			var ok bool
+			if it.ino, it.ver, ok = pairOfKey(k); ok && decodeRecord(v, &it.rec) == nil && it.rec.Valid() {
 				it.key = append([]byte(nil), k...)
-				it.ino = binary.BigEndian.Uint64(k[1:9])
-				it.ver = binary.BigEndian.Uint64(k[9:17])
 				items = append(items, it)
 			}
 			return len(items) < gcBatch

@@ -165,7 +165,6 @@ func opName(op uint16) string {
 // (taking over its address in the cluster map, or keeping a dead one up).
 //
 //	O/<uuid>   the principal's name
-func osdOwnerKey(uuid string) []byte { return append([]byte("O/"), uuid...) }
 
 // osdOwners caches the bindings heartbeats have checked.
 type osdOwners struct {

@@ -2,7 +2,6 @@ package mds
 
 import (
 	"context"
-	"encoding/binary"
 	"time"
 
 	"github.com/braidfs/braid/internal/core/cluster"
@@ -29,7 +28,7 @@ type balanceState struct {
 func (s *Server) refreshBalance(ctx context.Context) error {
 	est := map[uint32]int64{}
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan([]byte{'i'}, []byte{'j'}, func(k, v []byte) bool {
+		return r.Scan(firstKey(pInode), pastKeys(pInode), func(k, v []byte) bool {
 			var rec inodeRec
 			if decodeRecord(v, &rec) != nil || rec.Layout == nil {
 				return true
@@ -110,7 +109,7 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]cluster.View
 	start := s.heal.bal.cursor
 	s.heal.mu.Unlock()
 	if start == nil {
-		start = []byte{'i'}
+		start = firstKey(pInode)
 	}
 	var moves []struct {
 		ino uint64
@@ -119,11 +118,12 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]cluster.View
 	var last []byte
 	seen := 0
 	_ = s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan(start, []byte{'j'}, func(k, v []byte) bool {
+		return r.Scan(start, pastKeys(pInode), func(k, v []byte) bool {
 			seen++
 			last = append(last[:0], k...)
 			var rec inodeRec
-			if len(k) != 9 || decodeRecord(v, &rec) != nil || rec.Layout == nil || s.repairActive(rec.Ino, rec.Repair, now) {
+			ino, isIno := inoOfKey(k)
+			if !isIno || decodeRecord(v, &rec) != nil || rec.Layout == nil || s.repairActive(rec.Ino, rec.Repair, now) {
 				return seen < healScanBatch
 			}
 			l, err := rec.Layout.Decode()
@@ -135,7 +135,7 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]cluster.View
 				moves = append(moves, struct {
 					ino uint64
 					bm  balanceMove
-				}{binary.BigEndian.Uint64(k[1:]), bm})
+				}{ino, bm})
 			}
 			return seen < healScanBatch && len(moves) < 8
 		})

@@ -128,7 +128,9 @@ func (t *cacheTable) grant(now time.Time, id, epoch, gen uint64, inos ...uint64)
 	return seq, ok
 }
 
-func newChange(requester uint64, noSelfWait bool) *change { return cache.NewChange(requester, noSelfWait) }
+func newChange(requester uint64, noSelfWait bool) *change {
+	return cache.NewChange(requester, noSelfWait)
+}
 
 // cover tells the table what a transaction touched.
 func (t *cacheTable) cover(now time.Time, c *change, touched map[uint64]*touched) (mustWait, inGrace bool) {
@@ -206,7 +208,9 @@ func (t *cacheTable) recallClaim(now time.Time, dir uint64) (ended <-chan struct
 	return chanOf(t.claimEnded, dir), deadline, claimID, true
 }
 
-func (t *cacheTable) endClaim(dir, claimID uint64) { t.do(func(c *cache.Table) { c.EndClaim(dir, claimID) }) }
+func (t *cacheTable) endClaim(dir, claimID uint64) {
+	t.do(func(c *cache.Table) { c.EndClaim(dir, claimID) })
+}
 
 func (t *cacheTable) overdue(now time.Time) map[uint64]uint64 {
 	if t.nClaims.Load() == 0 {

@@ -15,7 +15,6 @@ import (
 // MDS: a process that finds it at start waits one lease (cache.go). It is
 // set before the first grant after it was cleared, and cleared once no
 // session has cached for a lease.
-var keyCacheHeld = []byte("s/cache_held")
 
 const (
 	maxInvalidateRounds = 8 // invalidate-and-retry rounds one change may take
@@ -202,31 +201,42 @@ func (t *touchTxn) Put(key, value []byte) error { t.note(key, value); return t.T
 func (t *touchTxn) Delete(key []byte) error     { t.note(key, nil); return t.Txn.Delete(key) }
 
 func (t *touchTxn) note(key, value []byte) {
-	if len(key) < 9 || (key[0] != 'i' && key[0] != 'd' && key[0] != 't') || (key[0] != 'd' && len(key) != 9) {
+	if len(key) == 0 {
+		return
+	}
+	var ino uint64
+	var name string
+	var ok bool
+	switch key[0] {
+	case pInode, pDirTimes:
+		ino, ok = inoOfKey(key)
+	case pDirent:
+		ino, name, ok = direntOfKey(key)
+	}
+	if !ok {
 		return
 	}
 	if t.touched == nil {
 		t.touched = map[uint64]*touched{}
 	}
-	ino := beUint64(key[1:9])
 	tc := t.touched[ino]
 	if tc == nil {
 		tc = &touched{}
 		t.touched[ino] = tc
 	}
 	switch key[0] {
-	case 'i':
+	case pInode:
 		tc.rec, tc.deleted = value, value == nil
 		return
-	case 't':
+	case pDirTimes:
 		return // a directory's times: it is touched (touchDir notes its record)
 	}
 	if tc.entries == nil {
 		tc.entries = map[string]uint64{}
 	}
-	tc.entries[string(key[9:])] = 0
+	tc.entries[name] = 0
 	if len(value) == 8 {
-		tc.entries[string(key[9:])] = beUint64(value)
+		tc.entries[name] = beUint64(value)
 	}
 }
 

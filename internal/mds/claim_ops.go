@@ -31,8 +31,6 @@ type claimRec struct {
 	By   string `json:"by,omitempty"`
 }
 
-func claimKey(dir uint64) []byte { return be64('w', dir) }
-
 // claimInoRange is how many inode numbers a claim carries at once.
 const claimInoRange = 8192
 
@@ -81,19 +79,17 @@ type claimGate struct {
 // so a path walk through it, or a permission check, reads the record as
 // it is.
 func gatedDir(key []byte) (uint64, bool) {
-	if len(key) < 9 {
+	if len(key) == 0 {
 		return 0, false
 	}
 	switch key[0] {
-	case 't':
-		if len(key) != 9 {
-			return 0, false
-		}
-	case 'd':
-	default:
-		return 0, false
+	case pDirTimes:
+		return inoOfKey(key)
+	case pDirent:
+		dir, _, ok := direntOfKey(key)
+		return dir, ok
 	}
-	return beUint64(key[1:9]), true
+	return 0, false
 }
 
 func (g *claimGate) check(key []byte) error {
@@ -128,14 +124,14 @@ func (r gateReader) Get(key []byte) ([]byte, error) {
 // records (heal, balance, status) reads no directory's names, and what a
 // claim holds back of a directory's own record is its times.
 func (r gateReader) Scan(start, end []byte, fn func(k, v []byte) bool) error {
-	if len(start) > 0 && start[0] == 'd' {
+	if len(start) > 0 && start[0] == pDirent {
 		if err := r.g.check(start); err != nil {
 			return err
 		}
 	}
 	var gateErr error
 	err := r.Reader.Scan(start, end, func(k, v []byte) bool {
-		if k[0] == 'd' {
+		if k[0] == pDirent {
 			if gateErr = r.g.check(k); gateErr != nil {
 				return false
 			}
@@ -225,10 +221,10 @@ func (s *Server) loadClaims(ctx context.Context) error {
 	var all []found
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		all = all[:0]
-		return r.Scan([]byte{'w'}, []byte{'w' + 1}, func(k, v []byte) bool {
+		return r.Scan(firstKey(pClaim), pastKeys(pClaim), func(k, v []byte) bool {
 			var rec claimRec
-			if len(k) == 9 && decodeRecord(v, &rec) == nil {
-				all = append(all, found{beUint64(k[1:]), rec.Session, rec.Claim})
+			if dir, ok := inoOfKey(k); ok && decodeRecord(v, &rec) == nil {
+				all = append(all, found{dir, rec.Session, rec.Claim})
 			}
 			return true
 		})

@@ -1,7 +1,6 @@
 package mds
 
 import (
-	"encoding/binary"
 	"sort"
 	"sync"
 	"time"
@@ -22,9 +21,6 @@ type osdRec struct {
 	// moves its components elsewhere.
 	Drain bool `json:"drain,omitempty"`
 }
-
-func osdKey(id uint32) []byte { return binary.BigEndian.AppendUint32([]byte{'o'}, id) }
-func uuidKey(u string) []byte { return append([]byte{'u'}, u...) }
 
 // osdState is what the MDS knows of an OSD: its identity (persistent) and
 // its last heartbeat (in memory; after an MDS restart every OSD is down
@@ -96,7 +92,7 @@ func (m *clusterMap) load(r kv.Reader) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ferr error
-	err := r.Scan([]byte{'o'}, []byte{'p'}, func(k, v []byte) bool {
+	err := r.Scan(firstKey(pOSD), pastKeys(pOSD), func(k, v []byte) bool {
 		var rec osdRec
 		if err := decodeRecord(v, &rec); err != nil {
 			ferr = err

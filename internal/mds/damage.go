@@ -30,8 +30,6 @@ type lostRec struct {
 	LastNs  int64  `json:"last_ns"`
 }
 
-func lostKey(ino uint64) []byte { return be64('l', ino) }
-
 // noteLost records in tx that ino cannot be read, and why.
 func noteLost(tx kv.Txn, ino uint64, why string, nowNs int64) error {
 	var lr lostRec
@@ -57,10 +55,9 @@ func noteLost(tx kv.Txn, ino uint64, why string, nowNs int64) error {
 func lostFiles(r kv.Reader, planned []mdsproto.LostFile) (count int64, listed []mdsproto.LostFile, err error) {
 	var found []mdsproto.LostFile
 	seen := map[uint64]bool{}
-	err = r.Scan([]byte{'l'}, []byte{'m'}, func(k, v []byte) bool {
+	err = r.Scan(firstKey(pLost), pastKeys(pLost), func(k, v []byte) bool {
 		var lr lostRec
-		if len(k) == 9 && decodeRecord(v, &lr) == nil {
-			ino := beUint64(k[1:])
+		if ino, ok := inoOfKey(k); ok && decodeRecord(v, &lr) == nil {
 			found = append(found, mdsproto.LostFile{Ino: ino, Why: lr.Why, SinceNs: lr.SinceNs, LastNs: lr.LastNs})
 			seen[ino] = true
 		}

@@ -28,8 +28,6 @@ type dirTimesRec struct {
 	CtimeNs int64 `json:"c"`
 }
 
-func dirTimesKey(ino uint64) []byte { return be64('t', ino) }
-
 // readDirTimes sets dir's times from its times record, if it has one.
 func readDirTimes(r kv.Reader, dir *inodeRec) error {
 	var t dirTimesRec

@@ -15,12 +15,10 @@ import (
 // previous process granted has stopped trusting it. It is set before the
 // first grant after the table was empty and cleared once the table has
 // been empty for a lease, so a quiet cluster starts without the wait.
-var keyLocksHeld = []byte("s/locks_held")
 
 // keyIncarnation counts MDS starts: a process's incarnation names the
 // locks it granted, and a client orders two by it (a late answer from a
 // process that died must not undo what the client learned from the next).
-var keyIncarnation = []byte("s/incarnation")
 
 // startLocks sets up the extent lock table, in grace if locks may be
 // held from before.

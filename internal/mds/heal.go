@@ -233,10 +233,10 @@ func viewsSignature(views map[uint32]cluster.View) string {
 func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
 	start := from
 	if start == nil {
-		start = []byte{'i'}
+		start = firstKey(pInode)
 	}
 	busy := false // a file under repair or with dirty components: not a clean pass
-	found, next, err := s.scanBatch(ctx, start, []byte{'j'}, func(_ kv.Reader, k, v []byte) bool {
+	found, next, err := s.scanBatch(ctx, start, pastKeys(pInode), func(_ kv.Reader, k, v []byte) bool {
 		var rec inodeRec
 		if decodeRecord(v, &rec) != nil {
 			return false
@@ -264,10 +264,11 @@ func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]c
 func (s *Server) scanHealIndex(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
 	start := from
 	if start == nil {
-		start = []byte{'h'}
+		start = firstKey(pHeal)
 	}
-	found, next, err := s.scanBatch(ctx, start, []byte{'i'}, func(r kv.Reader, k, _ []byte) bool {
-		rec, err := getInode(r, binary.BigEndian.Uint64(k[1:]))
+	found, next, err := s.scanBatch(ctx, start, pastKeys(pHeal), func(r kv.Reader, k, _ []byte) bool {
+		ino, _ := inoOfKey(k) // scanBatch passes only such keys
+		rec, err := getInode(r, ino)
 		return err == nil && s.needsRepair(rec, views, now)
 	})
 	if err != nil {
@@ -292,8 +293,8 @@ func (s *Server) scanBatch(ctx context.Context, start, end []byte, wants func(r 
 		return r.Scan(start, end, func(k, v []byte) bool {
 			seen++
 			last = append(last[:0], k...)
-			if len(k) == 9 && wants(r, k, v) {
-				found = append(found, binary.BigEndian.Uint64(k[1:]))
+			if ino, ok := inoOfKey(k); ok && wants(r, k, v) {
+				found = append(found, ino)
 			}
 			return seen < healScanBatch
 		})
@@ -451,7 +452,7 @@ func (s *Server) removeOSD(ctx context.Context, req mdsproto.DrainReq) (struct{}
 	var holds int64
 	var ferr error
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan([]byte{'i'}, []byte{'j'}, func(k, val []byte) bool {
+		return r.Scan(firstKey(pInode), pastKeys(pInode), func(k, val []byte) bool {
 			var rec inodeRec
 			if ferr = decodeRecord(val, &rec); ferr != nil {
 				return false // an inode that cannot be read may hold the OSD: refuse

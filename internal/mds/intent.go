@@ -2,7 +2,6 @@ package mds
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -52,10 +51,6 @@ type intentRec struct {
 	ExpiresNs int64    `json:"expires_ns"`
 }
 
-func intentKey(ino, txid uint64) []byte {
-	return binary.BigEndian.AppendUint64(be64('n', ino), txid)
-}
-
 func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
 	if err := s.needOwner(req.Ino); err != nil {
 		return struct{}{}, err // the writer's lease is there
@@ -85,7 +80,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 			return wire.Errorf(wire.ErrInvalid, "intent names %d components", len(req.Comps))
 		}
 		n := 0
-		if err := tx.Scan(be64('n', req.Ino), kv.PrefixEnd(be64('n', req.Ino)), func(k, v []byte) bool {
+		if err := tx.Scan(intentPrefix(req.Ino), pastPrefix(intentPrefix(req.Ino)), func(k, v []byte) bool {
 			n++
 			return n < maxIntentsPerFile
 		}); err != nil {
@@ -150,7 +145,7 @@ func (s *Server) intentDone(ctx context.Context, req mdsproto.IntentReq) (struct
 // repair must not read the file until they are.
 func hasIntents(r kv.Reader, ino uint64) (bool, error) {
 	found := false
-	err := r.Scan(be64('n', ino), kv.PrefixEnd(be64('n', ino)), func(k, v []byte) bool {
+	err := r.Scan(intentPrefix(ino), pastPrefix(intentPrefix(ino)), func(k, v []byte) bool {
 		found = true
 		return false
 	})
@@ -303,11 +298,11 @@ func (s *Server) resolvePass(ctx context.Context) error {
 	now := s.cfg.Now()
 	var items []intentItem
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan([]byte{'n'}, []byte{'o'}, func(k, v []byte) bool {
+		return r.Scan(firstKey(pIntent), pastKeys(pIntent), func(k, v []byte) bool {
 			var it intentItem
-			if len(k) == 17 && decodeRecord(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) &&
+			var ok bool
+			if it.ino, it.txid, ok = pairOfKey(k); ok && decodeRecord(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) &&
 				now.UnixNano() >= s.deadline(sightIntent, k, it.rec.ExpiresNs, s.cfg.IntentTTL) {
-				it.ino, it.txid = binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17])
 				items = append(items, it)
 			}
 			return len(items) < resolveBatch

@@ -105,7 +105,6 @@ func (kr *keyRing) adopt(ringBytes []byte) error {
 // keyCapRing is where MDS processes sharing an engine keep the ring,
 // sealed under filekeys.key (which they share): a standby taking over
 // signs with the keys the OSDs were last handed, rotations included.
-var keyCapRing = []byte("s/capkeys")
 
 // loadRing reads the ring: from the engine when it is shared (taking it
 // from DIR/capkeys.json into the engine the first time), else from DIR.

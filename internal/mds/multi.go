@@ -3,7 +3,6 @@ package mds
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -137,7 +136,6 @@ func (s *Server) inGainGrace(now time.Time) bool {
 // keyScrubWanted holds a file a process that does not lead wants
 // scrubbed (its writer died): 'q' + ino, no value. The leader queues and
 // deletes them.
-func scrubWantedKey(ino uint64) []byte { return be64('q', ino) }
 
 // wantScrub has the leader scrub inos: at once if this process leads,
 // else through the engine.
@@ -160,9 +158,9 @@ func (s *Server) wantScrub(ctx context.Context, inos []uint64) error {
 func (s *Server) takeWantedScrubs(ctx context.Context) error {
 	var inos []uint64
 	err := s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan([]byte{'q'}, []byte{'r'}, func(k, _ []byte) bool {
-			if len(k) == 9 {
-				inos = append(inos, binary.BigEndian.Uint64(k[1:]))
+		return r.Scan(firstKey(pScrubWanted), pastKeys(pScrubWanted), func(k, _ []byte) bool {
+			if ino, ok := inoOfKey(k); ok {
+				inos = append(inos, ino)
 			}
 			return len(inos) < resolveBatch
 		})
@@ -189,7 +187,6 @@ func (s *Server) takeWantedScrubs(ctx context.Context) error {
 // it had been silent when the leader wrote, never as a time of the
 // leader's clock: a process adopting it counts that silence back from
 // when it sent its read.
-var keyOSDMap = []byte("s/osdmap")
 
 const osdMapEvery = 2 * time.Second
 

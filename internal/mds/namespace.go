@@ -12,31 +12,6 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// Key space of the metadata engine. A "record" is record.go's format 2
-// (format byte, CRC32C, CBOR body; format 1 JSON still read):
-//
-//	i<ino be64>              inode record (inodeRec)
-//	t<ino be64>              a directory's mtime and ctime (dirTimesRec; dirtimes.go)
-//	d<parent be64><name>     directory entry → child ino (be64)
-//	g<ino be64><version be64> objects of a removed file awaiting deletion (gcRec)
-//	n<ino be64><txid be64>   an intent: a staged partial-stripe write (intentRec)
-//	x<ino be64>              an orphan: unlinked while open, deleted at the last close
-//	w<dir be64>              a write-back claim on a directory (claimRec; claim_ops.go)
-//	h<ino be64>              heal index: the file has dirty components or a repair lock
-//	l<ino be64>              the file cannot be read: lost beyond its parity (lostRec; damage.go)
-//	o<osd id be32>           OSD record (osdRec)
-//	r<session be64><seq be64> a named mutation's outcome, for its retries (onceRec; once.go)
-//	u<uuid>                  OSD uuid → id (be32)
-//	O/<uuid>                 OSD uuid → the principal it is bound to (authz.go)
-//	S3u/<name>, S3k/<access> S3 users, their secrets sealed (s3users.go)
-//	s/next_ino, s/next_osd   counters (be64); s/next_ino is taken a range at a time (inorange.go)
-//	s/cluster                cluster record (clusterRec)
-//	s/capkeys                the capability key ring, sealed, when MDS processes share the store (keyring.go)
-//
-// On etcd these are under "<prefix>d/"; beside them, outside the data,
-// kv keeps its clock, the lead lock ("<prefix>lead/"), the MDS
-// processes' records ("<prefix>mds/<name>", etcdmembers.go) and the key
-// fingerprint ("<prefix>keys").
 const (
 	rootIno      = 1
 	maxNameBytes = 255
@@ -44,26 +19,6 @@ const (
 	maxDepth     = 1024 // bound on parent-chain walks
 	recFormat    = 1
 )
-
-var (
-	keyNextIno = []byte("s/next_ino")
-	keyNextOSD = []byte("s/next_osd")
-	keyCluster = []byte("s/cluster")
-)
-
-func be64(prefix byte, n uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{prefix}, n)
-}
-
-func inodeKey(ino uint64) []byte       { return be64('i', ino) }
-func healKey(ino uint64) []byte        { return be64('h', ino) }
-func gcKey(ino, version uint64) []byte { return binary.BigEndian.AppendUint64(be64('g', ino), version) }
-func direntPrefix(parent uint64) []byte {
-	return be64('d', parent)
-}
-func direntKey(parent uint64, name string) []byte {
-	return append(direntPrefix(parent), name...)
-}
 
 // inodeRec is the stored form of an inode.
 type inodeRec struct {
@@ -95,8 +50,6 @@ type inodeRec struct {
 	// Entries for components no longer dirty mean nothing.
 	DirtyBy map[uint32]uint64 `json:"dirty_by,omitempty"`
 }
-
-func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 
 type clusterRec struct {
 	Format        int    `json:"v"`

@@ -72,10 +72,6 @@ func onceBy(ctx context.Context) string {
 	return by
 }
 
-func onceKey(session, seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(be64('r', session), seq)
-}
-
 // namedOp reports whether op is a mutation that carries a name. Others
 // are idempotent (setattr, commit's publish, layouts) or administrative.
 func namedOp(op uint16) bool {
@@ -311,7 +307,7 @@ func (s *Server) dropBelowFloor(tx kv.Txn, o mdsproto.Once) (uint64, error) {
 // only if something is stale: an idle sweep costs no commit.
 func (s *Server) sweepOnce(ctx context.Context, cursor []byte) ([]byte, error) {
 	if cursor == nil {
-		cursor = []byte{'r'}
+		cursor = firstKey(pOnce)
 	}
 	now := s.cfg.Now().UnixNano()
 	var next []byte
@@ -319,7 +315,7 @@ func (s *Server) sweepOnce(ctx context.Context, cursor []byte) ([]byte, error) {
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		next, stale = nil, nil
 		seen := 0
-		return r.Scan(cursor, []byte{'s'}, func(k, v []byte) bool {
+		return r.Scan(cursor, pastKeys(pOnce), func(k, v []byte) bool {
 			if seen++; seen > onceSweepBatch {
 				next = append([]byte{}, k...)
 				return false

@@ -21,8 +21,6 @@ import (
 // left. A writer's lease that runs out means its client died: the file is
 // scrubbed for stripes the writer may have left half-written.
 
-func orphanKey(ino uint64) []byte { return be64('x', ino) }
-
 type lease struct {
 	until  time.Time
 	writer bool
@@ -171,12 +169,12 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 	ctx = s.fenceByRoutes(ctx)
 	now := s.cfg.Now()
 	var inos []uint64
-	from := append([]byte{'x'}, s.orphanCursor...)
+	from := append(firstKey(pOrphan), s.orphanCursor...)
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		inos = inos[:0]
-		return r.Scan(from, []byte{'y'}, func(k, v []byte) bool {
-			if len(k) == 9 {
-				inos = append(inos, binary.BigEndian.Uint64(k[1:]))
+		return r.Scan(from, pastKeys(pOrphan), func(k, v []byte) bool {
+			if ino, ok := inoOfKey(k); ok {
+				inos = append(inos, ino)
 			}
 			return len(inos) < resolveBatch
 		})

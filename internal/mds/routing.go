@@ -16,10 +16,7 @@ import (
 // Keys of the routing table (route.go): the table, a record, and its
 // epoch alone (8 bytes, big-endian), which every change fenced by the
 // table compares (kv.WithExpect) without reading the whole table.
-var (
-	keyRoute      = []byte("s/route")
-	keyRouteEpoch = []byte("s/route-epoch")
-)
+var ()
 
 // routeRefresh is how often an MDS process reads the table again, and
 // the leader plans it again.

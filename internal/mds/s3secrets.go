@@ -99,7 +99,7 @@ func (s *Server) secretOf(rec *s3UserRec) (string, error) {
 func (s *Server) sealStoredSecrets(ctx context.Context) error {
 	return s.kv.Update(ctx, func(tx kv.Txn) error {
 		var open []s3UserRec
-		err := tx.Scan([]byte("S3u/"), kv.PrefixEnd([]byte("S3u/")), func(_, v []byte) bool {
+		err := tx.Scan(s3UserPrefix, pastPrefix(s3UserPrefix), func(_, v []byte) bool {
 			var rec s3UserRec
 			if decodeRecord(v, &rec) == nil && rec.SecretKey != "" {
 				open = append(open, rec)

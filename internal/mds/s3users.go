@@ -43,8 +43,6 @@ type s3UserRec struct {
 	HasIDs bool   `json:"ids,omitempty"`    // Uid, Gid and Groups were given (unset: nobody)
 }
 
-var s3NextUidKey = []byte("S3n")
-
 // user is the record's user with the identity it acts as.
 func (rec *s3UserRec) user() mdsproto.S3User {
 	u := rec.S3User
@@ -55,7 +53,7 @@ func (rec *s3UserRec) user() mdsproto.S3User {
 }
 
 func s3UidPrefix(uid uint32) []byte {
-	return binary.BigEndian.AppendUint64([]byte("S3i/"), uint64(uid))
+	return binary.BigEndian.AppendUint64(append([]byte(nil), s3UidPrefixBase...), uint64(uid))
 }
 
 func s3UidKey(uid uint32, name string) []byte {
@@ -121,9 +119,6 @@ func nextS3Uid(tx kv.Txn, u *mdsproto.S3User) error {
 	return tx.Put(s3NextUidKey, binary.BigEndian.AppendUint64(nil, next+1))
 }
 
-func s3UserKey(name string) []byte     { return append([]byte("S3u/"), name...) }
-func s3AccessKey(access string) []byte { return append([]byte("S3k/"), access...) }
-
 func (s *Server) s3UserAdd(ctx context.Context, req mdsproto.S3UserReq) (mdsproto.S3User, error) {
 	if !s3UserName.MatchString(req.Name) {
 		return mdsproto.S3User{}, wire.Errorf(wire.ErrInvalid, "user name %q: 1-64 letters, digits and ._@+=,-", req.Name)
@@ -140,7 +135,7 @@ func (s *Server) s3UserAdd(ctx context.Context, req mdsproto.S3UserReq) (mdsprot
 			return wire.Errorf(wire.ErrExists, "S3 user %s", req.Name)
 		}
 		n := 0
-		if err := tx.Scan([]byte("S3u/"), kv.PrefixEnd([]byte("S3u/")), func(_, _ []byte) bool { n++; return n < maxS3Users }); err != nil {
+		if err := tx.Scan(s3UserPrefix, pastPrefix(s3UserPrefix), func(_, _ []byte) bool { n++; return n < maxS3Users }); err != nil {
 			return err
 		}
 		if n >= maxS3Users {
@@ -163,7 +158,7 @@ func (s *Server) s3UserList(ctx context.Context, _ struct{}) (mdsproto.S3UserLis
 	var out mdsproto.S3UserListResp
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		out.Users = nil
-		return r.Scan([]byte("S3u/"), kv.PrefixEnd([]byte("S3u/")), func(_, v []byte) bool {
+		return r.Scan(s3UserPrefix, pastPrefix(s3UserPrefix), func(_, v []byte) bool {
 			var rec s3UserRec
 			if decodeRecord(v, &rec) == nil {
 				u := rec.user()
