@@ -85,7 +85,10 @@ type Table struct {
 	emptySince  time.Time // when the last session ended
 	sessionsMax int
 	claims      map[uint64]*claim // dir ino → its write-back claim (claim.go)
-	out         Effects
+	// unacked are, per inode, the recalls sent and not yet applied: a
+	// change of the inode waits for them whoever sent them (awaitOthers).
+	unacked map[uint64][]ackWait
+	out     Effects
 }
 
 // New is an empty table of caches leased for lease, for the process
@@ -93,7 +96,7 @@ type Table struct {
 func New(lease time.Duration, incarnation uint64) *Table {
 	return &Table{lease: lease, epochBase: incarnation << 32, sessions: map[uint64]*session{},
 		holders: map[uint64]map[uint64]*session{}, changing: map[uint64]int{}, sessionsMax: MaxSessions,
-		claims: map[uint64]*claim{}}
+		claims: map[uint64]*claim{}, unacked: map[uint64][]ackWait{}}
 }
 
 // SetMaxSessions lowers the session bound (tests).
@@ -279,6 +282,9 @@ func (t *Table) Expire(now time.Time) bool {
 		if now.Sub(s.seen) > t.lease {
 			t.end(s)
 		}
+	}
+	for ino := range t.unacked {
+		t.pruneUnacked(ino, now)
 	}
 	if len(t.sessions) > 0 {
 		t.emptySince = time.Time{}

@@ -58,6 +58,7 @@ func (t *Table) Cover(now time.Time, c *Change, touched map[uint64]Touched) (mus
 			t.changing[ino]++
 			t.noteChange(ino)
 		}
+		t.awaitOthers(c, ino)
 		for _, id := range sortedIDs(t.holders[ino]) { // in order: a replay waits the same
 			s := t.holders[ino][id]
 			if _, done := c.recalledAt[ino]; done && s.id == c.requester {
@@ -143,18 +144,68 @@ func (t *Table) recall(c *Change, s *session, ino uint64) {
 	}
 	s.queue = append(s.queue, inv)
 	t.out.Woken = addOnce(t.out.Woken, s.id)
+	t.unacked[ino] = append(t.pruneUnacked(ino, time.Time{}), ackWait{s: s, seq: s.seq})
 	if s.id == c.requester && c.noSelfWait {
 		return
 	}
 	c.waits = append(c.waits, ackWait{s: s, seq: s.seq})
 }
 
+// awaitOthers makes c wait, too, for the recalls of ino that other
+// changes sent and their sessions have not acknowledged: those sessions
+// are no longer registered on ino (a recall ends the registration), yet
+// until they apply the recall their caches hold ino as it was. Without
+// this a second change of ino committed at once while the first waited,
+// and a client served the state before both (found by the core
+// simulation).
+func (t *Table) awaitOthers(c *Change, ino uint64) {
+	for _, w := range t.pruneUnacked(ino, time.Time{}) {
+		if w.s.id == c.requester && c.noSelfWait {
+			continue
+		}
+		if !slices.Contains(c.waits, w) {
+			c.waits = append(c.waits, w)
+		}
+	}
+}
+
+// pruneUnacked drops from ino's unacknowledged recalls those applied,
+// and those of ended sessions whose lease ran out by now (zero: keep
+// every ended one), and returns what is left.
+func (t *Table) pruneUnacked(ino uint64, now time.Time) []ackWait {
+	ws := slices.DeleteFunc(t.unacked[ino], func(w ackWait) bool {
+		if w.s.gone {
+			return !now.IsZero() && !now.Before(w.s.seen.Add(t.lease))
+		}
+		return w.s.acked >= w.seq
+	})
+	if len(ws) == 0 {
+		delete(t.unacked, ino)
+		return nil
+	}
+	t.unacked[ino] = ws
+	return ws
+}
+
 // evict ends a session that did not keep up; c waits for its lease.
 func (t *Table) evict(c *Change, s *session) {
 	if !s.gone {
-		t.end(s)
+		t.evictSession(s)
 	}
 	c.waits = append(c.waits, ackWait{s: s, seq: ^uint64(0)})
+}
+
+// evictSession ends a session that stopped answering. Its client does
+// not know yet and trusts its cache to the end of its lease, so every
+// inode it had cached is fenced until then: a later change of any of
+// them waits for that lease, as the change that evicted it does (found
+// by the core simulation: a change of another inode the evicted client
+// cached committed at once).
+func (t *Table) evictSession(s *session) {
+	for ino := range s.inos {
+		t.unacked[ino] = append(t.pruneUnacked(ino, time.Time{}), ackWait{s: s, seq: ^uint64(0)})
+	}
+	t.end(s)
 }
 
 // Pending returns the first acknowledgement c still waits for: the
@@ -190,7 +241,7 @@ func (t *Table) EvictLaggards(c *Change) {
 	defer t.done()
 	for i, w := range c.waits {
 		if !w.s.gone && w.s.acked < w.seq {
-			t.end(w.s)
+			t.evictSession(w.s)
 			c.waits[i].seq = ^uint64(0)
 		}
 	}

@@ -155,7 +155,10 @@ func (p *FilePlan) planCrowded(osdsOf []uint32, osds map[uint32]cluster.View, w 
 				continue
 			}
 			p.Crowded = append(p.Crowded, c)
-			if free > 0 && !slices.Contains(p.Rewrite, c) {
+			// One on a down OSD waits with it (moved once the OSD is out,
+			// apart once it is back): moving it now listed it both
+			// waiting and rewritten (found by the core simulation).
+			if free > 0 && !slices.Contains(p.Rewrite, c) && !slices.Contains(p.Waiting, c) {
 				free--
 				p.Move = append(p.Move, c)
 				p.Rewrite = append(p.Rewrite, c)
