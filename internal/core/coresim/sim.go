@@ -136,8 +136,8 @@ type env struct {
 	files   map[uint64]*simFile
 	book    *repair.Claims
 	healing map[uint64]healerClaim // files a healer holds, by what it was handed
-	gcRecs  map[uint64]*gc.Record     // by inode
-	gcSeen  map[gc.Pair]int64         // objects deleted, and when
+	gcRecs  map[uint64]*gc.Record  // by inode
+	gcSeen  map[gc.Pair]int64      // objects deleted, and when
 }
 
 // Run drives the cores for cfg.Steps events from seed and returns what

@@ -2,9 +2,9 @@ package coresim
 
 import (
 	"os"
-	"time"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // seeds is how many seeds TestCoreSimulation runs: BRAID_CORESIM_SEEDS,
