@@ -61,6 +61,7 @@ sim:
 	BRAID_SIM_FIRST=$(FIRST) BRAID_SIM_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 600m -run '^TestSimulation$$' .
 	BRAID_SIM_FIRST=$(FIRST) BRAID_SIM_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 600m -run '^TestSimulationSeveralMDS$$' .
 	BRAID_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 120m -run 'TestCrashNeverReadsUnwrittenBytes' ./internal/osd
+	BRAID_CORESIM_SEEDS=$$(( $(SEEDS) * 50 )) $(GO) test -count=1 -timeout 120m -tags invariants -run 'TestCoreSimulation' ./internal/core/coresim
 
 # Throughput at 1 GiB per file (numbers in the README come from here and
 # from `braid bench` against `braid up`).

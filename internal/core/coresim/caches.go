@@ -239,3 +239,18 @@ func (e *env) endClaim() {
 	delete(e.claims, dir)
 	e.note("end claim %d", dir)
 }
+
+// expire is the MDS's periodic sweep: silent cache sessions end, and
+// claims whose holders are silent past their deadline are taken away.
+func (e *env) expire() {
+	idle := e.cache.Expire(e.now)
+	empty, _ := e.locks.Empty(e.now)
+	overdue := e.cache.Overdue(e.now)
+	for _, dir := range sortedKeys(overdue) {
+		e.cache.EndClaim(dir, overdue[dir])
+		delete(e.claims, dir)
+	}
+	e.applyCacheEffects()
+	e.applyLockEffects()
+	e.note("expire: idle=%v locks empty=%v, %d claims taken", idle, empty, len(overdue))
+}

@@ -46,13 +46,14 @@ const (
 	OpRepairClaim
 	OpRepairDone
 	OpGCPass
+	OpExpire
 	numOps
 )
 
 var opNames = [numOps]string{"tick", "lock-acquire", "lock-release", "lock-wait", "lock-close", "lock-reclaim",
 	"cache-wait", "read-begin", "read-grant", "change", "change-step", "claim-dir", "recall-claim", "end-claim",
 	"restart", "mds-join", "mds-leave", "slot-move", "heartbeat", "osd-fail", "osd-remove", "dirty",
-	"repair-claim", "repair-done", "gc-pass"}
+	"repair-claim", "repair-done", "gc-pass", "expire"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -75,7 +76,7 @@ func DefaultConfig() Config {
 	w := map[Op]int{OpTick: 12, OpLockAcquire: 10, OpLockRelease: 5, OpLockWait: 8, OpLockClose: 2, OpLockReclaim: 2,
 		OpCacheWait: 10, OpReadBegin: 6, OpReadGrant: 6, OpChange: 6, OpChangeStep: 8, OpClaimDir: 2, OpRecallClaim: 2,
 		OpEndClaim: 2, OpRestart: 1, OpMDSJoin: 1, OpMDSLeave: 1, OpSlotMove: 1, OpHeartbeat: 10, OpOSDFail: 1,
-		OpOSDRemove: 1, OpDirty: 2, OpRepairClaim: 4, OpRepairDone: 3, OpGCPass: 2}
+		OpOSDRemove: 1, OpDirty: 2, OpRepairClaim: 4, OpRepairDone: 3, OpGCPass: 2, OpExpire: 3}
 	for op, n := range w {
 		c.Weights[op] = n
 	}
@@ -275,6 +276,8 @@ func (e *env) do(op Op) {
 		e.repairDone()
 	case OpGCPass:
 		e.gcPass()
+	case OpExpire:
+		e.expire()
 	}
 }
 

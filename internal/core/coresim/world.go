@@ -146,7 +146,7 @@ func (e *env) osdFail() {
 
 // osdRemove removes a failed OSD from the cluster, or adds a new one.
 func (e *env) osdRemove() {
-	if e.rng.IntN(2) == 0 {
+	if e.rng.IntN(2) == 0 && len(e.seen) < 2*e.cfg.OSDs {
 		id := uint32(len(e.seen)) + 1
 		e.seen[id] = e.now
 		e.note("osd %d added", id)
@@ -182,12 +182,13 @@ func (e *env) repairClaim() {
 		kind = repair.KindScrub
 	}
 	views := e.views()
+	cands := e.candidates()
 	for _, ino := range sortedKeys(e.files) {
 		if !e.book.Claimable(ino, e.now) {
 			continue
 		}
 		f := e.files[ino]
-		c, ok, err := repair.DecideClaim(f.l, f.dirty, views, kind, nil, e.candidates(), e.rng)
+		c, ok, err := repair.DecideClaim(f.l, f.dirty, views, kind, nil, cands, e.rng)
 		if err != nil || !ok {
 			continue
 		}
@@ -195,7 +196,6 @@ func (e *env) repairClaim() {
 			e.fail("inode %d claimed while a live healer holds it (claimed at +%v by %s)", ino, h.at.Sub(e.start), h.process)
 			return
 		}
-		cands := e.candidates()
 		for i, id := range c.OSDs {
 			if id != f.l.OSDs[i] && !slices.ContainsFunc(cands, func(x placement.Candidate) bool { return x.ID == id }) {
 				e.fail("inode %d component %d placed on OSD %d, which placement may not use", ino, i, id)
