@@ -54,6 +54,7 @@ fuzz:
 simci:
 	BRAID_SIM_SEEDS=50 $(GO) test -count=1 -timeout 20m -run '^TestSimulation$$' .
 	BRAID_SIM_SEEDS=30 $(GO) test -count=1 -timeout 20m -run '^TestSimulationSeveralMDS$$' .
+	BRAID_CORESIM_SEEDS=2000 $(GO) test -count=1 -timeout 20m -tags invariants -run '^TestCoreSimulation$$' ./internal/core/coresim
 
 SEEDS ?= 2000
 FIRST ?= 1
