@@ -19,6 +19,7 @@ import (
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mds"
+	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osd"
 )
 
@@ -232,6 +233,12 @@ func (e *env) osdCmd() *cobra.Command {
 			if credFile == "" {
 				return fmt.Errorf("--cred is required: the OSD's credential (role osd), from `braid cred issue --role osd`")
 			}
+			if err := validDomain("--host", cfg.Host); err != nil {
+				return err
+			}
+			if err := validDomain("--rack", cfg.Rack); err != nil {
+				return err
+			}
 			if cfg.Credential, err = auth.LoadCredential(credFile); err != nil {
 				return err
 			}
@@ -274,6 +281,8 @@ func (e *env) osdCmd() *cobra.Command {
 	f.StringVar(&capacity, "capacity", "", "bytes this OSD may store, e.g. 100GiB (default: the file system's size)")
 	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat", time.Second, "interval between heartbeats to the MDS")
 	f.BoolVar(&cfg.WriteCache, "write-cache", false, writeCacheHelp)
+	f.StringVar(&cfg.Host, "host", "", "the machine this OSD is on (a failure domain): a parity group puts at most one component on a host where the cluster has enough hosts (default: an OSD is a host of its own)")
+	f.StringVar(&cfg.Rack, "rack", "", "the rack this OSD is in (a failure domain): a parity group puts at most one component in a rack where the cluster has enough racks")
 	cmd.AddCommand(e.osdDrainCmd(), e.osdAddCmd(), e.osdRmCmd())
 	return cmd
 }
@@ -304,4 +313,12 @@ func mdsCredential(dir, credFile string) (*auth.Credential, error) {
 		return nil, err
 	}
 	return ensureCredential(caDir, path, auth.Principal{Name: "mds", Role: auth.RoleMDS, AnyID: true})
+}
+
+// validDomain refuses a host or rack name the MDS would refuse.
+func validDomain(flag, name string) error {
+	if len(name) > mdsproto.MaxDomainBytes || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return fmt.Errorf("%s %q: at most %d bytes, no control characters", flag, name, mdsproto.MaxDomainBytes)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -111,13 +112,22 @@ func (e *env) printStatus(st braid.Status) error {
 	fmt.Fprintln(e.stdout)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	printMeta(tw, st.Meta)
-	fmt.Fprintln(tw, "OSD\tADDRESS\tSTATE\tCOMPONENTS\tUSED\tFREE\tPID")
+	domains := slices.ContainsFunc(st.OSDs, func(o mdsproto.OSDStatus) bool { return o.Host != "" || o.Rack != "" })
+	head := "OSD\tADDRESS\tSTATE\tCOMPONENTS\tUSED\tFREE\tPID"
+	if domains {
+		head += "\tHOST\tRACK"
+	}
+	fmt.Fprintln(tw, head)
 	for _, o := range st.OSDs {
 		state := o.State
 		if o.Draining {
 			state += ",draining"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%d\n", o.ID, o.Addr, state, o.Components, human(o.UsedBytes), human(o.FreeBytes), o.Pid)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%d", o.ID, o.Addr, state, o.Components, human(o.UsedBytes), human(o.FreeBytes), o.Pid)
+		if domains {
+			fmt.Fprintf(tw, "\t%s\t%s", orDash(o.Host), orDash(o.Rack))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

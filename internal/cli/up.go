@@ -44,6 +44,7 @@ type upOptions struct {
 	allActive     bool
 	allActiveSet  bool
 	mkdirSwitch   float64
+	racks         int
 }
 
 func defaultDataDir() string {
@@ -82,6 +83,7 @@ func (e *env) upCmd() *cobra.Command {
 	f.BoolVar(&o.writeCache, "write-cache", false, writeCacheHelp)
 	f.BoolVar(&o.dataTLS, "data-tls", false, "OSDs serve the data path over TLS too (the MDS's port always does)")
 	f.StringVar(&o.s3, "s3", "", "also serve S3 on this address (e.g. 127.0.0.1:9000; port 0: any free port)")
+	f.IntVar(&o.racks, "racks", 0, "emulate N racks: OSD i is host hI in rack r(i mod N), so placement keeps parity groups apart across them (0: none named)")
 	return cmd
 }
 
@@ -99,6 +101,9 @@ type child struct {
 func (e *env) up(o upOptions) error {
 	if o.osds < 1 || o.osds > maxOSDs {
 		return fmt.Errorf("--osds %d: want 1..%d", o.osds, maxOSDs)
+	}
+	if o.racks < 0 || o.racks > maxOSDs {
+		return fmt.Errorf("--racks %d: want 0..%d", o.racks, maxOSDs)
 	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
@@ -149,7 +154,7 @@ func (e *env) up(o upOptions) error {
 	children = append(children, mdsKids...)
 	mdsAddr := mdsAddrs(ms, mdsKids)
 	osds := func() []*child { return children[len(mdsKids):] }
-	osdArgs := func(osdDir string) ([]string, error) {
+	osdArgs := func(i int, osdDir string) ([]string, error) {
 		cred, err := creds.issue(filepath.Base(osdDir)+".cred", auth.Principal{Name: filepath.Base(osdDir), Role: auth.RoleOSD})
 		if err != nil {
 			return nil, err
@@ -165,11 +170,14 @@ func (e *env) up(o upOptions) error {
 		if o.writeCache {
 			args = append(args, "--write-cache")
 		}
+		if o.racks > 0 {
+			args = append(args, "--host", fmt.Sprintf("h%d", i), "--rack", fmt.Sprintf("r%d", i%o.racks))
+		}
 		return args, nil
 	}
 	for i := 0; i < n; i++ {
 		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
-		args, err := osdArgs(osdDir)
+		args, err := osdArgs(i, osdDir)
 		if err != nil {
 			return err
 		}
@@ -223,7 +231,7 @@ func (e *env) up(o upOptions) error {
 	addOSD := func() (*child, error) {
 		i := len(osds())
 		osdDir := filepath.Join(dir, fmt.Sprintf("osd%d", i))
-		args, err := osdArgs(osdDir)
+		args, err := osdArgs(i, osdDir)
 		if err != nil {
 			return nil, err
 		}

@@ -117,7 +117,7 @@ func (m *clusterMap) upCandidates(now time.Time) []placement.Candidate {
 	var out []placement.Candidate
 	for id, st := range m.osds {
 		if m.isUp(st, now) && !st.Drain {
-			out = append(out, placement.Candidate{ID: id, FreeBytes: st.hb.FreeBytes})
+			out = append(out, placement.Candidate{ID: id, FreeBytes: st.hb.FreeBytes, Host: st.hb.Host, Rack: st.hb.Rack})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -131,7 +131,7 @@ func (m *clusterMap) knownCandidates() []placement.Candidate {
 	var out []placement.Candidate
 	for id, st := range m.osds {
 		if !st.Drain {
-			out = append(out, placement.Candidate{ID: id, FreeBytes: st.hb.FreeBytes})
+			out = append(out, placement.Candidate{ID: id, FreeBytes: st.hb.FreeBytes, Host: st.hb.Host, Rack: st.hb.Rack})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -199,7 +199,7 @@ func (m *clusterMap) status(now time.Time) []mdsproto.OSDStatus {
 	for id, st := range m.osds {
 		s := mdsproto.OSDStatus{ID: id, Addr: st.Addr, State: m.stateOf(st, now), Draining: st.Drain,
 			CapacityBytes: st.hb.CapacityBytes, UsedBytes: st.hb.UsedBytes, FreeBytes: st.hb.FreeBytes, Pid: st.hb.Pid,
-			Disk: st.hb.Disk, DiskBytes: st.hb.DiskBytes, DiskFreeBytes: st.hb.DiskFreeBytes}
+			Disk: st.hb.Disk, DiskBytes: st.hb.DiskBytes, DiskFreeBytes: st.hb.DiskFreeBytes, Host: st.hb.Host, Rack: st.hb.Rack}
 		if !st.lastSeen.IsZero() {
 			s.LastSeenNs = st.lastSeen.UnixNano()
 		}
@@ -224,7 +224,7 @@ func (m *clusterMap) publish(now time.Time) []osdPub {
 	out := make([]osdPub, 0, len(m.osds))
 	for _, st := range m.osds {
 		p := osdPub{osdRec: st.osdRec, Capacity: st.hb.CapacityBytes, Used: st.hb.UsedBytes, Free: st.hb.FreeBytes, Pid: st.hb.Pid,
-			Disk: st.hb.Disk, DiskBytes: st.hb.DiskBytes, DiskFree: st.hb.DiskFreeBytes}
+			Disk: st.hb.Disk, DiskBytes: st.hb.DiskBytes, DiskFree: st.hb.DiskFreeBytes, Host: st.hb.Host, Rack: st.hb.Rack}
 		if !st.lastSeen.IsZero() {
 			p.Heard, p.SilentNs = true, max(int64(now.Sub(st.lastSeen)), 0)
 		}
@@ -255,6 +255,7 @@ func (m *clusterMap) adopt(pubs []osdPub, sent time.Time) {
 			}
 			st.hb.CapacityBytes, st.hb.UsedBytes, st.hb.FreeBytes, st.hb.Pid = p.Capacity, p.Used, p.Free, p.Pid
 			st.hb.Disk, st.hb.DiskBytes, st.hb.DiskFreeBytes = p.Disk, p.DiskBytes, p.DiskFree
+			st.hb.Host, st.hb.Rack = p.Host, p.Rack
 		}
 	}
 	for id := range m.osds {

@@ -217,6 +217,9 @@ type osdPub struct {
 	Disk      string `json:"disk,omitempty"`
 	DiskBytes int64  `json:"disk_bytes,omitempty"`
 	DiskFree  int64  `json:"disk_free,omitempty"`
+	// Its failure domains (mdsproto.HeartbeatReq.Host, Rack).
+	Host string `json:"host,omitempty"`
+	Rack string `json:"rack,omitempty"`
 }
 
 // osdMapState is what the leader last published, and the publication

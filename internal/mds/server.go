@@ -17,6 +17,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -640,6 +641,9 @@ func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdspr
 	if len(hb.Disk) > maxDiskNameBytes || hb.DiskBytes < 0 || hb.DiskFreeBytes < 0 {
 		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrBadRequest, "heartbeat with a disk name of %d bytes, or negative disk sizes", len(hb.Disk))
 	}
+	if !validDomain(hb.Host) || !validDomain(hb.Rack) {
+		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrBadRequest, "heartbeat with a host or rack name over %d bytes or with control characters", mdsproto.MaxDomainBytes)
+	}
 	if err := s.bindOSD(ctx, hb.UUID); err != nil {
 		return mdsproto.HeartbeatResp{}, err
 	}
@@ -701,4 +705,9 @@ func (s *Server) osdIdentity(ctx context.Context, hb mdsproto.HeartbeatReq) (osd
 		return tx.Put(uuidKey(hb.UUID), binary.BigEndian.AppendUint32(nil, rec.ID))
 	})
 	return rec, err
+}
+
+// validDomain: a host or rack name is short and printable.
+func validDomain(name string) bool {
+	return len(name) <= mdsproto.MaxDomainBytes && !strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f })
 }

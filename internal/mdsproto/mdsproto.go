@@ -218,14 +218,25 @@ type HeartbeatReq struct {
 	Disk          string `json:"disk,omitempty"`
 	DiskBytes     int64  `json:"disk_bytes,omitempty"`
 	DiskFreeBytes int64  `json:"disk_free_bytes,omitempty"`
+	// Host and Rack are the OSD's failure domains (braid osd --host,
+	// --rack): placement keeps a parity group's components apart in them
+	// (internal/core/placement). "": not said.
+	Host string `json:"host,omitempty"`
+	Rack string `json:"rack,omitempty"`
 }
 
-// SignedBytes is what Sig covers (the disk fields only when set, so an
-// older OSD's heartbeat verifies as it did).
+// MaxDomainBytes bounds a host or rack name.
+const MaxDomainBytes = 64
+
+// SignedBytes is what Sig covers (the disk and domain fields only when
+// set, so an older OSD's heartbeat verifies as it did).
 func (h *HeartbeatReq) SignedBytes() []byte {
 	b := fmt.Appendf(nil, "%s|%d|%s|%d|%d|%d|%d|%d", h.UUID, h.ID, h.Addr, h.CapacityBytes, h.UsedBytes, h.FreeBytes, h.Pid, h.TimeNs)
 	if h.Disk != "" {
 		b = fmt.Appendf(b, "|%s|%d|%d", h.Disk, h.DiskBytes, h.DiskFreeBytes)
+	}
+	if h.Host != "" || h.Rack != "" {
+		b = fmt.Appendf(b, "|host=%q|rack=%q", h.Host, h.Rack)
 	}
 	return b
 }

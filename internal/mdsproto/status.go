@@ -22,6 +22,9 @@ type OSDStatus struct {
 	Disk          string `json:"disk,omitempty"`
 	DiskBytes     int64  `json:"disk_bytes,omitempty"`
 	DiskFreeBytes int64  `json:"disk_free_bytes,omitempty"`
+	// Host and Rack are its failure domains, as it said ("": not said).
+	Host string `json:"host,omitempty"`
+	Rack string `json:"rack,omitempty"`
 }
 
 type StatusResp struct {

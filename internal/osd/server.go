@@ -52,6 +52,10 @@ type Config struct {
 	// sending large aligned writes straight to the disk (direct.go).
 	WriteCache bool
 	OnFatal    func(error) // must stop the process; nil panics
+	// Host and Rack name the OSD's failure domains: placement keeps a
+	// parity group's components in distinct hosts and racks where the
+	// cluster allows. "": not said (a host of its own).
+	Host, Rack string
 }
 
 const superblockName = "braid-osd.json"
@@ -449,6 +453,7 @@ func (s *Server) heartbeat(ctx context.Context, mds *wire.Client) error {
 	if disk := diskOf(s.cfg.Dir); disk != "" {
 		hb.Disk, hb.DiskBytes, hb.DiskFreeBytes = disk, total, avail
 	}
+	hb.Host, hb.Rack = s.cfg.Host, s.cfg.Rack
 	hb.Sig = s.keys.Sign("heartbeat", hb.SignedBytes())
 	keys, _ := s.keys.Keys()
 	for id := range keys {

@@ -5,6 +5,17 @@
 // placement does no I/O (Sigma's and Panasas's declustered placement:
 // each file picks its own OSDs, weighted by free space, so rebuild reads
 // spread over the whole cluster).
+//
+// Failure domains (Ceph's CRUSH rule, in braid's own decider): an OSD
+// names its host and rack, and a parity group never puts two components
+// in one host when the cluster has as many hosts as the group is wide,
+// nor in one rack when it has as many racks. With fewer, components
+// spread over the hosts first (a host fails far more often than a
+// rack), then as evenly over the racks as that allows. Each pick takes,
+// of the OSDs whose host then whose rack holds the fewest of the group,
+// the one free-space-weighted sampling ranks first, so a cluster without
+// named hosts and racks places exactly as before. An OSD naming no host
+// is a host of its own.
 package placement
 
 import (
@@ -22,10 +33,40 @@ import (
 // ErrTooFewOSDs: the cluster has too few OSDs up for the layout.
 var ErrTooFewOSDs = errors.New("too few OSDs")
 
-// Candidate is an OSD placement may choose.
+// Candidate is an OSD placement may choose, with its failure domains.
 type Candidate struct {
 	ID        uint32
 	FreeBytes int64
+	Host      string // "": a host of its own
+	Rack      string // "": the one unnamed rack
+}
+
+// hostKey names c's host, unique across racks.
+func (c Candidate) hostKey() string {
+	if c.Host == "" {
+		return fmt.Sprintf("osd/%d", c.ID)
+	}
+	return c.Rack + "/" + c.Host
+}
+
+// spread counts a group's components per host and per rack.
+type spread struct{ hosts, racks map[string]int }
+
+func newSpread() spread { return spread{hosts: map[string]int{}, racks: map[string]int{}} }
+
+func (s spread) add(c Candidate) {
+	s.hosts[c.hostKey()]++
+	s.racks[c.Rack]++
+}
+
+// less reports whether a is the better pick than b for the group: its
+// host holds fewer of the group, or as few and its rack fewer.
+func (s spread) less(a, b Candidate) bool {
+	ha, hb := s.hosts[a.hostKey()], s.hosts[b.hostKey()]
+	if ha != hb {
+		return ha < hb
+	}
+	return s.racks[a.Rack] < s.racks[b.Rack]
 }
 
 // MaxGroups bounds how many parity groups one file is spread over.
@@ -56,28 +97,39 @@ func place(spec layout.Spec, sizeHint int64, up []Candidate, rng *rand.Rand) (la
 	}
 	ids := make([]uint32, 0, groups*w)
 	for g := 0; g < groups; g++ {
-		ids = append(ids, pickDistinct(up, w, rng)...)
+		ids = append(ids, pickSpread(up, w, newSpread(), rng)...)
 	}
 	return layout.Layout{Spec: spec, Groups: groups, OSDs: ids, Version: 1}, nil
 }
 
-// pickDistinct draws n distinct OSDs, each with probability weighted by
-// its free space (Efraimidis–Spirakis sampling), so fuller OSDs fill
-// more slowly without ever being excluded.
-func pickDistinct(up []Candidate, n int, rng *rand.Rand) []uint32 {
+// pickSpread draws n distinct OSDs for a group whose other components
+// are counted in sp: each pick is, of the OSDs whose host and then rack
+// hold the fewest of the group, the first by a key drawn weighted by
+// free space (Efraimidis–Spirakis sampling), so fuller OSDs fill more
+// slowly without ever being excluded.
+func pickSpread(up []Candidate, n int, sp spread, rng *rand.Rand) []uint32 {
 	type keyed struct {
-		id  uint32
+		c   Candidate
 		key float64
 	}
 	ks := make([]keyed, len(up))
 	for i, c := range up {
 		w := float64(max(c.FreeBytes, 1<<20)) // an OSD reporting no space still gets a tiny weight
-		ks[i] = keyed{c.ID, math.Pow(rng.Float64(), 1/w)}
+		ks[i] = keyed{c, math.Pow(rng.Float64(), 1/w)}
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].key > ks[j].key })
-	out := make([]uint32, n)
-	for i := range out {
-		out[i] = ks[i].id
+	out := make([]uint32, 0, n)
+	taken := make([]bool, len(ks))
+	for range n {
+		best := -1
+		for i, k := range ks {
+			if !taken[i] && (best < 0 || sp.less(k.c, ks[best].c)) {
+				best = i // ks is by key: the first of the fewest wins
+			}
+		}
+		taken[best] = true
+		sp.add(ks[best].c)
+		out = append(out, ks[best].c.ID)
 	}
 	return out
 }
@@ -110,6 +162,10 @@ func Replace(l layout.Layout, move []int, up []Candidate, rng *rand.Rand) ([]uin
 func replace(l layout.Layout, move []int, up []Candidate, rng *rand.Rand) ([]uint32, error) {
 	out := slices.Clone(l.OSDs)
 	w := l.Spec.Width()
+	byID := make(map[uint32]Candidate, len(up))
+	for _, c := range up {
+		byID[c.ID] = c
+	}
 	for _, c := range move {
 		g := c / w
 		var apart, shared []Candidate
@@ -125,7 +181,16 @@ func replace(l layout.Layout, move []int, up []Candidate, rng *rand.Rand) ([]uin
 		}
 		switch {
 		case len(apart) > 0:
-			out[c] = pickDistinct(apart, 1, rng)[0]
+			// Spread as a new group would be, counting the group's
+			// other components (those on OSDs not up have no domain
+			// known here, and count for none).
+			sp := newSpread()
+			for i, id := range out[g*w : (g+1)*w] {
+				if cand, ok := byID[id]; ok && g*w+i != c {
+					sp.add(cand)
+				}
+			}
+			out[c] = pickSpread(apart, 1, sp, rng)[0]
 		case len(shared) > 0:
 			out[c] = leastShared(out[g*w:(g+1)*w], shared)
 		default:
@@ -153,22 +218,39 @@ func leastShared(group []uint32, cands []Candidate) uint32 {
 	return best
 }
 
-// checkPlaced: a new layout is valid, uses only candidates, and never
-// puts two components of one parity group on one OSD.
+// checkPlaced: a new layout is valid, uses only candidates, never puts
+// two components of one parity group on one OSD, and never two in one
+// host (or rack) when the candidates span as many hosts (racks) as the
+// group is wide.
 func checkPlaced(l layout.Layout, up []Candidate) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
 	w := l.Spec.Width()
+	byID := map[uint32]Candidate{}
+	all := newSpread()
+	for _, c := range up {
+		byID[c.ID] = c
+		all.add(c)
+	}
 	for g := range l.Groups {
 		group := l.OSDs[g*w : (g+1)*w]
+		sp := newSpread()
 		for i, id := range group {
-			if !slices.ContainsFunc(up, func(c Candidate) bool { return c.ID == id }) {
+			c, ok := byID[id]
+			if !ok {
 				return fmt.Errorf("OSD %d placed but not a candidate", id)
 			}
 			if slices.Contains(group[:i], id) {
 				return fmt.Errorf("parity group %d holds OSD %d twice: %v", g, id, group)
 			}
+			if sp.hosts[c.hostKey()] > 0 && len(all.hosts) >= w {
+				return fmt.Errorf("parity group %d puts two components in host %s of %d hosts", g, c.hostKey(), len(all.hosts))
+			}
+			if sp.racks[c.Rack] > 0 && len(all.racks) >= w {
+				return fmt.Errorf("parity group %d puts two components in rack %q of %d racks", g, c.Rack, len(all.racks))
+			}
+			sp.add(c)
 		}
 	}
 	return nil
