@@ -134,3 +134,49 @@ func TestDomainsHoldOnRandomClusters(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeClustersDrawLikeSmallOnes: from pickScanMax OSDs on,
+// placement draws by weighted sampling; it keeps the domain rule, and
+// picks OSDs as often as the key-per-OSD path does (a 10x emptier OSD
+// about 10x as often).
+func TestLargeClustersDrawLikeSmallOnes(t *testing.T) {
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 4))
+	mk := func(n int) []Candidate {
+		var up []Candidate
+		for i := range n {
+			free := int64(1 << 30)
+			if i == 0 {
+				free = 10 << 30
+			}
+			up = append(up, Candidate{ID: uint32(i + 1), FreeBytes: free, Host: fmt.Sprint("h", i/4), Rack: fmt.Sprint("r", i/40)})
+		}
+		return up
+	}
+	spec, _ := layout.Parse("ec:8+3")
+	rate := func(up []Candidate) float64 {
+		hits, trials := 0, 4000
+		for range trials {
+			l, err := place(spec, 0, up, rng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := checkPlaced(l, up); err != nil {
+				t.Fatalf("seed %d, %d OSDs: %v", seed, len(up), err)
+			}
+			for _, id := range l.OSDs {
+				if id == 1 {
+					hits++
+				}
+			}
+		}
+		// OSD 1's share of picks over a uniform OSD's share.
+		return float64(hits) / float64(trials) / (float64(spec.Width()) / float64(len(up)))
+	}
+	small, large := rate(mk(pickScanMax-12)), rate(mk(pickScanMax+88))
+	for _, r := range []float64{small, large} {
+		if r < 6 || r > 14 {
+			t.Fatalf("seed %d: the 10x emptier OSD picked %.1fx as often as the others (small path %.1f, large %.1f)", seed, r, small, large)
+		}
+	}
+}

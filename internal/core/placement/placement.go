@@ -13,9 +13,8 @@
 // spread over the hosts first (a host fails far more often than a
 // rack), then as evenly over the racks as that allows. Each pick takes,
 // of the OSDs whose host then whose rack holds the fewest of the group,
-// the one free-space-weighted sampling ranks first, so a cluster without
-// named hosts and racks places exactly as before. An OSD naming no host
-// is a host of its own.
+// one drawn weighted by free space, so a cluster without named hosts and
+// racks places as before. An OSD naming no host is a host of its own.
 package placement
 
 import (
@@ -41,23 +40,43 @@ type Candidate struct {
 	Rack      string // "": the one unnamed rack
 }
 
-// hostKey names c's host, unique across racks.
-func (c Candidate) hostKey() string {
-	if c.Host == "" {
-		return fmt.Sprintf("osd/%d", c.ID)
+// hostID names an OSD's host, unique across racks; an OSD naming no
+// host is a host of its own.
+type hostID struct {
+	rack, host string
+	osd        uint32
+}
+
+func (h hostID) String() string {
+	if h.host == "" {
+		return fmt.Sprintf("osd %d", h.osd)
 	}
-	return c.Rack + "/" + c.Host
+	return h.rack + "/" + h.host
+}
+
+func (c Candidate) hostKey() hostID {
+	if c.Host == "" {
+		return hostID{osd: c.ID}
+	}
+	return hostID{rack: c.Rack, host: c.Host}
 }
 
 // spread counts a group's components per host and per rack.
-type spread struct{ hosts, racks map[string]int }
+type spread struct {
+	hosts map[hostID]int
+	racks map[string]int
+}
 
-func newSpread() spread { return spread{hosts: map[string]int{}, racks: map[string]int{}} }
+func newSpread() spread { return spread{hosts: map[hostID]int{}, racks: map[string]int{}} }
 
 func (s spread) add(c Candidate) {
 	s.hosts[c.hostKey()]++
 	s.racks[c.Rack]++
 }
+
+// fresh reports whether neither c's host nor its rack holds any of the
+// group: no pick can do better.
+func (s spread) fresh(c Candidate) bool { return s.hosts[c.hostKey()] == 0 && s.racks[c.Rack] == 0 }
 
 // less reports whether a is the better pick than b for the group: its
 // host holds fewer of the group, or as few and its rack fewer.
@@ -104,18 +123,22 @@ func place(spec layout.Spec, sizeHint int64, up []Candidate, rng *rand.Rand) (la
 
 // pickSpread draws n distinct OSDs for a group whose other components
 // are counted in sp: each pick is, of the OSDs whose host and then rack
-// hold the fewest of the group, the first by a key drawn weighted by
-// free space (Efraimidis–Spirakis sampling), so fuller OSDs fill more
-// slowly without ever being excluded.
+// hold the fewest of the group, one drawn weighted by free space, so
+// fuller OSDs fill more slowly without ever being excluded. Small
+// clusters draw by Efraimidis–Spirakis keys; large ones (pickScanMax
+// and more OSDs, where a key per OSD per group costs too much) by
+// repeated weighted draws, the same distribution at O(log n) a draw.
 func pickSpread(up []Candidate, n int, sp spread, rng *rand.Rand) []uint32 {
+	if len(up) >= pickScanMax {
+		return pickSpreadLarge(up, n, sp, rng)
+	}
 	type keyed struct {
 		c   Candidate
 		key float64
 	}
 	ks := make([]keyed, len(up))
 	for i, c := range up {
-		w := float64(max(c.FreeBytes, 1<<20)) // an OSD reporting no space still gets a tiny weight
-		ks[i] = keyed{c, math.Pow(rng.Float64(), 1/w)}
+		ks[i] = keyed{c, math.Pow(rng.Float64(), 1/weight(c))}
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].key > ks[j].key })
 	out := make([]uint32, 0, n)
@@ -132,6 +155,79 @@ func pickSpread(up []Candidate, n int, sp spread, rng *rand.Rand) []uint32 {
 		out = append(out, ks[best].c.ID)
 	}
 	return out
+}
+
+// pickScanMax is the cluster size from which placement draws by
+// weighted sampling instead of a key per OSD.
+const pickScanMax = 512
+
+// weight is an OSD's share of draws: its free space (an OSD reporting
+// none still gets a tiny one).
+func weight(c Candidate) float64 { return float64(max(c.FreeBytes, 1<<20)) }
+
+// pickSpreadLarge draws each pick weighted by free space among the OSDs
+// not taken, accepting the first whose host and rack hold none of the
+// group (the best any pick can do); after maxFreshTries draws without
+// one it draws among the OSDs of the fewest, as pickSpread does.
+func pickSpreadLarge(up []Candidate, n int, sp spread, rng *rand.Rand) []uint32 {
+	cum := make([]float64, len(up))
+	total := 0.0
+	for i, c := range up {
+		total += weight(c)
+		cum[i] = total
+	}
+	draw := func() int {
+		return min(sort.SearchFloat64s(cum, rng.Float64()*total), len(up)-1)
+	}
+	taken := map[int]bool{}
+	out := make([]uint32, 0, n)
+	for range n {
+		pick := -1
+		for range maxFreshTries {
+			if i := draw(); !taken[i] && sp.fresh(up[i]) {
+				pick = i
+				break
+			}
+		}
+		if pick < 0 {
+			pick = drawFewest(up, taken, sp, rng)
+		}
+		taken[pick] = true
+		sp.add(up[pick])
+		out = append(out, up[pick].ID)
+	}
+	return out
+}
+
+// maxFreshTries bounds the draws looking for a fresh host and rack.
+const maxFreshTries = 64
+
+// drawFewest draws, weighted by free space, among the OSDs not taken
+// whose host and then rack hold the fewest of the group.
+func drawFewest(up []Candidate, taken map[int]bool, sp spread, rng *rand.Rand) int {
+	var best []int
+	for i, c := range up {
+		if taken[i] {
+			continue
+		}
+		switch {
+		case len(best) == 0 || sp.less(c, up[best[0]]):
+			best = append(best[:0], i)
+		case !sp.less(up[best[0]], c):
+			best = append(best, i)
+		}
+	}
+	total := 0.0
+	for _, i := range best {
+		total += weight(up[i])
+	}
+	x := rng.Float64() * total
+	for _, i := range best {
+		if x -= weight(up[i]); x < 0 {
+			return i
+		}
+	}
+	return best[len(best)-1]
 }
 
 // SmallFileSpec is the layout a file known to be small gets instead of its
@@ -245,7 +341,7 @@ func checkPlaced(l layout.Layout, up []Candidate) error {
 				return fmt.Errorf("parity group %d holds OSD %d twice: %v", g, id, group)
 			}
 			if sp.hosts[c.hostKey()] > 0 && len(all.hosts) >= w {
-				return fmt.Errorf("parity group %d puts two components in host %s of %d hosts", g, c.hostKey(), len(all.hosts))
+				return fmt.Errorf("parity group %d puts two components in host %v of %d hosts", g, c.hostKey(), len(all.hosts))
 			}
 			if sp.racks[c.Rack] > 0 && len(all.racks) >= w {
 				return fmt.Errorf("parity group %d puts two components in rack %q of %d racks", g, c.Rack, len(all.racks))

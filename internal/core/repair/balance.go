@@ -30,18 +30,17 @@ func Target(est map[uint32]int64, views map[uint32]cluster.View, slackBytes int6
 	first := true
 	var total int64
 	n := 0
-	for _, id := range slices.Sorted(mapKeys(views)) {
-		v := views[id]
+	for id, v := range views { // ties go to the lower id, so the walk's order does not matter
 		if v.State != cluster.StateUp || v.Drain {
 			continue
 		}
 		b := est[id]
 		total += b
 		n++
-		if first || b > est[hi] {
+		if first || b > est[hi] || b == est[hi] && id < hi {
 			hi = id
 		}
-		if first || b < est[lo] {
+		if first || b < est[lo] || b == est[lo] && id < lo {
 			lo = id
 		}
 		first = false
@@ -51,16 +50,6 @@ func Target(est map[uint32]int64, views map[uint32]cluster.View, slackBytes int6
 	}
 	diff = est[hi] - est[lo]
 	return hi, lo, diff, diff > max(slackBytes, total/int64(n)/10)
-}
-
-func mapKeys[V any](m map[uint32]V) func(yield func(uint32) bool) {
-	return func(yield func(uint32) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // PickMove chooses the component of a file (placed on osds, parity
