@@ -13,7 +13,7 @@ import (
 // Dirty marks: a component that missed a write, or was found lost, is
 // recorded dirty here and at the MDS, and read around until a healer
 // rewrites it (or this handle's own missed writes land, for the marks it
-// alone made). See ARCHITECTURE.md, "Vouching for reads".
+// alone made). See docs/braid.md, "Vouching for reads".
 
 // takeMarksLocked merges the MDS's dirty marks (under amu). A mark this
 // handle alone made for writes it has caught up since is its to clear at

@@ -1,7 +1,8 @@
 // Package kv is the transactional key-value engine interface the MDS keeps
-// its state in, with the embedded implementation (bbolt). The MDS is
-// dataless (Slice): everything it knows lives here, so another engine
-// (etcd, for several MDS processes) can replace this one without touching
+// its state in, with its implementations: the embedded engine on Pebble
+// (and bbolt's, which older stores move from), and etcd's for several MDS
+// processes. The MDS is dataless (Slice): everything it knows lives here,
+// so one engine can replace another without touching
 // the namespace code.
 package kv
 

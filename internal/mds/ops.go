@@ -42,7 +42,7 @@ func (s *Server) stat(ctx context.Context, req mdsproto.PathReq) (mdsproto.StatR
 	return out, nil
 }
 
-// newInode makes an inode in slot (slots.go) with a number from this
+// newInode makes an inode in slot (internal/core/route) with a number from this
 // process's range (inorange.go), or, with the range drained, from the
 // counter.
 func (s *Server) newInode(tx kv.Txn, typ string, mode uint32, slot uint32) (*inodeRec, error) {

@@ -190,7 +190,7 @@ func (s *Server) recoverMeta(ctx context.Context, req mdsproto.RecoverReq) (mdsp
 		maxIno = max(maxIno, ino)
 		all = append(all, f)
 	}
-	// The counter counts inode numbers' high bits (slots.go): past every
+	// The counter counts inode numbers' high bits (internal/core/route): past every
 	// recovered number's, no new one can equal it whatever its slot.
 	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return raiseCounter(tx, keyNextIno, maxIno>>route.SlotBits+1) }); err != nil {
 		return out, err

@@ -13,7 +13,7 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// Keys of the routing table (route.go): the table, a record, and its
+// Keys of the routing table (internal/core/route): the table, a record, and its
 // epoch alone (8 bytes, big-endian), which every change fenced by the
 // table compares (kv.WithExpect) without reading the whole table.
 var ()

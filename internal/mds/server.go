@@ -63,7 +63,7 @@ type Config struct {
 	// its restarts. "": "mds".
 	Name string
 	// MkdirSwitch is the probability that a new directory goes to a slot
-	// of its own rather than its parent's (slots.go): with several
+	// of its own rather than its parent's (internal/core/route): with several
 	// active MDS processes, how far a tree spreads over them. 0: never.
 	MkdirSwitch float64
 	// RepairRateBytes and ScrubRateBytes bound each healer's write rate

@@ -13,7 +13,7 @@ import (
 // 1), in CBOR (format 2), and through a hand codec in the style of the
 // OSD's (osdproto), written here for the page only, as the lower bound.
 // `go test -run XXX -bench Codec ./internal/mdsproto` (numbers in
-// ARCHITECTURE.md).
+// docs/DECISIONS.md, "MDS bodies: CBOR").
 
 func benchPage() ReaddirResp {
 	var p ReaddirResp

@@ -49,4 +49,46 @@
 // A Sync (or any update) under a newer layout version than an object's
 // raises the object's version: that is how a repair fences writers still
 // holding the old capability.
+//
+// Staged writes (stage.go; the protocol's decisions are
+// internal/core/staged's): a stage is a side file, fsynced, the object
+// untouched. An OSD replaces an applied or aborted stage with a
+// tombstone (.app or .abt, kept an hour), so an apply sent again is
+// done, an apply of an aborted stage and a stage arriving after its
+// outcome are refused, and "not found" means only "never staged here"
+// (the writer then has the unit rebuilt, never counts it as applied). A
+// stage's segments of zeros are punched with fallocate on apply, their
+// checksums a hole's.
+//
+// Capabilities (internal/capability): a capability names a file (ino),
+// rights (read, write), the layout version and an expiry, signed with
+// HMAC-SHA256 under a cluster key. The OSD refuses forged, expired,
+// other-file, insufficient-rights and stale (older layout version than
+// the object's) requests; clients fetch a new capability on refusal.
+// The keys rotate: the MDS hands its key ring out in heartbeat answers
+// and the OSD reports the ids it holds (internal/mds/keyring.go).
+// Heartbeats are signed with the cluster key and refused if their
+// timestamp is more than 10 minutes off.
+//
+// Capacity counts each disk once. An OSD names the file system its
+// directory is on (host name, machine id and device number) in its
+// heartbeat with that file system's size and free space;
+// mdsproto.SumCapacity counts OSDs naming one disk together (at most
+// the disk, at most their quotas), for status and statfs alike. The
+// disk fields are signed with the rest of the heartbeat when present,
+// so an MDS older than them rejects a newer OSD's heartbeat where
+// heartbeats are checked by signature (clusters without credentials):
+// upgrade MDS processes before OSDs.
+//
+// Also here: data maps of which units hold data (datamap.go, OpDataMap:
+// check, scrub and rebuild read what was written, not holes); object
+// labels for scavenging (label.go); objects removed from under the
+// store noticed within a second; the process's boot, a random number
+// per start named in every Write, Sync, Read and Stat reply so a writer
+// knows when unsynced writes may have been lost (internal/osdproto);
+// deletions that fsync their directory once per request (an object the
+// MDS was told is gone must not come back after a power cut, held by no
+// file). The disk is reached through the FS interface: OSFS, the
+// capacity-limiting LimitFS, FaultFS to inject errors, and the
+// simulation's internal/simdisk.
 package osd

@@ -32,8 +32,8 @@
 //	                                  (up to the object's end, at most units <= MaxDataMapUnits bits; unit whole 4 KiB blocks,
 //	                                  off a multiple of it; a missing object maps nothing). Version 6.
 //
-// boot names the OSD process's incarnation (random per start, kept across
-// a clean shutdown that synced everything). A write without the sync flag
+// boot names the OSD process's incarnation (random per start; keeping it
+// across a clean shutdown that synced everything is not built yet). A write without the sync flag
 // is durable only once a Sync answers from the same boot: a Sync that
 // answers from another boot means the OSD restarted in between and may
 // have lost the writes (a power cut), so the writer must treat them as

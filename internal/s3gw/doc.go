@@ -53,4 +53,22 @@
 // they sort in initiation order, and any other string is NoSuchUpload.
 // Work a crashed gateway left (tmp files, claims) is swept by every
 // gateway once older than staleAfter (sweep.go).
+//
+// The gateway runs as `braid s3`, or inside `braid up --s3`. Files:
+// backend.go objects, buckets.go, list.go listings in S3 order,
+// multipart.go, copy.go copies and batch deletes, sweep.go cleanup after
+// a crashed gateway, access.go who may do what (bucket owners and ACLs,
+// object modes for each user's uid), iam.go the IAM that asks the MDS
+// for SigV4 signing keys and the user's identity, listen.go the
+// listener. Why versitygw, why the gateway checks object modes itself,
+// and why multipart completion copies: docs/DECISIONS.md.
+//
+// The listener bounds connections as braid's own servers do
+// (internal/wire's doc says why): stalled connections, then idle ones,
+// then young ones are evicted, a body crawling under 16 KiB/s counts as
+// stalled, an HTTP header must arrive within 10 s, and each read or
+// write of a request must move within 20 s (S3's RequestTimeout).
+// versitygw only binds addresses, so the gateway binds and hands
+// versitygw's fiber app its listener (reaching the app through the one
+// field versitygw keeps it in, checked at start).
 package s3gw
