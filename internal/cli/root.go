@@ -51,7 +51,7 @@ func (e *env) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&e.credFile, "cred", "", "credential to act as (default $BRAID_CRED, else the administrator's credential of the cluster started by braid up)")
 	root.PersistentFlags().StringVar(&e.logLevel, "log-level", "info", "server log level: debug, info, warn, error")
 	root.AddCommand(e.upCmd(), e.mdsCmd(), e.osdCmd(), e.putCmd(), e.getCmd(), e.lsCmd(), e.statCmd(),
-		e.rmCmd(), e.mkdirCmd(), e.layoutCmd(), e.statusCmd(), e.benchCmd(), e.scrubCmd(), e.healCmd(), e.checkCmd(), e.recoverCmd(), e.mountCmd(), e.s3Cmd(), e.credCmd(), e.keyCmd())
+		e.rmCmd(), e.mkdirCmd(), e.layoutCmd(), e.statusCmd(), e.benchCmd(), e.scrubCmd(), e.healCmd(), e.checkCmd(), e.recoverCmd(), e.mountCmd(), e.s3Cmd(), e.credCmd(), e.keyCmd(), e.simCmd())
 	return root
 }
 

@@ -61,31 +61,61 @@ func (c Candidate) hostKey() hostID {
 	return hostID{rack: c.Rack, host: c.Host}
 }
 
-// spread counts a group's components per host and per rack.
+// pool is the candidates of one decision with their hosts and racks
+// numbered, so picks count a group's components in arrays.
+type pool struct {
+	up           []Candidate
+	host, rack   []int // per candidate
+	hosts, racks int
+}
+
+func newPool(up []Candidate) *pool {
+	p := &pool{up: up, host: make([]int, len(up)), rack: make([]int, len(up))}
+	hosts, racks := map[hostID]int{}, map[string]int{}
+	for i, c := range up {
+		h, ok := hosts[c.hostKey()]
+		if !ok {
+			h = len(hosts)
+			hosts[c.hostKey()] = h
+		}
+		r, ok := racks[c.Rack]
+		if !ok {
+			r = len(racks)
+			racks[c.Rack] = r
+		}
+		p.host[i], p.rack[i] = h, r
+	}
+	p.hosts, p.racks = len(hosts), len(racks)
+	return p
+}
+
+// spread counts a group's components per host and per rack of a pool.
 type spread struct {
-	hosts map[hostID]int
-	racks map[string]int
+	p            *pool
+	hosts, racks []int
 }
 
-func newSpread() spread { return spread{hosts: map[hostID]int{}, racks: map[string]int{}} }
-
-func (s spread) add(c Candidate) {
-	s.hosts[c.hostKey()]++
-	s.racks[c.Rack]++
+func (p *pool) newSpread() spread {
+	return spread{p: p, hosts: make([]int, p.hosts), racks: make([]int, p.racks)}
 }
 
-// fresh reports whether neither c's host nor its rack holds any of the
-// group: no pick can do better.
-func (s spread) fresh(c Candidate) bool { return s.hosts[c.hostKey()] == 0 && s.racks[c.Rack] == 0 }
+func (s spread) add(i int) {
+	s.hosts[s.p.host[i]]++
+	s.racks[s.p.rack[i]]++
+}
+
+// fresh reports whether neither candidate i's host nor its rack holds
+// any of the group: no pick can do better.
+func (s spread) fresh(i int) bool { return s.hosts[s.p.host[i]] == 0 && s.racks[s.p.rack[i]] == 0 }
 
 // less reports whether a is the better pick than b for the group: its
 // host holds fewer of the group, or as few and its rack fewer.
-func (s spread) less(a, b Candidate) bool {
-	ha, hb := s.hosts[a.hostKey()], s.hosts[b.hostKey()]
+func (s spread) less(a, b int) bool {
+	ha, hb := s.hosts[s.p.host[a]], s.hosts[s.p.host[b]]
 	if ha != hb {
 		return ha < hb
 	}
-	return s.racks[a.Rack] < s.racks[b.Rack]
+	return s.racks[s.p.rack[a]] < s.racks[s.p.rack[b]]
 }
 
 // MaxGroups bounds how many parity groups one file is spread over.
@@ -115,44 +145,59 @@ func place(spec layout.Spec, sizeHint int64, up []Candidate, rng *rand.Rand) (la
 		groups = min(len(up)/w, MaxGroups)
 	}
 	ids := make([]uint32, 0, groups*w)
+	p := newPool(up)
 	for g := 0; g < groups; g++ {
-		ids = append(ids, pickSpread(up, w, newSpread(), rng)...)
+		for _, i := range pickSpread(p, nil, w, p.newSpread(), rng) {
+			ids = append(ids, up[i].ID)
+		}
 	}
 	return layout.Layout{Spec: spec, Groups: groups, OSDs: ids, Version: 1}, nil
 }
 
-// pickSpread draws n distinct OSDs for a group whose other components
-// are counted in sp: each pick is, of the OSDs whose host and then rack
-// hold the fewest of the group, one drawn weighted by free space, so
-// fuller OSDs fill more slowly without ever being excluded. Small
-// clusters draw by Efraimidis–Spirakis keys; large ones (pickScanMax
-// and more OSDs, where a key per OSD per group costs too much) by
-// repeated weighted draws, the same distribution at O(log n) a draw.
-func pickSpread(up []Candidate, n int, sp spread, rng *rand.Rand) []uint32 {
-	if len(up) >= pickScanMax {
-		return pickSpreadLarge(up, n, sp, rng)
+// pickSpread draws n distinct candidates of p (of those in allowed; nil:
+// all) for a group whose other components are counted in sp: each pick
+// is, of the OSDs whose host and then rack hold the fewest of the group,
+// one drawn weighted by free space, so fuller OSDs fill more slowly
+// without ever being excluded. Small clusters draw by Efraimidis–Spirakis
+// keys; large ones (pickScanMax and more OSDs, where a key per OSD per
+// group costs too much) by repeated weighted draws, the same
+// distribution at O(log n) a draw. It returns indices into p.up.
+func pickSpread(p *pool, allowed []int, n int, sp spread, rng *rand.Rand) []int {
+	if allowed == nil {
+		allowed = make([]int, len(p.up))
+		for i := range allowed {
+			allowed[i] = i
+		}
 	}
-	type keyed struct {
-		c   Candidate
-		key float64
+	if len(allowed) >= pickScanMax {
+		return pickSpreadLarge(p, allowed, n, sp, rng)
 	}
-	ks := make([]keyed, len(up))
-	for i, c := range up {
-		ks[i] = keyed{c, math.Pow(rng.Float64(), 1/weight(c))}
+	// Efraimidis–Spirakis: the key u^(1/w), compared as log(u)/w.
+	keys := make([]float64, len(allowed))
+	for k, i := range allowed {
+		keys[k] = math.Log(rng.Float64()) / weight(p.up[i])
 	}
-	sort.Slice(ks, func(i, j int) bool { return ks[i].key > ks[j].key })
-	out := make([]uint32, 0, n)
-	taken := make([]bool, len(ks))
+	out := make([]int, 0, n)
+	taken := make([]bool, len(allowed))
 	for range n {
-		best := -1
-		for i, k := range ks {
-			if !taken[i] && (best < 0 || sp.less(k.c, ks[best].c)) {
-				best = i // ks is by key: the first of the fewest wins
+		best, bestFresh := -1, -1
+		for k, i := range allowed {
+			switch {
+			case taken[k]:
+			case sp.fresh(i):
+				if bestFresh < 0 || keys[k] > keys[bestFresh] {
+					bestFresh = k
+				}
+			case best < 0 || sp.less(i, allowed[best]) || !sp.less(allowed[best], i) && keys[k] > keys[best]:
+				best = k
 			}
 		}
+		if bestFresh >= 0 {
+			best = bestFresh // none can do better; the highest key of those
+		}
 		taken[best] = true
-		sp.add(ks[best].c)
-		out = append(out, ks[best].c.ID)
+		sp.add(allowed[best])
+		out = append(out, allowed[best])
 	}
 	return out
 }
@@ -165,36 +210,37 @@ const pickScanMax = 512
 // none still gets a tiny one).
 func weight(c Candidate) float64 { return float64(max(c.FreeBytes, 1<<20)) }
 
-// pickSpreadLarge draws each pick weighted by free space among the OSDs
-// not taken, accepting the first whose host and rack hold none of the
-// group (the best any pick can do); after maxFreshTries draws without
-// one it draws among the OSDs of the fewest, as pickSpread does.
-func pickSpreadLarge(up []Candidate, n int, sp spread, rng *rand.Rand) []uint32 {
-	cum := make([]float64, len(up))
+// pickSpreadLarge draws each pick weighted by free space among the
+// allowed candidates not taken, accepting the first whose host and rack
+// hold none of the group (the best any pick can do); after
+// maxFreshTries draws without one it draws among the candidates of the
+// fewest, as pickSpread does.
+func pickSpreadLarge(p *pool, allowed []int, n int, sp spread, rng *rand.Rand) []int {
+	cum := make([]float64, len(allowed))
 	total := 0.0
-	for i, c := range up {
-		total += weight(c)
-		cum[i] = total
+	for k, i := range allowed {
+		total += weight(p.up[i])
+		cum[k] = total
 	}
 	draw := func() int {
-		return min(sort.SearchFloat64s(cum, rng.Float64()*total), len(up)-1)
+		return min(sort.SearchFloat64s(cum, rng.Float64()*total), len(allowed)-1)
 	}
 	taken := map[int]bool{}
-	out := make([]uint32, 0, n)
+	out := make([]int, 0, n)
 	for range n {
 		pick := -1
 		for range maxFreshTries {
-			if i := draw(); !taken[i] && sp.fresh(up[i]) {
-				pick = i
+			if k := draw(); !taken[k] && sp.fresh(allowed[k]) {
+				pick = k
 				break
 			}
 		}
 		if pick < 0 {
-			pick = drawFewest(up, taken, sp, rng)
+			pick = drawFewest(p, allowed, taken, sp, rng)
 		}
 		taken[pick] = true
-		sp.add(up[pick])
-		out = append(out, up[pick].ID)
+		sp.add(allowed[pick])
+		out = append(out, allowed[pick])
 	}
 	return out
 }
@@ -202,29 +248,30 @@ func pickSpreadLarge(up []Candidate, n int, sp spread, rng *rand.Rand) []uint32 
 // maxFreshTries bounds the draws looking for a fresh host and rack.
 const maxFreshTries = 64
 
-// drawFewest draws, weighted by free space, among the OSDs not taken
-// whose host and then rack hold the fewest of the group.
-func drawFewest(up []Candidate, taken map[int]bool, sp spread, rng *rand.Rand) int {
+// drawFewest draws, weighted by free space, among the allowed
+// candidates not taken whose host and then rack hold the fewest of the
+// group; it returns an index into allowed.
+func drawFewest(p *pool, allowed []int, taken map[int]bool, sp spread, rng *rand.Rand) int {
 	var best []int
-	for i, c := range up {
-		if taken[i] {
+	for k, i := range allowed {
+		if taken[k] {
 			continue
 		}
 		switch {
-		case len(best) == 0 || sp.less(c, up[best[0]]):
-			best = append(best[:0], i)
-		case !sp.less(up[best[0]], c):
-			best = append(best, i)
+		case len(best) == 0 || sp.less(i, allowed[best[0]]):
+			best = append(best[:0], k)
+		case !sp.less(allowed[best[0]], i):
+			best = append(best, k)
 		}
 	}
 	total := 0.0
-	for _, i := range best {
-		total += weight(up[i])
+	for _, k := range best {
+		total += weight(p.up[allowed[k]])
 	}
 	x := rng.Float64() * total
-	for _, i := range best {
-		if x -= weight(up[i]); x < 0 {
-			return i
+	for _, k := range best {
+		if x -= weight(p.up[allowed[k]]); x < 0 {
+			return k
 		}
 	}
 	return best[len(best)-1]
@@ -258,19 +305,21 @@ func Replace(l layout.Layout, move []int, up []Candidate, rng *rand.Rand) ([]uin
 func replace(l layout.Layout, move []int, up []Candidate, rng *rand.Rand) ([]uint32, error) {
 	out := slices.Clone(l.OSDs)
 	w := l.Spec.Width()
-	byID := make(map[uint32]Candidate, len(up))
-	for _, c := range up {
-		byID[c.ID] = c
+	p := newPool(up)
+	index := make(map[uint32]int, len(up))
+	for i, c := range up {
+		index[c.ID] = i
 	}
 	for _, c := range move {
 		g := c / w
-		var apart, shared []Candidate
-		for _, cand := range up {
+		var apart []int
+		var shared []Candidate
+		for i, cand := range up {
 			if cand.ID == l.OSDs[c] {
 				continue // the OSD it is leaving
 			}
 			if !slices.Contains(out[g*w:(g+1)*w], cand.ID) && !slices.Contains(l.OSDs[g*w:(g+1)*w], cand.ID) {
-				apart = append(apart, cand)
+				apart = append(apart, i)
 			} else {
 				shared = append(shared, cand)
 			}
@@ -280,13 +329,13 @@ func replace(l layout.Layout, move []int, up []Candidate, rng *rand.Rand) ([]uin
 			// Spread as a new group would be, counting the group's
 			// other components (those on OSDs not up have no domain
 			// known here, and count for none).
-			sp := newSpread()
-			for i, id := range out[g*w : (g+1)*w] {
-				if cand, ok := byID[id]; ok && g*w+i != c {
-					sp.add(cand)
+			sp := p.newSpread()
+			for k, id := range out[g*w : (g+1)*w] {
+				if i, ok := index[id]; ok && g*w+k != c {
+					sp.add(i)
 				}
 			}
-			out[c] = pickSpread(apart, 1, sp, rng)[0]
+			out[c] = up[pickSpread(p, apart, 1, sp, rng)[0]].ID
 		case len(shared) > 0:
 			out[c] = leastShared(out[g*w:(g+1)*w], shared)
 		default:
@@ -324,14 +373,14 @@ func checkPlaced(l layout.Layout, up []Candidate) error {
 	}
 	w := l.Spec.Width()
 	byID := map[uint32]Candidate{}
-	all := newSpread()
+	hosts, racks := map[hostID]bool{}, map[string]bool{}
 	for _, c := range up {
 		byID[c.ID] = c
-		all.add(c)
+		hosts[c.hostKey()], racks[c.Rack] = true, true
 	}
 	for g := range l.Groups {
 		group := l.OSDs[g*w : (g+1)*w]
-		sp := newSpread()
+		inHost, inRack := map[hostID]bool{}, map[string]bool{}
 		for i, id := range group {
 			c, ok := byID[id]
 			if !ok {
@@ -340,13 +389,13 @@ func checkPlaced(l layout.Layout, up []Candidate) error {
 			if slices.Contains(group[:i], id) {
 				return fmt.Errorf("parity group %d holds OSD %d twice: %v", g, id, group)
 			}
-			if sp.hosts[c.hostKey()] > 0 && len(all.hosts) >= w {
-				return fmt.Errorf("parity group %d puts two components in host %v of %d hosts", g, c.hostKey(), len(all.hosts))
+			if inHost[c.hostKey()] && len(hosts) >= w {
+				return fmt.Errorf("parity group %d puts two components in host %v of %d hosts", g, c.hostKey(), len(hosts))
 			}
-			if sp.racks[c.Rack] > 0 && len(all.racks) >= w {
-				return fmt.Errorf("parity group %d puts two components in rack %q of %d racks", g, c.Rack, len(all.racks))
+			if inRack[c.Rack] && len(racks) >= w {
+				return fmt.Errorf("parity group %d puts two components in rack %q of %d racks", g, c.Rack, len(racks))
 			}
-			sp.add(c)
+			inHost[c.hostKey()], inRack[c.Rack] = true, true
 		}
 	}
 	return nil

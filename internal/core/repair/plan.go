@@ -143,18 +143,21 @@ func CleanInGroup(osdsOf []uint32, dirty []uint32, osds map[uint32]cluster.View,
 func (p *FilePlan) planCrowded(osdsOf []uint32, osds map[uint32]cluster.View, w int) {
 	for g := 0; g < len(osdsOf)/w; g++ {
 		group := osdsOf[g*w : (g+1)*w]
-		free := 0
-		for id, v := range osds {
-			if v.State == cluster.StateUp && !v.Drain && !slices.Contains(group, id) {
-				free++
-			}
-		}
+		free := -1 // counted at the first crowded component: a walk of every OSD
 		for i := 1; i < w; i++ {
 			c := g*w + i
 			if !slices.Contains(group[:i], group[i]) {
 				continue
 			}
 			p.Crowded = append(p.Crowded, c)
+			if free < 0 {
+				free = 0
+				for id, v := range osds {
+					if v.State == cluster.StateUp && !v.Drain && !slices.Contains(group, id) {
+						free++
+					}
+				}
+			}
 			// One on a down OSD waits with it (moved once the OSD is out,
 			// apart once it is back): moving it now listed it both
 			// waiting and rewritten (found by the core simulation).
