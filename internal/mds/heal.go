@@ -12,6 +12,7 @@ import (
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/core/gc"
+	"github.com/braidfs/braid/internal/core/placement"
 	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -366,7 +367,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 			return nil //nolint:nilerr
 		}
 		s.rngMu.Lock()
-		c, ok, err := repair.DecideClaim(old, rec.Dirty, views, kind, bm, s.cluster.upCandidates(now), s.rng)
+		c, ok, err := repair.DecideClaim(old, rec.Dirty, views, kind, bm, placement.NewPool(s.cluster.upCandidates(now)), s.rng)
 		s.rngMu.Unlock()
 		if err != nil {
 			return placementErr(err)

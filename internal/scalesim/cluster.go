@@ -82,14 +82,14 @@ func newWorld(cfg Config, spec layout.Spec, rng *rand.Rand) (*world, error) {
 		}
 	}
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	var cands []placement.Candidate
+	var pool *placement.Pool
 	for i, c := range order {
 		if i%10_000 == 0 {
-			cands = w.candidates(nil) // free space as the heartbeats report it
+			pool = placement.NewPool(w.candidates(nil)) // free space as the heartbeats report it
 		}
 		size := sizeMix[c].draw(rng)
 		s := placement.SmallFileSpec(spec, size)
-		l, err := placement.Place(s, size, cands, rng)
+		l, err := pool.Place(s, size, rng)
 		if err != nil {
 			return nil, err
 		}

@@ -39,7 +39,7 @@ func (w *world) grow() growth {
 	for _, b := range w.est {
 		total += b
 	}
-	g.IdealBytes = total * int64(g.AddedOSDs) / int64(len(w.osds))
+	g.IdealBytes = int64(float64(total) * float64(g.AddedOSDs) / float64(len(w.osds))) // (as a product it overflows)
 	views := w.views(nil)
 	slack := int64(w.cfg.OSDBytes / 1000)
 	even := max(slack, total/int64(len(w.osds))/10) // Target's rule for "balanced"

@@ -3,6 +3,7 @@ package scalesim
 import (
 	"slices"
 
+	"github.com/braidfs/braid/internal/core/placement"
 	"github.com/braidfs/braid/internal/core/repair"
 )
 
@@ -21,7 +22,7 @@ type rebuild struct {
 // mirror copies from) and writes. The world is left as it was.
 func (w *world) rebuildOf(lost map[uint32]bool) rebuild {
 	views := w.views(lost)
-	cands := w.candidates(lost)
+	cands := placement.NewPool(w.candidates(lost))
 	load := map[uint32]float64{}
 	var r rebuild
 	seen := map[int]bool{}

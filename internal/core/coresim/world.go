@@ -188,7 +188,7 @@ func (e *env) repairClaim() {
 			continue
 		}
 		f := e.files[ino]
-		c, ok, err := repair.DecideClaim(f.l, f.dirty, views, kind, nil, cands, e.rng)
+		c, ok, err := repair.DecideClaim(f.l, f.dirty, views, kind, nil, placement.NewPool(cands), e.rng)
 		if err != nil || !ok {
 			continue
 		}

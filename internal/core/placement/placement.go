@@ -61,18 +61,27 @@ func (c Candidate) hostKey() hostID {
 	return hostID{rack: c.Rack, host: c.Host}
 }
 
-// pool is the candidates of one decision with their hosts and racks
-// numbered, so picks count a group's components in arrays.
-type pool struct {
+// Pool is the candidates of a run of decisions with their hosts and
+// racks numbered, so picks count a group's components in arrays, and
+// their free space summed, so a large cluster draws in O(log n). A
+// caller placing or repairing many files against one view of the
+// cluster builds it once (NewPool); Place and Replace build one a call.
+type Pool struct {
 	up           []Candidate
 	host, rack   []int // per candidate
 	hosts, racks int
+	index        map[uint32]int // candidate by OSD id
+	cum          []float64      // running sum of the candidates' weights
 }
 
-func newPool(up []Candidate) *pool {
-	p := &pool{up: up, host: make([]int, len(up)), rack: make([]int, len(up))}
+func NewPool(up []Candidate) *Pool {
+	p := &Pool{up: up, host: make([]int, len(up)), rack: make([]int, len(up)), index: make(map[uint32]int, len(up)), cum: make([]float64, len(up))}
 	hosts, racks := map[hostID]int{}, map[string]int{}
+	total := 0.0
 	for i, c := range up {
+		p.index[c.ID] = i
+		total += weight(c)
+		p.cum[i] = total
 		h, ok := hosts[c.hostKey()]
 		if !ok {
 			h = len(hosts)
@@ -89,33 +98,63 @@ func newPool(up []Candidate) *pool {
 	return p
 }
 
-// spread counts a group's components per host and per rack of a pool.
+// spread counts a group's components per host and per rack of a pool:
+// a group touches a few domains, so they are listed, not indexed.
 type spread struct {
-	p            *pool
-	hosts, racks []int
+	p     *Pool
+	hosts tally
+	racks tally
 }
 
-func (p *pool) newSpread() spread {
-	return spread{p: p, hosts: make([]int, p.hosts), racks: make([]int, p.racks)}
+// tally counts per domain number, for the few domains a group touches.
+type tally struct{ ids, n []int }
+
+func (t *tally) add(id int) {
+	for k, x := range t.ids {
+		if x == id {
+			t.n[k]++
+			return
+		}
+	}
+	t.ids, t.n = append(t.ids, id), append(t.n, 1)
 }
 
-func (s spread) add(i int) {
-	s.hosts[s.p.host[i]]++
-	s.racks[s.p.rack[i]]++
+func (t *tally) of(id int) int {
+	for k, x := range t.ids {
+		if x == id {
+			return t.n[k]
+		}
+	}
+	return 0
+}
+
+// min is the fewest any of domains domains holds.
+func (t *tally) min(domains int) int {
+	if len(t.ids) < domains {
+		return 0 // some domain holds none
+	}
+	return slices.Min(t.n)
+}
+
+func (p *Pool) newSpread() spread { return spread{p: p} }
+
+func (s *spread) add(i int) {
+	s.hosts.add(s.p.host[i])
+	s.racks.add(s.p.rack[i])
 }
 
 // fresh reports whether neither candidate i's host nor its rack holds
 // any of the group: no pick can do better.
-func (s spread) fresh(i int) bool { return s.hosts[s.p.host[i]] == 0 && s.racks[s.p.rack[i]] == 0 }
+func (s *spread) fresh(i int) bool { return s.hosts.of(s.p.host[i]) == 0 && s.racks.of(s.p.rack[i]) == 0 }
 
 // less reports whether a is the better pick than b for the group: its
 // host holds fewer of the group, or as few and its rack fewer.
-func (s spread) less(a, b int) bool {
-	ha, hb := s.hosts[s.p.host[a]], s.hosts[s.p.host[b]]
+func (s *spread) less(a, b int) bool {
+	ha, hb := s.hosts.of(s.p.host[a]), s.hosts.of(s.p.host[b])
 	if ha != hb {
 		return ha < hb
 	}
-	return s.racks[s.p.rack[a]] < s.racks[s.p.rack[b]]
+	return s.racks.of(s.p.rack[a]) < s.racks.of(s.p.rack[b])
 }
 
 // MaxGroups bounds how many parity groups one file is spread over.
@@ -128,14 +167,25 @@ const MaxGroups = 16
 // group; larger or unknown-size files use as many groups as the cluster
 // can fill, which declusters both I/O and rebuild.
 func Place(spec layout.Spec, sizeHint int64, up []Candidate, rng *rand.Rand) (layout.Layout, error) {
-	l, err := place(spec, sizeHint, up, rng)
+	return NewPool(up).Place(spec, sizeHint, rng)
+}
+
+// Place is Place over the pool's candidates.
+func (p *Pool) Place(spec layout.Spec, sizeHint int64, rng *rand.Rand) (layout.Layout, error) {
+	l, err := p.place(spec, sizeHint, rng)
 	if invariants.Enabled && err == nil {
-		invariants.Must(checkPlaced(l, up))
+		invariants.Must(checkPlaced(l, p.up))
 	}
 	return l, err
 }
 
+// place is Place without the invariant check (tests call it to check).
 func place(spec layout.Spec, sizeHint int64, up []Candidate, rng *rand.Rand) (layout.Layout, error) {
+	return NewPool(up).place(spec, sizeHint, rng)
+}
+
+func (p *Pool) place(spec layout.Spec, sizeHint int64, rng *rand.Rand) (layout.Layout, error) {
+	up := p.up
 	w := spec.Width()
 	if len(up) < w {
 		return layout.Layout{}, fmt.Errorf("%w: layout %s needs %d OSDs, cluster has %d up", ErrTooFewOSDs, spec, w, len(up))
@@ -145,59 +195,55 @@ func place(spec layout.Spec, sizeHint int64, up []Candidate, rng *rand.Rand) (la
 		groups = min(len(up)/w, MaxGroups)
 	}
 	ids := make([]uint32, 0, groups*w)
-	p := newPool(up)
 	for g := 0; g < groups; g++ {
-		for _, i := range pickSpread(p, nil, w, p.newSpread(), rng) {
+		sp := p.newSpread()
+		for _, i := range pickSpread(p, nil, w, &sp, rng) {
 			ids = append(ids, up[i].ID)
 		}
 	}
 	return layout.Layout{Spec: spec, Groups: groups, OSDs: ids, Version: 1}, nil
 }
 
-// pickSpread draws n distinct candidates of p (of those in allowed; nil:
-// all) for a group whose other components are counted in sp: each pick
-// is, of the OSDs whose host and then rack hold the fewest of the group,
-// one drawn weighted by free space, so fuller OSDs fill more slowly
-// without ever being excluded. Small clusters draw by Efraimidis–Spirakis
-// keys; large ones (pickScanMax and more OSDs, where a key per OSD per
-// group costs too much) by repeated weighted draws, the same
-// distribution at O(log n) a draw. It returns indices into p.up.
-func pickSpread(p *pool, allowed []int, n int, sp spread, rng *rand.Rand) []int {
-	if allowed == nil {
-		allowed = make([]int, len(p.up))
-		for i := range allowed {
-			allowed[i] = i
-		}
-	}
-	if len(allowed) >= pickScanMax {
-		return pickSpreadLarge(p, allowed, n, sp, rng)
+// pickSpread draws n distinct candidates of p (none in exclude) for a
+// group whose other components are counted in sp: each pick is, of the
+// OSDs whose host and then rack hold the fewest of the group, one drawn
+// weighted by free space, so fuller OSDs fill more slowly without ever
+// being excluded. Small clusters draw by Efraimidis–Spirakis keys;
+// large ones (pickScanMax and more OSDs, where a key per OSD per group
+// costs too much) by repeated weighted draws, the same distribution at
+// O(log n) a draw. It returns indices into p.up.
+func pickSpread(p *Pool, exclude map[int]bool, n int, sp *spread, rng *rand.Rand) []int {
+	if len(p.up)-len(exclude) >= pickScanMax {
+		return pickSpreadLarge(p, exclude, n, sp, rng)
 	}
 	// Efraimidis–Spirakis: the key u^(1/w), compared as log(u)/w.
-	keys := make([]float64, len(allowed))
-	for k, i := range allowed {
-		keys[k] = math.Log(rng.Float64()) / weight(p.up[i])
+	keys := make([]float64, len(p.up))
+	for i, c := range p.up {
+		if !exclude[i] {
+			keys[i] = math.Log(rng.Float64()) / weight(c)
+		}
 	}
 	out := make([]int, 0, n)
-	taken := make([]bool, len(allowed))
+	taken := make([]bool, len(p.up))
 	for range n {
 		best, bestFresh := -1, -1
-		for k, i := range allowed {
+		for i := range p.up {
 			switch {
-			case taken[k]:
+			case taken[i] || exclude[i]:
 			case sp.fresh(i):
-				if bestFresh < 0 || keys[k] > keys[bestFresh] {
-					bestFresh = k
+				if bestFresh < 0 || keys[i] > keys[bestFresh] {
+					bestFresh = i
 				}
-			case best < 0 || sp.less(i, allowed[best]) || !sp.less(allowed[best], i) && keys[k] > keys[best]:
-				best = k
+			case best < 0 || sp.less(i, best) || !sp.less(best, i) && keys[i] > keys[best]:
+				best = i
 			}
 		}
 		if bestFresh >= 0 {
 			best = bestFresh // none can do better; the highest key of those
 		}
 		taken[best] = true
-		sp.add(allowed[best])
-		out = append(out, allowed[best])
+		sp.add(best)
+		out = append(out, best)
 	}
 	return out
 }
@@ -211,36 +257,36 @@ const pickScanMax = 512
 func weight(c Candidate) float64 { return float64(max(c.FreeBytes, 1<<20)) }
 
 // pickSpreadLarge draws each pick weighted by free space among the
-// allowed candidates not taken, accepting the first whose host and rack
-// hold none of the group (the best any pick can do); after
-// maxFreshTries draws without one it draws among the candidates of the
-// fewest, as pickSpread does.
-func pickSpreadLarge(p *pool, allowed []int, n int, sp spread, rng *rand.Rand) []int {
-	cum := make([]float64, len(allowed))
-	total := 0.0
-	for k, i := range allowed {
-		total += weight(p.up[i])
-		cum[k] = total
-	}
+// candidates not taken or excluded, accepting the first whose host and
+// rack hold as few of the group as any host and rack do (the best any
+// pick can do); after maxFreshTries draws without one it draws among the
+// candidates of the fewest, as pickSpread does.
+func pickSpreadLarge(p *Pool, exclude map[int]bool, n int, sp *spread, rng *rand.Rand) []int {
+	total := p.cum[len(p.cum)-1]
 	draw := func() int {
-		return min(sort.SearchFloat64s(cum, rng.Float64()*total), len(allowed)-1)
+		return min(sort.SearchFloat64s(p.cum, rng.Float64()*total), len(p.up)-1)
 	}
 	taken := map[int]bool{}
 	out := make([]int, 0, n)
 	for range n {
+		// The best a pick can do: a host holding as few of the group as
+		// any host, in a rack holding as few as any rack (with fewer racks
+		// than the group is wide, every rack soon holds one).
+		minHost, minRack := sp.hosts.min(p.hosts), sp.racks.min(p.racks)
 		pick := -1
 		for range maxFreshTries {
-			if k := draw(); !taken[k] && sp.fresh(allowed[k]) {
-				pick = k
+			i := draw()
+			if !taken[i] && !exclude[i] && sp.hosts.of(p.host[i]) == minHost && sp.racks.of(p.rack[i]) == minRack {
+				pick = i
 				break
 			}
 		}
 		if pick < 0 {
-			pick = drawFewest(p, allowed, taken, sp, rng)
+			pick = drawFewest(p, exclude, taken, sp, rng)
 		}
 		taken[pick] = true
-		sp.add(allowed[pick])
-		out = append(out, allowed[pick])
+		sp.add(pick)
+		out = append(out, pick)
 	}
 	return out
 }
@@ -248,30 +294,30 @@ func pickSpreadLarge(p *pool, allowed []int, n int, sp spread, rng *rand.Rand) [
 // maxFreshTries bounds the draws looking for a fresh host and rack.
 const maxFreshTries = 64
 
-// drawFewest draws, weighted by free space, among the allowed
-// candidates not taken whose host and then rack hold the fewest of the
-// group; it returns an index into allowed.
-func drawFewest(p *pool, allowed []int, taken map[int]bool, sp spread, rng *rand.Rand) int {
+// drawFewest draws, weighted by free space, among the candidates not
+// taken or excluded whose host and then rack hold the fewest of the
+// group.
+func drawFewest(p *Pool, exclude, taken map[int]bool, sp *spread, rng *rand.Rand) int {
 	var best []int
-	for k, i := range allowed {
-		if taken[k] {
+	for i := range p.up {
+		if taken[i] || exclude[i] {
 			continue
 		}
 		switch {
-		case len(best) == 0 || sp.less(i, allowed[best[0]]):
-			best = append(best[:0], k)
-		case !sp.less(allowed[best[0]], i):
-			best = append(best, k)
+		case len(best) == 0 || sp.less(i, best[0]):
+			best = append(best[:0], i)
+		case !sp.less(best[0], i):
+			best = append(best, i)
 		}
 	}
 	total := 0.0
-	for _, k := range best {
-		total += weight(p.up[allowed[k]])
+	for _, i := range best {
+		total += weight(p.up[i])
 	}
 	x := rng.Float64() * total
-	for _, k := range best {
-		if x -= weight(p.up[allowed[k]]); x < 0 {
-			return k
+	for _, i := range best {
+		if x -= weight(p.up[i]); x < 0 {
+			return i
 		}
 	}
 	return best[len(best)-1]
@@ -295,51 +341,58 @@ func SmallFileSpec(s layout.Spec, sizeHint int64) layout.Spec {
 // again, and the component is moved apart once an OSD is added (Crowded).
 // It returns the new OSD list; the caller bumps the version.
 func Replace(l layout.Layout, move []int, up []Candidate, rng *rand.Rand) ([]uint32, error) {
-	out, err := replace(l, move, up, rng)
+	return NewPool(up).Replace(l, move, rng)
+}
+
+// Replace is Replace over the pool's candidates.
+func (p *Pool) Replace(l layout.Layout, move []int, rng *rand.Rand) ([]uint32, error) {
+	out, err := p.replace(l, move, rng)
 	if invariants.Enabled && err == nil {
-		invariants.Must(checkReplaced(l, move, up, out))
+		invariants.Must(checkReplaced(l, move, p.up, out))
 	}
 	return out, err
 }
 
-func replace(l layout.Layout, move []int, up []Candidate, rng *rand.Rand) ([]uint32, error) {
+func (p *Pool) replace(l layout.Layout, move []int, rng *rand.Rand) ([]uint32, error) {
 	out := slices.Clone(l.OSDs)
 	w := l.Spec.Width()
-	p := newPool(up)
-	index := make(map[uint32]int, len(up))
-	for i, c := range up {
-		index[c.ID] = i
-	}
 	for _, c := range move {
 		g := c / w
-		var apart []int
-		var shared []Candidate
-		for i, cand := range up {
-			if cand.ID == l.OSDs[c] {
-				continue // the OSD it is leaving
-			}
-			if !slices.Contains(out[g*w:(g+1)*w], cand.ID) && !slices.Contains(l.OSDs[g*w:(g+1)*w], cand.ID) {
-				apart = append(apart, i)
-			} else {
-				shared = append(shared, cand)
+		// Excluded: the OSD it leaves, and every OSD of its group, as it
+		// was and as it is becoming (one failure should cost the group at
+		// most one component).
+		exclude := map[int]bool{}
+		for _, id := range append(slices.Clone(l.OSDs[g*w:(g+1)*w]), out[g*w:(g+1)*w]...) {
+			if i, ok := p.index[id]; ok {
+				exclude[i] = true
 			}
 		}
+		if i, ok := p.index[l.OSDs[c]]; ok {
+			exclude[i] = true
+		}
 		switch {
-		case len(apart) > 0:
-			// Spread as a new group would be, counting the group's
-			// other components (those on OSDs not up have no domain
-			// known here, and count for none).
+		case len(exclude) < len(p.up):
+			// Spread as a new group would be, counting the group's other
+			// components (those on OSDs not up have no domain known here,
+			// and count for none).
 			sp := p.newSpread()
 			for k, id := range out[g*w : (g+1)*w] {
-				if i, ok := index[id]; ok && g*w+k != c {
+				if i, ok := p.index[id]; ok && g*w+k != c {
 					sp.add(i)
 				}
 			}
-			out[c] = up[pickSpread(p, apart, 1, sp, rng)[0]].ID
-		case len(shared) > 0:
-			out[c] = leastShared(out[g*w:(g+1)*w], shared)
+			out[c] = p.up[pickSpread(p, exclude, 1, &sp, rng)[0]].ID
 		default:
-			return nil, fmt.Errorf("%w: no up OSD can take component %d", ErrTooFewOSDs, c)
+			var shared []Candidate
+			for _, cand := range p.up {
+				if cand.ID != l.OSDs[c] {
+					shared = append(shared, cand)
+				}
+			}
+			if len(shared) == 0 {
+				return nil, fmt.Errorf("%w: no up OSD can take component %d", ErrTooFewOSDs, c)
+			}
+			out[c] = leastShared(out[g*w:(g+1)*w], shared)
 		}
 	}
 	return out, nil

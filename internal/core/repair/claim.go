@@ -33,7 +33,7 @@ type Claimed struct {
 // components: kind is what the caller asks (KindRebuild or KindScrub),
 // move a rebalancing move (nil: none), up the OSDs a moved component
 // may go to. ok is false when the file needs nothing of the kind.
-func DecideClaim(l layout.Layout, dirty []uint32, views map[uint32]cluster.View, kind string, move *Move, up []placement.Candidate, rng *rand.Rand) (c Claimed, ok bool, err error) {
+func DecideClaim(l layout.Layout, dirty []uint32, views map[uint32]cluster.View, kind string, move *Move, up *placement.Pool, rng *rand.Rand) (c Claimed, ok bool, err error) {
 	plan := Plan(l.OSDs, dirty, views, l.Spec)
 	var forced []uint32
 	if move != nil && !plan.NeedsWork() && !plan.Degraded() {
@@ -56,7 +56,7 @@ func DecideClaim(l layout.Layout, dirty []uint32, views map[uint32]cluster.View,
 	case forced != nil:
 		c.OSDs = forced
 	case len(plan.Move) > 0:
-		if c.OSDs, err = placement.Replace(l, plan.Move, up, rng); err != nil {
+		if c.OSDs, err = up.Replace(l, plan.Move, rng); err != nil {
 			return Claimed{}, false, err
 		}
 	}

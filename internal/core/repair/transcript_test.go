@@ -124,7 +124,7 @@ func claimText(t *testing.T, d *datadriven.TestData, spec layout.Spec, osds, dir
 		m = &Move{Comp: c, From: uint32(from), To: uint32(to), Bytes: 1}
 	}
 	l := layout.Layout{Spec: spec, Groups: len(osds) / spec.Width(), OSDs: osds, Version: 1}
-	c, ok, err := DecideClaim(l, dirty, views, kind, m, up, rand.New(rand.NewPCG(1, 2)))
+	c, ok, err := DecideClaim(l, dirty, views, kind, m, placement.NewPool(up), rand.New(rand.NewPCG(1, 2)))
 	switch {
 	case err != nil:
 		return "error: " + err.Error()
