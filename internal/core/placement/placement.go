@@ -145,7 +145,9 @@ func (s *spread) add(i int) {
 
 // fresh reports whether neither candidate i's host nor its rack holds
 // any of the group: no pick can do better.
-func (s *spread) fresh(i int) bool { return s.hosts.of(s.p.host[i]) == 0 && s.racks.of(s.p.rack[i]) == 0 }
+func (s *spread) fresh(i int) bool {
+	return s.hosts.of(s.p.host[i]) == 0 && s.racks.of(s.p.rack[i]) == 0
+}
 
 // less reports whether a is the better pick than b for the group: its
 // host holds fewer of the group, or as few and its rack fewer.
