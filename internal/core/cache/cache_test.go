@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid/internal/transcript"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -57,27 +58,9 @@ func TestTranscripts(t *testing.T) {
 					t.Fatalf("%s: invariant: %v", d.Pos, err)
 				}
 			}()
-			str := func(key string) string {
-				var v string
-				if d.HasArg(key) {
-					d.ScanArgs(t, key, &v)
-				}
-				return v
-			}
-			num := func(key string) uint64 {
-				n, err := strconv.ParseUint(str(key), 10, 64)
-				if err != nil {
-					d.Fatalf(t, "%s: %v", key, err)
-				}
-				return n
-			}
-			dur := func(key string) time.Duration {
-				x, err := time.ParseDuration(str(key))
-				if err != nil {
-					d.Fatalf(t, "%s: %v", key, err)
-				}
-				return x
-			}
+			str := func(key string) string { return transcript.Str(t, d, key) }
+			num := func(key string) uint64 { return uint64(transcript.Int(t, d, key)) }
+			dur := func(key string) time.Duration { return transcript.Dur(t, d, key) }
 			change := func() *Change {
 				c := changes[str("change")]
 				if c == nil {

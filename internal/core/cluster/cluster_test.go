@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid/internal/transcript"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -21,21 +22,11 @@ func TestTranscripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var l Liveness
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			dur := func(key string) time.Duration {
-				var v string
-				d.ScanArgs(t, key, &v)
-				x, err := time.ParseDuration(v)
-				if err != nil {
-					d.Fatalf(t, "%s: %v", key, err)
-				}
-				return x
-			}
+			dur := func(key string) time.Duration { return transcript.Dur(t, d, key) }
 			at := func(key string) time.Time { return epoch.Add(dur(key)) }
 			seen := func() []time.Time {
-				var v string
-				d.ScanArgs(t, "seen", &v)
 				var out []time.Time
-				for _, s := range strings.Split(v, ",") {
+				for _, s := range strings.Split(transcript.Str(t, d, "seen"), ",") {
 					if s == "never" {
 						out = append(out, time.Time{})
 						continue

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/braidfs/braid/internal/transcript"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -20,20 +21,10 @@ func TestTranscripts(t *testing.T) {
 		var rec Record
 		gone := false
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			num := func(key string) int64 {
-				var v string
-				d.ScanArgs(t, key, &v)
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					d.Fatalf(t, "%s: %v", key, err)
-				}
-				return n
-			}
+			num := func(key string) int64 { return transcript.Int(t, d, key) }
 			pairs := func() []Pair {
-				var v string
-				d.ScanArgs(t, "objects", &v)
 				var out []Pair
-				for _, f := range strings.Split(v, ",") {
+				for _, f := range strings.Split(transcript.Str(t, d, "objects"), ",") {
 					c, o, _ := strings.Cut(f, "@")
 					ci, _ := strconv.Atoi(c)
 					oi, _ := strconv.Atoi(o)

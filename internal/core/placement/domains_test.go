@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/transcript"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -21,13 +22,7 @@ func TestTranscripts(t *testing.T) {
 		var up []Candidate
 		byID := map[uint32]Candidate{}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			str := func(key string) string {
-				var v string
-				if d.HasArg(key) {
-					d.ScanArgs(t, key, &v)
-				}
-				return v
-			}
+			str := func(key string) string { return transcript.Str(t, d, key) }
 			seed := uint64(1)
 			if s := str("seed"); s != "" {
 				seed, _ = strconv.ParseUint(s, 10, 64)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/braidfs/braid/internal/core/cluster"
+	"github.com/braidfs/braid/internal/transcript"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -18,28 +19,9 @@ import (
 func TestBalanceTranscripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/balance", func(t *testing.T, path string) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			str := func(key string) string {
-				var v string
-				if d.HasArg(key) {
-					d.ScanArgs(t, key, &v)
-				}
-				return v
-			}
-			num := func(key string) int64 {
-				n, err := strconv.ParseInt(str(key), 10, 64)
-				if err != nil {
-					d.Fatalf(t, "%s: %v", key, err)
-				}
-				return n
-			}
-			ints := func(key string) []int64 {
-				var out []int64
-				for _, f := range strings.Split(str(key), ",") {
-					n, _ := strconv.ParseInt(f, 10, 64)
-					out = append(out, n)
-				}
-				return out
-			}
+			str := func(key string) string { return transcript.Str(t, d, key) }
+			num := func(key string) int64 { return transcript.Int(t, d, key) }
+			ints := func(key string) []int64 { return transcript.Ints(t, d, key) }
 			switch d.Cmd {
 			case "target":
 				est := map[uint32]int64{}

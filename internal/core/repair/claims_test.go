@@ -2,11 +2,11 @@ package repair
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/braidfs/braid/internal/transcript"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -29,27 +29,9 @@ func TestClaimTranscripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/claims", func(t *testing.T, path string) {
 		c := NewClaims()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			str := func(key string) string {
-				var v string
-				if d.HasArg(key) {
-					d.ScanArgs(t, key, &v)
-				}
-				return v
-			}
-			num := func(key string) int64 {
-				n, err := strconv.ParseInt(str(key), 10, 64)
-				if err != nil {
-					d.Fatalf(t, "%s: %v", key, err)
-				}
-				return n
-			}
-			at := func(key string) time.Time {
-				x, err := time.ParseDuration(str(key))
-				if err != nil {
-					d.Fatalf(t, "%s: %v", key, err)
-				}
-				return epoch.Add(x)
-			}
+			str := func(key string) string { return transcript.Str(t, d, key) }
+			num := func(key string) int64 { return transcript.Int(t, d, key) }
+			at := func(key string) time.Time { return epoch.Add(transcript.Dur(t, d, key)) }
 			ino := func() uint64 { return uint64(num("ino")) }
 			defer func() {
 				if err := c.check(); err != nil {

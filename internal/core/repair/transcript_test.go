@@ -12,6 +12,7 @@ import (
 	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/core/placement"
 	"github.com/braidfs/braid/internal/layout"
+	"github.com/braidfs/braid/internal/transcript"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -29,28 +30,8 @@ func TestTranscripts(t *testing.T) {
 			if d.Cmd != "plan" && d.Cmd != "claim" {
 				d.Fatalf(t, "unknown command %s", d.Cmd)
 			}
-			arg := func(key string) string {
-				if !d.HasArg(key) {
-					return ""
-				}
-				var v string
-				d.ScanArgs(t, key, &v)
-				return v
-			}
-			ints := func(key string) []int {
-				var out []int
-				for _, f := range strings.Split(arg(key), ",") {
-					if f == "" {
-						continue
-					}
-					n, err := strconv.Atoi(f)
-					if err != nil {
-						d.Fatalf(t, "%s: %v", key, err)
-					}
-					out = append(out, n)
-				}
-				return out
-			}
+			arg := func(key string) string { return transcript.Str(t, d, key) }
+			ints := func(key string) []int64 { return transcript.Ints(t, d, key) }
 			spec, err := layout.Parse(arg("spec"))
 			if err != nil {
 				d.Fatalf(t, "spec: %v", err)

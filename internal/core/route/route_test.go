@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/braidfs/braid/internal/transcript"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -21,11 +22,7 @@ func TestTranscripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		tables := map[string]*Table{}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			arg := func(key string) string {
-				var v string
-				d.ScanArgs(t, key, &v)
-				return v
-			}
+			arg := func(key string) string { return transcript.Str(t, d, key) }
 			table := func(key string) *Table {
 				if !d.HasArg(key) {
 					return nil
