@@ -72,6 +72,9 @@ type Cluster struct {
 	AdminCred string
 	admin     *braid.Credential
 	caDir     string // the CA Cred issues with ("": DIR/mds/auth)
+	// started is every process the cluster started, gateways and mounts
+	// too: Stop ends them all (a gateway outlived its test once).
+	started []*Proc
 }
 
 // StartCluster launches an MDS (with mdsArgs added) and n OSD processes
@@ -105,6 +108,7 @@ func StartCluster(t testing.TB, n int, mdsArgs ...string) *Cluster {
 func (c *Cluster) start(name string, args ...string) *Proc {
 	c.t.Helper()
 	p := &Proc{Name: name, Args: args, log: filepath.Join(c.Dir, name+".log")}
+	c.started = append(c.started, p)
 	c.launch(p)
 	return p
 }
@@ -223,8 +227,9 @@ func (c *Cluster) WaitUp(n int) {
 
 // Stop terminates every process.
 func (c *Cluster) Stop() {
-	for _, p := range append([]*Proc{c.MDS}, c.OSDs...) {
-		if p == nil || p.cmd == nil {
+	for i := len(c.started) - 1; i >= 0; i-- { // the last started first: gateways and mounts before the servers
+		p := c.started[i]
+		if p == nil || p.cmd == nil || p.done == nil {
 			continue
 		}
 		select {
