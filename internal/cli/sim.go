@@ -12,6 +12,12 @@ import (
 	"github.com/braidfs/braid/internal/scalesim"
 )
 
+// Bounds of a simulation (memory: a sampled file holds its layout).
+const (
+	maxSimOSDs    = 1_000_000
+	maxSimSamples = 10_000_000
+)
+
 // simCmd runs the scale simulator: the placement, repair, balancing and
 // routing cores over a large simulated cluster (internal/scalesim).
 func (e *env) simCmd() *cobra.Command {
@@ -29,8 +35,9 @@ func (e *env) simCmd() *cobra.Command {
 			if cfg.Racks < 1 || cfg.HostsPerRack < 1 || cfg.OSDsPerHost < 1 || cfg.SampleFiles < 100 || cfg.Files < int64(cfg.SampleFiles) || cfg.Years < 0 {
 				return fmt.Errorf("want at least one rack, host and disk, --sample-files of 100 or more and no more than --files, and years >= 0")
 			}
-			if n := cfg.Racks * cfg.HostsPerRack * cfg.OSDsPerHost; n > 1_000_000 {
-				return fmt.Errorf("%d OSDs: at most 1,000,000", n)
+			if cfg.Racks > maxSimOSDs || cfg.HostsPerRack > maxSimOSDs || cfg.OSDsPerHost > maxSimOSDs ||
+				cfg.Racks*cfg.HostsPerRack*cfg.OSDsPerHost > maxSimOSDs || cfg.SampleFiles > maxSimSamples {
+				return fmt.Errorf("at most %d OSDs and %d sampled files", maxSimOSDs, maxSimSamples)
 			}
 			began := time.Now()
 			rep, err := scalesim.Run(cfg, time.Now)
