@@ -15,7 +15,7 @@ import (
 
 	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
-	"github.com/braidfs/braid/internal/healer"
+	"github.com/braidfs/braid/internal/repairworker"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mds"
@@ -131,7 +131,7 @@ func (e *env) mdsCmd() *cobra.Command {
 				return err
 			}
 			cfg.Credential = cred
-			cfg.Key, cfg.Log, cfg.RunHealer = key, e.logger(), healer.As(nil, cred)
+			cfg.Key, cfg.Log, cfg.RunHealer = key, e.logger(), repairworker.As(nil, cred)
 			if cfg.RepairRateBytes, err = parseRate(repairRate); err != nil {
 				return fmt.Errorf("--repair-rate: %w", err)
 			}

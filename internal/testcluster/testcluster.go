@@ -20,7 +20,7 @@ import (
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
-	"github.com/braidfs/braid/internal/healer"
+	"github.com/braidfs/braid/internal/repairworker"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -71,7 +71,7 @@ func (c *Cluster) mdsConfig(dir, listen string) mds.Config {
 	return mds.Config{Dir: dir, Listen: listen, Key: c.Key,
 		DefaultLayout: c.opts.DefaultLayout, OSDDownAfter: 2 * time.Second, OSDOutAfter: c.opts.OSDOutAfter,
 		GCEvery: 100 * time.Millisecond, DeleteDelay: cmp.Or(c.opts.DeleteDelay, DeleteDelay), Log: c.log,
-		RunHealer: healer.As(c.opts.Network, c.mdsCred), Network: c.opts.Network, Credential: c.mdsCred, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
+		RunHealer: repairworker.As(c.opts.Network, c.mdsCred), Network: c.opts.Network, Credential: c.mdsCred, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
 		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes, MkdirSwitch: c.opts.MkdirSwitch,
 		WriterLease: time.Second, LockLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond, CapTTL: c.opts.CapTTL, KeyRetireAfter: c.opts.KeyRetireAfter}
 }
