@@ -15,12 +15,12 @@ import (
 
 	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
-	"github.com/braidfs/braid/internal/repairworker"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osd"
+	"github.com/braidfs/braid/internal/repairworker"
 )
 
 // leadAndServe stands by until this process leads the metadata service

@@ -69,4 +69,3 @@ func (m unitMap) hole(lay layout.Layout, fs int64) bool {
 		return true, osdproto.BitSet(b, i)
 	})
 }
-

@@ -81,4 +81,3 @@ func (f *File) ReadStripeUnits(ctx context.Context, fs int64, n int) (shards [][
 	slices.Sort(missing)
 	return shards, missing, lost
 }
-

@@ -201,7 +201,7 @@ func (s *lockSession) run() {
 		err := s.c.mds(wctx, mdsproto.OpLockWait, mdsproto.LockWaitReq{Session: s.id, WaitNs: int64(lease / 3)}, &resp)
 		cancel()
 		if err != nil {
-			s.moveOff(ctx, "")                  // the process is gone or moved its slots: its files' locks go to their new owners
+			s.moveOff(ctx, "")               // the process is gone or moved its slots: its files' locks go to their new owners
 			Pause(ctx, 100*time.Millisecond) // the locks lapse if this goes on: writers then ask again
 			continue
 		}

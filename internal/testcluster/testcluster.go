@@ -20,12 +20,12 @@ import (
 	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/auth"
 	"github.com/braidfs/braid/internal/capability"
-	"github.com/braidfs/braid/internal/repairworker"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mds"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osd"
 	"github.com/braidfs/braid/internal/osdproto"
+	"github.com/braidfs/braid/internal/repairworker"
 	"github.com/braidfs/braid/internal/simnet"
 	"github.com/braidfs/braid/internal/wire"
 )
