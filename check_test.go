@@ -18,7 +18,7 @@ import (
 // finds a flipped byte there and objects lost where nothing else holds
 // data.
 func TestCheckReadsDataNotHoles(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, RepairWorkers: -1})
 	cl := c.Dial()
 	const far = 4 << 30 // 4 GiB apparent
 	f, err := cl.Create(ctx, "/sparse", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1})

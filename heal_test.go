@@ -16,7 +16,7 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// healFiles are written by the healing tests: coded, mirrored, small,
+// healFiles are written by the repairing tests: coded, mirrored, small,
 // multi-group and odd-sized files.
 var healFiles = []struct {
 	path, spec string
@@ -447,7 +447,7 @@ func TestSmallFilesDoNotTriggerRebalancing(t *testing.T) {
 // "parity disagrees with data" after TestDrainMovesEverythingOff under
 // load).
 func TestMoveSourcesOutliveTheDeleteDelay(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{OSDs: 7, Healers: -1})
+	c := testcluster.Start(t, testcluster.Options{OSDs: 7, RepairWorkers: -1})
 	cl := c.Dial()
 	put(t, cl, "/f", "ec:2+2,unit=32KiB", randBytes(rand.New(rand.NewPCG(7, 8)), 1<<20))
 	put(t, cl, "/other", "ec:2+2,unit=32KiB", make([]byte, 100<<10))
@@ -466,8 +466,8 @@ func TestMoveSourcesOutliveTheDeleteDelay(t *testing.T) {
 	defer conn.Close()
 	var task mdsproto.RepairTask
 	testcluster.Eventually(t, 10*time.Second, func() bool {
-		body, _ := mdsproto.Marshal(mdsproto.RepairClaimReq{Worker: "slow"})
-		meta, _, err := conn.Call(ctx, mdsproto.OpRepairClaim, body, nil, nil)
+		body, _ := mdsproto.Marshal(mdsproto.RepairAssignReq{Worker: "slow"})
+		meta, _, err := conn.Call(ctx, mdsproto.OpRepairAssign, body, nil, nil)
 		return err == nil && mdsproto.Unmarshal(meta, &task) == nil && task.Inode.Ino == fi.Ino && task.MoveFrom[0] == from
 	}, func() string { return fmt.Sprintf("no move of /f's component 0 claimed: %+v", task) })
 	old := objectPath(c, osdIndex(c, from), fi.Ino, 0, "dat")

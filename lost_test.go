@@ -68,7 +68,7 @@ func loseObject(t *testing.T, c *testcluster.Cluster, ino uint64, comp int, id u
 // opens /f for writing; comp is the lost component.
 func openOverALostObject(t *testing.T, spec string, data []byte) (c *testcluster.Cluster, cl *braid.Client, f *braid.File, comp int) {
 	t.Helper()
-	c = testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	c = testcluster.Start(t, testcluster.Options{OSDs: 6, RepairWorkers: -1})
 	cl = c.Dial()
 	put(t, cl, "/f", spec, data)
 	fi, comp, id := unitHolding(t, cl, "/f", 0)
@@ -97,10 +97,10 @@ func dirtyOf(t *testing.T, cl *braid.Client, p string) []uint32 {
 
 // A component object gone from its OSD's disk is a lost component, never
 // zeros: reads reconstruct around it, it is marked dirty, status says
-// degraded until a healer has rewritten it, and then the object on disk
+// degraded until a repair worker has rewritten it, and then the object on disk
 // holds the original bytes again. Coded and mirrored files alike.
 func TestLostComponentIsReconstructed(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, RepairWorkers: -1})
 	cl := c.Dial()
 	rng := rand.New(rand.NewPCG(11, 12))
 	files := map[string][]byte{"/ec": randBytes(rng, 3<<20+5), "/small": randBytes(rng, 5000)}
@@ -140,12 +140,12 @@ func TestLostComponentIsReconstructed(t *testing.T) {
 		}
 		mustEqual(t, p+": rebuilt object", got, want)
 	}
-	checkConsistent(t, cl, "after healing")
+	checkConsistent(t, cl, "after repairing")
 }
 
-// startHealer runs a healer from the test's client until the test ends
-// (clusters started with Healers: -1 repair nothing by themselves).
-// startHealer runs a healer until the test ends or the returned stop.
+// startHealer runs a repair worker from the test's client until the test ends
+// (clusters started with RepairWorkers: -1 repair nothing by themselves).
+// startHealer runs a repair worker until the test ends or the returned stop.
 func startHealer(t *testing.T, cl *braid.Client) (stop func()) {
 	hctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -199,7 +199,7 @@ func waitScrubbed(t *testing.T, cl *braid.Client, n int64) {
 
 // A component object cut short on disk is lost beyond its new end.
 func TestShortComponentIsLost(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, RepairWorkers: -1})
 	cl := c.Dial()
 	data := randBytes(rand.New(rand.NewPCG(15, 16)), 6<<20)
 	put(t, cl, "/f", "ec:4+2,unit=1MiB", data)
@@ -221,7 +221,7 @@ func TestShortComponentIsLost(t *testing.T) {
 // Holes are not losses: a sparse file reads its holes as zeros and marks
 // nothing dirty.
 func TestSparseHolesAreNotLost(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, RepairWorkers: -1})
 	cl := c.Dial()
 	f, err := cl.Create(ctx, "/sparse", braid.CreateOptions{Layout: "ec:4+2,unit=64KiB", SizeHint: -1})
 	if err != nil {
@@ -270,7 +270,7 @@ func TestSparseHolesAreNotLost(t *testing.T) {
 // while it runs still finishes: every file it queued is taken off the
 // queue, whether scrubbed, failed or removed meanwhile.
 func TestCheckAndScrubWalkARealTree(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, RepairWorkers: -1})
 	cl := c.Dial()
 	rng := rand.New(rand.NewPCG(17, 18))
 	if err := cl.Mkdir(ctx, "/t/sub", true); err != nil {
@@ -345,7 +345,7 @@ func TestDamagedObjectHeaderIsRebuilt(t *testing.T) {
 // dirty (marking every component would make the file unreadable by
 // bookkeeping alone).
 func TestStaleReaderAfterTruncationMarksNothing(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Healers: -1})
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, RepairWorkers: -1})
 	cl := c.Dial()
 	data := randBytes(rand.New(rand.NewPCG(25, 26)), 3<<20)
 	put(t, cl, "/f", "ec:4+2,unit=64KiB", data)

@@ -23,7 +23,7 @@ func TestMutationsRunOnceDespiteLostReplies(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			nw := simnet.New()
-			c := testcluster.Start(t, testcluster.Options{OSDs: 3, Network: nw, Healers: -1})
+			c := testcluster.Start(t, testcluster.Options{OSDs: 3, Network: nw, RepairWorkers: -1})
 			cl := c.Dial()
 			ctx := context.Background()
 			nw.LoseReplies(c.MDS.Addr(), 20, seed) // one write in 20: a frame is three writes

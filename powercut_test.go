@@ -35,7 +35,7 @@ func TestUnsyncedWritesSurviveAnOSDPowerCut(t *testing.T) {
 
 func powerCutDuringWrites(t *testing.T, victim, point int) {
 	disk := simdisk.New(0)
-	c := testcluster.Start(t, testcluster.Options{OSDs: 3, Healers: -1, Network: simnet.New(), OSDFS: disk})
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3, RepairWorkers: -1, Network: simnet.New(), OSDFS: disk})
 	cl := c.Dial()
 	rng := rand.New(rand.NewPCG(uint64(victim), uint64(point)))
 	f, err := cl.Create(ctx, "/f", braid.CreateOptions{Layout: "ec:2+1,unit=32KiB", SizeHint: -1})

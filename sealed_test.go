@@ -237,15 +237,15 @@ func TestSealedFilesHealAndRecoverWithoutKeys(t *testing.T) {
 	}
 	put(t, cl, "/dir/sealed", "ec:4+2,unit=64KiB,enc=aes-gcm", data)
 
-	healer := c.DialWith(func(o *braid.Options) {
+	worker := c.DialWith(func(o *braid.Options) {
 		o.Credential = c.Issue(auth.Principal{Role: auth.RoleHealer, Name: "healer-test", AnyID: true})
 	})
-	f, err := healer.Open(ctx, "/dir/sealed")
+	f, err := worker.Open(ctx, "/dir/sealed")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.ReadAt(make([]byte, 10), 0); !errors.Is(err, braid.ErrDenied) {
-		t.Fatalf("a healer reads a sealed file: %v, want ErrDenied (no key)", err)
+		t.Fatalf("a repair worker reads a sealed file: %v, want ErrDenied (no key)", err)
 	}
 	f.Close()
 

@@ -645,7 +645,7 @@ const osdMapLag = 1500 * time.Millisecond
 func (s *sim) repairWait() time.Duration {
 	if s.mdsCount > 1 {
 		// A killed process started again under its name before the
-		// leader saw it gone keeps its dead healers' claims: those files
+		// leader saw it gone keeps its dead repair workers' claims: those files
 		// wait out the repair lease (10 min).
 		return 12 * time.Minute
 	}

@@ -18,24 +18,24 @@ import (
 // writes of one stripe, in different stripes. Every stripe still has all
 // but one of its units current, which ec:2+1 tolerates, so every
 // acknowledged byte and every write since must read back after the sync
-// and healing (the simulation's seed 332 kind: the whole components were
+// and repairing (the simulation's seed 332 kind: the whole components were
 // marked dirty, two of three, and the file became unreadable for good).
 //
-// Without healers the writer itself catches both components up: it kept
+// Without repair workers the writer itself catches both components up: it kept
 // the unit writes that failed and sends them again at its sync, and the
 // commit clears the marks, so nothing needs rebuilding.
 func TestTwoOutagesInDifferentStripesLoseNothing(t *testing.T) {
-	for _, healers := range []int{0, -1} {
-		t.Run(fmt.Sprintf("healers=%d", healers), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { twoOutages(t, healers) })
+	for _, workers := range []int{0, -1} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { twoOutages(t, workers) })
 		})
 	}
 }
 
-func twoOutages(t *testing.T, healers int) {
+func twoOutages(t *testing.T, workers int) {
 	{
 		nw := simnet.New()
-		c := testcluster.Start(t, testcluster.Options{OSDs: 3, Network: nw, OSDFS: simdisk.New(0), Healers: healers})
+		c := testcluster.Start(t, testcluster.Options{OSDs: 3, Network: nw, OSDFS: simdisk.New(0), RepairWorkers: workers})
 		cl := c.Dial()
 		rng := rand.New(rand.NewPCG(332, 2))
 		f, err := cl.Create(ctx, "/f", braid.CreateOptions{Layout: "ec:2+1,unit=32KiB", SizeHint: -1})
@@ -74,7 +74,7 @@ func twoOutages(t *testing.T, healers int) {
 		if err := f.Close(); err != nil {
 			t.Fatalf("close: %v", err)
 		}
-		if d := dirtyOf(t, cl, "/f"); healers < 0 && len(d) > 0 {
+		if d := dirtyOf(t, cl, "/f"); workers < 0 && len(d) > 0 {
 			t.Fatalf("dirty components %v after the writer sent its failed writes again", d)
 		}
 		var st braid.Status
@@ -82,10 +82,10 @@ func twoOutages(t *testing.T, healers int) {
 			st, err = cl.Status(ctx)
 			return err == nil && st.Health == "ok" && st.Repair.FilesLeft == 0 && st.Repair.Active == 0
 		}, func() string { return fmt.Sprintf("not healed: %s %q %+v", st.Health, st.Problems, st.Repair) })
-		mustRead(t, cl, "/f", "after two outages and healing", want)
-		checkConsistent(t, cl, "after healing")
-		if healers < 0 && st.Repair.FilesDone > 0 {
-			t.Fatalf("%d files repaired without healers", st.Repair.FilesDone)
+		mustRead(t, cl, "/f", "after two outages and repairing", want)
+		checkConsistent(t, cl, "after repairing")
+		if workers < 0 && st.Repair.FilesDone > 0 {
+			t.Fatalf("%d files repaired without repair workers", st.Repair.FilesDone)
 		}
 	}
 }

@@ -142,7 +142,7 @@ func TestWriteBackNamesSeenByOthersAtOnce(t *testing.T) {
 	}
 }
 
-// A claim's inode numbers run out after claimInoRange creates: the
+// A claim's inode numbers run out after reserveInoRange creates: the
 // holder sends what it holds and takes a new range, and goes on.
 func TestWriteBackNamesPastOneRange(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{OSDs: 3})

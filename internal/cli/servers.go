@@ -131,7 +131,7 @@ func (e *env) mdsCmd() *cobra.Command {
 				return err
 			}
 			cfg.Credential = cred
-			cfg.Key, cfg.Log, cfg.RunHealer = key, e.logger(), repairworker.As(nil, cred)
+			cfg.Key, cfg.Log, cfg.RunRepairWorkers = key, e.logger(), repairworker.As(nil, cred)
 			if cfg.RepairRateBytes, err = parseRate(repairRate); err != nil {
 				return fmt.Errorf("--repair-rate: %w", err)
 			}
@@ -178,10 +178,10 @@ func (e *env) mdsCmd() *cobra.Command {
 // addHealFlags registers the failure-handling flags shared by mds and up.
 func addHealFlags(f *pflag.FlagSet, cfg *mds.Config, repairRate, scrubRate *string) {
 	f.DurationVar(&cfg.OSDOutAfter, "osd-out-after", 10*time.Minute, "silence after which a down OSD is out and its data is rebuilt on others")
-	f.StringVar(repairRate, "repair-rate", "256MiB", "bytes per second each healer may write when rebuilding, catching up or draining")
-	f.StringVar(scrubRate, "scrub-rate", "64MiB", "bytes per second each healer may read when scrubbing")
+	f.StringVar(repairRate, "repair-rate", "256MiB", "bytes per second each repair worker may write when rebuilding, catching up or draining")
+	f.StringVar(scrubRate, "scrub-rate", "64MiB", "bytes per second each repair worker may read when scrubbing")
 	f.DurationVar(&cfg.ScrubEvery, "scrub-every", 7*24*time.Hour, "period of the background scrub of every file (0 disables)")
-	f.IntVar(&cfg.Healers, "healers", 4, "files the MDS repairs at once (negative: none; run braid heal elsewhere)")
+	f.IntVar(&cfg.RepairWorkers, "healers", 4, "files the MDS repairs at once (negative: none; run braid heal elsewhere)")
 	f.DurationVar(&cfg.IntentTTL, "intent-ttl", 2*time.Minute, "how long a staged partial-stripe write may stay open before recovery finishes it")
 	f.DurationVar(&cfg.WriterLease, "writer-lease", 30*time.Second, "lease of a writer on its file; one that runs out gets the file scrubbed")
 	f.DurationVar(&cfg.LockLease, "lock-lease", 4*time.Second, "how long a client's extent locks last without renewal (and how long a restarted MDS grants none)")

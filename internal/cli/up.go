@@ -77,8 +77,8 @@ func (e *env) upCmd() *cobra.Command {
 	f.DurationVar(&o.osdDownAfter, "osd-down-after", 5*time.Second, "heartbeat silence after which an OSD is down")
 	f.DurationVar(&o.osdOutAfter, "osd-out-after", 10*time.Minute, "silence after which a down OSD is out and its data is rebuilt on others")
 	f.DurationVar(&o.capTTL, "cap-ttl", 10*time.Minute, "lifetime of the capabilities the MDS issues (open handles renew theirs before it ends)")
-	f.StringVar(&o.repairRate, "repair-rate", "256MiB", "bytes per second each healer may write when rebuilding")
-	f.StringVar(&o.scrubRate, "scrub-rate", "64MiB", "bytes per second each healer may read when scrubbing")
+	f.StringVar(&o.repairRate, "repair-rate", "256MiB", "bytes per second each repair worker may write when rebuilding")
+	f.StringVar(&o.scrubRate, "scrub-rate", "64MiB", "bytes per second each repair worker may read when scrubbing")
 	f.StringVar(&o.mount, "mount", "", "also mount the cluster at this path (FUSE), unmounted on Ctrl-C")
 	f.BoolVar(&o.writeCache, "write-cache", false, writeCacheHelp)
 	f.BoolVar(&o.dataTLS, "data-tls", false, "OSDs serve the data path over TLS too (the MDS's port always does)")
@@ -461,7 +461,7 @@ func waitOSDsUp(ctx context.Context, mdsAddr string, cred *auth.Credential, n in
 }
 
 // stopChildren sends SIGTERM to every child in order (up's MDS processes
-// before its OSDs: healers inside an MDS stop before the OSDs they read
+// before its OSDs: repair workers inside an MDS stop before the OSDs they read
 // and write go, instead of logging every repair they were running as
 // failed), and waits; one that does not stop within the grace period is
 // killed.

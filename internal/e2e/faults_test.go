@@ -166,7 +166,7 @@ func (f *faultTally) add(p *int) { f.mu.Lock(); *p++; f.mu.Unlock() }
 // TestFaultInjection writes and overwrites ec:4+2 and mirror:3 files while
 // OSDs and the MDS are SIGKILLed and restarted at random (never more OSDs
 // at once than the layouts tolerate: two, and only one long enough to be
-// declared out and rebuilt), then waits for healing and checks every
+// declared out and rebuilt), then waits for repairing and checks every
 // acknowledged byte and every stripe.
 func TestFaultInjection(t *testing.T) {
 	seed := testSeed(t)

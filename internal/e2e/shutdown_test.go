@@ -14,9 +14,9 @@ import (
 )
 
 // `braid up`, stopped (SIGTERM, as a service manager stops it), stopped
-// its OSDs while the MDS's healers still scrubbed, so every shutdown
+// its OSDs while the MDS's repair workers still scrubbed, so every shutdown
 // logged "repair failed … connection refused". It stops the MDS first
-// now, whose healers report their jobs interrupted. (Its children have
+// now, whose repair workers report their jobs interrupted. (Its children have
 // process groups of their own too, so a terminal's Ctrl-C reaches up
 // alone, which stops them in that order.)
 func TestBraidUpStopsTheMDSBeforeItsOSDs(t *testing.T) {

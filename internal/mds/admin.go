@@ -152,12 +152,12 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 		}
 		return r.Scan(firstKey(pIntent), pastKeys(pIntent), func(k, v []byte) bool { out.Intents++; return true })
 	})
-	s.heal.mu.Lock()
+	s.repairs.mu.Lock()
 	for i := range out.OSDs {
 		out.OSDs[i].Components = h.comps[out.OSDs[i].ID]
-		out.OSDs[i].LayoutBytes = s.heal.bal.est[out.OSDs[i].ID]
+		out.OSDs[i].LayoutBytes = s.repairs.bal.est[out.OSDs[i].ID]
 	}
-	s.heal.mu.Unlock()
+	s.repairs.mu.Unlock()
 	out.Health, out.Problems = h.summary(out.OSDs)
 	if out.LostCount > 0 {
 		out.Health = mdsproto.HealthLost
@@ -166,12 +166,12 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	if p := fullProblem(out.OSDs, out.PendingDelete, now); p != "" {
 		out.Problems = append(out.Problems, p)
 	}
-	s.heal.mu.Lock()
-	out.FileEvents = slices.Clone(s.heal.events)
-	if n := len(s.heal.noSpace); n > 0 {
+	s.repairs.mu.Lock()
+	out.FileEvents = slices.Clone(s.repairs.events)
+	if n := len(s.repairs.noSpace); n > 0 {
 		out.Problems = append(out.Problems, fmt.Sprintf("%d files wait for repair because OSDs are out of space (retried every %v; add capacity or remove files)", n, repairBackoff))
 	}
-	s.heal.mu.Unlock()
+	s.repairs.mu.Unlock()
 	out.LabelsPending = s.labels.pending()
 	out.Writers = s.leases.writers()
 	out.Repair = s.repairProgress(h, now)
@@ -295,20 +295,20 @@ func (h *healthScan) summary(osds []mdsproto.OSDStatus) (string, []string) {
 }
 
 func (s *Server) repairProgress(h healthScan, now time.Time) mdsproto.RepairProgress {
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
-	p := s.heal.stats
+	s.repairs.mu.Lock()
+	defer s.repairs.mu.Unlock()
+	p := s.repairs.stats
 	p.FilesLeft, p.BytesLeft, p.Unrepairable = h.filesLeft, h.bytesLeft, h.unrepairable
-	p.ActiveRebuild, p.ActiveScrub, p.ActiveBalance = s.heal.activeKinds(now)
+	p.ActiveRebuild, p.ActiveScrub, p.ActiveBalance = s.repairs.activeKinds(now)
 	p.Active = p.ActiveRebuild + p.ActiveScrub + p.ActiveBalance
-	p.RateBytesPerS = s.heal.rate(now)
-	p.ScrubRateBytesPerS = s.heal.scrubRate(now)
+	p.RateBytesPerS = s.repairs.rate(now)
+	p.ScrubRateBytesPerS = s.repairs.scrubRate(now)
 	if p.RateBytesPerS > 0 {
 		p.ETASeconds = float64(p.BytesLeft) / p.RateBytesPerS
 	}
-	p.ScrubQueued = int64(len(s.heal.scrubQ))
-	p.RecentErrors = append([]string(nil), s.heal.errs...)
-	p.RecentRepairs = append([]string(nil), s.heal.recent...)
+	p.ScrubQueued = int64(len(s.repairs.scrubQ))
+	p.RecentErrors = append([]string(nil), s.repairs.errs...)
+	p.RecentRepairs = append([]string(nil), s.repairs.recent...)
 	return p
 }
 

@@ -27,7 +27,7 @@ const (
 
 	rAll     = rMDS | rOSD | rHealer | rGateway | rAdmin | rClient
 	rUsers   = rMDS | rHealer | rGateway | rAdmin | rClient // those who use the namespace
-	rRepair  = rMDS | rOSD | rHealer                        // who claims repairs and marks what they found
+	rRepair  = rMDS | rOSD | rHealer                        // who takes repairs and marks what they found
 	rAdmins  = rMDS | rAdmin                                // cluster administration
 	rSigners = rMDS | rGateway                              // who learns S3 users' signing keys
 )
@@ -90,11 +90,11 @@ var opRules = map[uint16]opRule{
 	// Dirty marks: repairers, and writers of the file (markDirty).
 	mdsproto.OpMarkDirty: {rRepair | rClient | rGateway | rAdmin, "mark components dirty"},
 
-	mdsproto.OpRepairClaim: {rRepair, "claim repairs"},
-	mdsproto.OpRepairDone:  {rRepair, "report repairs"},
-	mdsproto.OpOSDDrain:    {rAdmins, "drain OSDs"},
-	mdsproto.OpOSDRemove:   {rAdmins, "remove OSDs"},
-	mdsproto.OpRecover:     {rAdmins, "recover metadata"},
+	mdsproto.OpRepairAssign: {rRepair, "take repairs"},
+	mdsproto.OpRepairDone:   {rRepair, "report repairs"},
+	mdsproto.OpOSDDrain:     {rAdmins, "drain OSDs"},
+	mdsproto.OpOSDRemove:    {rAdmins, "remove OSDs"},
+	mdsproto.OpRecover:      {rAdmins, "recover metadata"},
 	// Gateways list users (names and access keys; secrets never leave
 	// S3UserAdd's answer) to name buckets' owners.
 	mdsproto.OpS3UserAdd:    {rAdmins, "add S3 users"},

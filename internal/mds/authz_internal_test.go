@@ -27,7 +27,7 @@ func TestAuthorizationTable(t *testing.T) {
 		mdsproto.OpS3UserAdd:    admins,
 		mdsproto.OpS3UserList:   {auth.RoleMDS, auth.RoleAdmin, auth.RoleGateway},
 		mdsproto.OpS3UserRemove: admins,
-		mdsproto.OpRepairClaim:  {auth.RoleMDS, auth.RoleOSD, auth.RoleHealer},
+		mdsproto.OpRepairAssign: {auth.RoleMDS, auth.RoleOSD, auth.RoleHealer},
 		mdsproto.OpRepairDone:   {auth.RoleMDS, auth.RoleOSD, auth.RoleHealer},
 		mdsproto.OpS3SigningKey: {auth.RoleMDS, auth.RoleGateway},
 		mdsproto.OpKeyRotate:    admins,

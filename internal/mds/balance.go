@@ -14,7 +14,7 @@ import (
 // Rebalancing (Sigma's live rebalancing when nodes are added). The MDS
 // keeps an estimate of the bytes of components each OSD holds, computed
 // from the layouts; when the fullest up OSD holds more than the emptiest by
-// over the slack, an idle healer is handed a healthy file with a component
+// over the slack, an idle worker is handed a healthy file with a component
 // on the fullest and moves that component to the emptiest (copied, not
 // decoded). Repairs always go first.
 
@@ -46,9 +46,9 @@ func (s *Server) refreshBalance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.heal.mu.Lock()
-	s.heal.bal.est = est
-	s.heal.mu.Unlock()
+	s.repairs.mu.Lock()
+	s.repairs.bal.est = est
+	s.repairs.mu.Unlock()
 	return nil
 }
 
@@ -94,20 +94,20 @@ const balanceDutyFactor = 20
 // balanceTarget picks the fullest and emptiest up OSDs and how far apart
 // they are, or ok=false when the cluster is balanced (repair.Target).
 func (s *Server) balanceTarget(views map[uint32]cluster.View) (hi, lo uint32, diff int64, ok bool) {
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
-	return repair.Target(s.heal.bal.est, views, s.cfg.BalanceSlackBytes)
+	s.repairs.mu.Lock()
+	defer s.repairs.mu.Unlock()
+	return repair.Target(s.repairs.bal.est, views, s.cfg.BalanceSlackBytes)
 }
 
-// balanceClaim hands out one rebalancing move, if the cluster needs one.
-func (s *Server) balanceClaim(ctx context.Context, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
+// balanceAssign hands out one rebalancing move, if the cluster needs one.
+func (s *Server) balanceAssign(ctx context.Context, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
 	hi, lo, diff, ok := s.balanceTarget(views)
 	if !ok {
 		return mdsproto.RepairTask{}, false, nil
 	}
-	s.heal.mu.Lock()
-	start := s.heal.bal.cursor
-	s.heal.mu.Unlock()
+	s.repairs.mu.Lock()
+	start := s.repairs.bal.cursor
+	s.repairs.mu.Unlock()
 	if start == nil {
 		start = firstKey(pInode)
 	}
@@ -124,11 +124,11 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]cluster.View
 			var rec inodeRec
 			ino, isIno := inoOfKey(k)
 			if !isIno || decodeRecord(v, &rec) != nil || rec.Layout == nil || s.repairActive(rec.Ino, rec.Repair, now) {
-				return seen < healScanBatch
+				return seen < repairScanBatch
 			}
 			l, err := rec.Layout.Decode()
 			if err != nil {
-				return seen < healScanBatch
+				return seen < repairScanBatch
 			}
 			bytesOf := func(c int) int64 { return componentBytes(&rec, l, c) }
 			if bm, ok := repair.PickMove(l.OSDs, l.Spec.Width(), bytesOf, hi, lo, diff); ok {
@@ -137,31 +137,31 @@ func (s *Server) balanceClaim(ctx context.Context, views map[uint32]cluster.View
 					bm  balanceMove
 				}{ino, bm})
 			}
-			return seen < healScanBatch && len(moves) < 8
+			return seen < repairScanBatch && len(moves) < 8
 		})
 	})
-	s.heal.mu.Lock()
-	if seen < healScanBatch && len(moves) < 8 {
-		s.heal.bal.cursor = nil
+	s.repairs.mu.Lock()
+	if seen < repairScanBatch && len(moves) < 8 {
+		s.repairs.bal.cursor = nil
 	} else {
-		s.heal.bal.cursor = append(last, 0)
+		s.repairs.bal.cursor = append(last, 0)
 	}
-	s.heal.mu.Unlock()
+	s.repairs.mu.Unlock()
 	for _, m := range moves {
-		s.heal.mu.Lock()
-		claimable := s.heal.claimable(m.ino, now)
-		s.heal.mu.Unlock()
-		if !claimable {
+		s.repairs.mu.Lock()
+		assignable := s.repairs.assignable(m.ino, now)
+		s.repairs.mu.Unlock()
+		if !assignable {
 			continue
 		}
 		task, ok, err := s.lockFor(ctx, m.ino, mdsproto.RepairRebuild, &m.bm, views, now)
 		if err != nil || ok {
 			if ok {
-				s.heal.mu.Lock()
-				s.heal.bal.est[hi] -= m.bm.Bytes
-				s.heal.bal.est[lo] += m.bm.Bytes
-				s.heal.stats.Rebalanced++
-				s.heal.mu.Unlock()
+				s.repairs.mu.Lock()
+				s.repairs.bal.est[hi] -= m.bm.Bytes
+				s.repairs.bal.est[lo] += m.bm.Bytes
+				s.repairs.stats.Rebalanced++
+				s.repairs.mu.Unlock()
 			}
 			return task, ok, err
 		}

@@ -31,8 +31,8 @@ type claimRec struct {
 	By   string `json:"by,omitempty"`
 }
 
-// claimInoRange is how many inode numbers a claim carries at once.
-const claimInoRange = 8192
+// reserveInoRange is how many inode numbers a claim carries at once.
+const reserveInoRange = 8192
 
 // maxClaimClockSkewNs bounds how far a create's time from the holder may
 // lie behind the MDS's clock (a later one, or one further behind, is
@@ -121,7 +121,7 @@ func (r gateReader) Get(key []byte) ([]byte, error) {
 }
 
 // Scan gates directory entries ('d' keys) only: a sweep of inode
-// records (heal, balance, status) reads no directory's names, and what a
+// records (repair, balance, status) reads no directory's names, and what a
 // claim holds back of a directory's own record is its times.
 func (r gateReader) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	if len(start) > 0 && start[0] == pDirent {
@@ -294,11 +294,11 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 		} else if ok {
 			return wire.Errorf(wire.ErrBusy, "directory %d is claimed", dir.Ino)
 		}
-		lo, err := takeFromCounter(tx, keyNextIno, rootIno+1, claimInoRange)
+		lo, err := takeFromCounter(tx, keyNextIno, rootIno+1, reserveInoRange)
 		if err != nil {
 			return err
 		}
-		rec = claimRec{V: 1, Session: req.Session, Claim: req.Claim, Lo: lo, Hi: lo + claimInoRange, Next: lo, By: claimBy(ctx)}
+		rec = claimRec{V: 1, Session: req.Session, Claim: req.Claim, Lo: lo, Hi: lo + reserveInoRange, Next: lo, By: claimBy(ctx)}
 		out.Dir = dir.Inode
 		return putRecord(tx, claimKey(dir.Ino), &rec)
 	})
@@ -359,11 +359,11 @@ func (s *Server) extendClaim(ctx context.Context, req mdsproto.DirClaimReq) (mds
 		if err := s.heldClaim(ctx, tx, req.Dir, req.Session, req.Claim, &rec); err != nil {
 			return err
 		}
-		lo, err := takeFromCounter(tx, keyNextIno, rootIno+1, claimInoRange)
+		lo, err := takeFromCounter(tx, keyNextIno, rootIno+1, reserveInoRange)
 		if err != nil {
 			return err
 		}
-		rec.Lo, rec.Hi, rec.Next = lo, lo+claimInoRange, lo
+		rec.Lo, rec.Hi, rec.Next = lo, lo+reserveInoRange, lo
 		dir, err := getInode(tx, req.Dir)
 		if err != nil {
 			return err

@@ -1,7 +1,7 @@
 package mds
 
 // Files whose data is lost, and what happened to files' data lately, for
-// status (mdsproto/damage.go). A healer that finds a stripe it cannot
+// status (mdsproto/damage.go). A worker that finds a stripe it cannot
 // decode whatever OSDs return reports the file lost (RepairDoneReq.Lost):
 // the MDS keeps that in the store ('l'<ino>, lostRec), so status names
 // the file, and says health "lost", until a later repair or scrub reads
@@ -107,16 +107,16 @@ func lostProblem(count int64, listed []mdsproto.LostFile) string {
 		count, strings.Join(names, "; "), more)
 }
 
-// noteFileEventLocked adds an event to the recent ones (s.heal.mu held).
+// noteFileEventLocked adds an event to the recent ones (s.repairs.mu held).
 // One that repeats an earlier (a lost file's repair, retried) moves that
 // one to the end, with the new time.
 func (s *Server) noteFileEventLocked(e mdsproto.FileEvent) {
-	s.heal.events = slices.DeleteFunc(s.heal.events, func(o mdsproto.FileEvent) bool {
+	s.repairs.events = slices.DeleteFunc(s.repairs.events, func(o mdsproto.FileEvent) bool {
 		return o.Ino == e.Ino && o.What == e.What && o.Why == e.Why
 	})
-	s.heal.events = append(s.heal.events, e)
-	if len(s.heal.events) > maxFileEvents {
-		s.heal.events = s.heal.events[1:]
+	s.repairs.events = append(s.repairs.events, e)
+	if len(s.repairs.events) > maxFileEvents {
+		s.repairs.events = s.repairs.events[1:]
 	}
 }
 

@@ -72,9 +72,9 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 	}
 	if err == nil && !stale && lost.What != "" {
 		s.cfg.Log.Warn("file lost", "ino", req.Ino, "path", lost.Path, "why", lost.Why)
-		s.heal.mu.Lock()
+		s.repairs.mu.Lock()
 		s.noteFileEventLocked(lost)
-		s.heal.mu.Unlock()
+		s.repairs.mu.Unlock()
 	}
 	return in, err
 }

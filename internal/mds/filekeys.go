@@ -7,7 +7,7 @@ package mds
 // opens no file. The key is handed out unwrapped, with the capability,
 // in the answer to an open (which checked that the caller may read or
 // write the file), over the authenticated connection, and never to the
-// cluster's servers: OSDs and healers work on ciphertext. Object labels
+// cluster's servers: OSDs and repair workers work on ciphertext. Object labels
 // carry the wrapped key, so recover-metadata restores files that still
 // open with the MDS's key.
 //
@@ -74,7 +74,7 @@ func (s *Server) dataKeyFor(ctx context.Context, rec *inodeRec) ([]byte, error) 
 }
 
 // mayHoldFileKeys: the roles whose principals read and write files'
-// plaintext (clients, the administrator, gateways); OSDs, healers and
+// plaintext (clients, the administrator, gateways); OSDs, repair workers and
 // other MDSs work on ciphertext.
 func mayHoldFileKeys(role string) bool {
 	return role == auth.RoleClient || role == auth.RoleAdmin || role == auth.RoleGateway

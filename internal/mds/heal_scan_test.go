@@ -10,7 +10,7 @@ import (
 	"github.com/braidfs/braid/internal/core/cluster"
 )
 
-// TestLateScanBatchLeavesCursor: healers scan concurrently, so a batch can
+// TestLateScanBatchLeavesCursor: repair workers scan concurrently, so a batch can
 // finish after another one has moved the cursor. Such a late batch must not
 // move the cursor back nor end the pass as clean: the pass it would end
 // has not been read.
@@ -25,21 +25,21 @@ func TestLateScanBatchLeavesCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	moved := []byte("i\x00\x00\x00\x00\x00\x00\x00\x07") // where another healer's batch left it
-	s.heal.mu.Lock()
-	s.heal.cursor, s.heal.cycleMap, s.heal.cycleClean, s.heal.steadyMap = moved, "map", true, ""
-	s.heal.mu.Unlock()
+	moved := []byte("i\x00\x00\x00\x00\x00\x00\x00\x07") // where another repair worker's batch left it
+	s.repairs.mu.Lock()
+	s.repairs.cursor, s.repairs.cycleMap, s.repairs.cycleClean, s.repairs.steadyMap = moved, "map", true, ""
+	s.repairs.mu.Unlock()
 
 	// A batch that started at the beginning of the pass reads to the end
 	// (the only inode is the root) and finds nothing.
 	s.scanInodes(ctx, nil, map[uint32]cluster.View{}, time.Now())
 
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
-	if !bytes.Equal(s.heal.cursor, moved) {
-		t.Fatalf("late batch moved the cursor to %q", s.heal.cursor)
+	s.repairs.mu.Lock()
+	defer s.repairs.mu.Unlock()
+	if !bytes.Equal(s.repairs.cursor, moved) {
+		t.Fatalf("late batch moved the cursor to %q", s.repairs.cursor)
 	}
-	if s.heal.steadyMap != "" {
+	if s.repairs.steadyMap != "" {
 		t.Fatal("late batch ended the pass as clean")
 	}
 }

@@ -323,9 +323,9 @@ func (s *Server) resolvePass(ctx context.Context) error {
 	return nil
 }
 
-// claimIntent takes the intent at key for the resolver unless it was
+// takeIntent takes the intent at key for the resolver unless it was
 // committed (then it is rolled forward) or is gone.
-func (s *Server) claimIntent(ctx context.Context, key []byte) (committed, gone bool, err error) {
+func (s *Server) takeIntent(ctx context.Context, key []byte) (committed, gone bool, err error) {
 	err = s.kv.Update(ctx, func(tx kv.Txn) error {
 		committed, gone = false, false
 		var in intentRec
@@ -369,7 +369,7 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 		return s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(key) })
 	}
 	op, state := osdproto.OpAbort, staged.Prepared
-	committed, gone, err := s.claimIntent(ctx, key)
+	committed, gone, err := s.takeIntent(ctx, key)
 	switch {
 	case err != nil:
 		return err

@@ -19,7 +19,7 @@ import (
 //	n<ino be64><txid be64>   an intent: a staged partial-stripe write (intentRec)
 //	x<ino be64>              an orphan: unlinked while open, deleted at the last close
 //	w<dir be64>              a write-back claim on a directory (claimRec; claim_ops.go)
-//	h<ino be64>              heal index: the file has dirty components or a repair lock
+//	h<ino be64>              repair index: the file has dirty components or a repair lock
 //	l<ino be64>              the file cannot be read: lost beyond its parity (lostRec; damage.go)
 //	o<osd id be32>           OSD record (osdRec)
 //	q<ino be64>              a scrub asked for by an MDS process that does not lead (multi.go)
@@ -51,7 +51,7 @@ const (
 	pIntent      = 'n'
 	pOrphan      = 'x'
 	pClaim       = 'w'
-	pHeal        = 'h'
+	pRepair      = 'h'
 	pLost        = 'l'
 	pOSD         = 'o'
 	pOnce        = 'r'
@@ -94,7 +94,7 @@ func intentKey(ino, txid uint64) []byte {
 }
 func orphanKey(ino uint64) []byte { return be64(pOrphan, ino) }
 func claimKey(dir uint64) []byte  { return be64(pClaim, dir) }
-func healKey(ino uint64) []byte   { return be64(pHeal, ino) }
+func repairKey(ino uint64) []byte { return be64(pRepair, ino) }
 func lostKey(ino uint64) []byte   { return be64(pLost, ino) }
 func osdKey(id uint32) []byte     { return binary.BigEndian.AppendUint32([]byte{pOSD}, id) }
 func onceKey(session, seq uint64) []byte {

@@ -52,7 +52,7 @@ func (s *Server) serving() bool {
 // status of both) or change what is the cluster's (OSDs, keys).
 var leaderOps = map[uint16]bool{
 	mdsproto.OpHeartbeat: true, mdsproto.OpOSDDrain: true, mdsproto.OpOSDRemove: true,
-	mdsproto.OpRecover: true, mdsproto.OpKeyRotate: true, mdsproto.OpRepairClaim: true,
+	mdsproto.OpRecover: true, mdsproto.OpKeyRotate: true, mdsproto.OpRepairAssign: true,
 	mdsproto.OpRepairDone: true, mdsproto.OpScrub: true, mdsproto.OpStatus: true,
 }
 

@@ -37,7 +37,7 @@ type inodeRec struct {
 	// re-layout of an empty file raises it, a repair (which keeps the
 	// data) does not. Commits from older versions are refused.
 	Base uint64 `json:"base,omitempty"`
-	// Repair is set while a healer repairs the file; writers wait.
+	// Repair is set while a repair worker repairs the file; writers wait.
 	Repair *repairLock `json:"repair,omitempty"`
 	// Unnamed is set on a file created Unlinked until a commit publishes
 	// it: a retried publish of a file since replaced must not bring it back.
@@ -131,8 +131,8 @@ func getInodes(r kv.Reader, inos []uint64) ([]*inodeRec, error) {
 	return out, nil
 }
 
-// putInode stores rec and keeps the heal index in step with it: a file
-// with dirty components or a repair lock is listed there, so that healers
+// putInode stores rec and keeps the repair index in step with it: a file
+// with dirty components or a repair lock is listed there, so that repair workers
 // find the work without reading every inode while the cluster is steady.
 func putInode(tx kv.Txn, rec *inodeRec) error {
 	rec.Format = recFormat
@@ -151,15 +151,15 @@ func putInode(tx kv.Txn, rec *inodeRec) error {
 	case rec.Layout == nil:
 		return nil // directories and symlinks are never repaired
 	case len(rec.Dirty) > 0 || rec.Repair != nil:
-		return tx.Put(healKey(rec.Ino), []byte{1}) // non-empty: an empty value reads as absent
+		return tx.Put(repairKey(rec.Ino), []byte{1}) // non-empty: an empty value reads as absent
 	}
-	return tx.Delete(healKey(rec.Ino))
+	return tx.Delete(repairKey(rec.Ino))
 }
 
-// deleteInode removes a file's inode record and its heal index entry
+// deleteInode removes a file's inode record and its repair index entry
 // (a directory's goes in dropLink, with its times).
 func deleteInode(tx kv.Txn, ino uint64) error {
-	if err := tx.Delete(healKey(ino)); err != nil {
+	if err := tx.Delete(repairKey(ino)); err != nil {
 		return err
 	}
 	if err := tx.Delete(lostKey(ino)); err != nil {
@@ -369,7 +369,7 @@ func (s *Server) dropLink(tx kv.Txn, rec *inodeRec) error {
 		if err := tx.Delete(dirTimesKey(rec.Ino)); err != nil {
 			return err
 		}
-		return tx.Delete(inodeKey(rec.Ino)) // never in the heal index
+		return tx.Delete(inodeKey(rec.Ino)) // never in the repair index
 	}
 	if rec.Nlink > 1 {
 		rec.Nlink--

@@ -10,10 +10,10 @@ import (
 	"github.com/braidfs/braid/internal/mdsproto"
 )
 
-// Why the MDS repairs what it repairs: each claim carries a reason that
+// Why the MDS repairs what it repairs: each assignment carries a reason that
 // the log and `braid status` show, so no repair goes unexplained.
 
-// claimWhy says why a file was claimed, for the log and status.
+// claimWhy says why a file was assigned, for the log and status.
 type claimWhy struct {
 	text    string
 	balance bool // a move of a healthy component to even out OSDs
@@ -25,7 +25,7 @@ const maxNoSpaceTracked = 100_000
 // maxRecentRepairs bounds the repairs status lists with their reasons.
 const maxRecentRepairs = 8
 
-// claimReason describes what a claim will do and why.
+// claimReason describes what an assignment will do and why.
 func claimReason(rec *inodeRec, plan repair.FilePlan, bm *balanceMove, kind string, views map[uint32]cluster.View) claimWhy {
 	if kind == mdsproto.RepairScrub {
 		return claimWhy{text: "scrub"}

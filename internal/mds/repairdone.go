@@ -1,7 +1,7 @@
 package mds
 
-// A healer's report: what a repair or scrub did to a file, recorded in
-// its inode, the heal statistics and the file events (damage.go).
+// A worker's report: what a repair or scrub did to a file, recorded in
+// its inode, the repair statistics and the file events (damage.go).
 
 import (
 	"context"
@@ -15,16 +15,16 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// repairDone records a healer's result. The written components leave the
+// repairDone records a worker's result. The written components leave the
 // dirty set unless a source was itself found dirty meanwhile (a writer
 // reported a failed write to it): then its decoded output is suspect and
 // the file is repaired again.
 func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (struct{}, error) {
 	now := s.cfg.Now()
-	s.heal.mu.Lock()
-	cl, _ := s.heal.claims.Get(req.Ino)
+	s.repairs.mu.Lock()
+	cl, _ := s.repairs.assignments.Get(req.Ino)
 	why := claimWhy{text: cl.Why, balance: cl.Balance}
-	s.heal.mu.Unlock()
+	s.repairs.mu.Unlock()
 	failed := req.Err
 	var path string
 	_, err := s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
@@ -47,7 +47,7 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 		}
 		for _, c := range req.Sources {
 			// A copied component is its own source and was listed dirty
-			// by the claim; any other source that is dirty now was marked
+			// by the assignment; any other source that is dirty now was marked
 			// by a writer during the repair.
 			if slices.Contains(rec.Dirty, c) && !slices.Contains(req.Comps, c) {
 				failed = "a source component went dirty during the repair"
@@ -67,23 +67,23 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 	if wire.CodeOf(err) != wire.ErrNotFound {
 		s.queueLabel(req.Ino) // new objects need their labels
 	}
-	// The claim ends in the same critical section as its counters move,
+	// The assignment ends in the same critical section as its counters move,
 	// so a status never sees it neither active nor counted.
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
-	s.heal.claims.Done(req.Ino, req.Version)
-	delete(s.heal.noSpace, req.Ino) // noted again below if this attempt failed for space
+	s.repairs.mu.Lock()
+	defer s.repairs.mu.Unlock()
+	s.repairs.assignments.Done(req.Ino, req.Version)
+	delete(s.repairs.noSpace, req.Ino) // noted again below if this attempt failed for space
 	if wire.CodeOf(err) == wire.ErrNotFound {
 		return struct{}{}, nil // removed meanwhile
 	}
 	if err != nil {
 		return struct{}{}, err
 	}
-	s.heal.done = append(s.heal.done, doneMark{at: now, bytes: req.Bytes})
-	s.heal.stats.BytesDone += req.Bytes
+	s.repairs.done = append(s.repairs.done, doneMark{at: now, bytes: req.Bytes})
+	s.repairs.stats.BytesDone += req.Bytes
 	if req.Read > 0 {
-		s.heal.scrubDone = append(s.heal.scrubDone, doneMark{at: now, bytes: req.Read})
-		s.heal.stats.ScrubBytes += req.Read
+		s.repairs.scrubDone = append(s.repairs.scrubDone, doneMark{at: now, bytes: req.Read})
+		s.repairs.stats.ScrubBytes += req.Read
 	}
 	if failed == "repair lock lost" {
 		req.Lost = "" // this attempt decided nothing
@@ -92,39 +92,39 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 		s.noteFileEventLocked(e)
 	}
 	if failed == mdsproto.RepairInterrupted {
-		if req.Kind == mdsproto.RepairScrub && !s.heal.scrubIn[req.Ino] {
-			s.heal.scrubIn[req.Ino] = true // scrubbed later, not dropped
-			s.heal.scrubQ = append(s.heal.scrubQ, req.Ino)
-			s.heal.stats.ScrubTaken-- // taken again when it is claimed again
+		if req.Kind == mdsproto.RepairScrub && !s.repairs.scrubIn[req.Ino] {
+			s.repairs.scrubIn[req.Ino] = true // scrubbed later, not dropped
+			s.repairs.scrubQ = append(s.repairs.scrubQ, req.Ino)
+			s.repairs.stats.ScrubTaken-- // taken again when it is assigned again
 		}
 		s.noteRepairErrLocked(req.Ino, failed)
 		return struct{}{}, nil
 	}
 	if failed != "" {
 		if req.Kind == mdsproto.RepairScrub {
-			s.heal.stats.ScrubFailed++
+			s.repairs.stats.ScrubFailed++
 		}
-		s.heal.claims.Backoff(req.Ino, now.Add(repairBackoff))
+		s.repairs.assignments.Backoff(req.Ino, now.Add(repairBackoff))
 		s.noteRepairErrLocked(req.Ino, failed)
 		return struct{}{}, nil
 	}
 	if req.Kind == mdsproto.RepairScrub {
-		s.heal.stats.ScrubbedFiles++
-		s.heal.stats.ScrubRepaired += req.Repaired
-		if len(s.heal.scrubQ) == 0 {
-			s.heal.stats.LastScrubEndNs = now.UnixNano()
+		s.repairs.stats.ScrubbedFiles++
+		s.repairs.stats.ScrubRepaired += req.Repaired
+		if len(s.repairs.scrubQ) == 0 {
+			s.repairs.stats.LastScrubEndNs = now.UnixNano()
 		}
 	} else {
 		if why.balance {
-			s.heal.stats.BalanceBytes += req.Bytes
+			s.repairs.stats.BalanceBytes += req.Bytes
 		} else {
-			s.heal.stats.FilesDone++
+			s.repairs.stats.FilesDone++
 		}
-		delete(s.heal.noSpace, req.Ino)
+		delete(s.repairs.noSpace, req.Ino)
 		line := fmt.Sprintf("inode %d: %s (%d bytes written)", req.Ino, why.text, req.Bytes)
-		s.heal.recent = append(s.heal.recent, line)
-		if len(s.heal.recent) > maxRecentRepairs {
-			s.heal.recent = s.heal.recent[1:]
+		s.repairs.recent = append(s.repairs.recent, line)
+		if len(s.repairs.recent) > maxRecentRepairs {
+			s.repairs.recent = s.repairs.recent[1:]
 		}
 		s.cfg.Log.Info("repaired", "ino", req.Ino, "why", why.text, "bytes", req.Bytes)
 	}
@@ -132,9 +132,9 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 }
 
 func (s *Server) noteRepairErr(ino uint64, msg string, now time.Time) {
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
-	s.heal.claims.Backoff(ino, now.Add(repairBackoff))
+	s.repairs.mu.Lock()
+	defer s.repairs.mu.Unlock()
+	s.repairs.assignments.Backoff(ino, now.Add(repairBackoff))
 	s.noteRepairErrLocked(ino, msg)
 }
 
@@ -143,37 +143,37 @@ func (s *Server) noteRepairErrLocked(ino uint64, msg string) {
 		s.cfg.Log.Info("repair interrupted", "ino", ino, "why", msg)
 		return
 	}
-	if strings.Contains(msg, wire.ErrNoSpace.Error()) && len(s.heal.noSpace) < maxNoSpaceTracked {
-		s.heal.noSpace[ino] = true
+	if strings.Contains(msg, wire.ErrNoSpace.Error()) && len(s.repairs.noSpace) < maxNoSpaceTracked {
+		s.repairs.noSpace[ino] = true
 	}
 	s.cfg.Log.Warn("repair failed", "ino", ino, "err", msg)
-	s.heal.errs = append(s.heal.errs, msg)
-	if len(s.heal.errs) > maxRepairErrLog {
-		s.heal.errs = s.heal.errs[1:]
+	s.repairs.errs = append(s.repairs.errs, msg)
+	if len(s.repairs.errs) > maxRepairErrLog {
+		s.repairs.errs = s.repairs.errs[1:]
 	}
 }
 
-// activeCount is the number of claims whose healer may still report.
-func (h *healState) activeCount(now time.Time) int {
+// activeCount is the number of assignments whose worker may still report.
+func (h *repairState) activeCount(now time.Time) int {
 	rebuild, scrub, balance := h.activeKinds(now)
 	return rebuild + scrub + balance
 }
 
 // activeKinds counts the files being worked on by what is done to them
-// (repair.Claims.ActiveKinds).
-func (h *healState) activeKinds(now time.Time) (rebuild, scrub, balance int) {
-	return h.claims.ActiveKinds(now)
+// (repair.Assignments.ActiveKinds).
+func (h *repairState) activeKinds(now time.Time) (rebuild, scrub, balance int) {
+	return h.assignments.ActiveKinds(now)
 }
 
 // rate is the repair write rate over the last rateWindow.
-func (h *healState) rate(now time.Time) float64 {
+func (h *repairState) rate(now time.Time) float64 {
 	var r float64
 	h.done, r = windowRate(h.done, now)
 	return r
 }
 
 // scrubRate is the scrub read rate over the last rateWindow.
-func (h *healState) scrubRate(now time.Time) float64 {
+func (h *repairState) scrubRate(now time.Time) float64 {
 	var r float64
 	h.scrubDone, r = windowRate(h.scrubDone, now)
 	return r

@@ -62,7 +62,7 @@ func (s *Server) aliveRoutes(ctx context.Context) ([]route.Server, error) {
 			out = append(out, route.Server{Name: a.Name, Addr: a.Addr})
 		}
 	}
-	s.heal.noteActives(names, asked)
+	s.repairs.noteActives(names, asked)
 	return out, nil
 }
 
@@ -202,7 +202,7 @@ func (s *Server) routeLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		if !s.leading() {
-			s.heal.forgetActives() // a lead taken again starts from a fresh look
+			s.repairs.forgetActives() // a lead taken again starts from a fresh look
 		}
 		if !s.serving() || !s.multi() {
 			continue // one active process planned its table at its start

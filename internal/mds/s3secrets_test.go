@@ -21,7 +21,7 @@ func startIn(t *testing.T, dir string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(context.Background(), Config{Dir: dir, Listen: "127.0.0.1:0", Key: key, Healers: -1,
+	s, err := Start(context.Background(), Config{Dir: dir, Listen: "127.0.0.1:0", Key: key, RepairWorkers: -1,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

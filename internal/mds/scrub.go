@@ -1,7 +1,7 @@
 package mds
 
 // On-demand and periodic scrubs: which files to verify, and the queue
-// healers take them from.
+// repair workers take them from.
 
 import (
 	"context"
@@ -52,16 +52,16 @@ func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.Scr
 
 // queueScrub adds files to the scrub queue and returns how many it took.
 func (s *Server) queueScrub(inos []uint64) int64 {
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
+	s.repairs.mu.Lock()
+	defer s.repairs.mu.Unlock()
 	n := int64(0)
 	for _, ino := range inos {
-		if len(s.heal.scrubQ) >= maxScrubQueue {
+		if len(s.repairs.scrubQ) >= maxScrubQueue {
 			break
 		}
-		if !s.heal.scrubIn[ino] {
-			s.heal.scrubIn[ino] = true
-			s.heal.scrubQ = append(s.heal.scrubQ, ino)
+		if !s.repairs.scrubIn[ino] {
+			s.repairs.scrubIn[ino] = true
+			s.repairs.scrubQ = append(s.repairs.scrubQ, ino)
 		}
 		n++
 	}

@@ -66,7 +66,7 @@ type Config struct {
 	// of its own rather than its parent's (internal/core/route): with several
 	// active MDS processes, how far a tree spreads over them. 0: never.
 	MkdirSwitch float64
-	// RepairRateBytes and ScrubRateBytes bound each healer's write rate
+	// RepairRateBytes and ScrubRateBytes bound each repair worker's write rate
 	// (rebuild, catch-up, drain) and read rate (scrub), in bytes per second.
 	RepairRateBytes int64
 	ScrubRateBytes  int64
@@ -107,13 +107,13 @@ type Config struct {
 	// Actives lists the active MDS processes, for the leader to plan the
 	// routing table by (with ServeUntil).
 	Actives func(ctx context.Context) ([]mdsproto.RouteServer, error)
-	// Healers are the repair workers this MDS runs in-process; negative
-	// runs none (repair then waits for an external healer).
-	Healers int
-	// RunHealer runs repair workers against this MDS until ctx ends; nil
+	// RepairWorkers are the repair workers this MDS runs in-process; negative
+	// runs none (repair then waits for an external repair worker).
+	RepairWorkers int
+	// RunRepairWorkers runs repair workers against this MDS until ctx ends; nil
 	// runs none. It is injected so the MDS does not depend on the client
-	// library (internal/healer provides it).
-	RunHealer func(ctx context.Context, log *slog.Logger, mdsAddr, process string, workers int)
+	// library (internal/repair worker provides it).
+	RunRepairWorkers func(ctx context.Context, log *slog.Logger, mdsAddr, process string, workers int)
 	// MetaStatus describes the metadata service for status: its MDS
 	// processes and engine (nil: this process, on its embedded store).
 	MetaStatus func(ctx context.Context) mdsproto.MetaStatus
@@ -151,7 +151,7 @@ type Server struct {
 	// orphanCursor is where the next orphan reaping pass starts (the ino
 	// after the last one looked at; nil: the first); resolveLoop's alone.
 	orphanCursor []byte
-	heal         *healState
+	repairs      *repairState
 	labels       labelQueue
 	leases       leaseTable
 
@@ -199,7 +199,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		eng = e
 	}
-	s := &Server{cfg: cfg, kv: eng, maxFlushOps: flushOpsFor(kv.WritesLimit(eng)), cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now().Add(osdFindTime(cfg))), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), heal: newHealState(), started: cfg.Now(),
+	s := &Server{cfg: cfg, kv: eng, maxFlushOps: flushOpsFor(kv.WritesLimit(eng)), cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now().Add(osdFindTime(cfg))), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), repairs: newRepairState(), started: cfg.Now(),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	// A leader's map is republished every period and read every
 	// routeRefresh: two periods missed and the leader is silent.
@@ -270,9 +270,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
 	go func() { defer s.wg.Done(); s.gcLoop(kv.AsLeader(ctx)) }()
 	go func() { defer s.wg.Done(); s.scrubLoop(kv.AsLeader(ctx)) }()
-	if cfg.RunHealer != nil && cfg.Healers > 0 {
+	if cfg.RunRepairWorkers != nil && cfg.RepairWorkers > 0 {
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); cfg.RunHealer(ctx, cfg.Log, s.Addr(), cfg.Name, cfg.Healers) }()
+		go func() { defer s.wg.Done(); cfg.RunRepairWorkers(ctx, cfg.Log, s.Addr(), cfg.Name, cfg.RepairWorkers) }()
 	}
 	return s, nil
 }
@@ -337,8 +337,8 @@ func fillDefaults(cfg *Config) error {
 	if cfg.BalanceSlackBytes == 0 {
 		cfg.BalanceSlackBytes = 1 << 30
 	}
-	if cfg.Healers == 0 {
-		cfg.Healers = 4
+	if cfg.RepairWorkers == 0 {
+		cfg.RepairWorkers = 4
 	}
 	if cfg.CapTTL == 0 {
 		cfg.CapTTL = 10 * time.Minute
@@ -545,8 +545,8 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 		return s.status(ctx)
 	case mdsproto.OpMarkDirty:
 		return call(ctx, r.Meta, s.markDirty)
-	case mdsproto.OpRepairClaim:
-		return call(ctx, r.Meta, s.repairClaim)
+	case mdsproto.OpRepairAssign:
+		return call(ctx, r.Meta, s.repairAssign)
 	case mdsproto.OpRepairDone:
 		return call(ctx, r.Meta, s.repairDone)
 	case mdsproto.OpScrub:

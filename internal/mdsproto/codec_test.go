@@ -14,7 +14,7 @@ func messages() []any {
 		&CreateReq{}, &Publish{}, &OpenReq{}, &OpenResp{}, &ExtentReq{}, &ExtentGrant{}, &LockWaitReq{},
 		&LockWaitResp{}, &ReclaimReq{}, &Recall{}, &CommitReq{}, &ReaddirReq{}, &DirEntry{}, &ReaddirResp{},
 		&RenameReq{}, &SetLayoutReq{}, &GetLayoutResp{}, &OSDStatus{}, &StatusResp{}, &RepairProgress{},
-		&PendingDelete{}, &MarkDirtyReq{}, &RepairClaimReq{}, &RepairTask{}, &RepairDoneReq{}, &IntentReq{},
+		&PendingDelete{}, &MarkDirtyReq{}, &RepairAssignReq{}, &RepairTask{}, &RepairDoneReq{}, &IntentReq{},
 		&RenewReq{}, &RenewResp{}, &ScrubReq{}, &ScrubResp{}, &DrainReq{}, &ObjectLabel{}, &RecoverReq{},
 		&RecoverResp{}, &SetattrReq{}, &LinkReq{}, &SymlinkReq{}, &XattrReq{}, &XattrResp{}, &StatfsResp{},
 		&CacheWaitReq{}, &CacheWaitResp{}, &Invalidation{}, &CacheLookupReq{}, &CacheLookupResp{}, &CacheSelf{},

@@ -32,7 +32,7 @@ const (
 	OpGetLayout
 	OpStatus
 	OpMarkDirty
-	OpRepairClaim
+	OpRepairAssign
 	OpRepairDone
 	OpScrub
 	OpOSDDrain
@@ -66,7 +66,7 @@ const (
 	// its slot's owner.
 	OpRoute
 	// OpDirClaim and OpDirFlush: write-back of a directory's names
-	// (claim.go).
+	// (assignment.go).
 	OpDirClaim
 	OpDirFlush
 )
@@ -389,7 +389,7 @@ type ReaddirReq struct {
 	// request a page, not one an object).
 	Xattr string `json:"xattr,omitempty"`
 	// Session is the asking client's: a directory it holds by a
-	// write-back claim (claim.go) is listed without recalling it.
+	// write-back assignment (assignment.go) is listed without recalling it.
 	Session uint64 `json:"session,omitempty"`
 }
 
@@ -462,17 +462,17 @@ const (
 	RepairScrub   = repair.KindScrub   // verify every stripe; rewrite what disagrees
 )
 
-type RepairClaimReq struct {
+type RepairAssignReq struct {
 	Worker string `json:"worker"`
-	// Process is the MDS process the healer runs in, as the routing table
-	// names it ("" : a healer of its own): the leader ends its claims when
+	// Process is the MDS process the worker runs in, as the routing table
+	// names it ("" : a worker of its own): the leader ends its assignments when
 	// that process leaves the cluster, not after the repair lease.
 	Process string `json:"process,omitempty"`
 }
 
-// RepairTask is one file's repair, handed to a healer. The MDS has already
+// RepairTask is one file's repair, handed to a worker. The MDS has already
 // installed Inode.Layout (version bumped) and listed Comps as dirty; the
-// healer fences the old version on every OSD, writes Comps from Sources,
+// worker fences the old version on every OSD, writes Comps from Sources,
 // and reports RepairDone. Until then writers of the file are told to wait.
 type RepairTask struct {
 	Kind      string              `json:"kind"` // "" when there is no work
@@ -484,7 +484,7 @@ type RepairTask struct {
 	// MoveFrom maps a component to the OSD that held it before this
 	// version, when that OSD is up: its bytes are copied, not decoded.
 	MoveFrom map[uint32]uint32 `json:"move_from,omitempty"`
-	// RateBytesPerS bounds the healer's write rate for this task.
+	// RateBytesPerS bounds the worker's write rate for this task.
 	RateBytesPerS int64 `json:"rate_bytes_per_s"`
 }
 
@@ -506,9 +506,9 @@ type RepairDoneReq struct {
 	Found []string `json:"found,omitempty"`
 }
 
-// RepairInterrupted is RepairDoneReq.Err from a healer that stopped
+// RepairInterrupted is RepairDoneReq.Err from a worker that stopped
 // during the job (its process is shutting down): not a failure.
-const RepairInterrupted = "interrupted: the healer is stopping"
+const RepairInterrupted = "interrupted: the worker is stopping"
 
 // MaxRepairFound bounds RepairDoneReq.Found; MaxLostListed the files
 // StatusResp.LostFiles lists.

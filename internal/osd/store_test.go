@@ -152,7 +152,7 @@ func TestCorruptionDetected(t *testing.T) {
 	if _, _, err := s2.Read(k, 1, 16384, buf[:4096]); err != nil || !bytes.Equal(buf[:4096], data[16384:16384+4096]) {
 		t.Fatalf("undamaged block: %v", err)
 	}
-	// A damaged checksum header loses the object as a whole (a healer
+	// A damaged checksum header loses the object as a whole (a repair worker
 	// replaces it; no block of it can be vouched for).
 	s2.Close()
 	sum, _ := os.ReadFile(s.path(k, "sum"))

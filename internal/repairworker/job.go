@@ -19,7 +19,7 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// repairJob is one claimed file being repaired.
+// repairJob is one assigned file being repaired.
 type repairJob struct {
 	c        *client.Client
 	t        *mdsproto.RepairTask

@@ -27,7 +27,7 @@ func (j *repairJob) noteFound(c int, s int64, what string) {
 
 // stripeLost is a stripe that cannot be decoded whatever OSDs return:
 // more of its units are lost or corrupt than its parity rebuilds. The
-// healer reports it as the file's loss (RepairDoneReq.Lost).
+// worker reports it as the file's loss (RepairDoneReq.Lost).
 type stripeLost struct {
 	what string // which stripe, how many units gone
 	err  error  // the failure as it was (wire.ErrUnavail)

@@ -20,15 +20,15 @@ import (
 type Options struct {
 	Workers int    // files repaired at once; default 4
 	Name    string // shown in the MDS's log
-	// Process, for healers an MDS process runs, is that process's name:
-	// the leader ends their claims when it leaves the cluster (dies)
+	// Process, for repair workers an MDS process runs, is that process's name:
+	// the leader ends their assignments when it leaves the cluster (dies)
 	// instead of after the repair lease.
 	Process string
-	Poll    time.Duration // wait between claims while there is no work; default 500ms
+	Poll    time.Duration // wait between assignments while there is no work; default 500ms
 }
 
 // Serve serves the cluster's repair queue through c until ctx ends: it
-// claims files from the MDS and rebuilds lost components, catches up
+// assignments files from the MDS and rebuilds lost components, catches up
 // components that missed writes, moves components off draining OSDs and
 // scrubs. The MDS runs repair workers itself; more on other nodes add
 // repair bandwidth.
@@ -67,7 +67,7 @@ const maxRepairStripes = 4
 func (h *worker) work(ctx context.Context, name string) {
 	for ctx.Err() == nil {
 		var t mdsproto.RepairTask
-		err := h.c.CallMDS(ctx, mdsproto.OpRepairClaim, mdsproto.RepairClaimReq{Worker: name, Process: h.opts.Process}, &t)
+		err := h.c.CallMDS(ctx, mdsproto.OpRepairAssign, mdsproto.RepairAssignReq{Worker: name, Process: h.opts.Process}, &t)
 		if err != nil || t.Kind == "" {
 			client.Pause(ctx, h.opts.Poll)
 			continue
@@ -86,8 +86,8 @@ func (h *worker) work(ctx context.Context, name string) {
 	}
 }
 
-// interrupted tells the MDS, once and briefly, that a claim ends
-// unfinished because the healer is stopping: the file is claimed again
+// interrupted tells the MDS, once and briefly, that an assignment ends
+// unfinished because the worker is stopping: the file is assigned again
 // at once rather than after its lock's lease, and the MDS does not count
 // it a failure. What the cut-off job read proves nothing about the file.
 func (h *worker) interrupted(ctx context.Context, res mdsproto.RepairDoneReq) {
@@ -97,7 +97,7 @@ func (h *worker) interrupted(ctx context.Context, res mdsproto.RepairDoneReq) {
 	_ = h.c.CallMDS(dctx, mdsproto.OpRepairDone, res, nil)
 }
 
-// interruptedReportTimeout bounds a stopping healer's last report.
+// interruptedReportTimeout bounds a stopping worker's last report.
 const interruptedReportTimeout = 2 * time.Second
 
 func (h *worker) run(ctx context.Context, t *mdsproto.RepairTask) mdsproto.RepairDoneReq {

@@ -12,8 +12,8 @@
 //   - the spread of capacity over the OSDs (placement weighted by free
 //     space, groups kept apart in hosts and racks);
 //   - the rebuild time after a disk and after a host failure: every
-//     file with a component there is claimed as the MDS claims it
-//     (repair.DecideClaim: the plan, the new OSDs), the bytes each OSD
+//     file with a component there is assigned as the MDS assigns it
+//     (repair.DecideAssignment: the plan, the new OSDs), the bytes each OSD
 //     reads and writes are summed, and the slowest OSD's share sets the
 //     time (declustered rebuild runs on all of them at once);
 //   - the traffic of adding 10% more OSDs: the balancer's moves

@@ -51,7 +51,7 @@ func (w *world) grow() growth {
 		}
 		// Moves between the pair Target chose, each one PickMove's,
 		// until their gap is even (the MDS asks Target before each
-		// claim; asking once for a run of moves keeps 10,000 OSDs fast).
+		// assignment; asking once for a run of moves keeps 10,000 OSDs fast).
 		moved := 0
 		for ; moved < movesPerTarget && diff > even; moved++ {
 			if !w.moveOne(hi, lo, diff, &g) {
@@ -75,7 +75,7 @@ func (w *world) grow() growth {
 
 // moveOne moves one component from hi to lo: of those PickMove allows,
 // the largest, so a balance ends in few moves. (The MDS takes the first
-// it finds in its scan; what it moves is the same, in more claims.)
+// it finds in its scan; what it moves is the same, in more assignments.)
 func (w *world) moveOne(hi, lo uint32, diff int64, g *growth) bool {
 	best, bestBytes := -1, int64(0)
 	var bestMove repair.Move

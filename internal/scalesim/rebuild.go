@@ -16,8 +16,8 @@ type rebuild struct {
 	Participants int     // OSDs that read or write
 }
 
-// rebuildOf claims every sampled file with a component on a lost OSD
-// as the MDS would (repair.DecideClaim: the plan, the new OSDs), and
+// rebuildOf assignments every sampled file with a component on a lost OSD
+// as the MDS would (repair.DecideAssignment: the plan, the new OSDs), and
 // sums what each OSD reads (K sources per rebuilt unit, or the one a
 // mirror copies from) and writes. The world is left as it was.
 func (w *world) rebuildOf(lost map[uint32]bool) rebuild {
@@ -26,7 +26,7 @@ func (w *world) rebuildOf(lost map[uint32]bool) rebuild {
 	load := map[uint32]float64{}
 	var r rebuild
 	seen := map[int]bool{}
-	for _, id := range sortedIDs(lost) { // in order: the claims draw from the random source
+	for _, id := range sortedIDs(lost) { // in order: the assignments draw from the random source
 		for _, fc := range w.onOSD[id] {
 			if seen[fc.file] {
 				continue
@@ -38,7 +38,7 @@ func (w *world) rebuildOf(lost map[uint32]bool) rebuild {
 				r.Unrepairable += int64(f.weight)
 				continue
 			}
-			c, ok, err := repair.DecideClaim(f.l, nil, views, repair.KindRebuild, nil, cands, w.rng)
+			c, ok, err := repair.DecideAssignment(f.l, nil, views, repair.KindRebuild, nil, cands, w.rng)
 			if err != nil || !ok {
 				continue
 			}

@@ -71,7 +71,7 @@ func (c *Cluster) mdsConfig(dir, listen string) mds.Config {
 	return mds.Config{Dir: dir, Listen: listen, Key: c.Key,
 		DefaultLayout: c.opts.DefaultLayout, OSDDownAfter: 2 * time.Second, OSDOutAfter: c.opts.OSDOutAfter,
 		GCEvery: 100 * time.Millisecond, DeleteDelay: cmp.Or(c.opts.DeleteDelay, DeleteDelay), Log: c.log,
-		RunHealer: repairworker.As(c.opts.Network, c.mdsCred), Network: c.opts.Network, Credential: c.mdsCred, Healers: c.opts.Healers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
+		RunRepairWorkers: repairworker.As(c.opts.Network, c.mdsCred), Network: c.opts.Network, Credential: c.mdsCred, RepairWorkers: c.opts.RepairWorkers, ScrubRateBytes: 1 << 30, RepairRateBytes: 1 << 30,
 		BalanceEvery: 200 * time.Millisecond, BalanceSlackBytes: c.opts.BalanceSlackBytes, MkdirSwitch: c.opts.MkdirSwitch,
 		WriterLease: time.Second, LockLease: time.Second, IntentTTL: 2 * time.Second, ResolveEvery: 100 * time.Millisecond, CapTTL: c.opts.CapTTL, KeyRetireAfter: c.opts.KeyRetireAfter}
 }
@@ -248,7 +248,7 @@ type Options struct {
 	CapacityBytes int64 // per OSD; 0 unlimited
 	DefaultLayout string
 	OSDOutAfter   time.Duration // 0: the production default (long)
-	Healers       int           // repair workers in the MDS; 0: the default, negative: none
+	RepairWorkers int           // repair workers in the MDS; 0: the default, negative: none
 	// BalanceSlackBytes is the OSD imbalance left alone; 0: the
 	// production default (1 GiB, so small test files never move).
 	BalanceSlackBytes int64

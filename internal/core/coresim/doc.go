@@ -1,8 +1,8 @@
 // Package coresim drives the MDS's cores together, single-threaded,
 // with seeded events (raft's InteractionEnv, TigerBeetle's simulator):
 // clients holding extent locks and caching metadata, MDS processes
-// joining, leaving and restarting, OSDs failing and returning, healers
-// claiming repairs, and the GC deleting what they leave. One weighted op
+// joining, leaving and restarting, OSDs failing and returning, repair workers
+// assigning repairs, and the GC deleting what they leave. One weighted op
 // generator, drawn from one random stream, picks every event, and a
 // virtual clock is the only time, so a seed replays exactly: Run
 // returns a digest of every decision, and the same seed gives the same
@@ -19,7 +19,7 @@
 //   - Caches stay coherent: when a change commits, no client that still
 //     trusts its cache holds the inode as it was before.
 //   - A write-back claim keeps its directory out of every other cache.
-//   - A file is never handed to two healers at once, a repair's new
+//   - A file is never handed to two repair workers at once, a repair's new
 //     layout uses only OSDs placement may use, and every routing table
 //     serves each slot from a process alive.
 //   - No object is deleted before its record's delay has passed.

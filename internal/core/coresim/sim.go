@@ -43,7 +43,7 @@ const (
 	OpOSDFail
 	OpOSDRemove
 	OpDirty
-	OpRepairClaim
+	OpRepairAssign
 	OpRepairDone
 	OpGCPass
 	OpExpire
@@ -76,7 +76,7 @@ func DefaultConfig() Config {
 	w := map[Op]int{OpTick: 12, OpLockAcquire: 10, OpLockRelease: 5, OpLockWait: 8, OpLockClose: 2, OpLockReclaim: 2,
 		OpCacheWait: 10, OpReadBegin: 6, OpReadGrant: 6, OpChange: 6, OpChangeStep: 8, OpClaimDir: 2, OpRecallClaim: 2,
 		OpEndClaim: 2, OpRestart: 1, OpMDSJoin: 1, OpMDSLeave: 1, OpSlotMove: 1, OpHeartbeat: 10, OpOSDFail: 1,
-		OpOSDRemove: 1, OpDirty: 2, OpRepairClaim: 4, OpRepairDone: 3, OpGCPass: 2, OpExpire: 3}
+		OpOSDRemove: 1, OpDirty: 2, OpRepairAssign: 4, OpRepairDone: 3, OpGCPass: 2, OpExpire: 3}
 	for op, n := range w {
 		c.Weights[op] = n
 	}
@@ -103,7 +103,7 @@ func (r Report) String() string {
 }
 
 // env is the simulated world: the cores under test and the model of
-// the clients, OSDs and healers around them.
+// the clients, OSDs and repair workers around them.
 type env struct {
 	cfg   Config
 	rng   *rand.Rand
@@ -130,15 +130,15 @@ type env struct {
 	mds   []string // MDS processes alive
 	table *route.Table
 
-	live    cluster.Liveness
-	seen    map[uint32]time.Time // each OSD's last heartbeat
-	failed  map[uint32]bool      // stopped heartbeating
-	removed map[uint32]bool
-	files   map[uint64]*simFile
-	book    *repair.Claims
-	healing map[uint64]healerClaim // files a healer holds, by what it was handed
-	gcRecs  map[uint64]*gc.Record  // by inode
-	gcSeen  map[gc.Pair]int64      // objects deleted, and when
+	live      cluster.Liveness
+	seen      map[uint32]time.Time // each OSD's last heartbeat
+	failed    map[uint32]bool      // stopped heartbeating
+	removed   map[uint32]bool
+	files     map[uint64]*simFile
+	book      *repair.Assignments
+	repairing map[uint64]workerAssignment // files a repair worker holds, by what it was handed
+	gcRecs    map[uint64]*gc.Record       // by inode
+	gcSeen    map[gc.Pair]int64           // objects deleted, and when
 }
 
 // Run drives the cores for cfg.Steps events from seed and returns what
@@ -199,7 +199,7 @@ func newEnv(cfg Config, seed uint64) *env {
 	e := &env{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: start, start: start,
 		owned: map[uint32]bool{}, version: map[uint64]uint64{}, claims: map[uint64]dirClaim{},
 		seen: map[uint32]time.Time{}, failed: map[uint32]bool{}, removed: map[uint32]bool{},
-		files: map[uint64]*simFile{}, book: repair.NewClaims(), healing: map[uint64]healerClaim{},
+		files: map[uint64]*simFile{}, book: repair.NewAssignments(), repairing: map[uint64]workerAssignment{},
 		gcRecs: map[uint64]*gc.Record{}, gcSeen: map[gc.Pair]int64{}, incarn: 1, lockIncarn: 1}
 	e.locks = extlock.New(cfg.Lease, start, route.SlotOf)
 	e.cache = cache.New(cfg.Lease, e.incarn)
@@ -270,8 +270,8 @@ func (e *env) do(op Op) {
 		e.osdRemove()
 	case OpDirty:
 		e.dirty()
-	case OpRepairClaim:
-		e.repairClaim()
+	case OpRepairAssign:
+		e.repairAssign()
 	case OpRepairDone:
 		e.repairDone()
 	case OpGCPass:

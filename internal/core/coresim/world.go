@@ -56,10 +56,10 @@ func (e *env) mdsChurn(join bool) {
 		i := e.rng.IntN(len(e.mds))
 		gone := e.mds[i]
 		e.mds = slices.Delete(e.mds, i, i+1)
-		for _, ino := range sortedKeys(e.healing) {
-			if h := e.healing[ino]; h.process == gone && e.now.After(h.at) {
+		for _, ino := range sortedKeys(e.repairing) {
+			if h := e.repairing[ino]; h.process == gone && e.now.After(h.at) {
 				h.dead = true
-				e.healing[ino] = h
+				e.repairing[ino] = h
 			}
 		}
 	}
@@ -80,9 +80,9 @@ func (e *env) mdsChurn(join bool) {
 	}
 }
 
-// healerClaim is a claim as the model of its healer knows it.
-type healerClaim struct {
-	repair.Claimed
+// workerAssignment is an assignment as the model of its repair worker knows it.
+type workerAssignment struct {
+	repair.Assignment
 	at      time.Time
 	process string
 	dead    bool // its process left: the leader may hand the file to another
@@ -174,9 +174,9 @@ func (e *env) dirty() {
 	}
 }
 
-// repairClaim: a healer asks for work; the leader picks a file it may
-// claim and decides the claim.
-func (e *env) repairClaim() {
+// repairAssign: a worker asks for work; the leader picks a file it may
+// assign and decides the assignment.
+func (e *env) repairAssign() {
 	kind := repair.KindRebuild
 	if e.rng.IntN(4) == 0 {
 		kind = repair.KindScrub
@@ -184,16 +184,16 @@ func (e *env) repairClaim() {
 	views := e.views()
 	cands := e.candidates()
 	for _, ino := range sortedKeys(e.files) {
-		if !e.book.Claimable(ino, e.now) {
+		if !e.book.Assignable(ino, e.now) {
 			continue
 		}
 		f := e.files[ino]
-		c, ok, err := repair.DecideClaim(f.l, f.dirty, views, kind, nil, placement.NewPool(cands), e.rng)
+		c, ok, err := repair.DecideAssignment(f.l, f.dirty, views, kind, nil, placement.NewPool(cands), e.rng)
 		if err != nil || !ok {
 			continue
 		}
-		if h, busy := e.healing[ino]; busy && !h.dead && e.now.Sub(h.at) < repair.Lease {
-			e.fail("inode %d claimed while a live healer holds it (claimed at +%v by %s)", ino, h.at.Sub(e.start), h.process)
+		if h, busy := e.repairing[ino]; busy && !h.dead && e.now.Sub(h.at) < repair.Lease {
+			e.fail("inode %d assigned while a live worker holds it (assigned at +%v by %s)", ino, h.at.Sub(e.start), h.process)
 			return
 		}
 		for i, id := range c.OSDs {
@@ -202,8 +202,8 @@ func (e *env) repairClaim() {
 			}
 		}
 		process := e.mds[e.rng.IntN(len(e.mds))]
-		e.book.Record(ino, repair.Claim{At: e.now, Version: f.l.Version + 1, Kind: c.Kind, Process: process})
-		e.healing[ino] = healerClaim{Claimed: c, at: e.now, process: process}
+		e.book.Record(ino, repair.Assigned{At: e.now, Version: f.l.Version + 1, Kind: c.Kind, Process: process})
+		e.repairing[ino] = workerAssignment{Assignment: c, at: e.now, process: process}
 		if len(c.GCComps) > 0 {
 			rec := e.gcRecs[ino]
 			if rec == nil {
@@ -213,20 +213,20 @@ func (e *env) repairClaim() {
 			gc.Merge(rec, 1, c.GCComps, c.GCOSDs, 0, e.now.Add(e.cfg.Lease).UnixNano())
 		}
 		f.l.OSDs, f.l.Version = c.OSDs, f.l.Version+1
-		e.note("claim %d: %s comps %v osds %v", ino, c.Kind, c.Comps, c.OSDs)
+		e.note("assignment %d: %s comps %v osds %v", ino, c.Kind, c.Comps, c.OSDs)
 		return
 	}
 }
 
-// repairDone: a healer reports; what it wrote is clean again.
+// repairDone: a worker reports; what it wrote is clean again.
 func (e *env) repairDone() {
-	inos := sortedKeys(e.healing)
+	inos := sortedKeys(e.repairing)
 	if len(inos) == 0 {
 		return
 	}
 	ino := inos[e.rng.IntN(len(inos))]
-	c := e.healing[ino]
-	delete(e.healing, ino)
+	c := e.repairing[ino]
+	delete(e.repairing, ino)
 	f := e.files[ino]
 	if e.rng.IntN(5) == 0 {
 		e.book.Backoff(ino, e.now.Add(repair.Lease/100))
@@ -242,7 +242,7 @@ func (e *env) repairDone() {
 func (e *env) gcPass() {
 	for _, ino := range sortedKeys(e.gcRecs) {
 		rec := e.gcRecs[ino]
-		_, busy := e.healing[ino]
+		_, busy := e.repairing[ino]
 		if !gc.Due(e.now.UnixNano(), rec.NotBeforeNs, busy) {
 			continue
 		}

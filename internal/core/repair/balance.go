@@ -11,7 +11,7 @@ import (
 // Rebalancing (Panasas's and Ceph's background rebalance): the leader
 // keeps an estimate of the bytes of components each OSD holds, computed
 // from the layouts; when the fullest up OSD holds more than the emptiest
-// by over the slack (Target), an idle healer is handed a healthy file
+// by over the slack (Target), an idle worker is handed a healthy file
 // with a component on the fullest (PickMove) and moves that component to
 // the emptiest, copied, not decoded. Repairs always go first.
 

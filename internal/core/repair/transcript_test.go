@@ -19,7 +19,7 @@ import (
 // TestTranscripts drives Plan through testdata's transcripts:
 //
 //	plan spec=S osds=1,2,... [spare=N] [state=ID:down|out,...] [gone=ID,...] [drain=ID,...] [dirty=COMP,...]
-//	claim kind=rebuild|scrub [move=COMP:FROM:TO] (then the same as plan)
+//	assignment kind=rebuild|scrub [move=COMP:FROM:TO] (then the same as plan)
 //
 // Every OSD of the layout is up unless state says otherwise; spare adds
 // N more up OSDs (ids after the largest); gone ones are unknown to the
@@ -27,7 +27,7 @@ import (
 func TestTranscripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/plan", func(t *testing.T, path string) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			if d.Cmd != "plan" && d.Cmd != "claim" {
+			if d.Cmd != "plan" && d.Cmd != "assignment" {
 				d.Fatalf(t, "unknown command %s", d.Cmd)
 			}
 			arg := func(key string) string { return transcript.Str(t, d, key) }
@@ -66,7 +66,7 @@ func TestTranscripts(t *testing.T) {
 			for _, c := range ints("dirty") {
 				dirty = append(dirty, uint32(c))
 			}
-			if d.Cmd == "claim" {
+			if d.Cmd == "assignment" {
 				return claimText(t, d, spec, osds, dirty, views, arg("kind"), arg("move"))
 			}
 			p := Plan(osds, dirty, views, spec)
@@ -87,7 +87,7 @@ func TestTranscripts(t *testing.T) {
 	})
 }
 
-// claimText is DecideClaim's decision for the file and cluster a claim
+// claimText is DecideAssignment's decision for the file and cluster an assignment
 // transcript line describes; OSDs up and not draining are candidates.
 func claimText(t *testing.T, d *datadriven.TestData, spec layout.Spec, osds, dirty []uint32, views map[uint32]cluster.View, kind, move string) string {
 	var up []placement.Candidate
@@ -105,12 +105,12 @@ func claimText(t *testing.T, d *datadriven.TestData, spec layout.Spec, osds, dir
 		m = &Move{Comp: c, From: uint32(from), To: uint32(to), Bytes: 1}
 	}
 	l := layout.Layout{Spec: spec, Groups: len(osds) / spec.Width(), OSDs: osds, Version: 1}
-	c, ok, err := DecideClaim(l, dirty, views, kind, m, placement.NewPool(up), rand.New(rand.NewPCG(1, 2)))
+	c, ok, err := DecideAssignment(l, dirty, views, kind, m, placement.NewPool(up), rand.New(rand.NewPCG(1, 2)))
 	switch {
 	case err != nil:
 		return "error: " + err.Error()
 	case !ok:
-		return "nothing to claim"
+		return "nothing to assign"
 	}
 	out := fmt.Sprintf("%s comps=%v sources=%v osds=%v", c.Kind, c.Comps, c.Sources, c.OSDs)
 	if len(c.MoveFrom) > 0 {

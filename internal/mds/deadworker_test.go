@@ -14,14 +14,14 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// A healer that claims a repair and dies never reports it done. Its claim
-// must expire with its repair lock, so that another healer repairs the
+// A worker that is assigned a repair and dies never reports it done. Its assignment
+// must expire with its repair lock, so that another worker repairs the
 // file; and `braid status` must stop counting it as active. The cluster
 // runs on simulated time (synctest), so the lock's ten minutes pass at
 // once.
-func TestDeadHealersClaimExpires(t *testing.T) {
+func TestDeadWorkersAssignmentExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, cl := claimAndDie(t, 1, mdsproto.RepairClaimReq{Worker: "doomed"})
+		_, cl := assignAndDie(t, 1, mdsproto.RepairAssignReq{Worker: "doomed"})
 		healUntilClean(t, cl, 30*time.Minute, true)
 		r, err := cl.Open(context.Background(), "/f")
 		if err != nil {
@@ -35,27 +35,27 @@ func TestDeadHealersClaimExpires(t *testing.T) {
 	})
 }
 
-// A healer running in one of several MDS processes claims a repair from
+// A worker running in one of several MDS processes is assigned a repair by
 // the leader, and its process dies. The leader finds the process gone
-// once its session lapses and ends the claim then: another healer
+// once its session lapses and ends the assignment then: another worker
 // repairs the file within a minute, not after the ten-minute repair
-// lease (as TestDeadHealersClaimExpires, a healer of its own, must wait).
+// lease (as TestDeadWorkersAssignmentExpires, a worker of its own, must wait).
 func TestClaimOfADeadProcessEndsWithIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, cl := claimAndDie(t, 2, mdsproto.RepairClaimReq{Worker: "mds1-healer/0", Process: "mds1"})
-		c.KillMDS(1) // the healer's process dies with it
+		c, cl := assignAndDie(t, 2, mdsproto.RepairAssignReq{Worker: "mds1-worker/0", Process: "mds1"})
+		c.KillMDS(1) // the worker's process dies with it
 		healUntilClean(t, cl, time.Minute, false)
 	})
 }
 
-// claimAndDie starts a cluster with mdsCount MDS processes and no healers
-// of theirs, writes /f, marks a component of it dirty, and claims its
-// repair from the leader with req as a healer that then goes silent.
-func claimAndDie(t *testing.T, mdsCount int, req mdsproto.RepairClaimReq) (*testcluster.Cluster, *braid.Client) {
+// assignAndDie starts a cluster with mdsCount MDS processes and no repair workers
+// of theirs, writes /f, marks a component of it dirty, and assignments its
+// repair from the leader with req as a worker that then goes silent.
+func assignAndDie(t *testing.T, mdsCount int, req mdsproto.RepairAssignReq) (*testcluster.Cluster, *braid.Client) {
 	t.Helper()
 	ctx := context.Background()
 	nw := simnet.New()
-	c := testcluster.Start(t, testcluster.Options{OSDs: 4, Healers: -1, Network: nw, OSDFS: simdisk.New(0), MDSCount: mdsCount})
+	c := testcluster.Start(t, testcluster.Options{OSDs: 4, RepairWorkers: -1, Network: nw, OSDFS: simdisk.New(0), MDSCount: mdsCount})
 	cl := c.Dial()
 	writeSmall(t, cl, "/f")
 	fi, err := cl.Stat(ctx, "/f")
@@ -66,18 +66,18 @@ func claimAndDie(t *testing.T, mdsCount int, req mdsproto.RepairClaimReq) (*test
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close() // the healer goes silent holding the claim
+	defer conn.Close() // the worker goes silent holding the assignment
 	call := rawCaller(t, conn)
 	call(mdsproto.OpMarkDirty, mdsproto.MarkDirtyReq{Ino: fi.Ino, Comps: []uint32{1}}, nil)
 	var task mdsproto.RepairTask
-	call(mdsproto.OpRepairClaim, req, &task)
+	call(mdsproto.OpRepairAssign, req, &task)
 	if task.Inode.Ino != fi.Ino {
-		t.Fatalf("claim gave %q of ino %d, want ino %d", task.Kind, task.Inode.Ino, fi.Ino)
+		t.Fatalf("assignment gave %q of ino %d, want ino %d", task.Kind, task.Inode.Ino, fi.Ino)
 	}
 	return c, cl
 }
 
-// healUntilClean runs another healer until /f is clean (and, with
+// healUntilClean runs another worker until /f is clean (and, with
 // idle, status counts no repair active), failing past within of
 // simulated time.
 func healUntilClean(t *testing.T, cl *braid.Client, within time.Duration, idle bool) {
@@ -103,20 +103,20 @@ func healUntilClean(t *testing.T, cl *braid.Client, within time.Duration, idle b
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%v (simulated) after the healer holding the claim died: active %d, dirty %v (%v)", within, active, dirty, ferr)
+			t.Fatalf("%v (simulated) after the worker holding the assignment died: active %d, dirty %v (%v)", within, active, dirty, ferr)
 		}
 		<-time.After(10 * time.Second) // simulated time: the cluster's clocks move on
 	}
 }
 
-// The leader's own healer claims a repair, and the leader dies: the next
-// leader never handed that claim out, but the repair lock names the
-// healer's process, which is not among the processes active now. The
-// claim is dead, and another healer repairs the file within a minute.
-func TestClaimOfADeadLeadersHealerEndsWithIt(t *testing.T) {
+// The leader's own worker is assigned a repair, and the leader dies: the next
+// leader never handed that assignment out, but the repair lock names the
+// worker's process, which is not among the processes active now. The
+// assignment is dead, and another worker repairs the file within a minute.
+func TestAssignmentOfADeadLeadersWorkerEndsWithIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, cl := claimAndDie(t, 3, mdsproto.RepairClaimReq{Worker: "mds0-healer/0", Process: "mds0"})
-		c.KillMDS(0) // the leader, and its healer with it
+		c, cl := assignAndDie(t, 3, mdsproto.RepairAssignReq{Worker: "mds0-worker/0", Process: "mds0"})
+		c.KillMDS(0) // the leader, and its worker with it
 		healUntilClean(t, cl, time.Minute, false)
 	})
 }

@@ -9,16 +9,16 @@ import (
 	"github.com/braidfs/braid/internal/layout"
 )
 
-// Claimed is what handing a file to a healer decides: the work, the
+// Assignment is what handing a file to a worker decides: the work, the
 // layout it is done under, and the objects it leaves for deletion.
-type Claimed struct {
-	// Kind is what the healer does: a scrub asked of a file that needs
+type Assignment struct {
+	// Kind is what the worker does: a scrub asked of a file that needs
 	// repair becomes a rebuild (repair first; scrub what is healthy).
 	Kind string
 	Plan FilePlan
 	// OSDs is the new layout's OSD list (its version one past the old).
 	OSDs []uint32
-	// Comps are the components to write (dirty until the healer is done);
+	// Comps are the components to write (dirty until the worker is done);
 	// Sources those it may read.
 	Comps, Sources []uint32
 	// MoveFrom names, per moved component that can be copied as itself,
@@ -29,35 +29,35 @@ type Claimed struct {
 	GCComps, GCOSDs []uint32
 }
 
-// DecideClaim decides the claim of a file placed as l with dirty
+// DecideAssignment decides the assignment of a file placed as l with dirty
 // components: kind is what the caller asks (KindRebuild or KindScrub),
 // move a rebalancing move (nil: none), up the OSDs a moved component
 // may go to. ok is false when the file needs nothing of the kind.
-func DecideClaim(l layout.Layout, dirty []uint32, views map[uint32]cluster.View, kind string, move *Move, up *placement.Pool, rng *rand.Rand) (c Claimed, ok bool, err error) {
+func DecideAssignment(l layout.Layout, dirty []uint32, views map[uint32]cluster.View, kind string, move *Move, up *placement.Pool, rng *rand.Rand) (c Assignment, ok bool, err error) {
 	plan := Plan(l.OSDs, dirty, views, l.Spec)
 	var forced []uint32
 	if move != nil && !plan.NeedsWork() && !plan.Degraded() {
 		if forced = move.Apply(l.OSDs, l.Spec.Width()); forced == nil {
-			return Claimed{}, false, nil
+			return Assignment{}, false, nil
 		}
 		plan.Move, plan.Rewrite = []int{move.Comp}, []int{move.Comp}
 	}
 	if kind == KindRebuild && !plan.NeedsWork() {
-		return Claimed{}, false, nil
+		return Assignment{}, false, nil
 	}
 	if kind == KindScrub && (plan.Degraded() || len(dirty) > 0) {
 		kind = KindRebuild // repair first; scrub what is healthy
 		if !plan.NeedsWork() {
-			return Claimed{}, false, nil
+			return Assignment{}, false, nil
 		}
 	}
-	c = Claimed{Kind: kind, Plan: plan, OSDs: l.OSDs, Comps: toU32(plan.Rewrite), Sources: toU32(plan.Sources)}
+	c = Assignment{Kind: kind, Plan: plan, OSDs: l.OSDs, Comps: toU32(plan.Rewrite), Sources: toU32(plan.Sources)}
 	switch {
 	case forced != nil:
 		c.OSDs = forced
 	case len(plan.Move) > 0:
 		if c.OSDs, err = up.Replace(l, plan.Move, rng); err != nil {
-			return Claimed{}, false, err
+			return Assignment{}, false, err
 		}
 	}
 	for _, comp := range plan.Move {

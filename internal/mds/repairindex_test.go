@@ -47,13 +47,13 @@ func rawCaller(t *testing.T, conn *wire.Client) func(op uint16, req, resp any) {
 	}
 }
 
-// Once a full scan finds nothing to repair, claims read only the heal
+// Once a full scan finds nothing to repair, assignments read only the heal
 // index. Work must still be found: a file reported dirty afterwards (it is
 // in the index), and every file of an OSD that goes out (not in the index:
 // the changed cluster map brings the full scan back).
 func TestRepairClaimsFindWorkAfterSteadyState(t *testing.T) {
 	ctx := context.Background()
-	c := testcluster.Start(t, testcluster.Options{OSDs: 4, Healers: -1, OSDOutAfter: 3 * time.Second})
+	c := testcluster.Start(t, testcluster.Options{OSDs: 4, RepairWorkers: -1, OSDOutAfter: 3 * time.Second})
 	cl := c.Dial()
 	for i := 0; i < 6; i++ {
 		writeSmall(t, cl, fmt.Sprintf("/f%d", i))
@@ -64,12 +64,12 @@ func TestRepairClaimsFindWorkAfterSteadyState(t *testing.T) {
 	}
 	defer conn.Close()
 	call := rawCaller(t, conn)
-	claim := func() mdsproto.RepairTask {
+	assignment := func() mdsproto.RepairTask {
 		var task mdsproto.RepairTask
-		call(mdsproto.OpRepairClaim, mdsproto.RepairClaimReq{Worker: "test"}, &task)
+		call(mdsproto.OpRepairAssign, mdsproto.RepairAssignReq{Worker: "test"}, &task)
 		return task
 	}
-	if task := claim(); task.Kind != "" {
+	if task := assignment(); task.Kind != "" {
 		t.Fatalf("healthy cluster handed out %s of ino %d", task.Kind, task.Inode.Ino)
 	}
 
@@ -78,8 +78,8 @@ func TestRepairClaimsFindWorkAfterSteadyState(t *testing.T) {
 		t.Fatal(err)
 	}
 	call(mdsproto.OpMarkDirty, mdsproto.MarkDirtyReq{Ino: fi.Ino, Comps: []uint32{1}}, nil)
-	if task := claim(); task.Kind != mdsproto.RepairRebuild || task.Inode.Ino != fi.Ino {
-		t.Fatalf("after marking ino %d dirty, claim gave %q for ino %d", fi.Ino, task.Kind, task.Inode.Ino)
+	if task := assignment(); task.Kind != mdsproto.RepairRebuild || task.Inode.Ino != fi.Ino {
+		t.Fatalf("after marking ino %d dirty, assignment gave %q for ino %d", fi.Ino, task.Kind, task.Inode.Ino)
 	}
 
 	// Every file on an OSD holding /f0 must be handed out once it is out.
@@ -101,12 +101,12 @@ func TestRepairClaimsFindWorkAfterSteadyState(t *testing.T) {
 			want[fi.Ino] = true
 		}
 	}
-	delete(want, fi.Ino) // claimed above, locked now
+	delete(want, fi.Ino) // assigned above, locked now
 	stop := slices.IndexFunc(c.OSDs, func(o *osd.Server) bool { return o.ID() == victim })
 	c.StopOSD(stop)
 	got := map[uint64]bool{}
 	testcluster.Eventually(t, 30*time.Second, func() bool {
-		if task := claim(); task.Kind != "" {
+		if task := assignment(); task.Kind != "" {
 			got[task.Inode.Ino] = true
 		}
 		for ino := range want {
@@ -116,6 +116,6 @@ func TestRepairClaimsFindWorkAfterSteadyState(t *testing.T) {
 		}
 		return true
 	}, func() string {
-		return fmt.Sprintf("claims after OSD %d went out: %v, want all of %v", victim, got, want)
+		return fmt.Sprintf("assignments after OSD %d went out: %v, want all of %v", victim, got, want)
 	})
 }

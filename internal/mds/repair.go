@@ -20,18 +20,18 @@ import (
 )
 
 // Repair orchestration (Panasas: the metadata service drives
-// reconstruction; Sigma: live rebalancing). The MDS decides, healers do
-// the I/O: a healer claims one file at a time, the MDS moves the file's
+// reconstruction; Sigma: live rebalancing). The MDS decides, repair workers do
+// the I/O: a worker is assigned one file at a time, the MDS moves the file's
 // lost components to new OSDs in its layout (version bumped, components
 // listed dirty so readers decode them) and locks the file against writers;
-// the healer fences the old version on every OSD, writes the components
+// the worker fences the old version on every OSD, writes the components
 // and reports back; the MDS then clears them from the dirty set. Many
-// healers repair many files at once, and because layouts are per file the
+// repair workers repair many files at once, and because layouts are per file the
 // work spreads over every OSD (declustered rebuild).
 
 const (
-	healScanBatch   = 4096             // inodes one claim may look at
-	repairLease     = repair.Lease     // a claimed file's lock; a dead healer's lock expires
+	repairScanBatch = 4096             // inodes one assignment may look at
+	repairLease     = repair.Lease     // an assigned file's lock; a dead worker's lock expires
 	repairBackoff   = 5 * time.Second  // wait before retrying a file whose repair failed
 	maxScrubQueue   = 1 << 20          // files waiting for an on-demand scrub
 	rateWindow      = 10 * time.Second // repair rate averaged over this
@@ -47,31 +47,31 @@ type repairLock struct {
 	// Tainted is set when a writer reports one of Comps dirty during the
 	// repair: a copy of it from its old OSD may then be stale.
 	Tainted bool `json:"tainted,omitempty"`
-	// Process is the MDS process the claiming healer runs in ("" : a
-	// healer of its own), for a later leader to judge the claim by.
+	// Process is the MDS process the assigned worker runs in ("" : a
+	// worker of its own), for a later leader to judge the assignment by.
 	Process string `json:"process,omitempty"`
 }
 
 func (l *repairLock) active(now time.Time) bool { return l != nil && now.UnixNano() < l.UntilNs }
 
-// healState is the MDS's in-memory repair bookkeeping.
-type healState struct {
+// repairState is the MDS's in-memory repair bookkeeping.
+type repairState struct {
 	mu     sync.Mutex
 	cursor []byte // where the next batch of a full inode scan starts
-	// indexCursor is where the next batch of the heal index starts.
+	// indexCursor is where the next batch of the repair index starts.
 	indexCursor []byte
 	// steadyMap is the cluster map (viewsSignature) under which a full
 	// scan last completed; cycleMap the one the current full scan began under.
 	steadyMap, cycleMap string
-	cycleClean          bool            // the current full scan has found no work
-	pending             []uint64        // found by a scan, not yet claimed
-	claims              *repair.Claims  // files claimed by a healer, and which wait a backoff
-	noSpace             map[uint64]bool // files whose last repair failed for lack of space
-	recent              []string        // the last maxRecentRepairs repairs and why
-	scrubQ              []uint64        // files queued for scrub
-	scrubIn             map[uint64]bool // members of scrubQ
-	done                []doneMark      // recent completions, for the rate
-	scrubDone           []doneMark      // recent scrubs' bytes read, for their rate
+	cycleClean          bool                // the current full scan has found no work
+	pending             []uint64            // found by a scan, not yet assigned
+	assignments         *repair.Assignments // files assigned by a worker, and which wait a backoff
+	noSpace             map[uint64]bool     // files whose last repair failed for lack of space
+	recent              []string            // the last maxRecentRepairs repairs and why
+	scrubQ              []uint64            // files queued for scrub
+	scrubIn             map[uint64]bool     // members of scrubQ
+	done                []doneMark          // recent completions, for the rate
+	scrubDone           []doneMark          // recent scrubs' bytes read, for their rate
 	stats               mdsproto.RepairProgress
 	errs                []string
 	events              []mdsproto.FileEvent // the last maxFileEvents (damage.go)
@@ -83,19 +83,21 @@ type doneMark struct {
 	bytes int64
 }
 
-func newHealState() *healState {
-	return &healState{claims: repair.NewClaims(), noSpace: map[uint64]bool{}, scrubIn: map[uint64]bool{},
+func newRepairState() *repairState {
+	return &repairState{assignments: repair.NewAssignments(), noSpace: map[uint64]bool{}, scrubIn: map[uint64]bool{},
 		bal: balanceState{est: map[uint32]int64{}}}
 }
 
-func (h *healState) claimable(ino uint64, now time.Time) bool { return h.claims.Claimable(ino, now) }
+func (h *repairState) assignable(ino uint64, now time.Time) bool {
+	return h.assignments.Assignable(ino, now)
+}
 
 // noteActives records the MDS processes the leader finds active now, and
-// queues again the scrubs the healers of those that left had claimed.
-func (h *healState) noteActives(names []string, now time.Time) {
+// queues again the scrubs the repair workers of those that left had assigned.
+func (h *repairState) noteActives(names []string, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, ino := range h.claims.NoteActives(names, now) {
+	for _, ino := range h.assignments.NoteActives(names, now) {
 		if h.scrubIn[ino] || len(h.scrubQ) >= maxScrubQueue {
 			continue
 		}
@@ -107,40 +109,40 @@ func (h *healState) noteActives(names []string, now time.Time) {
 
 // forgetActives drops what a leader saw of the actives, when it no
 // longer leads.
-func (h *healState) forgetActives() {
+func (h *repairState) forgetActives() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.claims.ForgetActives()
+	h.assignments.ForgetActives()
 }
 
-// repairHeld is repairActive for the leader's claims: a lock whose
-// healer's process is gone holds nothing (claimDead). ownClaims is how
-// many claims of ino the caller itself has in flight (lockFor: 1).
-func (s *Server) repairHeld(ino uint64, l *repairLock, now time.Time, ownClaims int) bool {
-	return s.repairActive(ino, l, now) && !s.heal.claimDead(ino, l, ownClaims)
+// repairHeld is repairActive for the leader's assignments: a lock whose
+// worker's process is gone holds nothing (assignmentDead). ownAssigned is how
+// many assignments of ino the caller itself has in flight (lockFor: 1).
+func (s *Server) repairHeld(ino uint64, l *repairLock, now time.Time, ownAssigned int) bool {
+	return s.repairActive(ino, l, now) && !s.repairs.assignmentDead(ino, l, ownAssigned)
 }
 
-// claimDead reports whether the repair lock l on ino is a claim whose
-// healer's process is gone (repair.Claims.Dead).
-func (h *healState) claimDead(ino uint64, l *repairLock, ownClaims int) bool {
+// assignmentDead reports whether the repair lock l on ino is an assignment whose
+// worker's process is gone (repair.Assignments.Dead).
+func (h *repairState) assignmentDead(ino uint64, l *repairLock, ownAssigned int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.claims.Dead(ino, l.Version, l.Process, ownClaims)
+	return h.assignments.Dead(ino, l.Version, l.Process, ownAssigned)
 }
 
-// inFlight counts a claim of ino starting (+1) or done (-1).
-func (h *healState) inFlight(ino uint64, d int) {
+// inFlight counts an assignment of ino starting (+1) or done (-1).
+func (h *repairState) inFlight(ino uint64, d int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.claims.InFlight(ino, d)
+	h.assignments.InFlight(ino, d)
 }
 
-// claimantKey carries a claim's RepairClaimReq.Process to where the claim
+// claimantKey carries an assignment's RepairAssignReq.Process to where the assignment
 // is recorded (lockFor).
 type claimantKey struct{}
 
-// repairClaim hands a healer the next file to repair, or an empty task.
-func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (mdsproto.RepairTask, error) {
+// repairAssign hands a worker the next file to repair, or an empty task.
+func (s *Server) repairAssign(ctx context.Context, req mdsproto.RepairAssignReq) (mdsproto.RepairTask, error) {
 	if len(req.Process) > maxNameBytes {
 		// Stored in the file's repair lock: bounded as a name is.
 		return mdsproto.RepairTask{}, wire.Errorf(wire.ErrInvalid, "process name of %d bytes, at most %d", len(req.Process), maxNameBytes)
@@ -152,29 +154,29 @@ func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (
 	for i, ino := range found {
 		task, ok, err := s.lockForRepair(ctx, ino, mdsproto.RepairRebuild, views, now)
 		if err != nil || ok {
-			s.heal.mu.Lock()
-			s.heal.pending = found[i+1:] // the next claims take these first
-			s.heal.mu.Unlock()
+			s.repairs.mu.Lock()
+			s.repairs.pending = found[i+1:] // the next assignments take these first
+			s.repairs.mu.Unlock()
 			return task, err
 		}
 	}
 	for {
 		ino, ok := s.nextScrub(now)
 		if !ok {
-			task, _, err := s.balanceClaim(ctx, views, now)
+			task, _, err := s.balanceAssign(ctx, views, now)
 			return task, err
 		}
 		task, ok, err := s.lockForRepair(ctx, ino, mdsproto.RepairScrub, views, now)
-		s.heal.mu.Lock()
-		s.heal.stats.ScrubTaken++ // after it became active, so "none queued, none active" means done
-		s.heal.mu.Unlock()
+		s.repairs.mu.Lock()
+		s.repairs.stats.ScrubTaken++ // after it became active, so "none queued, none active" means done
+		s.repairs.mu.Unlock()
 		if err != nil || ok {
 			return task, err
 		}
 	}
 }
 
-// scanForRepair looks at up to healScanBatch inodes from the cursor and
+// scanForRepair looks at up to repairScanBatch inodes from the cursor and
 // returns the files among them that need a repair now.
 //
 // Reading every inode is needed only when the cluster map changed (an OSD
@@ -182,29 +184,29 @@ func (s *Server) repairClaim(ctx context.Context, req mdsproto.RepairClaimReq) (
 // affected) and once after a start. Otherwise a file needs work only if it
 // has dirty components or a repair lock, and those are listed in the heal
 // index, kept in the same transactions as the inodes: a steady cluster's
-// idle healers cost a scan of an empty index, not of every inode.
+// idle repair workers cost a scan of an empty index, not of every inode.
 func (s *Server) scanForRepair(ctx context.Context, views map[uint32]cluster.View, now time.Time) []uint64 {
 	mapSig := viewsSignature(views)
-	s.heal.mu.Lock()
-	if len(s.heal.pending) > 0 {
-		found := slices.DeleteFunc(s.heal.pending, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
-		s.heal.pending = nil
-		s.heal.mu.Unlock()
+	s.repairs.mu.Lock()
+	if len(s.repairs.pending) > 0 {
+		found := slices.DeleteFunc(s.repairs.pending, func(ino uint64) bool { return !s.repairs.assignable(ino, now) })
+		s.repairs.pending = nil
+		s.repairs.mu.Unlock()
 		return found
 	}
-	full := s.heal.cursor != nil || s.heal.steadyMap != mapSig
-	start := s.heal.cursor
+	full := s.repairs.cursor != nil || s.repairs.steadyMap != mapSig
+	start := s.repairs.cursor
 	if !full {
-		start = s.heal.indexCursor
+		start = s.repairs.indexCursor
 	}
 	if full && start == nil {
-		s.heal.cycleMap, s.heal.cycleClean = mapSig, true
+		s.repairs.cycleMap, s.repairs.cycleClean = mapSig, true
 	}
-	s.heal.mu.Unlock()
+	s.repairs.mu.Unlock()
 	if full {
 		return s.scanInodes(ctx, start, views, now)
 	}
-	return s.scanHealIndex(ctx, start, views, now)
+	return s.scanRepairIndex(ctx, start, views, now)
 }
 
 // viewsSignature is what the repair plans depend on in the cluster map.
@@ -226,9 +228,9 @@ func viewsSignature(views map[uint32]cluster.View) string {
 // scanInodes is one batch of the full scan. A full scan that completes
 // without finding work makes the map it started under the steady one;
 // until then full scans repeat (files whose components must move off an
-// out or draining OSD are not in the heal index).
+// out or draining OSD are not in the repair index).
 //
-// Healers scan concurrently: a batch moves the cursor only if the cursor
+// Repair workers scan concurrently: a batch moves the cursor only if the cursor
 // is still where the batch started, so a batch that finishes late can
 // neither skip part of a pass nor end one that another batch began.
 func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
@@ -248,26 +250,26 @@ func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]c
 	if err != nil {
 		return nil // the same batch again next time; an unread pass is no clean one
 	}
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
+	s.repairs.mu.Lock()
+	defer s.repairs.mu.Unlock()
 	if len(found) > 0 || busy {
-		s.heal.cycleClean = false
+		s.repairs.cycleClean = false
 	}
-	if bytes.Equal(s.heal.cursor, from) {
-		if s.heal.cursor = next; next == nil && s.heal.cycleClean {
-			s.heal.steadyMap = s.heal.cycleMap // a whole pass without work
+	if bytes.Equal(s.repairs.cursor, from) {
+		if s.repairs.cursor = next; next == nil && s.repairs.cycleClean {
+			s.repairs.steadyMap = s.repairs.cycleMap // a whole pass without work
 		}
 	}
-	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
+	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.repairs.assignable(ino, now) })
 }
 
-// scanHealIndex is one batch of the heal index.
-func (s *Server) scanHealIndex(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
+// scanRepairIndex is one batch of the repair index.
+func (s *Server) scanRepairIndex(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
 	start := from
 	if start == nil {
-		start = firstKey(pHeal)
+		start = firstKey(pRepair)
 	}
-	found, next, err := s.scanBatch(ctx, start, pastKeys(pHeal), func(r kv.Reader, k, _ []byte) bool {
+	found, next, err := s.scanBatch(ctx, start, pastKeys(pRepair), func(r kv.Reader, k, _ []byte) bool {
 		ino, _ := inoOfKey(k) // scanBatch passes only such keys
 		rec, err := getInode(r, ino)
 		return err == nil && s.needsRepair(rec, views, now)
@@ -275,15 +277,15 @@ func (s *Server) scanHealIndex(ctx context.Context, from []byte, views map[uint3
 	if err != nil {
 		return nil
 	}
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
-	if bytes.Equal(s.heal.indexCursor, from) { // as in scanInodes
-		s.heal.indexCursor = next
+	s.repairs.mu.Lock()
+	defer s.repairs.mu.Unlock()
+	if bytes.Equal(s.repairs.indexCursor, from) { // as in scanInodes
+		s.repairs.indexCursor = next
 	}
-	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.heal.claimable(ino, now) })
+	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.repairs.assignable(ino, now) })
 }
 
-// scanBatch reads up to healScanBatch keys of the form <prefix><ino be64>
+// scanBatch reads up to repairScanBatch keys of the form <prefix><ino be64>
 // in [start, end) and returns the inos that want picks, and the key the
 // next batch starts at (nil when the range was read to its end).
 func (s *Server) scanBatch(ctx context.Context, start, end []byte, wants func(r kv.Reader, k, v []byte) bool) (found []uint64, next []byte, err error) {
@@ -297,13 +299,13 @@ func (s *Server) scanBatch(ctx context.Context, start, end []byte, wants func(r 
 			if ino, ok := inoOfKey(k); ok && wants(r, k, v) {
 				found = append(found, ino)
 			}
-			return seen < healScanBatch
+			return seen < repairScanBatch
 		})
 	})
 	switch {
 	case err != nil:
 		return nil, nil, err
-	case seen < healScanBatch:
+	case seen < repairScanBatch:
 		return found, nil, nil
 	}
 	return found, append(last, 0), nil
@@ -318,18 +320,18 @@ func (s *Server) needsRepair(rec *inodeRec, views map[uint32]cluster.View, now t
 }
 
 func (s *Server) nextScrub(now time.Time) (uint64, bool) {
-	s.heal.mu.Lock()
-	defer s.heal.mu.Unlock()
+	s.repairs.mu.Lock()
+	defer s.repairs.mu.Unlock()
 	// A file being repaired or backing off after a failure goes to the
 	// back of the queue: it is scrubbed once it can be, not dropped.
 	var later []uint64
-	defer func() { s.heal.scrubQ = append(s.heal.scrubQ, later...) }()
-	for len(s.heal.scrubQ) > 0 {
-		ino := s.heal.scrubQ[0]
-		s.heal.scrubQ = s.heal.scrubQ[1:]
-		if s.heal.claimable(ino, now) {
-			delete(s.heal.scrubIn, ino)
-			return ino, true // counted as taken once claimed or passed over
+	defer func() { s.repairs.scrubQ = append(s.repairs.scrubQ, later...) }()
+	for len(s.repairs.scrubQ) > 0 {
+		ino := s.repairs.scrubQ[0]
+		s.repairs.scrubQ = s.repairs.scrubQ[1:]
+		if s.repairs.assignable(ino, now) {
+			delete(s.repairs.scrubIn, ino)
+			return ino, true // counted as taken once assigned or passed over
 		}
 		later = append(later, ino)
 	}
@@ -351,13 +353,13 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 	var moveFrom map[uint32]uint32
 	var why claimWhy
 	process, _ := ctx.Value(claimantKey{}).(string)
-	s.heal.inFlight(ino, 1)
-	defer s.heal.inFlight(ino, -1) // after the entry in active is made
+	s.repairs.inFlight(ino, 1)
+	defer s.repairs.inFlight(ino, -1) // after the entry in active is made
 	err := s.kv.Update(ctx, func(tx kv.Txn) error {
 		task, moveFrom = mdsproto.RepairTask{}, nil
 		rec, err := getInode(tx, ino)
 		if err != nil || rec.Layout == nil || s.repairHeld(ino, rec.Repair, now, 1) {
-			return nil //nolint:nilerr // gone or busy: nothing to claim
+			return nil //nolint:nilerr // gone or busy: nothing to assign
 		}
 		if pending, err := hasIntents(tx, ino); err != nil || pending {
 			return err // staged writes are resolved first
@@ -367,7 +369,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 			return nil //nolint:nilerr
 		}
 		s.rngMu.Lock()
-		c, ok, err := repair.DecideClaim(old, rec.Dirty, views, kind, bm, placement.NewPool(s.cluster.upCandidates(now)), s.rng)
+		c, ok, err := repair.DecideAssignment(old, rec.Dirty, views, kind, bm, placement.NewPool(s.cluster.upCandidates(now)), s.rng)
 		s.rngMu.Unlock()
 		if err != nil {
 			return placementErr(err)
@@ -410,11 +412,11 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 	if task.Kind == mdsproto.RepairScrub {
 		task.RateBytesPerS = s.cfg.ScrubRateBytes
 	}
-	s.heal.mu.Lock()
-	s.heal.claims.Record(ino, repair.Claim{At: now, Version: task.Inode.Layout.Version, Why: why.text, Balance: why.balance, Process: process, Kind: task.Kind})
-	s.heal.mu.Unlock()
+	s.repairs.mu.Lock()
+	s.repairs.assignments.Record(ino, repair.Assigned{At: now, Version: task.Inode.Layout.Version, Why: why.text, Balance: why.balance, Process: process, Kind: task.Kind})
+	s.repairs.mu.Unlock()
 	if task.Kind != mdsproto.RepairScrub {
-		s.cfg.Log.Info("repair claimed", "ino", ino, "why", why.text)
+		s.cfg.Log.Info("repair assigned", "ino", ino, "why", why.text)
 	}
 	return task, true, nil
 }

@@ -10,13 +10,13 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestClaimTranscripts drives the book of claims through
-// testdata/claims/*:
+// TestAssignmentTranscripts drives the book of assignments through
+// testdata/assignments/*:
 //
 //	actives names=a,b at=T           the leader's look at the MDS processes (requeued scrubs shown)
 //	forget-actives
 //	record ino=I at=T version=V kind=K [process=P] [balance]
-//	claimable ino=I at=T
+//	assignable ino=I at=T
 //	dead ino=I version=V [process=P] [own=N]
 //	in-flight ino=I d=±1
 //	backoff ino=I until=T
@@ -24,10 +24,10 @@ import (
 //	kinds at=T
 //
 // Times are durations after an epoch.
-func TestClaimTranscripts(t *testing.T) {
+func TestAssignmentTranscripts(t *testing.T) {
 	epoch := time.Unix(1_000_000, 0)
-	datadriven.Walk(t, "testdata/claims", func(t *testing.T, path string) {
-		c := NewClaims()
+	datadriven.Walk(t, "testdata/assignments", func(t *testing.T, path string) {
+		c := NewAssignments()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			str := func(key string) string { return transcript.Str(t, d, key) }
 			num := func(key string) int64 { return transcript.Int(t, d, key) }
@@ -52,10 +52,10 @@ func TestClaimTranscripts(t *testing.T) {
 				c.ForgetActives()
 				return "ok"
 			case "record":
-				c.Record(ino(), Claim{At: at("at"), Version: uint64(num("version")), Kind: str("kind"), Process: str("process"), Balance: d.HasArg("balance")})
+				c.Record(ino(), Assigned{At: at("at"), Version: uint64(num("version")), Kind: str("kind"), Process: str("process"), Balance: d.HasArg("balance")})
 				return "ok"
-			case "claimable":
-				return fmt.Sprint(c.Claimable(ino(), at("at")))
+			case "assignable":
+				return fmt.Sprint(c.Assignable(ino(), at("at")))
 			case "dead":
 				own := 0
 				if d.HasArg("own") {

@@ -12,13 +12,13 @@ import (
 // progress" for hours: every claim counted as a repair, the scrubs of an
 // abandoned `braid scrub /` too. Claims are counted by what they do.
 func TestActiveClaimsCountedByKind(t *testing.T) {
-	h := newHealState()
+	h := newRepairState()
 	now := time.Unix(1000, 0)
-	h.claims.Record(1, repair.Claim{At: now, Kind: mdsproto.RepairScrub})
-	h.claims.Record(2, repair.Claim{At: now, Kind: mdsproto.RepairScrub})
-	h.claims.Record(3, repair.Claim{At: now, Kind: mdsproto.RepairRebuild, Why: "OSD 2 is out"})
-	h.claims.Record(4, repair.Claim{At: now, Kind: mdsproto.RepairRebuild, Why: "even out OSDs", Balance: true})
-	h.claims.Record(5, repair.Claim{At: now.Add(-2 * repairLease), Kind: mdsproto.RepairRebuild}) // its healer died long ago
+	h.assignments.Record(1, repair.Assigned{At: now, Kind: mdsproto.RepairScrub})
+	h.assignments.Record(2, repair.Assigned{At: now, Kind: mdsproto.RepairScrub})
+	h.assignments.Record(3, repair.Assigned{At: now, Kind: mdsproto.RepairRebuild, Why: "OSD 2 is out"})
+	h.assignments.Record(4, repair.Assigned{At: now, Kind: mdsproto.RepairRebuild, Why: "even out OSDs", Balance: true})
+	h.assignments.Record(5, repair.Assigned{At: now.Add(-2 * repairLease), Kind: mdsproto.RepairRebuild}) // its repair worker died long ago
 	rebuild, scrub, balance := h.activeKinds(now)
 	if rebuild != 1 || scrub != 2 || balance != 1 {
 		t.Fatalf("active claims: %d rebuilds, %d scrubs, %d moves; want 1, 2, 1", rebuild, scrub, balance)
