@@ -2,10 +2,10 @@ package client
 
 // Sealed files (layout option enc=aes-gcm): the client encrypts each 4 KiB
 // block before erasure coding and opens it after reading (the format is
-// internal/seal's: blocks packed whole into stripe units). The methods
-// below are the file's public data methods; for a sealed file they
-// translate plaintext offsets into stored blocks, which the rest of this
-// package writes, codes and reads as it does any file's bytes.
+// internal/seal's: blocks packed whole into stripe units). The file's
+// public data methods (data.go) send a sealed file's calls here, where
+// plaintext offsets become stored blocks, which the rest of this package
+// writes, codes and reads as it does any file's bytes.
 //
 // A write that covers part of a block reads the block first and rewrites
 // it whole, under the extent locks of the stripes it rewrites (and, when
@@ -83,27 +83,8 @@ func (f *File) sealed() (bool, error) {
 	return false, nil
 }
 
-// Size is the file's size as this handle sees it. It does not wait for
-// the handle's lock, which a flush holds for as long as it reads and
-// sends (a mount's lookups and getattr ask for a writer's size).
-func (f *File) Size() int64 {
-	if f.isSealed {
-		return seal.PlainSize(f.storedSize(), f.sealUnit)
-	}
-	return f.storedSize()
-}
-
-// ReadAt reads len(p) bytes at off. Each piece is read from the OSD
-// holding its data unit, all pieces in parallel; a piece whose OSD is
-// down, times out or returns a corrupt block is rebuilt from the stripe's
-// other units (degraded read).
-func (f *File) ReadAt(p []byte, off int64) (int, error) {
-	if ok, err := f.sealed(); !ok || err != nil {
-		if err != nil {
-			return 0, err
-		}
-		return f.readAtStored(p, off)
-	}
+// readAtSealed is ReadAt of a sealed file.
+func (f *File) readAtSealed(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%w: negative offset", wire.ErrInvalid)
 	}
@@ -186,16 +167,8 @@ func (f *File) readPlainOnce(p []byte, off int64) error {
 	return nil
 }
 
-// WriteAt writes p at off. Data is gathered into whole stripes and sent
-// behind the caller; errors from earlier writes surface here, in Sync and
-// in Close.
-func (f *File) WriteAt(p []byte, off int64) (int, error) {
-	if ok, err := f.sealed(); !ok || err != nil {
-		if err != nil {
-			return 0, err
-		}
-		return f.writeAtStored(p, off)
-	}
+// writeAtSealed is WriteAt of a sealed file.
+func (f *File) writeAtSealed(p []byte, off int64) (int, error) {
 	if !f.write {
 		return 0, errReadOnly
 	}
@@ -355,16 +328,8 @@ func (s *sealedIO) noteLast(blk []byte, i int64, given uint64) {
 	s.lastIdx, s.lastGiven = i, given
 }
 
-// Truncate sets the file's size. Shrinking rewrites the stripe holding the
-// new end with zeros past it and cuts every object, so bytes beyond the
-// size are never left behind to reappear if the file grows again.
-func (f *File) Truncate(size int64) error {
-	if ok, err := f.sealed(); !ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return f.truncateStored(size)
-	}
+// truncateSealed is Truncate of a sealed file.
+func (f *File) truncateSealed(size int64) error {
 	if !f.write {
 		return errReadOnly
 	}
@@ -413,16 +378,8 @@ func (f *File) Truncate(size int64) error {
 	return f.Sync()
 }
 
-// PunchHole makes the range [off, off+n) read as zeros. A sealed file's
-// whole blocks in it become holes (stored zeros, which read as zeros); the
-// blocks at its ends are rewritten with zeros.
-func (f *File) PunchHole(off, n int64) error {
-	if ok, err := f.sealed(); !ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return f.punchStored(off, n)
-	}
+// punchSealed is PunchHole of a sealed file.
+func (f *File) punchSealed(off, n int64) error {
 	if !f.write {
 		return errReadOnly
 	}

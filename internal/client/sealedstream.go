@@ -14,16 +14,8 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// ReadFrom copies r into the file from offset 0 onwards. Data is read
-// straight into stripe buffers, so a byte is copied once on its way from
-// r to the OSDs (a sealed file's is sealed on the way).
-func (f *File) ReadFrom(r io.Reader) (int64, error) {
-	if ok, err := f.sealed(); !ok || err != nil {
-		if err != nil {
-			return 0, err
-		}
-		return f.readFromStored(r)
-	}
+// readFromSealed is ReadFrom of a sealed file.
+func (f *File) readFromSealed(r io.Reader) (int64, error) {
 	if !f.write {
 		return 0, errReadOnly
 	}
@@ -103,15 +95,8 @@ func (s *sealingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// WriteTo copies the whole file to w, reading ahead several windows of
-// whole stripes in parallel while earlier ones are written out.
-func (f *File) WriteTo(w io.Writer) (int64, error) {
-	if ok, err := f.sealed(); !ok || err != nil {
-		if err != nil {
-			return 0, err
-		}
-		return f.writeToStored(w)
-	}
+// writeToSealed is WriteTo of a sealed file.
+func (f *File) writeToSealed(w io.Writer) (int64, error) {
 	f.sio.mu.RLock()
 	defer f.sio.mu.RUnlock()
 	ow := &openingWriter{w: w, blocks: f.sio.blocks, unit: f.sealUnit}
