@@ -2,7 +2,6 @@ package mds
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -10,13 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/core/gc"
 	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
-	"github.com/braidfs/braid/internal/osdproto"
 	"github.com/braidfs/braid/internal/wire"
 )
 
@@ -61,13 +58,13 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 		}
 		if rec.Layout != nil {
 			l.Version = rec.Layout.Version + 1
-			if err := s.queueDelete(tx, rec); err != nil {
+			if err := s.gc.queueDelete(tx, rec); err != nil {
 				return err
 			}
 		}
 		rec.Layout = toWire(l)
 		rec.Base, rec.Dirty, rec.Extents = l.Version, nil, nil
-		s.sealNew(rec, l.Spec)
+		s.fkeys.sealNew(rec, l.Spec)
 		return putInode(tx, rec)
 	})
 	if err != nil {
@@ -106,7 +103,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	now := s.cfg.Now()
 	out := mdsproto.StatusResp{ClusterID: s.cl.ID, DefaultLayout: s.cl.DefaultLayout, OSDs: s.cluster.status(now)}
 	out.CapacityBytes, out.UsedBytes, _ = mdsproto.SumCapacity(out.OSDs)
-	h := healthScan{views: s.cluster.views(now), repairActive: s.repairActive, comps: map[uint32]int64{}}
+	h := healthScan{views: s.cluster.views(now), repairActive: s.sights.repairActive, comps: map[uint32]int64{}}
 	err := s.kv.View(ctx, func(r kv.Reader) error {
 		var ferr error
 		err := r.Scan(firstKey(pInode), pastKeys(pInode), func(k, v []byte) bool {
@@ -137,7 +134,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 			if decodeRecord(v, &g) == nil {
 				out.PendingDelete.Objects += int64(len(g.Comps))
 				out.PendingDelete.Bytes += g.Bytes
-				at := s.deadline(sightDelete, k, g.NotBeforeNs, s.cfg.DeleteDelay)
+				at := s.sights.deadline(sightDelete, k, g.NotBeforeNs, s.cfg.DeleteDelay)
 				if next := &out.PendingDelete.NextNs; *next == 0 || at < *next {
 					*next = at
 				}
@@ -316,19 +313,6 @@ func (s *Server) repairProgress(h healthScan, now time.Time) mdsproto.RepairProg
 // deletion, keyed g<ino><layout version> (internal/core/gc).
 type gcRec = gc.Record
 
-// queueDelete records l's objects for deletion once every capability that
-// could still reach them has expired.
-// It merges with what a repair at the same version queued (the objects
-// its moved components left behind).
-func (s *Server) queueDelete(tx kv.Txn, rec *inodeRec) error {
-	l := rec.Layout
-	var comps, osds []uint32
-	for c, id := range l.OSDs {
-		comps, osds = append(comps, uint32(c)), append(osds, id)
-	}
-	return s.addGC(tx, rec.Ino, l.Version, comps, osds, layoutBytes(rec, comps))
-}
-
 func allComps(l *mdsproto.Layout) []uint32 {
 	out := make([]uint32, len(l.OSDs))
 	for c := range out {
@@ -366,7 +350,7 @@ func (s *Server) gcLoop(ctx context.Context) {
 		if !s.leading() {
 			continue // the leader's duty
 		}
-		next, err := s.gcPass(ctx, cursor)
+		next, err := s.gc.pass(ctx, cursor)
 		if err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("object deletion pass", "err", err)
 		}
@@ -375,124 +359,6 @@ func (s *Server) gcLoop(ctx context.Context) {
 			s.cfg.Log.Warn("mutation record sweep", "err", err)
 		}
 	}
-}
-
-type gcItem struct {
-	key []byte
-	ino uint64
-	ver uint64
-	rec gcRec
-}
-
-// gcPass handles up to gcBatch records from cursor on and returns where
-// the next pass starts, so records that cannot finish (an OSD long down)
-// never stop the ones behind them.
-func (s *Server) gcPass(ctx context.Context, cursor []byte) ([]byte, error) {
-	if cursor == nil {
-		cursor = firstKey(pGC)
-	}
-	var items []gcItem
-	err := s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan(cursor, pastKeys(pGC), func(k, v []byte) bool {
-			var it gcItem
-			var ok bool
-			if it.ino, it.ver, ok = pairOfKey(k); ok && decodeRecord(v, &it.rec) == nil && it.rec.Valid() {
-				it.key = append([]byte(nil), k...)
-				items = append(items, it)
-			}
-			return len(items) < gcBatch
-		})
-	})
-	if err != nil || len(items) < gcBatch {
-		cursor = nil // wrap around
-	} else {
-		cursor = append(items[len(items)-1].key, 0)
-	}
-	if err != nil {
-		return cursor, err
-	}
-	now := s.cfg.Now()
-	type progress struct {
-		key     []byte
-		deleted map[gc.Pair]bool
-	}
-	var done []progress
-	for _, it := range items {
-		if !s.leading() {
-			break // a successor deletes them, on its own clock
-		}
-		deadline := s.deadline(sightDelete, it.key, it.rec.NotBeforeNs, s.cfg.DeleteDelay)
-		if !gc.Due(now.UnixNano(), deadline, now.UnixNano() >= deadline && s.repairing(ctx, it.ino, now)) {
-			continue
-		}
-		if deleted := s.deleteObjects(ctx, it); len(deleted) > 0 {
-			done = append(done, progress{it.key, deleted})
-		}
-	}
-	if len(done) == 0 {
-		return cursor, nil
-	}
-	// One commit for the pass, not one a file. Each record is read again:
-	// a repair or removal may have added to it since (addGC merges), and
-	// only what was confirmed deleted leaves it.
-	return cursor, s.kv.Update(ctx, func(tx kv.Txn) error {
-		for _, d := range done {
-			var rec gcRec
-			found, err := getRecord(tx, d.key, &rec)
-			if err != nil {
-				return err
-			}
-			if !found {
-				continue
-			}
-			if next, gone := gc.Shrink(rec, d.deleted); gone {
-				err = tx.Delete(d.key)
-			} else {
-				err = putRecord(tx, d.key, &next)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// repairing reports whether ino is locked by a repair: the objects a
-// move left behind are its copy sources until it finishes (deleted under
-// it, they once read as zeros and were copied as data).
-func (s *Server) repairing(ctx context.Context, ino uint64, now time.Time) bool {
-	busy := false
-	_ = s.kv.View(ctx, func(r kv.Reader) error {
-		rec, err := getInode(r, ino)
-		busy = err == nil && s.repairActive(ino, rec.Repair, now)
-		return nil
-	})
-	return busy
-}
-
-// deleteObjects asks each OSD of the record to drop its components and
-// returns those it confirmed.
-func (s *Server) deleteObjects(ctx context.Context, it gcItem) map[gc.Pair]bool {
-	osds, byOSD := gc.ByOSD(&it.rec)
-	now := s.cfg.Now()
-	c := s.keys.ring.Issue(it.ino, capability.Write, it.ver, now.Add(time.Minute))
-	deleted := map[gc.Pair]bool{}
-	for _, id := range osds {
-		comps := byOSD[id]
-		if s.deleteOn(ctx, id, osdproto.Req{Cap: c, Ino: it.ino, Comps: comps}, now) {
-			for _, comp := range comps {
-				deleted[gc.Pair{Comp: comp, OSD: id}] = true
-			}
-		}
-	}
-	return deleted
-}
-
-func (s *Server) deleteOn(ctx context.Context, id uint32, req osdproto.Req, now time.Time) bool {
-	err := s.osdCall(ctx, id, osdproto.OpDelete, req, now)
-	// Stale: a newer layout of the file owns that object now; not ours to delete.
-	return err == nil || errors.Is(err, wire.ErrStale)
 }
 
 // fullFreeFraction: an OSD with less than this of its capacity free is

@@ -123,7 +123,7 @@ func (s *Server) balanceAssign(ctx context.Context, views map[uint32]cluster.Vie
 			last = append(last[:0], k...)
 			var rec inodeRec
 			ino, isIno := inoOfKey(k)
-			if !isIno || decodeRecord(v, &rec) != nil || rec.Layout == nil || s.repairActive(rec.Ino, rec.Repair, now) {
+			if !isIno || decodeRecord(v, &rec) != nil || rec.Layout == nil || s.sights.repairActive(rec.Ino, rec.Repair, now) {
 				return seen < repairScanBatch
 			}
 			l, err := rec.Layout.Decode()

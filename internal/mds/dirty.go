@@ -45,7 +45,7 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 			stale = true
 			return nil
 		}
-		if s.repairActive(rec.Ino, rec.Repair, s.cfg.Now()) {
+		if s.sights.repairActive(rec.Ino, rec.Repair, s.cfg.Now()) {
 			for _, c := range req.Comps {
 				if slices.Contains(rec.Repair.Comps, c) {
 					rec.Repair.Tainted = true
@@ -190,7 +190,7 @@ func addMarks(rec *inodeRec, comps []uint32) error {
 // OSDs return, and no repair is moving its components.
 // It returns the event to report, if so.
 func (s *Server) noteIfLost(tx kv.Txn, rec *inodeRec, now time.Time) (mdsproto.FileEvent, error) {
-	if rec.Layout == nil || s.repairActive(rec.Ino, rec.Repair, now) {
+	if rec.Layout == nil || s.sights.repairActive(rec.Ino, rec.Repair, now) {
 		return mdsproto.FileEvent{}, nil
 	}
 	spec, err := specOf(rec.Layout.Spec)

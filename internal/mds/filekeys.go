@@ -23,7 +23,9 @@ package mds
 
 import (
 	"context"
+	"crypto/cipher"
 	"encoding/binary"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/braidfs/braid/internal/auth"
@@ -35,6 +37,14 @@ import (
 
 const fileKeysFile = "filekeys.key"
 
+// fileKeys holds the key of filekeys.key: it wraps sealed files' data
+// keys, authenticates object labels, and seals the capability key ring
+// where several MDS processes share it (keyring.go).
+type fileKeys struct {
+	wrap cipher.AEAD
+	log  *slog.Logger
+}
+
 func fileKeyAD(ino uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte("braid-file-key"), ino)
 }
@@ -42,7 +52,7 @@ func fileKeyAD(ino uint64) []byte {
 // sealNew gives rec, just placed with spec, a data key if spec seals it
 // (the one it has, if it had one: handles open on it keep theirs), and
 // none otherwise. The file is empty.
-func (s *Server) sealNew(rec *inodeRec, spec layout.Spec) {
+func (k *fileKeys) sealNew(rec *inodeRec, spec layout.Spec) {
 	if spec.Sealed && rec.Sealed && len(rec.WrappedKey) > 0 {
 		rec.DataSize = 0
 		return
@@ -51,23 +61,23 @@ func (s *Server) sealNew(rec *inodeRec, spec layout.Spec) {
 	if !spec.Sealed {
 		return
 	}
-	rec.WrappedKey = sealWith(s.keyWrap, seal.NewKey(), fileKeyAD(rec.Ino))
+	rec.WrappedKey = sealWith(k.wrap, seal.NewKey(), fileKeyAD(rec.Ino))
 }
 
 // dataKeyFor is rec's data key for the caller of ctx, who may open it:
 // nil for a file that is not sealed, and for the cluster's servers. A key
 // that does not unwrap (another filekeys.key, or a label's key damaged)
 // is an error, not a missing key.
-func (s *Server) dataKeyFor(ctx context.Context, rec *inodeRec) ([]byte, error) {
+func (k *fileKeys) dataKeyFor(ctx context.Context, rec *inodeRec) ([]byte, error) {
 	if !rec.Sealed {
 		return nil, nil
 	}
 	if p, ok := principal(ctx); ok && !mayHoldFileKeys(p.Role) {
 		return nil, nil
 	}
-	key, err := openWith(s.keyWrap, rec.WrappedKey, fileKeyAD(rec.Ino))
+	key, err := openWith(k.wrap, rec.WrappedKey, fileKeyAD(rec.Ino))
 	if err != nil {
-		s.cfg.Log.Error("a sealed file's key does not unwrap: is filekeys.key the one it was made with?", "ino", rec.Ino, "err", err)
+		k.log.Error("a sealed file's key does not unwrap: is filekeys.key the one it was made with?", "ino", rec.Ino, "err", err)
 		return nil, wire.Errorf(wire.ErrCorrupt, "inode %d: its key does not unwrap under this MDS's filekeys.key", rec.Ino)
 	}
 	return key, nil
@@ -83,18 +93,26 @@ func mayHoldFileKeys(role string) bool {
 func labelAD(label []byte) []byte { return append([]byte("braid-label"), label...) }
 
 // sealLabel encodes l for the OSDs, with its MAC.
-func (s *Server) sealLabel(l mdsproto.ObjectLabel) ([]byte, error) {
+func (k *fileKeys) sealLabel(l mdsproto.ObjectLabel) ([]byte, error) {
 	b, err := mdsproto.Marshal(l)
 	if err != nil {
 		return nil, err
 	}
-	return mdsproto.Marshal(mdsproto.SealedLabel{Label: b, MAC: sealWith(s.keyWrap, nil, labelAD(b))})
+	return mdsproto.Marshal(mdsproto.SealedLabel{Label: b, MAC: sealWith(k.wrap, nil, labelAD(b))})
 }
 
 // labelMACValid reports whether mac is this MDS's over label.
-func (s *Server) labelMACValid(label, mac []byte) bool {
-	_, err := openWith(s.keyWrap, mac, labelAD(label))
+func (k *fileKeys) labelMACValid(label, mac []byte) bool {
+	_, err := openWith(k.wrap, mac, labelAD(label))
 	return err == nil
+}
+
+// sealRing seals the capability key ring for the store.
+func (k *fileKeys) sealRing(ring []byte) []byte { return sealWith(k.wrap, ring, keyCapRing) }
+
+// openRing opens what sealRing sealed.
+func (k *fileKeys) openRing(sealed []byte) ([]byte, error) {
+	return openWith(k.wrap, sealed, keyCapRing)
 }
 
 // EnsureKeyFiles makes the key files of an MDS directory that are missing

@@ -70,7 +70,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 		if rec.Layout == nil {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
-		if s.repairActive(req.Ino, rec.Repair, now) {
+		if s.sights.repairActive(req.Ino, rec.Repair, now) {
 			return wire.Errorf(wire.ErrBusy, "inode %d is being repaired", req.Ino)
 		}
 		if rec.Layout.Version != req.Version {
@@ -119,7 +119,7 @@ func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (stru
 		if in.State == intentCommitted {
 			state = staged.Committed
 		}
-		switch staged.Commit(ok && (in.State == intentCommitted || in.State == intentPrepared), state, s.cfg.Now().UnixNano() >= s.deadline(sightIntent, intentKey(req.Ino, req.Txid), in.ExpiresNs, s.cfg.IntentTTL)) {
+		switch staged.Commit(ok && (in.State == intentCommitted || in.State == intentPrepared), state, s.cfg.Now().UnixNano() >= s.sights.deadline(sightIntent, intentKey(req.Ino, req.Txid), in.ExpiresNs, s.cfg.IntentTTL)) {
 		case staged.AlreadyCommitted:
 			return nil // sent again after its reply was lost: the first copy committed it
 		case staged.Unknown:
@@ -302,7 +302,7 @@ func (s *Server) resolvePass(ctx context.Context) error {
 			var it intentItem
 			var ok bool
 			if it.ino, it.txid, ok = pairOfKey(k); ok && decodeRecord(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) &&
-				now.UnixNano() >= s.deadline(sightIntent, k, it.rec.ExpiresNs, s.cfg.IntentTTL) {
+				now.UnixNano() >= s.sights.deadline(sightIntent, k, it.rec.ExpiresNs, s.cfg.IntentTTL) {
 				items = append(items, it)
 			}
 			return len(items) < resolveBatch
@@ -403,7 +403,7 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 				// survive a lost reply and the resend).
 				req.Flags = osdproto.FlagMustExist
 			}
-			meta, err := s.osdCallData(ctx, id, op, req, nil, now)
+			meta, err := s.osds.callData(ctx, id, op, req, nil, now)
 			out := staged.Unreachable
 			switch {
 			case err == nil:
@@ -420,7 +420,7 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 				// instead, and its stage dropped.
 				s.cfg.Log.Warn("staged write given up: the unit is rebuilt", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
 				lost = append(lost, comp)
-				_ = s.osdCall(ctx, id, osdproto.OpAbort, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, now)
+				_ = s.osds.call(ctx, id, osdproto.OpAbort, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, now)
 			case staged.Wait:
 				s.cfg.Log.Warn("staged write not resolved yet", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
 				left, leftOSDs = append(left, comp), append(leftOSDs, id)
@@ -466,28 +466,6 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 		cur.Comps, cur.OSDs = left, leftOSDs
 		return putRecord(tx, key, &cur)
 	})
-}
-
-// osdCall sends one request to an up OSD.
-func (s *Server) osdCall(ctx context.Context, id uint32, op uint16, req osdproto.Req, now time.Time) error {
-	_, err := s.osdCallData(ctx, id, op, req, nil, now)
-	return err
-}
-
-// osdCallData is osdCall with request data; it returns the reply's meta.
-func (s *Server) osdCallData(ctx context.Context, id uint32, op uint16, req osdproto.Req, data []byte, now time.Time) ([]byte, error) {
-	ep, ok := s.cluster.endpoint(id, now)
-	if !ok || !ep.Up {
-		return nil, wire.Errorf(wire.ErrUnavail, "OSD %d is down", id)
-	}
-	ctx, cancel := context.WithTimeout(ctx, osdCallTimeout)
-	defer cancel()
-	conn, err := s.osds.Get(ctx, ep.Addr)
-	if err != nil {
-		return nil, err
-	}
-	meta, _, err := conn.Call(ctx, op, req.Encode(op), data, nil)
-	return meta, err
 }
 
 // expireWriters queues the files of writers whose lease ran out (the

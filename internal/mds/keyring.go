@@ -125,7 +125,7 @@ func (s *Server) loadRing(ctx context.Context) ([]byte, func([]byte) error, erro
 	put := func(ctx context.Context, b []byte) error {
 		ctx, cancel := context.WithTimeout(ctx, osdCallTimeout)
 		defer cancel()
-		sealed := sealWith(s.keyWrap, b, keyCapRing)
+		sealed := s.fkeys.sealRing(b)
 		return s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyCapRing, sealed) })
 	}
 	// Rotation is the leader's (with several active processes, the
@@ -147,7 +147,7 @@ func (s *Server) loadRing(ctx context.Context) ([]byte, func([]byte) error, erro
 		}
 		return fromFile, toEngine, nil
 	}
-	b, err := openWith(s.keyWrap, sealed, keyCapRing)
+	b, err := s.fkeys.openRing(sealed)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the capability key ring in the metadata store does not open with this MDS's filekeys.key: %w", err)
 	}
@@ -292,7 +292,7 @@ func (s *Server) retireKeys() error {
 	now := s.cfg.Now().UnixNano()
 	changed := false
 	for id, at := range kr.retire {
-		if id != cur && s.deadline(sightKey, []byte{id}, at, s.retireAfter()) <= now {
+		if id != cur && s.sights.deadline(sightKey, []byte{id}, at, s.retireAfter()) <= now {
 			delete(keys, id)
 			delete(kr.retire, id)
 			changed = true

@@ -325,7 +325,7 @@ func (s *Server) adoptShared(ctx context.Context) error {
 	if last := s.adoptedRing.Load(); last != nil && bytes.Equal(*last, sealedRing) {
 		return nil // as adopted already: no unsealing every refresh
 	}
-	b, err := openWith(s.keyWrap, sealedRing, keyCapRing)
+	b, err := s.fkeys.openRing(sealedRing)
 	if err != nil {
 		return err
 	}

@@ -380,7 +380,7 @@ func (s *Server) dropLink(tx kv.Txn, rec *inodeRec) error {
 		return err
 	}
 	if rec.Layout != nil {
-		if err := s.queueDelete(tx, rec); err != nil {
+		if err := s.gc.queueDelete(tx, rec); err != nil {
 			return err
 		}
 	}

@@ -176,7 +176,7 @@ func (s *Server) onceReplay(ctx context.Context, r *wire.Request, rec onceRec) (
 		} else if err != nil {
 			return nil, err
 		}
-		if s.repairActive(ino.Ino, ino.Repair, s.cfg.Now()) {
+		if s.sights.repairActive(ino.Ino, ino.Repair, s.cfg.Now()) {
 			return nil, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", ino.Ino)
 		}
 		if req.Handle != 0 {
@@ -321,7 +321,7 @@ func (s *Server) sweepOnce(ctx context.Context, cursor []byte) ([]byte, error) {
 				return false
 			}
 			var rec onceRec
-			if decodeRecord(v, &rec) != nil || s.deadline(sightOnce, k, rec.TimeNs+int64(onceKeep), onceKeep) <= now {
+			if decodeRecord(v, &rec) != nil || s.sights.deadline(sightOnce, k, rec.TimeNs+int64(onceKeep), onceKeep) <= now {
 				stale = append(stale, append([]byte{}, k...)) // an undecodable record answers no retry
 			}
 			return true

@@ -266,7 +266,7 @@ func (s *Server) dressFile(rec, dir *inodeRec, who *caller, uid, gid uint32, l l
 	rec.Uid, rec.Gid = who.owner(uid, gid)
 	inheritGroup(dir, rec)
 	rec.Layout = toWire(l)
-	s.sealNew(rec, l.Spec)
+	s.fkeys.sealNew(rec, l.Spec)
 }
 
 // createUnlinked stores a new file as an orphan held by the handle's
@@ -336,7 +336,7 @@ func (s *Server) publish(tx kv.Txn, who *caller, rec *inodeRec, p *mdsproto.Publ
 
 // openResp issues the capability and, for a handle, its lease.
 func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle, session uint64) (mdsproto.OpenResp, error) {
-	key, err := s.dataKeyFor(ctx, rec)
+	key, err := s.fkeys.dataKeyFor(ctx, rec)
 	if err != nil {
 		return mdsproto.OpenResp{}, err
 	}
@@ -395,7 +395,7 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 			return mdsproto.OpenResp{}, err
 		}
 	}
-	if req.Write && s.repairActive(rec.Ino, rec.Repair, s.cfg.Now()) {
+	if req.Write && s.sights.repairActive(rec.Ino, rec.Repair, s.cfg.Now()) {
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", rec.Ino)
 	}
 	return s.openResp(ctx, rec, req.Write, req.Handle, req.Session)
@@ -481,7 +481,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 				return err
 			}
 		}
-		caughtUp = clearCaughtUp(rec, req.CaughtUp, req.Handle, s.repairActive(rec.Ino, rec.Repair, s.cfg.Now()))
+		caughtUp = clearCaughtUp(rec, req.CaughtUp, req.Handle, s.sights.repairActive(rec.Ino, rec.Repair, s.cfg.Now()))
 		if req.MtimeNs != 0 {
 			rec.MtimeNs = req.MtimeNs
 		}

@@ -196,7 +196,7 @@ func (s *Server) reapOrphans(ctx context.Context) error {
 			}
 			if rec, err := getInode(tx, ino); err == nil && rec.Nlink == 0 {
 				if rec.Layout != nil {
-					if err := s.queueDelete(tx, rec); err != nil {
+					if err := s.gc.queueDelete(tx, rec); err != nil {
 						return err
 					}
 				}

@@ -140,7 +140,7 @@ func (s *Server) labelFile(ctx context.Context, ino uint64) {
 	}
 	now := s.cfg.Now()
 	l := rec.Layout
-	label, err := s.sealLabel(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
+	label, err := s.fkeys.sealLabel(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
 		Version: l.Version, Size: rec.Stored(), Mode: rec.Mode, MtimeNs: rec.MtimeNs, LabeledNs: now.UnixNano(),
 		WrappedKey: rec.WrappedKey, Uid: rec.Uid, Gid: rec.Gid})
 	if err != nil {
@@ -152,7 +152,7 @@ func (s *Server) labelFile(ctx context.Context, ino uint64) {
 		byOSD[id] = append(byOSD[id], uint32(comp))
 	}
 	for id, comps := range byOSD {
-		_, _ = s.osdCallData(ctx, id, osdproto.OpLabel, osdproto.Req{Cap: c, Ino: ino, Comps: comps}, label, now)
+		_, _ = s.osds.callData(ctx, id, osdproto.OpLabel, osdproto.Req{Cap: c, Ino: ino, Comps: comps}, label, now)
 	}
 }
 
@@ -275,19 +275,9 @@ func (s *Server) scavenge(ctx context.Context, out *mdsproto.RecoverResp) (map[u
 }
 
 func (s *Server) scanPage(ctx context.Context, id uint32, c capability.Cap, cursor string, now time.Time) ([]osdproto.ScanEntry, string, error) {
-	ep, ok := s.cluster.endpoint(id, now)
-	if !ok {
-		return nil, "", wire.Errorf(wire.ErrUnavail, "OSD %d unknown", id)
-	}
-	ctx, cancel := context.WithTimeout(ctx, osdCallTimeout)
-	defer cancel()
-	conn, err := s.osds.Get(ctx, ep.Addr)
-	if err != nil {
-		return nil, "", err
-	}
 	req := osdproto.Req{Cap: c, Cursor: []byte(cursor), Len: osdproto.MaxScan}
 	buf := make([]byte, wire.MaxDataBytes)
-	meta, n, err := conn.Call(ctx, osdproto.OpScan, req.Encode(osdproto.OpScan), nil, buf)
+	meta, n, err := s.osds.scan(ctx, id, req, buf, now)
 	if err != nil {
 		return nil, "", err
 	}
@@ -389,7 +379,7 @@ func (s *Server) decodeLabel(b []byte, l *mdsproto.ObjectLabel) (authentic bool,
 	}
 	var env mdsproto.SealedLabel
 	if mdsproto.Unmarshal(b, &env) == nil && len(env.Label) > 0 {
-		if !s.labelMACValid(env.Label, env.MAC) {
+		if !s.fkeys.labelMACValid(env.Label, env.MAC) {
 			return false, wire.Errorf(wire.ErrCorrupt, "a label's MAC does not check")
 		}
 		return true, mdsproto.Unmarshal(env.Label, l)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/braidfs/braid/internal/capability"
 	"github.com/braidfs/braid/internal/core/cluster"
-	"github.com/braidfs/braid/internal/core/gc"
 	"github.com/braidfs/braid/internal/core/placement"
 	"github.com/braidfs/braid/internal/core/repair"
 	"github.com/braidfs/braid/internal/kv"
@@ -119,7 +118,7 @@ func (h *repairState) forgetActives() {
 // worker's process is gone holds nothing (assignmentDead). ownAssigned is how
 // many assignments of ino the caller itself has in flight (lockFor: 1).
 func (s *Server) repairHeld(ino uint64, l *repairLock, now time.Time, ownAssigned int) bool {
-	return s.repairActive(ino, l, now) && !s.repairs.assignmentDead(ino, l, ownAssigned)
+	return s.sights.repairActive(ino, l, now) && !s.repairs.assignmentDead(ino, l, ownAssigned)
 }
 
 // assignmentDead reports whether the repair lock l on ino is an assignment whose
@@ -381,7 +380,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		ver := old.Version + 1
 		moveFrom = c.MoveFrom
 		if len(c.GCComps) > 0 {
-			if err := s.addGC(tx, ino, ver, c.GCComps, c.GCOSDs, layoutBytes(rec, c.GCComps)); err != nil {
+			if err := s.gc.add(tx, ino, ver, c.GCComps, c.GCOSDs, layoutBytes(rec, c.GCComps)); err != nil {
 				return err
 			}
 		}
@@ -419,17 +418,6 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		s.cfg.Log.Info("repair assigned", "ino", ino, "why", why.text)
 	}
 	return task, true, nil
-}
-
-// addGC queues components' objects on the OSDs they left for deletion,
-// merging with a record already at that key.
-func (s *Server) addGC(tx kv.Txn, ino, ver uint64, comps, osds []uint32, bytes int64) error {
-	var rec gcRec
-	if _, err := getRecord(tx, gcKey(ino, ver), &rec); err != nil {
-		return err
-	}
-	gc.Merge(&rec, recFormat, comps, osds, bytes, s.cfg.Now().Add(s.cfg.DeleteDelay).UnixNano())
-	return putRecord(tx, gcKey(ino, ver), &rec)
 }
 
 // drain marks an OSD for draining (or stops a drain).

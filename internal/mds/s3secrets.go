@@ -78,17 +78,17 @@ func openWith(aead cipher.AEAD, sealed, ad []byte) ([]byte, error) {
 }
 
 // sealSecret stores rec's secret sealed, and not in the clear.
-func (s *Server) sealSecret(rec *s3UserRec) {
-	rec.Sealed = sealWith(s.s3Seal, []byte(rec.SecretKey), sealAD(rec.Name, rec.AccessKey))
+func (u3 *s3Users) sealSecret(rec *s3UserRec) {
+	rec.Sealed = sealWith(u3.seal, []byte(rec.SecretKey), sealAD(rec.Name, rec.AccessKey))
 	rec.SecretKey = ""
 }
 
 // secretOf is rec's secret: opened, or as an older MDS stored it.
-func (s *Server) secretOf(rec *s3UserRec) (string, error) {
+func (u3 *s3Users) secretOf(rec *s3UserRec) (string, error) {
 	if rec.Sealed == nil {
 		return rec.SecretKey, nil
 	}
-	secret, err := openWith(s.s3Seal, rec.Sealed, sealAD(rec.Name, rec.AccessKey))
+	secret, err := openWith(u3.seal, rec.Sealed, sealAD(rec.Name, rec.AccessKey))
 	if err != nil {
 		return "", wire.Errorf(wire.ErrCorrupt, "S3 user %s: the secret does not open with %s", rec.Name, s3SealKeyFile)
 	}
@@ -96,8 +96,8 @@ func (s *Server) secretOf(rec *s3UserRec) (string, error) {
 }
 
 // sealStoredSecrets seals the secrets an older MDS stored in the clear.
-func (s *Server) sealStoredSecrets(ctx context.Context) error {
-	return s.kv.Update(ctx, func(tx kv.Txn) error {
+func (u3 *s3Users) sealStored(ctx context.Context) error {
+	return u3.kv.Update(ctx, func(tx kv.Txn) error {
 		var open []s3UserRec
 		err := tx.Scan(s3UserPrefix, pastPrefix(s3UserPrefix), func(_, v []byte) bool {
 			var rec s3UserRec
@@ -110,7 +110,7 @@ func (s *Server) sealStoredSecrets(ctx context.Context) error {
 			return err
 		}
 		for i := range open {
-			s.sealSecret(&open[i])
+			u3.sealSecret(&open[i])
 			if err := putRecord(tx, s3UserKey(open[i].Name), open[i]); err != nil {
 				return err
 			}

@@ -56,11 +56,11 @@ func TestS3SecretsAreSealedAtRest(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := startIn(t, dir)
-	u, err := s.s3UserAdd(ctx, mdsproto.S3UserReq{Name: "alice"})
+	u, err := s.s3.add(ctx, mdsproto.S3UserReq{Name: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := s.s3SigningKey(ctx, mdsproto.S3SigningKeyReq{AccessKey: u.AccessKey, Date: "20261126", Region: "us-east-1", Service: "s3"})
+	want, err := s.s3.signingKey(ctx, mdsproto.S3SigningKeyReq{AccessKey: u.AccessKey, Date: "20261126", Region: "us-east-1", Service: "s3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +87,11 @@ func TestS3SecretsAreSealedAtRest(t *testing.T) {
 	if rec.SecretKey != "" || rec.Sealed == nil {
 		t.Errorf("bob's secret after a restart: clear %q, sealed %d bytes", rec.SecretKey, len(rec.Sealed))
 	}
-	got, err := s.s3SigningKey(ctx, mdsproto.S3SigningKeyReq{AccessKey: u.AccessKey, Date: "20261126", Region: "us-east-1", Service: "s3"})
+	got, err := s.s3.signingKey(ctx, mdsproto.S3SigningKeyReq{AccessKey: u.AccessKey, Date: "20261126", Region: "us-east-1", Service: "s3"})
 	if err != nil || !bytes.Equal(got.Key, want.Key) {
 		t.Fatalf("alice's signing key after a restart: %v", err)
 	}
-	bob, err := s.s3SigningKey(ctx, mdsproto.S3SigningKeyReq{AccessKey: old.AccessKey, Date: "20261126", Region: "us-east-1", Service: "s3"})
+	bob, err := s.s3.signingKey(ctx, mdsproto.S3SigningKeyReq{AccessKey: old.AccessKey, Date: "20261126", Region: "us-east-1", Service: "s3"})
 	if err != nil {
 		t.Fatalf("bob's signing key from his sealed secret: %v", err)
 	}
@@ -101,18 +101,18 @@ func TestS3SecretsAreSealedAtRest(t *testing.T) {
 	}
 	// A uid given by hand is skipped by the automatic ones.
 	taken := u.Uid + 1
-	if _, err := s.s3UserAdd(ctx, mdsproto.S3UserReq{Name: "dave", Uid: &taken}); err != nil {
+	if _, err := s.s3.add(ctx, mdsproto.S3UserReq{Name: "dave", Uid: &taken}); err != nil {
 		t.Fatal(err)
 	}
-	carol, err := s.s3UserAdd(ctx, mdsproto.S3UserReq{Name: "carol"})
+	carol, err := s.s3.add(ctx, mdsproto.S3UserReq{Name: "carol"})
 	if err != nil || carol.Uid != u.Uid+2 || carol.Gid != carol.Uid {
 		t.Errorf("the next user's identity: %d:%d after alice's %d and dave's %d, %v", carol.Uid, carol.Gid, u.Uid, taken, err)
 	}
 	root := uint32(0)
-	if _, err := s.s3UserAdd(ctx, mdsproto.S3UserReq{Name: "eve", Uid: &root}); err == nil {
+	if _, err := s.s3.add(ctx, mdsproto.S3UserReq{Name: "eve", Uid: &root}); err == nil {
 		t.Error("an ordinary S3 user was made with uid 0")
 	}
-	if r, err := s.s3UserAdd(ctx, mdsproto.S3UserReq{Name: "zoe", Uid: &root, Admin: true}); err != nil || r.Uid != 0 {
+	if r, err := s.s3.add(ctx, mdsproto.S3UserReq{Name: "zoe", Uid: &root, Admin: true}); err != nil || r.Uid != 0 {
 		t.Errorf("an admin acting as root: %+v %v", r, err)
 	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {

@@ -2,6 +2,7 @@ package mds
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"time"
 
 	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
@@ -33,6 +35,14 @@ const (
 	s3AccessKeyBytes = 12 // "BR" + 18 of its base32 characters (90 random bits): 20, as AWS access key ids
 	s3SecretBytes    = 30 // 40 base64 characters, as AWS secrets
 )
+
+// s3Users is the MDS's keeper of S3 users: their records in the store
+// and the key their secrets are sealed with.
+type s3Users struct {
+	kv   kv.Engine
+	seal cipher.AEAD // seals S3 users' secrets (s3secrets.go)
+	now  func() time.Time
+}
 
 var s3UserName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+=,-]{0,63}$`)
 
@@ -119,7 +129,7 @@ func nextS3Uid(tx kv.Txn, u *mdsproto.S3User) error {
 	return tx.Put(s3NextUidKey, binary.BigEndian.AppendUint64(nil, next+1))
 }
 
-func (s *Server) s3UserAdd(ctx context.Context, req mdsproto.S3UserReq) (mdsproto.S3User, error) {
+func (u3 *s3Users) add(ctx context.Context, req mdsproto.S3UserReq) (mdsproto.S3User, error) {
 	if !s3UserName.MatchString(req.Name) {
 		return mdsproto.S3User{}, wire.Errorf(wire.ErrInvalid, "user name %q: 1-64 letters, digits and ._@+=,-", req.Name)
 	}
@@ -127,8 +137,8 @@ func (s *Server) s3UserAdd(ctx context.Context, req mdsproto.S3UserReq) (mdsprot
 	_, _ = rand.Read(access) // crypto/rand never fails on Linux
 	_, _ = rand.Read(secret)
 	u := mdsproto.S3User{Name: req.Name, AccessKey: "BR" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(access)[:18],
-		SecretKey: base64.RawStdEncoding.EncodeToString(secret), CreatedNs: s.cfg.Now().UnixNano()}
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+		SecretKey: base64.RawStdEncoding.EncodeToString(secret), CreatedNs: u3.now().UnixNano()}
+	err := u3.kv.Update(ctx, func(tx kv.Txn) error {
 		if ok, err := getRecord(tx, s3UserKey(req.Name), &s3UserRec{}); err != nil {
 			return err
 		} else if ok {
@@ -148,15 +158,15 @@ func (s *Server) s3UserAdd(ctx context.Context, req mdsproto.S3UserReq) (mdsprot
 			return err
 		}
 		rec := s3UserRec{Format: recFormat, S3User: u, HasIDs: true}
-		s.sealSecret(&rec)
+		u3.sealSecret(&rec)
 		return putRecord(tx, s3UserKey(u.Name), rec)
 	})
 	return u, err
 }
 
-func (s *Server) s3UserList(ctx context.Context, _ struct{}) (mdsproto.S3UserListResp, error) {
+func (u3 *s3Users) list(ctx context.Context, _ struct{}) (mdsproto.S3UserListResp, error) {
 	var out mdsproto.S3UserListResp
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := u3.kv.View(ctx, func(r kv.Reader) error {
 		out.Users = nil
 		return r.Scan(s3UserPrefix, pastPrefix(s3UserPrefix), func(_, v []byte) bool {
 			var rec s3UserRec
@@ -171,8 +181,8 @@ func (s *Server) s3UserList(ctx context.Context, _ struct{}) (mdsproto.S3UserLis
 	return out, err
 }
 
-func (s *Server) s3UserRemove(ctx context.Context, req mdsproto.S3UserReq) (struct{}, error) {
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+func (u3 *s3Users) remove(ctx context.Context, req mdsproto.S3UserReq) (struct{}, error) {
+	err := u3.kv.Update(ctx, func(tx kv.Txn) error {
 		var rec s3UserRec
 		if ok, err := getRecord(tx, s3UserKey(req.Name), &rec); err != nil {
 			return err
@@ -194,12 +204,12 @@ func (s *Server) s3UserRemove(ctx context.Context, req mdsproto.S3UserReq) (stru
 
 // s3SigningKey derives the SigV4 signing key of an access key for one
 // day, region and service (AWS: kSigning = HMAC chain over "AWS4"+secret).
-func (s *Server) s3SigningKey(ctx context.Context, req mdsproto.S3SigningKeyReq) (mdsproto.S3SigningKeyResp, error) {
+func (u3 *s3Users) signingKey(ctx context.Context, req mdsproto.S3SigningKeyReq) (mdsproto.S3SigningKeyResp, error) {
 	if len(req.AccessKey) > 128 || len(req.Date) != 8 || len(req.Region) > 64 || len(req.Service) > 64 {
 		return mdsproto.S3SigningKeyResp{}, wire.Errorf(wire.ErrInvalid, "signing key request out of bounds")
 	}
 	var rec s3UserRec
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := u3.kv.View(ctx, func(r kv.Reader) error {
 		name, err := r.Get(s3AccessKey(req.AccessKey))
 		if err != nil {
 			return err
@@ -217,7 +227,7 @@ func (s *Server) s3SigningKey(ctx context.Context, req mdsproto.S3SigningKeyReq)
 	if err != nil {
 		return mdsproto.S3SigningKeyResp{}, err
 	}
-	secret, err := s.secretOf(&rec)
+	secret, err := u3.secretOf(&rec)
 	if err != nil {
 		return mdsproto.S3SigningKeyResp{}, err
 	}

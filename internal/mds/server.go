@@ -6,7 +6,6 @@ package mds
 
 import (
 	"context"
-	"crypto/cipher"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
@@ -128,15 +127,16 @@ type Server struct {
 	cluster *clusterMap
 	// sights counts stamped deadlines on this process's clock when the
 	// engine is shared (sights.go).
-	sights  sights
-	wsrv    *wire.Server
-	ln      net.Listener
-	osds    *wire.Pool
-	cl      clusterRec
-	s3Seal  cipher.AEAD // seals S3 users' secrets (s3secrets.go)
-	keyWrap cipher.AEAD // wraps sealed files' data keys (filekeys.go)
-	owners  osdOwners   // which principal each OSD is (authz.go)
-	keys    *keyRing    // capability keys (keyring.go)
+	sights *sights
+	wsrv   *wire.Server
+	ln     net.Listener
+	osds   *osdClient
+	cl     clusterRec
+	s3     *s3Users   // S3 users and their sealed secrets (s3users.go)
+	fkeys  *fileKeys  // sealed files' data keys, labels' MACs, the shared key ring (filekeys.go)
+	owners osdOwners  // which principal each OSD is (authz.go)
+	keys   *keyRing   // capability keys (keyring.go)
+	gc     *collector // deletes removed objects (gc.go)
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand
@@ -199,8 +199,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		eng = e
 	}
-	s := &Server{cfg: cfg, kv: eng, maxFlushOps: flushOpsFor(kv.WritesLimit(eng)), cluster: newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now().Add(osdFindTime(cfg))), osds: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential)), repairs: newRepairState(), started: cfg.Now(),
-		rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	cm := newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now().Add(osdFindTime(cfg)))
+	s := &Server{cfg: cfg, kv: eng, maxFlushOps: flushOpsFor(kv.WritesLimit(eng)), cluster: cm, osds: &osdClient{cluster: cm, pool: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential))}, repairs: newRepairState(), started: cfg.Now(),
+		sights: &sights{shared: cfg.LeadUntil != nil, started: cfg.Now(), now: cfg.Now},
+		rng:    mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	// A leader's map is republished every period and read every
 	// routeRefresh: two periods missed and the leader is silent.
 	s.cluster.live.StaleAfter = 2*s.osdMapPeriod() + routeRefresh
@@ -209,11 +211,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		eng.Close()
 		return nil, err
 	}
-	s.s3Seal = seal
-	if s.keyWrap, err = loadSealKey(cfg.Dir, fileKeysFile, "file key wrapping key"); err != nil {
+	s.s3 = &s3Users{kv: eng, seal: seal, now: cfg.Now}
+	wrap, err := loadSealKey(cfg.Dir, fileKeysFile, "file key wrapping key")
+	if err != nil {
 		eng.Close()
 		return nil, err
 	}
+	s.fkeys = &fileKeys{wrap: wrap, log: cfg.Log}
 	ring, store, err := s.loadRing(ctx)
 	if err != nil {
 		eng.Close()
@@ -223,11 +227,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		eng.Close()
 		return nil, err
 	}
+	s.gc = &collector{kv: eng, keys: s.keys, sights: s.sights, osds: s.osds, now: cfg.Now, delay: cfg.DeleteDelay, leading: s.leading}
 	if err := s.bootstrap(ctx); err != nil {
 		eng.Close()
 		return nil, err
 	}
-	if err := s.sealStoredSecrets(ctx); err != nil {
+	if err := s.s3.sealStored(ctx); err != nil {
 		eng.Close()
 		return nil, err
 	}
@@ -432,7 +437,7 @@ func (s *Server) Close() {
 	s.stop()
 	s.wsrv.Close()
 	s.wg.Wait()
-	s.osds.Close()
+	s.osds.pool.Close()
 	_ = s.kv.Close()
 }
 
@@ -494,16 +499,6 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 // labels, scrub) stop before their next object.
 func (s *Server) leading() bool {
 	return s.cfg.LeadUntil == nil || time.Now().Before(s.cfg.LeadUntil())
-}
-
-// expiry is when a deadline stored in the engine passes for this
-// process: never before window has passed on its own clock since it
-// started. A deadline written by another MDS process (before a restart
-// or a failover, perhaps on another machine's clock) can so only be late
-// here, never early: expiry is never one machine's wall-clock time
-// compared on another's.
-func (s *Server) expiry(storedNs int64, window time.Duration) int64 {
-	return max(storedNs, s.started.Add(window).UnixNano())
 }
 
 func decode[T any](meta []byte) (T, error) {
@@ -582,13 +577,13 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpStatfs:
 		return s.statfs(ctx)
 	case mdsproto.OpS3UserAdd:
-		return call(ctx, r.Meta, s.s3UserAdd)
+		return call(ctx, r.Meta, s.s3.add)
 	case mdsproto.OpS3UserList:
-		return call(ctx, r.Meta, s.s3UserList)
+		return call(ctx, r.Meta, s.s3.list)
 	case mdsproto.OpS3UserRemove:
-		return call(ctx, r.Meta, s.s3UserRemove)
+		return call(ctx, r.Meta, s.s3.remove)
 	case mdsproto.OpS3SigningKey:
-		return call(ctx, r.Meta, s.s3SigningKey)
+		return call(ctx, r.Meta, s.s3.signingKey)
 	case mdsproto.OpExtentLock:
 		return call(ctx, r.Meta, s.extentLock)
 	case mdsproto.OpExtentRelease:

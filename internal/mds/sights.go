@@ -23,6 +23,10 @@ import (
 // sights remembers when this process first saw each stamped record, and
 // so when its deadline passes here.
 type sights struct {
+	shared  bool      // the engine is shared with other MDS processes (Config.LeadUntil set)
+	started time.Time // when this process started (expiry)
+	now     func() time.Time
+
 	mu     sync.Mutex
 	passAt map[sightID]time.Time // first sight + window
 }
@@ -82,27 +86,37 @@ const maxSightWindow = time.Hour
 // ahead by the process that wrote it) passes for this process, in Unix
 // nanoseconds: on one process's own store by the stamp (expiry); on a
 // shared engine, window after this process first saw the record.
-func (s *Server) deadline(kind byte, key []byte, storedNs int64, window time.Duration) int64 {
-	if s.cfg.LeadUntil == nil {
-		return s.expiry(storedNs, window)
+func (t *sights) deadline(kind byte, key []byte, storedNs int64, window time.Duration) int64 {
+	if !t.shared {
+		return t.expiry(storedNs, window)
 	}
-	at, ok := s.sights.passes(sightID{kind: kind, key: string(key), stamp: storedNs}, window, s.cfg.Now())
+	at, ok := t.passes(sightID{kind: kind, key: string(key), stamp: storedNs}, window, t.now())
 	if !ok {
-		return s.expiry(storedNs, window)
+		return t.expiry(storedNs, window)
 	}
 	return at.UnixNano()
 }
 
+// expiry is when a deadline stored in the engine passes for this
+// process: never before window has passed on its own clock since it
+// started. A deadline written by another MDS process (before a restart
+// or a failover, perhaps on another machine's clock) can so only be late
+// here, never early: expiry is never one machine's wall-clock time
+// compared on another's.
+func (t *sights) expiry(storedNs int64, window time.Duration) int64 {
+	return max(storedNs, t.started.Add(window).UnixNano())
+}
+
 // repairActive reports whether the repair lock l on ino holds at now.
-func (s *Server) repairActive(ino uint64, l *repairLock, now time.Time) bool {
+func (t *sights) repairActive(ino uint64, l *repairLock, now time.Time) bool {
 	if l == nil {
 		return false
 	}
-	if s.cfg.LeadUntil == nil {
+	if !t.shared {
 		return l.active(now)
 	}
 	id := sightID{kind: sightRepair, key: string(binary.BigEndian.AppendUint64(nil, ino)), stamp: l.UntilNs}
-	at, ok := s.sights.passes(id, repairLease, now)
+	at, ok := t.passes(id, repairLease, now)
 	if !ok {
 		return l.active(now)
 	}
