@@ -171,8 +171,8 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	s.repairs.mu.Unlock()
 	out.LabelsPending = s.labels.pending()
 	out.Writers = s.leases.writers()
-	out.Repair = s.repairProgress(h, now)
-	_, _, _, out.Repair.Balancing = s.balanceTarget(h.views)
+	out.Repair = s.repairs.repairProgress(h, now)
+	_, _, _, out.Repair.Balancing = s.repairs.balanceTarget(h.views)
 	out.Meta = s.metaStatus(ctx)
 	out.Meta.Routing = s.routing()
 	for _, m := range out.Meta.Members {
@@ -291,21 +291,21 @@ func (h *healthScan) summary(osds []mdsproto.OSDStatus) (string, []string) {
 	return mdsproto.HealthOK, problems
 }
 
-func (s *Server) repairProgress(h healthScan, now time.Time) mdsproto.RepairProgress {
-	s.repairs.mu.Lock()
-	defer s.repairs.mu.Unlock()
-	p := s.repairs.stats
+func (q *repairQueue) repairProgress(h healthScan, now time.Time) mdsproto.RepairProgress {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := q.stats
 	p.FilesLeft, p.BytesLeft, p.Unrepairable = h.filesLeft, h.bytesLeft, h.unrepairable
-	p.ActiveRebuild, p.ActiveScrub, p.ActiveBalance = s.repairs.activeKinds(now)
+	p.ActiveRebuild, p.ActiveScrub, p.ActiveBalance = q.activeKinds(now)
 	p.Active = p.ActiveRebuild + p.ActiveScrub + p.ActiveBalance
-	p.RateBytesPerS = s.repairs.rate(now)
-	p.ScrubRateBytesPerS = s.repairs.scrubRate(now)
+	p.RateBytesPerS = q.rate(now)
+	p.ScrubRateBytesPerS = q.scrubRate(now)
 	if p.RateBytesPerS > 0 {
 		p.ETASeconds = float64(p.BytesLeft) / p.RateBytesPerS
 	}
-	p.ScrubQueued = int64(len(s.repairs.scrubQ))
-	p.RecentErrors = append([]string(nil), s.repairs.errs...)
-	p.RecentRepairs = append([]string(nil), s.repairs.recent...)
+	p.ScrubQueued = int64(len(q.scrubQ))
+	p.RecentErrors = append([]string(nil), q.errs...)
+	p.RecentRepairs = append([]string(nil), q.recent...)
 	return p
 }
 

@@ -17,7 +17,7 @@ import (
 // queued again and no longer counted as taken); one made by the
 // process's next life, after it left, holds.
 func TestClaimsOfAProcessThatLeft(t *testing.T) {
-	h := newRepairState()
+	h := newRepairQueue()
 	t0 := time.Unix(1_000_000, 0)
 	// dead judges a lock of this leader's assignments (one naming no process
 	// is never taken for an inherited assignment).
@@ -54,8 +54,8 @@ func TestClaimsOfAProcessThatLeft(t *testing.T) {
 // An assignment's process name is stored in the file's repair lock: one past a
 // name's bound is refused before anything is assigned.
 func TestClaimWithAnOverlongProcessNameIsRefused(t *testing.T) {
-	s := &Server{repairs: newRepairState()}
-	_, err := s.repairAssign(t.Context(), mdsproto.RepairAssignReq{Worker: "w", Process: strings.Repeat("p", maxNameBytes+1)})
+	s := &Server{repairs: newRepairQueue()}
+	_, err := s.repairs.repairAssign(t.Context(), mdsproto.RepairAssignReq{Worker: "w", Process: strings.Repeat("p", maxNameBytes+1)})
 	if !errors.Is(err, wire.ErrInvalid) {
 		t.Fatalf("assignment naming a %d-byte process: %v, want ErrInvalid", maxNameBytes+1, err)
 	}

@@ -25,9 +25,9 @@ type balanceState struct {
 }
 
 // refreshBalance recomputes the per-OSD estimate from every layout.
-func (s *Server) refreshBalance(ctx context.Context) error {
+func (q *repairQueue) refreshBalance(ctx context.Context) error {
 	est := map[uint32]int64{}
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := q.kv.View(ctx, func(r kv.Reader) error {
 		return r.Scan(firstKey(pInode), pastKeys(pInode), func(k, v []byte) bool {
 			var rec inodeRec
 			if decodeRecord(v, &rec) != nil || rec.Layout == nil {
@@ -46,9 +46,9 @@ func (s *Server) refreshBalance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.repairs.mu.Lock()
-	s.repairs.bal.est = est
-	s.repairs.mu.Unlock()
+	q.mu.Lock()
+	q.bal.est = est
+	q.mu.Unlock()
 	return nil
 }
 
@@ -68,15 +68,15 @@ func componentBytes(rec *inodeRec, l layout.Layout, c int) int64 {
 // a refresh is slow: it reads every inode, so its cost grows with the
 // namespace, and waiting balanceDutyFactor times its duration in between
 // keeps it to a small share of one core however many files there are.
-func (s *Server) balanceLoop(ctx context.Context) {
+func (q *repairQueue) balanceLoop(ctx context.Context) {
 	for {
 		began := time.Now()
-		if !s.leading() {
+		if !q.shell.leading() {
 			// another process leads: nothing to estimate here
-		} else if err := s.refreshBalance(ctx); err != nil && ctx.Err() == nil {
-			s.cfg.Log.Warn("balance estimate", "err", err)
+		} else if err := q.refreshBalance(ctx); err != nil && ctx.Err() == nil {
+			q.cfg.Log.Warn("balance estimate", "err", err)
 		}
-		wait := max(s.cfg.BalanceEvery, balanceDutyFactor*time.Since(began))
+		wait := max(q.cfg.BalanceEvery, balanceDutyFactor*time.Since(began))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -93,21 +93,21 @@ const balanceDutyFactor = 20
 
 // balanceTarget picks the fullest and emptiest up OSDs and how far apart
 // they are, or ok=false when the cluster is balanced (repair.Target).
-func (s *Server) balanceTarget(views map[uint32]cluster.View) (hi, lo uint32, diff int64, ok bool) {
-	s.repairs.mu.Lock()
-	defer s.repairs.mu.Unlock()
-	return repair.Target(s.repairs.bal.est, views, s.cfg.BalanceSlackBytes)
+func (q *repairQueue) balanceTarget(views map[uint32]cluster.View) (hi, lo uint32, diff int64, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return repair.Target(q.bal.est, views, q.cfg.BalanceSlackBytes)
 }
 
 // balanceAssign hands out one rebalancing move, if the cluster needs one.
-func (s *Server) balanceAssign(ctx context.Context, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
-	hi, lo, diff, ok := s.balanceTarget(views)
+func (q *repairQueue) balanceAssign(ctx context.Context, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
+	hi, lo, diff, ok := q.balanceTarget(views)
 	if !ok {
 		return mdsproto.RepairTask{}, false, nil
 	}
-	s.repairs.mu.Lock()
-	start := s.repairs.bal.cursor
-	s.repairs.mu.Unlock()
+	q.mu.Lock()
+	start := q.bal.cursor
+	q.mu.Unlock()
 	if start == nil {
 		start = firstKey(pInode)
 	}
@@ -117,13 +117,13 @@ func (s *Server) balanceAssign(ctx context.Context, views map[uint32]cluster.Vie
 	}
 	var last []byte
 	seen := 0
-	_ = s.kv.View(ctx, func(r kv.Reader) error {
+	_ = q.kv.View(ctx, func(r kv.Reader) error {
 		return r.Scan(start, pastKeys(pInode), func(k, v []byte) bool {
 			seen++
 			last = append(last[:0], k...)
 			var rec inodeRec
 			ino, isIno := inoOfKey(k)
-			if !isIno || decodeRecord(v, &rec) != nil || rec.Layout == nil || s.sights.repairActive(rec.Ino, rec.Repair, now) {
+			if !isIno || decodeRecord(v, &rec) != nil || rec.Layout == nil || q.sights.repairActive(rec.Ino, rec.Repair, now) {
 				return seen < repairScanBatch
 			}
 			l, err := rec.Layout.Decode()
@@ -140,28 +140,28 @@ func (s *Server) balanceAssign(ctx context.Context, views map[uint32]cluster.Vie
 			return seen < repairScanBatch && len(moves) < 8
 		})
 	})
-	s.repairs.mu.Lock()
+	q.mu.Lock()
 	if seen < repairScanBatch && len(moves) < 8 {
-		s.repairs.bal.cursor = nil
+		q.bal.cursor = nil
 	} else {
-		s.repairs.bal.cursor = append(last, 0)
+		q.bal.cursor = append(last, 0)
 	}
-	s.repairs.mu.Unlock()
+	q.mu.Unlock()
 	for _, m := range moves {
-		s.repairs.mu.Lock()
-		assignable := s.repairs.assignable(m.ino, now)
-		s.repairs.mu.Unlock()
+		q.mu.Lock()
+		assignable := q.assignable(m.ino, now)
+		q.mu.Unlock()
 		if !assignable {
 			continue
 		}
-		task, ok, err := s.lockFor(ctx, m.ino, mdsproto.RepairRebuild, &m.bm, views, now)
+		task, ok, err := q.lockFor(ctx, m.ino, mdsproto.RepairRebuild, &m.bm, views, now)
 		if err != nil || ok {
 			if ok {
-				s.repairs.mu.Lock()
-				s.repairs.bal.est[hi] -= m.bm.Bytes
-				s.repairs.bal.est[lo] += m.bm.Bytes
-				s.repairs.stats.Rebalanced++
-				s.repairs.mu.Unlock()
+				q.mu.Lock()
+				q.bal.est[hi] -= m.bm.Bytes
+				q.bal.est[lo] += m.bm.Bytes
+				q.stats.Rebalanced++
+				q.mu.Unlock()
 			}
 			return task, ok, err
 		}

@@ -543,9 +543,9 @@ func (s *Server) placeAcknowledged(spec layout.Spec) (layout.Layout, error) {
 		return l, nil
 	}
 	known := s.cluster.knownCandidates()
-	s.rngMu.Lock()
-	defer s.rngMu.Unlock()
-	if l, kerr := placement.Place(spec, -1, known, s.rng); kerr == nil {
+	s.rng.mu.Lock()
+	defer s.rng.mu.Unlock()
+	if l, kerr := placement.Place(spec, -1, known, s.rng.r); kerr == nil {
 		return l, nil
 	}
 	return l, err

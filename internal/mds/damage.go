@@ -110,13 +110,13 @@ func lostProblem(count int64, listed []mdsproto.LostFile) string {
 // noteFileEventLocked adds an event to the recent ones (s.repairs.mu held).
 // One that repeats an earlier (a lost file's repair, retried) moves that
 // one to the end, with the new time.
-func (s *Server) noteFileEventLocked(e mdsproto.FileEvent) {
-	s.repairs.events = slices.DeleteFunc(s.repairs.events, func(o mdsproto.FileEvent) bool {
+func (q *repairQueue) noteFileEventLocked(e mdsproto.FileEvent) {
+	q.events = slices.DeleteFunc(q.events, func(o mdsproto.FileEvent) bool {
 		return o.Ino == e.Ino && o.What == e.What && o.Why == e.Why
 	})
-	s.repairs.events = append(s.repairs.events, e)
-	if len(s.repairs.events) > maxFileEvents {
-		s.repairs.events = s.repairs.events[1:]
+	q.events = append(q.events, e)
+	if len(q.events) > maxFileEvents {
+		q.events = q.events[1:]
 	}
 }
 

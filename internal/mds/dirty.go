@@ -15,16 +15,16 @@ import (
 )
 
 // markDirty records components that missed a write.
-func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsproto.Inode, error) {
+func (q *repairQueue) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsproto.Inode, error) {
 	if requireRole(ctx, rRepair, "") != nil {
 		// Others mark only as a writer of the file, for writes of their
 		// own that missed; what a reader finds is verified by a scrub
 		// first, so no one can make a file unreadable by saying so.
-		if err := s.needOwner(req.Ino); err != nil {
+		if err := q.shell.needOwner(req.Ino); err != nil {
 			return mdsproto.Inode{}, err // the writer's lease is there
 		}
-		if req.Lost || !s.leases.writes(req.Ino, req.Writer, s.cfg.Now()) {
-			if err := s.wantScrub(ctx, []uint64{req.Ino}); err != nil {
+		if req.Lost || !q.leases.writes(req.Ino, req.Writer, q.cfg.Now()) {
+			if err := q.wantScrub(ctx, []uint64{req.Ino}); err != nil {
 				return mdsproto.Inode{}, err
 			}
 			return mdsproto.Inode{}, wire.Errorf(wire.ErrDenied, "only a writer of inode %d marks its components dirty; a scrub of it is queued", req.Ino)
@@ -32,8 +32,8 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 	}
 	stale := false
 	var lost mdsproto.FileEvent // set when the marks leave the file lost
-	now := s.cfg.Now()
-	in, err := s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
+	now := q.cfg.Now()
+	in, err := q.shell.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
 		if rec.Layout == nil {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
@@ -45,7 +45,7 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 			stale = true
 			return nil
 		}
-		if s.sights.repairActive(rec.Ino, rec.Repair, s.cfg.Now()) {
+		if q.sights.repairActive(rec.Ino, rec.Repair, q.cfg.Now()) {
 			for _, c := range req.Comps {
 				if slices.Contains(rec.Repair.Comps, c) {
 					rec.Repair.Tainted = true
@@ -64,17 +64,17 @@ func (s *Server) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) (mdsp
 		if !req.Lost {
 			return nil // a writer's missed writes: caught up, or rebuilt
 		}
-		lost, err = s.noteIfLost(tx, rec, now)
+		lost, err = q.noteIfLost(tx, rec, now)
 		return err
 	})
 	if err == nil && !stale {
-		s.cfg.Log.Info("components marked dirty", "ino", req.Ino, "comps", req.Comps, "why", req.Why, "writer", req.Handle != 0)
+		q.cfg.Log.Info("components marked dirty", "ino", req.Ino, "comps", req.Comps, "why", req.Why, "writer", req.Handle != 0)
 	}
 	if err == nil && !stale && lost.What != "" {
-		s.cfg.Log.Warn("file lost", "ino", req.Ino, "path", lost.Path, "why", lost.Why)
-		s.repairs.mu.Lock()
-		s.noteFileEventLocked(lost)
-		s.repairs.mu.Unlock()
+		q.cfg.Log.Warn("file lost", "ino", req.Ino, "path", lost.Path, "why", lost.Why)
+		q.mu.Lock()
+		q.noteFileEventLocked(lost)
+		q.mu.Unlock()
 	}
 	return in, err
 }
@@ -189,15 +189,15 @@ func addMarks(rec *inodeRec, comps []uint32) error {
 // (objects found gone) leave some parity group unable to decode whatever
 // OSDs return, and no repair is moving its components.
 // It returns the event to report, if so.
-func (s *Server) noteIfLost(tx kv.Txn, rec *inodeRec, now time.Time) (mdsproto.FileEvent, error) {
-	if rec.Layout == nil || s.sights.repairActive(rec.Ino, rec.Repair, now) {
+func (q *repairQueue) noteIfLost(tx kv.Txn, rec *inodeRec, now time.Time) (mdsproto.FileEvent, error) {
+	if rec.Layout == nil || q.sights.repairActive(rec.Ino, rec.Repair, now) {
 		return mdsproto.FileEvent{}, nil
 	}
 	spec, err := specOf(rec.Layout.Spec)
 	if err != nil {
 		return mdsproto.FileEvent{}, nil
 	}
-	p := repair.Plan(rec.Layout.OSDs, rec.Dirty, s.cluster.views(now), spec)
+	p := repair.Plan(rec.Layout.OSDs, rec.Dirty, q.cluster.views(now), spec)
 	if !p.Lost {
 		return mdsproto.FileEvent{}, nil
 	}

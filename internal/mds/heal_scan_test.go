@@ -32,7 +32,7 @@ func TestLateScanBatchLeavesCursor(t *testing.T) {
 
 	// A batch that started at the beginning of the pass reads to the end
 	// (the only inode is the root) and finds nothing.
-	s.scanInodes(ctx, nil, map[uint32]cluster.View{}, time.Now())
+	s.repairs.scanInodes(ctx, nil, map[uint32]cluster.View{}, time.Now())
 
 	s.repairs.mu.Lock()
 	defer s.repairs.mu.Unlock()

@@ -262,7 +262,7 @@ func (s *Server) resolveLoop(ctx context.Context) {
 			}
 			if !s.multi() {
 				// nobody else asks for scrubs
-			} else if err := s.takeWantedScrubs(ctx); err != nil && ctx.Err() == nil {
+			} else if err := s.repairs.takeWantedScrubs(ctx); err != nil && ctx.Err() == nil {
 				s.cfg.Log.Warn("scrubs wanted by other MDS processes", "err", err)
 			}
 		}
@@ -473,7 +473,7 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 func (s *Server) expireWriters(ctx context.Context) error {
 	if inos := s.leases.expireWriters(s.cfg.Now()); len(inos) > 0 {
 		s.queueLabel(inos...) // a writer that never committed left objects unlabelled
-		return s.wantScrub(ctx, inos)
+		return s.repairs.wantScrub(ctx, inos)
 	}
 	return nil
 }

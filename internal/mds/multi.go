@@ -139,12 +139,12 @@ func (s *Server) inGainGrace(now time.Time) bool {
 
 // wantScrub has the leader scrub inos: at once if this process leads,
 // else through the engine.
-func (s *Server) wantScrub(ctx context.Context, inos []uint64) error {
-	if !s.multi() || s.leading() {
-		s.queueScrub(inos)
+func (q *repairQueue) wantScrub(ctx context.Context, inos []uint64) error {
+	if !q.shell.multi() || q.shell.leading() {
+		q.queueScrub(inos)
 		return nil
 	}
-	return s.kv.Update(ctx, func(tx kv.Txn) error {
+	return q.kv.Update(ctx, func(tx kv.Txn) error {
 		for _, ino := range inos {
 			if err := tx.Put(scrubWantedKey(ino), nil); err != nil {
 				return err
@@ -155,9 +155,9 @@ func (s *Server) wantScrub(ctx context.Context, inos []uint64) error {
 }
 
 // takeWantedScrubs queues what others asked the leader to scrub.
-func (s *Server) takeWantedScrubs(ctx context.Context) error {
+func (q *repairQueue) takeWantedScrubs(ctx context.Context) error {
 	var inos []uint64
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := q.kv.View(ctx, func(r kv.Reader) error {
 		return r.Scan(firstKey(pScrubWanted), pastKeys(pScrubWanted), func(k, _ []byte) bool {
 			if ino, ok := inoOfKey(k); ok {
 				inos = append(inos, ino)
@@ -168,8 +168,8 @@ func (s *Server) takeWantedScrubs(ctx context.Context) error {
 	if err != nil || len(inos) == 0 {
 		return err
 	}
-	s.queueScrub(inos)
-	return s.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error {
+	q.queueScrub(inos)
+	return q.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error {
 		for _, ino := range inos {
 			if err := tx.Delete(scrubWantedKey(ino)); err != nil {
 				return err

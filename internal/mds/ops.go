@@ -148,9 +148,9 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 
 // draw is a number in [0, 1) from the process's seeded randomness.
 func (s *Server) draw() float64 {
-	s.rngMu.Lock()
-	defer s.rngMu.Unlock()
-	return s.rng.Float64()
+	s.rng.mu.Lock()
+	defer s.rng.mu.Unlock()
+	return s.rng.r.Float64()
 }
 
 func (s *Server) place(spec layout.Spec, sizeHint int64) (layout.Layout, error) {
@@ -165,9 +165,9 @@ func (s *Server) place(spec layout.Spec, sizeHint int64) (layout.Layout, error) 
 
 func (s *Server) placeOnce(spec layout.Spec, sizeHint int64) (layout.Layout, error) {
 	up := s.cluster.upCandidates(s.cfg.Now())
-	s.rngMu.Lock()
-	defer s.rngMu.Unlock()
-	l, err := placement.Place(spec, sizeHint, up, s.rng)
+	s.rng.mu.Lock()
+	defer s.rng.mu.Unlock()
+	l, err := placement.Place(spec, sizeHint, up, s.rng.r)
 	return l, placementErr(err)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"maps"
+	mrand "math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -53,8 +54,22 @@ type repairLock struct {
 
 func (l *repairLock) active(now time.Time) bool { return l != nil && now.UnixNano() < l.UntilNs }
 
-// repairState is the MDS's in-memory repair bookkeeping.
-type repairState struct {
+// repairQueue is the leader's repair queue: it finds files to repair,
+// assigns them to repair workers with a decision of internal/core/repair,
+// takes their reports, rebalances and scrubs. Its bookkeeping is in
+// memory; what it decides is written to the store.
+type repairQueue struct {
+	// What the queue works with, set once at Start.
+	kv      kv.Engine
+	cfg     *Config
+	cluster *clusterMap
+	keys    *keyRing    // capabilities for the assigned workers
+	gc      *collector  // objects a rebuild or move leaves behind
+	sights  *sights     // whether a repair lock holds here
+	leases  *leaseTable // writers, whose own dirty marks are taken
+	rng     *lockedRand // placement of rebuilt components
+	shell   repairShell
+
 	mu     sync.Mutex
 	cursor []byte // where the next batch of a full inode scan starts
 	// indexCursor is where the next batch of the repair index starts.
@@ -77,63 +92,75 @@ type repairState struct {
 	bal                 balanceState
 }
 
+// repairShell is what the repair queue asks of the rest of the MDS.
+type repairShell interface {
+	// updateInode changes an inode in one exactly-once transaction.
+	updateInode(ctx context.Context, ino uint64, fn func(kv.Txn, *inodeRec) error) (mdsproto.Inode, error)
+	// queueLabel has the objects of inos labelled again (recover.go).
+	queueLabel(inos ...uint64)
+	// needOwner is nil if this process serves ino's file state.
+	needOwner(ino uint64) error
+	leading() bool
+	multi() bool
+}
+
 type doneMark struct {
 	at    time.Time
 	bytes int64
 }
 
-func newRepairState() *repairState {
-	return &repairState{assignments: repair.NewAssignments(), noSpace: map[uint64]bool{}, scrubIn: map[uint64]bool{},
+func newRepairQueue() *repairQueue {
+	return &repairQueue{assignments: repair.NewAssignments(), noSpace: map[uint64]bool{}, scrubIn: map[uint64]bool{},
 		bal: balanceState{est: map[uint32]int64{}}}
 }
 
-func (h *repairState) assignable(ino uint64, now time.Time) bool {
-	return h.assignments.Assignable(ino, now)
+func (q *repairQueue) assignable(ino uint64, now time.Time) bool {
+	return q.assignments.Assignable(ino, now)
 }
 
 // noteActives records the MDS processes the leader finds active now, and
 // queues again the scrubs the repair workers of those that left had assigned.
-func (h *repairState) noteActives(names []string, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, ino := range h.assignments.NoteActives(names, now) {
-		if h.scrubIn[ino] || len(h.scrubQ) >= maxScrubQueue {
+func (q *repairQueue) noteActives(names []string, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, ino := range q.assignments.NoteActives(names, now) {
+		if q.scrubIn[ino] || len(q.scrubQ) >= maxScrubQueue {
 			continue
 		}
-		h.scrubIn[ino] = true
-		h.scrubQ = append(h.scrubQ, ino)
-		h.stats.ScrubTaken--
+		q.scrubIn[ino] = true
+		q.scrubQ = append(q.scrubQ, ino)
+		q.stats.ScrubTaken--
 	}
 }
 
 // forgetActives drops what a leader saw of the actives, when it no
 // longer leads.
-func (h *repairState) forgetActives() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.assignments.ForgetActives()
+func (q *repairQueue) forgetActives() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.assignments.ForgetActives()
 }
 
 // repairHeld is repairActive for the leader's assignments: a lock whose
 // worker's process is gone holds nothing (assignmentDead). ownAssigned is how
 // many assignments of ino the caller itself has in flight (lockFor: 1).
-func (s *Server) repairHeld(ino uint64, l *repairLock, now time.Time, ownAssigned int) bool {
-	return s.sights.repairActive(ino, l, now) && !s.repairs.assignmentDead(ino, l, ownAssigned)
+func (q *repairQueue) repairHeld(ino uint64, l *repairLock, now time.Time, ownAssigned int) bool {
+	return q.sights.repairActive(ino, l, now) && !q.assignmentDead(ino, l, ownAssigned)
 }
 
 // assignmentDead reports whether the repair lock l on ino is an assignment whose
 // worker's process is gone (repair.Assignments.Dead).
-func (h *repairState) assignmentDead(ino uint64, l *repairLock, ownAssigned int) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.assignments.Dead(ino, l.Version, l.Process, ownAssigned)
+func (q *repairQueue) assignmentDead(ino uint64, l *repairLock, ownAssigned int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.assignments.Dead(ino, l.Version, l.Process, ownAssigned)
 }
 
 // inFlight counts an assignment of ino starting (+1) or done (-1).
-func (h *repairState) inFlight(ino uint64, d int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.assignments.InFlight(ino, d)
+func (q *repairQueue) inFlight(ino uint64, d int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.assignments.InFlight(ino, d)
 }
 
 // claimantKey carries an assignment's RepairAssignReq.Process to where the assignment
@@ -141,34 +168,34 @@ func (h *repairState) inFlight(ino uint64, d int) {
 type claimantKey struct{}
 
 // repairAssign hands a worker the next file to repair, or an empty task.
-func (s *Server) repairAssign(ctx context.Context, req mdsproto.RepairAssignReq) (mdsproto.RepairTask, error) {
+func (q *repairQueue) repairAssign(ctx context.Context, req mdsproto.RepairAssignReq) (mdsproto.RepairTask, error) {
 	if len(req.Process) > maxNameBytes {
 		// Stored in the file's repair lock: bounded as a name is.
 		return mdsproto.RepairTask{}, wire.Errorf(wire.ErrInvalid, "process name of %d bytes, at most %d", len(req.Process), maxNameBytes)
 	}
 	ctx = context.WithValue(ctx, claimantKey{}, req.Process)
-	now := s.cfg.Now()
-	views := s.cluster.views(now)
-	found := s.scanForRepair(ctx, views, now)
+	now := q.cfg.Now()
+	views := q.cluster.views(now)
+	found := q.scanForRepair(ctx, views, now)
 	for i, ino := range found {
-		task, ok, err := s.lockForRepair(ctx, ino, mdsproto.RepairRebuild, views, now)
+		task, ok, err := q.lockForRepair(ctx, ino, mdsproto.RepairRebuild, views, now)
 		if err != nil || ok {
-			s.repairs.mu.Lock()
-			s.repairs.pending = found[i+1:] // the next assignments take these first
-			s.repairs.mu.Unlock()
+			q.mu.Lock()
+			q.pending = found[i+1:] // the next assignments take these first
+			q.mu.Unlock()
 			return task, err
 		}
 	}
 	for {
-		ino, ok := s.nextScrub(now)
+		ino, ok := q.nextScrub(now)
 		if !ok {
-			task, _, err := s.balanceAssign(ctx, views, now)
+			task, _, err := q.balanceAssign(ctx, views, now)
 			return task, err
 		}
-		task, ok, err := s.lockForRepair(ctx, ino, mdsproto.RepairScrub, views, now)
-		s.repairs.mu.Lock()
-		s.repairs.stats.ScrubTaken++ // after it became active, so "none queued, none active" means done
-		s.repairs.mu.Unlock()
+		task, ok, err := q.lockForRepair(ctx, ino, mdsproto.RepairScrub, views, now)
+		q.mu.Lock()
+		q.stats.ScrubTaken++ // after it became active, so "none queued, none active" means done
+		q.mu.Unlock()
 		if err != nil || ok {
 			return task, err
 		}
@@ -184,28 +211,28 @@ func (s *Server) repairAssign(ctx context.Context, req mdsproto.RepairAssignReq)
 // has dirty components or a repair lock, and those are listed in the heal
 // index, kept in the same transactions as the inodes: a steady cluster's
 // idle repair workers cost a scan of an empty index, not of every inode.
-func (s *Server) scanForRepair(ctx context.Context, views map[uint32]cluster.View, now time.Time) []uint64 {
+func (q *repairQueue) scanForRepair(ctx context.Context, views map[uint32]cluster.View, now time.Time) []uint64 {
 	mapSig := viewsSignature(views)
-	s.repairs.mu.Lock()
-	if len(s.repairs.pending) > 0 {
-		found := slices.DeleteFunc(s.repairs.pending, func(ino uint64) bool { return !s.repairs.assignable(ino, now) })
-		s.repairs.pending = nil
-		s.repairs.mu.Unlock()
+	q.mu.Lock()
+	if len(q.pending) > 0 {
+		found := slices.DeleteFunc(q.pending, func(ino uint64) bool { return !q.assignable(ino, now) })
+		q.pending = nil
+		q.mu.Unlock()
 		return found
 	}
-	full := s.repairs.cursor != nil || s.repairs.steadyMap != mapSig
-	start := s.repairs.cursor
+	full := q.cursor != nil || q.steadyMap != mapSig
+	start := q.cursor
 	if !full {
-		start = s.repairs.indexCursor
+		start = q.indexCursor
 	}
 	if full && start == nil {
-		s.repairs.cycleMap, s.repairs.cycleClean = mapSig, true
+		q.cycleMap, q.cycleClean = mapSig, true
 	}
-	s.repairs.mu.Unlock()
+	q.mu.Unlock()
 	if full {
-		return s.scanInodes(ctx, start, views, now)
+		return q.scanInodes(ctx, start, views, now)
 	}
-	return s.scanRepairIndex(ctx, start, views, now)
+	return q.scanRepairIndex(ctx, start, views, now)
 }
 
 // viewsSignature is what the repair plans depend on in the cluster map.
@@ -232,65 +259,65 @@ func viewsSignature(views map[uint32]cluster.View) string {
 // Repair workers scan concurrently: a batch moves the cursor only if the cursor
 // is still where the batch started, so a batch that finishes late can
 // neither skip part of a pass nor end one that another batch began.
-func (s *Server) scanInodes(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
+func (q *repairQueue) scanInodes(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
 	start := from
 	if start == nil {
 		start = firstKey(pInode)
 	}
 	busy := false // a file under repair or with dirty components: not a clean pass
-	found, next, err := s.scanBatch(ctx, start, pastKeys(pInode), func(_ kv.Reader, k, v []byte) bool {
+	found, next, err := q.scanBatch(ctx, start, pastKeys(pInode), func(_ kv.Reader, k, v []byte) bool {
 		var rec inodeRec
 		if decodeRecord(v, &rec) != nil {
 			return false
 		}
 		busy = busy || rec.Repair != nil || len(rec.Dirty) > 0
-		return s.needsRepair(&rec, views, now)
+		return q.needsRepair(&rec, views, now)
 	})
 	if err != nil {
 		return nil // the same batch again next time; an unread pass is no clean one
 	}
-	s.repairs.mu.Lock()
-	defer s.repairs.mu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if len(found) > 0 || busy {
-		s.repairs.cycleClean = false
+		q.cycleClean = false
 	}
-	if bytes.Equal(s.repairs.cursor, from) {
-		if s.repairs.cursor = next; next == nil && s.repairs.cycleClean {
-			s.repairs.steadyMap = s.repairs.cycleMap // a whole pass without work
+	if bytes.Equal(q.cursor, from) {
+		if q.cursor = next; next == nil && q.cycleClean {
+			q.steadyMap = q.cycleMap // a whole pass without work
 		}
 	}
-	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.repairs.assignable(ino, now) })
+	return slices.DeleteFunc(found, func(ino uint64) bool { return !q.assignable(ino, now) })
 }
 
 // scanRepairIndex is one batch of the repair index.
-func (s *Server) scanRepairIndex(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
+func (q *repairQueue) scanRepairIndex(ctx context.Context, from []byte, views map[uint32]cluster.View, now time.Time) []uint64 {
 	start := from
 	if start == nil {
 		start = firstKey(pRepair)
 	}
-	found, next, err := s.scanBatch(ctx, start, pastKeys(pRepair), func(r kv.Reader, k, _ []byte) bool {
+	found, next, err := q.scanBatch(ctx, start, pastKeys(pRepair), func(r kv.Reader, k, _ []byte) bool {
 		ino, _ := inoOfKey(k) // scanBatch passes only such keys
 		rec, err := getInode(r, ino)
-		return err == nil && s.needsRepair(rec, views, now)
+		return err == nil && q.needsRepair(rec, views, now)
 	})
 	if err != nil {
 		return nil
 	}
-	s.repairs.mu.Lock()
-	defer s.repairs.mu.Unlock()
-	if bytes.Equal(s.repairs.indexCursor, from) { // as in scanInodes
-		s.repairs.indexCursor = next
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if bytes.Equal(q.indexCursor, from) { // as in scanInodes
+		q.indexCursor = next
 	}
-	return slices.DeleteFunc(found, func(ino uint64) bool { return !s.repairs.assignable(ino, now) })
+	return slices.DeleteFunc(found, func(ino uint64) bool { return !q.assignable(ino, now) })
 }
 
 // scanBatch reads up to repairScanBatch keys of the form <prefix><ino be64>
 // in [start, end) and returns the inos that want picks, and the key the
 // next batch starts at (nil when the range was read to its end).
-func (s *Server) scanBatch(ctx context.Context, start, end []byte, wants func(r kv.Reader, k, v []byte) bool) (found []uint64, next []byte, err error) {
+func (q *repairQueue) scanBatch(ctx context.Context, start, end []byte, wants func(r kv.Reader, k, v []byte) bool) (found []uint64, next []byte, err error) {
 	var last []byte
 	seen := 0
-	err = s.kv.View(ctx, func(r kv.Reader) error {
+	err = q.kv.View(ctx, func(r kv.Reader) error {
 		found, seen = found[:0], 0
 		return r.Scan(start, end, func(k, v []byte) bool {
 			seen++
@@ -310,26 +337,26 @@ func (s *Server) scanBatch(ctx context.Context, start, end []byte, wants func(r 
 	return found, append(last, 0), nil
 }
 
-func (s *Server) needsRepair(rec *inodeRec, views map[uint32]cluster.View, now time.Time) bool {
-	if rec.Layout == nil || s.repairHeld(rec.Ino, rec.Repair, now, 0) {
+func (q *repairQueue) needsRepair(rec *inodeRec, views map[uint32]cluster.View, now time.Time) bool {
+	if rec.Layout == nil || q.repairHeld(rec.Ino, rec.Repair, now, 0) {
 		return false
 	}
 	spec, err := specOf(rec.Layout.Spec)
 	return err == nil && repair.Plan(rec.Layout.OSDs, rec.Dirty, views, spec).NeedsWork()
 }
 
-func (s *Server) nextScrub(now time.Time) (uint64, bool) {
-	s.repairs.mu.Lock()
-	defer s.repairs.mu.Unlock()
+func (q *repairQueue) nextScrub(now time.Time) (uint64, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	// A file being repaired or backing off after a failure goes to the
 	// back of the queue: it is scrubbed once it can be, not dropped.
 	var later []uint64
-	defer func() { s.repairs.scrubQ = append(s.repairs.scrubQ, later...) }()
-	for len(s.repairs.scrubQ) > 0 {
-		ino := s.repairs.scrubQ[0]
-		s.repairs.scrubQ = s.repairs.scrubQ[1:]
-		if s.repairs.assignable(ino, now) {
-			delete(s.repairs.scrubIn, ino)
+	defer func() { q.scrubQ = append(q.scrubQ, later...) }()
+	for len(q.scrubQ) > 0 {
+		ino := q.scrubQ[0]
+		q.scrubQ = q.scrubQ[1:]
+		if q.assignable(ino, now) {
+			delete(q.scrubIn, ino)
 			return ino, true // counted as taken once assigned or passed over
 		}
 		later = append(later, ino)
@@ -339,25 +366,25 @@ func (s *Server) nextScrub(now time.Time) (uint64, bool) {
 
 // lockForRepair re-plans ino inside a transaction and, if work remains,
 // installs the repaired layout and the lock and returns the task.
-func (s *Server) lockForRepair(ctx context.Context, ino uint64, kind string, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
-	return s.lockFor(ctx, ino, kind, nil, views, now)
+func (q *repairQueue) lockForRepair(ctx context.Context, ino uint64, kind string, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
+	return q.lockFor(ctx, ino, kind, nil, views, now)
 }
 
 // balanceMove is one component a rebalance moves to an emptier OSD.
 type balanceMove = repair.Move
 
 // lockFor is lockForRepair, or with bm a rebalancing move of a healthy file.
-func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balanceMove, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
+func (q *repairQueue) lockFor(ctx context.Context, ino uint64, kind string, bm *balanceMove, views map[uint32]cluster.View, now time.Time) (mdsproto.RepairTask, bool, error) {
 	var task mdsproto.RepairTask
 	var moveFrom map[uint32]uint32
 	var why claimWhy
 	process, _ := ctx.Value(claimantKey{}).(string)
-	s.repairs.inFlight(ino, 1)
-	defer s.repairs.inFlight(ino, -1) // after the entry in active is made
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+	q.inFlight(ino, 1)
+	defer q.inFlight(ino, -1) // after the entry in active is made
+	err := q.kv.Update(ctx, func(tx kv.Txn) error {
 		task, moveFrom = mdsproto.RepairTask{}, nil
 		rec, err := getInode(tx, ino)
-		if err != nil || rec.Layout == nil || s.repairHeld(ino, rec.Repair, now, 1) {
+		if err != nil || rec.Layout == nil || q.repairHeld(ino, rec.Repair, now, 1) {
 			return nil //nolint:nilerr // gone or busy: nothing to assign
 		}
 		if pending, err := hasIntents(tx, ino); err != nil || pending {
@@ -367,9 +394,9 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		if err != nil {
 			return nil //nolint:nilerr
 		}
-		s.rngMu.Lock()
-		c, ok, err := repair.DecideAssignment(old, rec.Dirty, views, kind, bm, placement.NewPool(s.cluster.upCandidates(now)), s.rng)
-		s.rngMu.Unlock()
+		q.rng.mu.Lock()
+		c, ok, err := repair.DecideAssignment(old, rec.Dirty, views, kind, bm, placement.NewPool(q.cluster.upCandidates(now)), q.rng.r)
+		q.rng.mu.Unlock()
 		if err != nil {
 			return placementErr(err)
 		}
@@ -380,7 +407,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 		ver := old.Version + 1
 		moveFrom = c.MoveFrom
 		if len(c.GCComps) > 0 {
-			if err := s.gc.add(tx, ino, ver, c.GCComps, c.GCOSDs, layoutBytes(rec, c.GCComps)); err != nil {
+			if err := q.gc.add(tx, ino, ver, c.GCComps, c.GCOSDs, layoutBytes(rec, c.GCComps)); err != nil {
 				return err
 			}
 		}
@@ -397,7 +424,7 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 	})
 	if err != nil || task.Kind == "" {
 		if err != nil {
-			s.noteRepairErr(ino, err.Error(), now)
+			q.noteRepairErr(ino, err.Error(), now)
 		}
 		return task, false, nil
 	}
@@ -405,17 +432,17 @@ func (s *Server) lockFor(ctx context.Context, ino uint64, kind string, bm *balan
 	for _, id := range moveFrom {
 		ids = append(ids, id)
 	}
-	task.Endpoints = s.cluster.endpoints(ids, now)
-	task.Cap = s.keys.ring.Issue(ino, capability.Read|capability.Write, task.Inode.Layout.Version, now.Add(repairLease)).Encode()
-	task.RateBytesPerS = s.cfg.RepairRateBytes
+	task.Endpoints = q.cluster.endpoints(ids, now)
+	task.Cap = q.keys.ring.Issue(ino, capability.Read|capability.Write, task.Inode.Layout.Version, now.Add(repairLease)).Encode()
+	task.RateBytesPerS = q.cfg.RepairRateBytes
 	if task.Kind == mdsproto.RepairScrub {
-		task.RateBytesPerS = s.cfg.ScrubRateBytes
+		task.RateBytesPerS = q.cfg.ScrubRateBytes
 	}
-	s.repairs.mu.Lock()
-	s.repairs.assignments.Record(ino, repair.Assigned{At: now, Version: task.Inode.Layout.Version, Why: why.text, Balance: why.balance, Process: process, Kind: task.Kind})
-	s.repairs.mu.Unlock()
+	q.mu.Lock()
+	q.assignments.Record(ino, repair.Assigned{At: now, Version: task.Inode.Layout.Version, Why: why.text, Balance: why.balance, Process: process, Kind: task.Kind})
+	q.mu.Unlock()
 	if task.Kind != mdsproto.RepairScrub {
-		s.cfg.Log.Info("repair assigned", "ino", ino, "why", why.text)
+		q.cfg.Log.Info("repair assigned", "ino", ino, "why", why.text)
 	}
 	return task, true, nil
 }
@@ -465,4 +492,10 @@ func (s *Server) removeOSD(ctx context.Context, req mdsproto.DrainReq) (struct{}
 	}
 	s.cluster.forget(req.ID)
 	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(osdKey(req.ID)) })
+}
+
+// lockedRand is the MDS's seeded random source, shared by its handlers.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *mrand.Rand
 }

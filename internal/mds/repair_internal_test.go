@@ -12,7 +12,7 @@ import (
 // progress" for hours: every claim counted as a repair, the scrubs of an
 // abandoned `braid scrub /` too. Claims are counted by what they do.
 func TestActiveClaimsCountedByKind(t *testing.T) {
-	h := newRepairState()
+	h := newRepairQueue()
 	now := time.Unix(1000, 0)
 	h.assignments.Record(1, repair.Assigned{At: now, Kind: mdsproto.RepairScrub})
 	h.assignments.Record(2, repair.Assigned{At: now, Kind: mdsproto.RepairScrub})

@@ -19,15 +19,15 @@ import (
 // dirty set unless a source was itself found dirty meanwhile (a writer
 // reported a failed write to it): then its decoded output is suspect and
 // the file is repaired again.
-func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (struct{}, error) {
-	now := s.cfg.Now()
-	s.repairs.mu.Lock()
-	cl, _ := s.repairs.assignments.Get(req.Ino)
+func (q *repairQueue) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (struct{}, error) {
+	now := q.cfg.Now()
+	q.mu.Lock()
+	cl, _ := q.assignments.Get(req.Ino)
 	why := claimWhy{text: cl.Why, balance: cl.Balance}
-	s.repairs.mu.Unlock()
+	q.mu.Unlock()
 	failed := req.Err
 	var path string
-	_, err := s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
+	_, err := q.shell.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
 		if rec.Repair == nil || rec.Repair.Version != req.Version || rec.Layout == nil || rec.Layout.Version != req.Version {
 			failed = "repair lock lost"
 			return nil
@@ -65,117 +65,117 @@ func (s *Server) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (st
 		return tx.Delete(lostKey(req.Ino))
 	})
 	if wire.CodeOf(err) != wire.ErrNotFound {
-		s.queueLabel(req.Ino) // new objects need their labels
+		q.shell.queueLabel(req.Ino) // new objects need their labels
 	}
 	// The assignment ends in the same critical section as its counters move,
 	// so a status never sees it neither active nor counted.
-	s.repairs.mu.Lock()
-	defer s.repairs.mu.Unlock()
-	s.repairs.assignments.Done(req.Ino, req.Version)
-	delete(s.repairs.noSpace, req.Ino) // noted again below if this attempt failed for space
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.assignments.Done(req.Ino, req.Version)
+	delete(q.noSpace, req.Ino) // noted again below if this attempt failed for space
 	if wire.CodeOf(err) == wire.ErrNotFound {
 		return struct{}{}, nil // removed meanwhile
 	}
 	if err != nil {
 		return struct{}{}, err
 	}
-	s.repairs.done = append(s.repairs.done, doneMark{at: now, bytes: req.Bytes})
-	s.repairs.stats.BytesDone += req.Bytes
+	q.done = append(q.done, doneMark{at: now, bytes: req.Bytes})
+	q.stats.BytesDone += req.Bytes
 	if req.Read > 0 {
-		s.repairs.scrubDone = append(s.repairs.scrubDone, doneMark{at: now, bytes: req.Read})
-		s.repairs.stats.ScrubBytes += req.Read
+		q.scrubDone = append(q.scrubDone, doneMark{at: now, bytes: req.Read})
+		q.stats.ScrubBytes += req.Read
 	}
 	if failed == "repair lock lost" {
 		req.Lost = "" // this attempt decided nothing
 	}
 	if e, ok := repairEvent(req, failed, why.text, path, now.UnixNano()); ok && !why.balance {
-		s.noteFileEventLocked(e)
+		q.noteFileEventLocked(e)
 	}
 	if failed == mdsproto.RepairInterrupted {
-		if req.Kind == mdsproto.RepairScrub && !s.repairs.scrubIn[req.Ino] {
-			s.repairs.scrubIn[req.Ino] = true // scrubbed later, not dropped
-			s.repairs.scrubQ = append(s.repairs.scrubQ, req.Ino)
-			s.repairs.stats.ScrubTaken-- // taken again when it is assigned again
+		if req.Kind == mdsproto.RepairScrub && !q.scrubIn[req.Ino] {
+			q.scrubIn[req.Ino] = true // scrubbed later, not dropped
+			q.scrubQ = append(q.scrubQ, req.Ino)
+			q.stats.ScrubTaken-- // taken again when it is assigned again
 		}
-		s.noteRepairErrLocked(req.Ino, failed)
+		q.noteRepairErrLocked(req.Ino, failed)
 		return struct{}{}, nil
 	}
 	if failed != "" {
 		if req.Kind == mdsproto.RepairScrub {
-			s.repairs.stats.ScrubFailed++
+			q.stats.ScrubFailed++
 		}
-		s.repairs.assignments.Backoff(req.Ino, now.Add(repairBackoff))
-		s.noteRepairErrLocked(req.Ino, failed)
+		q.assignments.Backoff(req.Ino, now.Add(repairBackoff))
+		q.noteRepairErrLocked(req.Ino, failed)
 		return struct{}{}, nil
 	}
 	if req.Kind == mdsproto.RepairScrub {
-		s.repairs.stats.ScrubbedFiles++
-		s.repairs.stats.ScrubRepaired += req.Repaired
-		if len(s.repairs.scrubQ) == 0 {
-			s.repairs.stats.LastScrubEndNs = now.UnixNano()
+		q.stats.ScrubbedFiles++
+		q.stats.ScrubRepaired += req.Repaired
+		if len(q.scrubQ) == 0 {
+			q.stats.LastScrubEndNs = now.UnixNano()
 		}
 	} else {
 		if why.balance {
-			s.repairs.stats.BalanceBytes += req.Bytes
+			q.stats.BalanceBytes += req.Bytes
 		} else {
-			s.repairs.stats.FilesDone++
+			q.stats.FilesDone++
 		}
-		delete(s.repairs.noSpace, req.Ino)
+		delete(q.noSpace, req.Ino)
 		line := fmt.Sprintf("inode %d: %s (%d bytes written)", req.Ino, why.text, req.Bytes)
-		s.repairs.recent = append(s.repairs.recent, line)
-		if len(s.repairs.recent) > maxRecentRepairs {
-			s.repairs.recent = s.repairs.recent[1:]
+		q.recent = append(q.recent, line)
+		if len(q.recent) > maxRecentRepairs {
+			q.recent = q.recent[1:]
 		}
-		s.cfg.Log.Info("repaired", "ino", req.Ino, "why", why.text, "bytes", req.Bytes)
+		q.cfg.Log.Info("repaired", "ino", req.Ino, "why", why.text, "bytes", req.Bytes)
 	}
 	return struct{}{}, nil
 }
 
-func (s *Server) noteRepairErr(ino uint64, msg string, now time.Time) {
-	s.repairs.mu.Lock()
-	defer s.repairs.mu.Unlock()
-	s.repairs.assignments.Backoff(ino, now.Add(repairBackoff))
-	s.noteRepairErrLocked(ino, msg)
+func (q *repairQueue) noteRepairErr(ino uint64, msg string, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.assignments.Backoff(ino, now.Add(repairBackoff))
+	q.noteRepairErrLocked(ino, msg)
 }
 
-func (s *Server) noteRepairErrLocked(ino uint64, msg string) {
+func (q *repairQueue) noteRepairErrLocked(ino uint64, msg string) {
 	if msg == mdsproto.RepairInterrupted {
-		s.cfg.Log.Info("repair interrupted", "ino", ino, "why", msg)
+		q.cfg.Log.Info("repair interrupted", "ino", ino, "why", msg)
 		return
 	}
-	if strings.Contains(msg, wire.ErrNoSpace.Error()) && len(s.repairs.noSpace) < maxNoSpaceTracked {
-		s.repairs.noSpace[ino] = true
+	if strings.Contains(msg, wire.ErrNoSpace.Error()) && len(q.noSpace) < maxNoSpaceTracked {
+		q.noSpace[ino] = true
 	}
-	s.cfg.Log.Warn("repair failed", "ino", ino, "err", msg)
-	s.repairs.errs = append(s.repairs.errs, msg)
-	if len(s.repairs.errs) > maxRepairErrLog {
-		s.repairs.errs = s.repairs.errs[1:]
+	q.cfg.Log.Warn("repair failed", "ino", ino, "err", msg)
+	q.errs = append(q.errs, msg)
+	if len(q.errs) > maxRepairErrLog {
+		q.errs = q.errs[1:]
 	}
 }
 
 // activeCount is the number of assignments whose worker may still report.
-func (h *repairState) activeCount(now time.Time) int {
-	rebuild, scrub, balance := h.activeKinds(now)
+func (q *repairQueue) activeCount(now time.Time) int {
+	rebuild, scrub, balance := q.activeKinds(now)
 	return rebuild + scrub + balance
 }
 
 // activeKinds counts the files being worked on by what is done to them
 // (repair.Assignments.ActiveKinds).
-func (h *repairState) activeKinds(now time.Time) (rebuild, scrub, balance int) {
-	return h.assignments.ActiveKinds(now)
+func (q *repairQueue) activeKinds(now time.Time) (rebuild, scrub, balance int) {
+	return q.assignments.ActiveKinds(now)
 }
 
 // rate is the repair write rate over the last rateWindow.
-func (h *repairState) rate(now time.Time) float64 {
+func (q *repairQueue) rate(now time.Time) float64 {
 	var r float64
-	h.done, r = windowRate(h.done, now)
+	q.done, r = windowRate(q.done, now)
 	return r
 }
 
 // scrubRate is the scrub read rate over the last rateWindow.
-func (h *repairState) scrubRate(now time.Time) float64 {
+func (q *repairQueue) scrubRate(now time.Time) float64 {
 	var r float64
-	h.scrubDone, r = windowRate(h.scrubDone, now)
+	q.scrubDone, r = windowRate(q.scrubDone, now)
 	return r
 }
 

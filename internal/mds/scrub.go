@@ -14,14 +14,14 @@ import (
 )
 
 // scrub queues the files at or below path for an on-demand scrub.
-func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.ScrubResp, error) {
+func (q *repairQueue) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.ScrubResp, error) {
 	if req.Ino == 0 {
 		if err := requireRole(ctx, rAdmins|rHealer, "scrub a tree"); err != nil {
 			return mdsproto.ScrubResp{}, err
 		}
 	}
 	var inos []uint64
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := q.kv.View(ctx, func(r kv.Reader) error {
 		var root *inodeRec
 		var err error
 		if req.Ino != 0 {
@@ -43,7 +43,7 @@ func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.Scr
 	if err != nil {
 		return mdsproto.ScrubResp{}, err
 	}
-	n := s.queueScrub(inos)
+	n := q.queueScrub(inos)
 	if n < int64(len(inos)) {
 		return mdsproto.ScrubResp{Files: n}, wire.Errorf(wire.ErrBusy, "scrub queue holds %d files; try again later", maxScrubQueue)
 	}
@@ -51,17 +51,17 @@ func (s *Server) scrub(ctx context.Context, req mdsproto.ScrubReq) (mdsproto.Scr
 }
 
 // queueScrub adds files to the scrub queue and returns how many it took.
-func (s *Server) queueScrub(inos []uint64) int64 {
-	s.repairs.mu.Lock()
-	defer s.repairs.mu.Unlock()
+func (q *repairQueue) queueScrub(inos []uint64) int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	n := int64(0)
 	for _, ino := range inos {
-		if len(s.repairs.scrubQ) >= maxScrubQueue {
+		if len(q.scrubQ) >= maxScrubQueue {
 			break
 		}
-		if !s.repairs.scrubIn[ino] {
-			s.repairs.scrubIn[ino] = true
-			s.repairs.scrubQ = append(s.repairs.scrubQ, ino)
+		if !q.scrubIn[ino] {
+			q.scrubIn[ino] = true
+			q.scrubQ = append(q.scrubQ, ino)
 		}
 		n++
 	}
@@ -106,11 +106,11 @@ func collectFiles(r kv.Reader, rec *inodeRec, out *[]uint64, limit int) error {
 }
 
 // scrubLoop queues every file for a scrub every ScrubEvery.
-func (s *Server) scrubLoop(ctx context.Context) {
-	if s.cfg.ScrubEvery <= 0 {
+func (q *repairQueue) scrubLoop(ctx context.Context) {
+	if q.cfg.ScrubEvery <= 0 {
 		return
 	}
-	t := time.NewTicker(s.cfg.ScrubEvery)
+	t := time.NewTicker(q.cfg.ScrubEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -118,11 +118,11 @@ func (s *Server) scrubLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !s.leading() {
+		if !q.shell.leading() {
 			continue
 		}
-		if _, err := s.scrub(ctx, mdsproto.ScrubReq{Path: "/"}); err != nil && ctx.Err() == nil {
-			s.cfg.Log.Warn("background scrub", "err", err)
+		if _, err := q.scrub(ctx, mdsproto.ScrubReq{Path: "/"}); err != nil && ctx.Err() == nil {
+			q.cfg.Log.Warn("background scrub", "err", err)
 		}
 	}
 }

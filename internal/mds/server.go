@@ -138,8 +138,7 @@ type Server struct {
 	keys   *keyRing   // capability keys (keyring.go)
 	gc     *collector // deletes removed objects (gc.go)
 
-	rngMu sync.Mutex
-	rng   *mrand.Rand
+	rng *lockedRand // seeded: placement, directory slots
 
 	inos   inoAlloc // this process's range of inode numbers
 	routes routes   // the routing table this process serves by (routing.go)
@@ -151,7 +150,7 @@ type Server struct {
 	// orphanCursor is where the next orphan reaping pass starts (the ino
 	// after the last one looked at; nil: the first); resolveLoop's alone.
 	orphanCursor []byte
-	repairs      *repairState
+	repairs      *repairQueue
 	labels       labelQueue
 	leases       leaseTable
 
@@ -200,9 +199,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		eng = e
 	}
 	cm := newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now().Add(osdFindTime(cfg)))
-	s := &Server{cfg: cfg, kv: eng, maxFlushOps: flushOpsFor(kv.WritesLimit(eng)), cluster: cm, osds: &osdClient{cluster: cm, pool: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential))}, repairs: newRepairState(), started: cfg.Now(),
+	s := &Server{cfg: cfg, kv: eng, maxFlushOps: flushOpsFor(kv.WritesLimit(eng)), cluster: cm, osds: &osdClient{cluster: cm, pool: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential))}, repairs: newRepairQueue(), started: cfg.Now(),
 		sights: &sights{shared: cfg.LeadUntil != nil, started: cfg.Now(), now: cfg.Now},
-		rng:    mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+		rng:    &lockedRand{r: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}}
 	// A leader's map is republished every period and read every
 	// routeRefresh: two periods missed and the leader is silent.
 	s.cluster.live.StaleAfter = 2*s.osdMapPeriod() + routeRefresh
@@ -227,7 +226,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		eng.Close()
 		return nil, err
 	}
+	s.repairs.kv, s.repairs.cfg, s.repairs.cluster, s.repairs.keys, s.repairs.sights = eng, &s.cfg, s.cluster, s.keys, s.sights
+	s.repairs.leases, s.repairs.rng, s.repairs.shell = &s.leases, s.rng, s
 	s.gc = &collector{kv: eng, keys: s.keys, sights: s.sights, osds: s.osds, now: cfg.Now, delay: cfg.DeleteDelay, leading: s.leading}
+	s.repairs.gc = s.gc
 	if err := s.bootstrap(ctx); err != nil {
 		eng.Close()
 		return nil, err
@@ -271,10 +273,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.routeLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.labelLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.resolveLoop(ctx) }()
-	go func() { defer s.wg.Done(); s.balanceLoop(kv.AsLeader(ctx)) }()
+	go func() { defer s.wg.Done(); s.repairs.balanceLoop(kv.AsLeader(ctx)) }()
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
 	go func() { defer s.wg.Done(); s.gcLoop(kv.AsLeader(ctx)) }()
-	go func() { defer s.wg.Done(); s.scrubLoop(kv.AsLeader(ctx)) }()
+	go func() { defer s.wg.Done(); s.repairs.scrubLoop(kv.AsLeader(ctx)) }()
 	if cfg.RunRepairWorkers != nil && cfg.RepairWorkers > 0 {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); cfg.RunRepairWorkers(ctx, cfg.Log, s.Addr(), cfg.Name, cfg.RepairWorkers) }()
@@ -539,13 +541,13 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpStatus:
 		return s.status(ctx)
 	case mdsproto.OpMarkDirty:
-		return call(ctx, r.Meta, s.markDirty)
+		return call(ctx, r.Meta, s.repairs.markDirty)
 	case mdsproto.OpRepairAssign:
-		return call(ctx, r.Meta, s.repairAssign)
+		return call(ctx, r.Meta, s.repairs.repairAssign)
 	case mdsproto.OpRepairDone:
-		return call(ctx, r.Meta, s.repairDone)
+		return call(ctx, r.Meta, s.repairs.repairDone)
 	case mdsproto.OpScrub:
-		return call(ctx, r.Meta, s.scrub)
+		return call(ctx, r.Meta, s.repairs.scrub)
 	case mdsproto.OpOSDDrain:
 		return call(ctx, r.Meta, s.drain)
 	case mdsproto.OpOSDRemove:
