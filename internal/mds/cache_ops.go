@@ -315,7 +315,7 @@ func appendSelf(meta []byte, self *mdsproto.CacheSelf) []byte {
 // startCache sets up the table, in grace if the store says clients of a
 // previous process may still cache, and wraps the engine.
 func (s *Server) startCache(ctx context.Context) error {
-	s.cache = newCacheTable(s.cfg.LockLease, s.incarnation)
+	s.cache = newCacheTable(s.cfg.LockLease, s.locks.incarnation)
 	// Several active processes grant nothing yet (multi.go): a grant
 	// would need its recall by whichever process changes the inode.
 	s.cache.setNoGrants(s.multi())

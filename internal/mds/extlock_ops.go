@@ -2,6 +2,8 @@ package mds
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braidfs/braid/internal/core/extlock"
@@ -20,17 +22,46 @@ import (
 // locks it granted, and a client orders two by it (a late answer from a
 // process that died must not undo what the client learned from the next).
 
+// extentLocks serves the extent lock protocol (internal/core/extlock) for
+// the files this process owns: grants, recalls and the standing LockWait
+// of each client session, the mark that locks may be held, and the
+// incarnation that names this process's grants.
+type extentLocks struct {
+	kv    kv.Engine
+	cfg   *Config
+	shell lockShell
+	table *lockTable
+	// incarnation names this process to clients holding its extent
+	// locks (and caches): it counts MDS starts (keyIncarnation).
+	incarnation uint64
+	marked      atomic.Bool // keyLocksHeld is stored
+	markMu      sync.RWMutex
+}
+
+// lockShell is what extent locks ask of the rest of the MDS.
+type lockShell interface {
+	// needOwner is nil if this process serves ino's file state.
+	needOwner(ino uint64) error
+	// mayWriteHandle checks that the caller holds handle open for writing.
+	mayWriteHandle(ctx context.Context, ino, handle uint64) error
+	// grantServer names this process as clients route to it.
+	grantServer() string
+	// freshRoutes is the routing table this process serves by, if fresh.
+	freshRoutes() *routeView
+	multi() bool
+}
+
 // startLocks sets up the extent lock table, in grace if locks may be
 // held from before.
-func (s *Server) startLocks(ctx context.Context) error {
-	s.extents = newLockTable(s.cfg.LockLease, s.cfg.Now())
-	return s.kv.Update(ctx, func(tx kv.Txn) error {
+func (l *extentLocks) startLocks(ctx context.Context) error {
+	l.table = newLockTable(l.cfg.LockLease, l.cfg.Now())
+	return l.kv.Update(ctx, func(tx kv.Txn) error {
 		var n uint64
 		if _, err := getRecord(tx, keyIncarnation, &n); err != nil {
 			return err
 		}
 		n++
-		s.incarnation = n
+		l.incarnation = n
 		if err := putRecord(tx, keyIncarnation, n); err != nil {
 			return err
 		}
@@ -39,8 +70,8 @@ func (s *Server) startLocks(ctx context.Context) error {
 			return err
 		}
 		if v != nil {
-			s.locksMarked.Store(true)
-			s.extents.grace(s.cfg.Now(), s.cfg.TakeoverGrace)
+			l.marked.Store(true)
+			l.table.grace(l.cfg.Now(), l.cfg.TakeoverGrace)
 		}
 		return nil
 	})
@@ -50,47 +81,47 @@ func (s *Server) startLocks(ctx context.Context) error {
 // returns with lockMarkMu read-held: the caller grants, then unlocks, so
 // clearLocksHeld (which write-holds it) never removes the mark between
 // its check that no lock is held and the delete.
-func (s *Server) markLocksHeld(ctx context.Context) error {
+func (l *extentLocks) markLocksHeld(ctx context.Context) error {
 	for try := 0; ; try++ {
 		if try == 8 {
 			return wire.Errorf(wire.ErrBusy, "extent lock mark raced with its removal %d times", try)
 		}
-		s.lockMarkMu.RLock()
-		if s.locksMarked.Load() {
+		l.markMu.RLock()
+		if l.marked.Load() {
 			return nil
 		}
-		s.lockMarkMu.RUnlock()
-		s.lockMarkMu.Lock()
-		if !s.locksMarked.Load() {
-			if err := s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyLocksHeld, []byte{1}) }); err != nil {
-				s.lockMarkMu.Unlock()
+		l.markMu.RUnlock()
+		l.markMu.Lock()
+		if !l.marked.Load() {
+			if err := l.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyLocksHeld, []byte{1}) }); err != nil {
+				l.markMu.Unlock()
 				return err
 			}
-			s.locksMarked.Store(true)
+			l.marked.Store(true)
 		}
-		s.lockMarkMu.Unlock()
+		l.markMu.Unlock()
 		// Checked again under the read lock: a clear may have run in
 		// between (only with no lock held; then it is stored again).
 	}
 }
 
 // clearLocksHeld removes the mark once no lock has been held for a lease.
-func (s *Server) clearLocksHeld(ctx context.Context) error {
-	if !s.locksMarked.Load() {
+func (l *extentLocks) clearLocksHeld(ctx context.Context) error {
+	if !l.marked.Load() {
 		return nil
 	}
-	s.lockMarkMu.Lock()
-	defer s.lockMarkMu.Unlock()
-	now := s.cfg.Now()
-	if empty, since := s.extents.empty(now); !empty || now.Sub(since) < s.cfg.LockLease {
+	l.markMu.Lock()
+	defer l.markMu.Unlock()
+	now := l.cfg.Now()
+	if empty, since := l.table.empty(now); !empty || now.Sub(since) < l.cfg.LockLease {
 		return nil
 	}
 	// Grants read-hold lockMarkMu from the mark check to the grant, so
 	// none happens between the check above and the delete.
-	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(keyLocksHeld) }); err != nil {
+	if err := l.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(keyLocksHeld) }); err != nil {
 		return err
 	}
-	s.locksMarked.Store(false)
+	l.marked.Store(false)
 	return nil
 }
 
@@ -109,26 +140,26 @@ func validExtent(req mdsproto.ExtentReq) error {
 // extentLock grants the write lock on a stripe range, recalling it from
 // the handles that hold parts of it and waiting (lockAcquireWindow at
 // most: then ErrBusy, and the client asks again) until they gave it back.
-func (s *Server) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdsproto.ExtentGrant, error) {
+func (l *extentLocks) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdsproto.ExtentGrant, error) {
 	if err := validExtent(req); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
-	if err := s.needOwner(req.Ino); err != nil {
+	if err := l.shell.needOwner(req.Ino); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
-	if err := s.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
+	if err := l.shell.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
 	deadline := time.NewTimer(lockAcquireWindow)
 	defer deadline.Stop()
 	for {
-		g, granted, r, released, err := s.tryExtentLock(ctx, req, true, false)
+		g, granted, r, released, err := l.tryExtentLock(ctx, req, true, false)
 		if err != nil || granted {
 			return g, err
 		}
 		var retry <-chan time.Time
 		if !r.Until.IsZero() {
-			t := time.NewTimer(r.Until.Sub(s.cfg.Now()))
+			t := time.NewTimer(r.Until.Sub(l.cfg.Now()))
 			defer t.Stop()
 			retry = t.C
 		}
@@ -150,10 +181,10 @@ func (s *Server) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdspro
 // inode (its size as the MDS knows it), read once the lock is held. The
 // inode is read before too, to refuse anything but a file, unless the
 // caller knows it is one (an open: isFile).
-func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, recall, isFile bool) (mdsproto.ExtentGrant, bool, extlock.Acquired, <-chan struct{}, error) {
+func (l *extentLocks) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, recall, isFile bool) (mdsproto.ExtentGrant, bool, extlock.Acquired, <-chan struct{}, error) {
 	var rec *inodeRec
 	if !isFile {
-		if err := s.kv.View(ctx, func(r kv.Reader) error {
+		if err := l.kv.View(ctx, func(r kv.Reader) error {
 			var err error
 			rec, err = getInode(r, req.Ino)
 			return err
@@ -164,11 +195,11 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 			return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
 	}
-	if err := s.markLocksHeld(ctx); err != nil {
+	if err := l.markLocksHeld(ctx); err != nil {
 		return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, err
 	}
-	r, released := s.extents.acquire(s.cfg.Now(), req.Ino, req.Session, req.Handle, span{Lo: req.Lo, Hi: req.Hi}, true, recall)
-	s.lockMarkMu.RUnlock()
+	r, released := l.table.acquire(l.cfg.Now(), req.Ino, req.Session, req.Handle, span{Lo: req.Lo, Hi: req.Hi}, true, recall)
+	l.markMu.RUnlock()
 	if !r.Granted {
 		return mdsproto.ExtentGrant{}, false, r, released, nil
 	}
@@ -177,15 +208,15 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 	// woken by the locks dropped with the slot): given back, for the new
 	// owner to grant. The table is stored before the locks are dropped,
 	// so a grant that missed the drop sees the new table here.
-	if err := s.needOwner(req.Ino); err != nil {
-		s.extents.release(req.Ino, req.Handle, r.Grant, r.Seq, -1, 0)
+	if err := l.shell.needOwner(req.Ino); err != nil {
+		l.table.release(req.Ino, req.Handle, r.Grant, r.Seq, -1, 0)
 		return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, err
 	}
 	// Read again now the lock is held: a cut (and the release of the
 	// stripes it held) may have committed since the first read, and the
 	// grant must hand over the size and extents as of the grant. No cut
 	// of these stripes can commit from now on without recalling it.
-	if err := s.kv.View(ctx, func(rd kv.Reader) error {
+	if err := l.kv.View(ctx, func(rd kv.Reader) error {
 		now, err := getInode(rd, req.Ino)
 		if err == nil {
 			rec = now
@@ -194,11 +225,11 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 		}
 		return err
 	}); err != nil {
-		s.extents.release(req.Ino, req.Handle, r.Grant, r.Seq, -1, 0)
+		l.table.release(req.Ino, req.Handle, r.Grant, r.Seq, -1, 0)
 		return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, err
 	}
-	g := mdsproto.ExtentGrant{Incarnation: s.incarnation, Server: s.grantServer(), SessionEpoch: r.Epoch, Seq: r.Seq, Lo: r.Grant.Lo, Hi: r.Grant.Hi, End: rec.Stored(), SizeGen: rec.SizeGen,
-		LeaseNs: int64(s.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle), Extents: rec.Extents}
+	g := mdsproto.ExtentGrant{Incarnation: l.incarnation, Server: l.shell.grantServer(), SessionEpoch: r.Epoch, Seq: r.Seq, Lo: r.Grant.Lo, Hi: r.Grant.Hi, End: rec.Stored(), SizeGen: rec.SizeGen,
+		LeaseNs: int64(l.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle), Extents: rec.Extents}
 	if r.EndGen == rec.SizeGen {
 		g.End = max(g.End, r.End)
 	}
@@ -207,12 +238,12 @@ func (s *Server) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, reca
 
 // openLock is the whole-file lock an open for writing asks for: granted
 // if no other handle holds a lock on the file, never waited for.
-func (s *Server) openLock(ctx context.Context, ino, session, handle uint64) *mdsproto.ExtentGrant {
+func (l *extentLocks) openLock(ctx context.Context, ino, session, handle uint64) *mdsproto.ExtentGrant {
 	if session == 0 || handle == 0 {
 		return nil
 	}
 	req := mdsproto.ExtentReq{Ino: ino, Session: session, Handle: handle, Lo: 0, Hi: mdsproto.MaxStripe}
-	g, granted, _, _, err := s.tryExtentLock(ctx, req, false, true)
+	g, granted, _, _, err := l.tryExtentLock(ctx, req, false, true)
 	if err != nil || !granted {
 		return nil // the writer asks per stripe range when it writes
 	}
@@ -221,36 +252,36 @@ func (s *Server) openLock(ctx context.Context, ino, session, handle uint64) *mds
 
 // extentRelease gives back a range the holder was asked for (or no
 // longer needs), with its view of the size.
-func (s *Server) extentRelease(ctx context.Context, req mdsproto.ExtentReq) (struct{}, error) {
+func (l *extentLocks) extentRelease(ctx context.Context, req mdsproto.ExtentReq) (struct{}, error) {
 	if err := validExtent(req); err != nil {
 		return struct{}{}, err
 	}
-	if err := s.needOwner(req.Ino); err != nil {
+	if err := l.shell.needOwner(req.Ino); err != nil {
 		return struct{}{}, err
 	}
-	s.extents.release(req.Ino, req.Handle, span{Lo: req.Lo, Hi: req.Hi}, req.Seq, req.End, req.SizeGen)
+	l.table.release(req.Ino, req.Handle, span{Lo: req.Lo, Hi: req.Hi}, req.Seq, req.End, req.SizeGen)
 	return struct{}{}, nil
 }
 
 // lockWait is a session's standing request for recalls (it renews the
 // session's locks): answered at once with queued recalls, else when one
 // is queued, else after the wait asked for (at most half a lease).
-func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdsproto.LockWaitResp, error) {
+func (l *extentLocks) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdsproto.LockWaitResp, error) {
 	if req.Session == 0 {
 		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrInvalid, "no session")
 	}
-	if s.multi() && s.freshRoutes() == nil {
+	if l.shell.multi() && l.shell.freshRoutes() == nil {
 		// The table may have moved this process's slots: renewing their
 		// locks could outlast the new owner's grace.
 		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrMoved, "this MDS's routing table is not current")
 	}
-	resp := mdsproto.LockWaitResp{LeaseNs: int64(s.cfg.LockLease), Incarnation: s.incarnation}
-	a, wake, err := s.extents.wait(s.cfg.Now(), req.Session)
+	resp := mdsproto.LockWaitResp{LeaseNs: int64(l.cfg.LockLease), Incarnation: l.incarnation}
+	a, wake, err := l.table.wait(l.cfg.Now(), req.Session)
 	resp.Recalls, resp.Moved, resp.SessionEpoch = a.Recalls, a.Moved, a.Epoch
 	if err != nil || wake == nil {
 		return resp, err
 	}
-	wait := time.Duration(min(max(req.WaitNs, 0), lockWaitMaxNs, int64(s.cfg.LockLease/2)))
+	wait := time.Duration(min(max(req.WaitNs, 0), lockWaitMaxNs, int64(l.cfg.LockLease/2)))
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
@@ -259,7 +290,7 @@ func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdspro
 	case <-ctx.Done():
 	case <-wire.ConnDone(ctx): // fenced by the client's newer connection, or gone
 	}
-	a = s.extents.waited(s.cfg.Now(), req.Session)
+	a = l.table.waited(l.cfg.Now(), req.Session)
 	resp.Recalls, resp.Moved, resp.SessionEpoch = a.Recalls, a.Moved, a.Epoch
 	return resp, nil
 }
@@ -268,14 +299,14 @@ func (s *Server) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdspro
 const maxReclaimSpans = 4096
 
 // extentReclaim takes back a handle's locks from the previous process.
-func (s *Server) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq) (mdsproto.ExtentGrant, error) {
+func (l *extentLocks) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq) (mdsproto.ExtentGrant, error) {
 	if req.Handle == 0 || req.Session == 0 || len(req.Spans) == 0 || len(req.Spans) > maxReclaimSpans || req.End < 0 {
 		return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrInvalid, "reclaim of %d ranges", len(req.Spans))
 	}
-	if err := s.needOwner(req.Ino); err != nil {
+	if err := l.shell.needOwner(req.Ino); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
-	if err := s.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
+	if err := l.shell.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
 	spans := make([]span, 0, len(req.Spans))
@@ -285,9 +316,9 @@ func (s *Server) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq) (md
 		}
 		spans = append(spans, span{Lo: sp[0], Hi: sp[1]})
 	}
-	seq, epoch, err := s.extents.reclaim(s.cfg.Now(), req.Ino, req.Session, req.Handle, spans, req.End, req.SizeGen)
+	seq, epoch, err := l.table.reclaim(l.cfg.Now(), req.Ino, req.Session, req.Handle, spans, req.End, req.SizeGen)
 	if err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
-	return mdsproto.ExtentGrant{Incarnation: s.incarnation, Server: s.grantServer(), SessionEpoch: epoch, Seq: seq, LeaseNs: int64(s.cfg.LockLease)}, nil
+	return mdsproto.ExtentGrant{Incarnation: l.incarnation, Server: l.shell.grantServer(), SessionEpoch: epoch, Seq: seq, LeaseNs: int64(l.cfg.LockLease)}, nil
 }

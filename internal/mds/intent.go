@@ -165,7 +165,7 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 		noteErr = s.noteUncommitted(ctx, req.Ino, req.Uncommitted)
 	}
 	if req.Release && !req.Read {
-		s.extents.dropHandle(req.Ino, req.Handle) // a closed writer's extent locks go with its lease
+		s.locks.table.dropHandle(req.Ino, req.Handle) // a closed writer's extent locks go with its lease
 	}
 	if !req.Release && !req.Read {
 		// A writer's lease is the file's write access (mayWriteHandle):
@@ -272,7 +272,7 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		if err := s.reapOrphans(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("orphan reaping", "err", err)
 		}
-		if err := s.clearLocksHeld(ctx); err != nil && ctx.Err() == nil {
+		if err := s.locks.clearLocksHeld(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("extent lock mark", "err", err)
 		}
 		if err := s.expireCaches(ctx); err != nil && ctx.Err() == nil {

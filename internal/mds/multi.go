@@ -121,7 +121,7 @@ func (s *Server) grantServer() string {
 // have gone on renewing them by: the reclaims of its clients, who find
 // the slot's new owner only by a table of their own, fit in that window.
 func (s *Server) gained(now time.Time, slots []uint32) {
-	s.extents.graceSlots(now, slots, s.cfg.TakeoverGrace+routeStale)
+	s.locks.table.graceSlots(now, slots, s.cfg.TakeoverGrace+routeStale)
 	s.gainedAt.Store(now.UnixNano())
 }
 

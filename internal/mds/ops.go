@@ -354,7 +354,7 @@ func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle
 		r, _ := s.leases.renew(rec.Ino, handle, write, now, s.cfg.WriterLease, false)
 		out.LeaseNs = r.LeaseNs
 		if write {
-			out.Lock = s.openLock(ctx, rec.Ino, session, handle)
+			out.Lock = s.locks.openLock(ctx, rec.Ino, session, handle)
 		}
 	}
 	return out, nil
@@ -495,9 +495,9 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 		s.cfg.Log.Info("components caught up by their writer", "ino", req.Ino, "comps", caughtUp)
 	}
 	if err == nil && req.Cut {
-		s.extents.truncated(req.Ino, in.SizeGen)
+		s.locks.table.truncated(req.Ino, in.SizeGen)
 	} else if err == nil {
-		s.extents.committed(req.Ino, in.Stored(), in.SizeGen)
+		s.locks.table.committed(req.Ino, in.Stored(), in.SizeGen)
 	}
 	return in, err
 }

@@ -185,7 +185,7 @@ func (s *Server) serveRoutes(v *routeView) {
 		for _, slot := range lost {
 			gone[slot] = true
 		}
-		s.extents.dropInos(s.cfg.Now(), func(ino uint64) bool { return gone[route.SlotOf(ino)] })
+		s.locks.table.dropInos(s.cfg.Now(), func(ino uint64) bool { return gone[route.SlotOf(ino)] })
 	}
 }
 

@@ -154,10 +154,7 @@ type Server struct {
 	labels       labelQueue
 	leases       leaseTable
 
-	extents     *lockTable
-	incarnation uint64      // names this process to clients holding its extent locks
-	locksMarked atomic.Bool // keyLocksHeld is stored
-	lockMarkMu  sync.RWMutex
+	locks *extentLocks // extent locks (extlock_ops.go)
 
 	cache       *cacheTable // who caches which inodes (cache.go)
 	maxFlushOps int         // ops one DirFlush may carry on this engine (claim_ops.go)
@@ -230,6 +227,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.repairs.leases, s.repairs.rng, s.repairs.shell = &s.leases, s.rng, s
 	s.gc = &collector{kv: eng, keys: s.keys, sights: s.sights, osds: s.osds, now: cfg.Now, delay: cfg.DeleteDelay, leading: s.leading}
 	s.repairs.gc = s.gc
+	s.locks = &extentLocks{kv: eng, cfg: &s.cfg, shell: s}
 	if err := s.bootstrap(ctx); err != nil {
 		eng.Close()
 		return nil, err
@@ -238,7 +236,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		eng.Close()
 		return nil, err
 	}
-	if err := s.startLocks(ctx); err != nil {
+	if err := s.locks.startLocks(ctx); err != nil {
 		eng.Close()
 		return nil, err
 	}
@@ -587,13 +585,13 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpS3SigningKey:
 		return call(ctx, r.Meta, s.s3.signingKey)
 	case mdsproto.OpExtentLock:
-		return call(ctx, r.Meta, s.extentLock)
+		return call(ctx, r.Meta, s.locks.extentLock)
 	case mdsproto.OpExtentRelease:
-		return call(ctx, r.Meta, s.extentRelease)
+		return call(ctx, r.Meta, s.locks.extentRelease)
 	case mdsproto.OpLockWait:
-		return call(ctx, r.Meta, s.lockWait)
+		return call(ctx, r.Meta, s.locks.lockWait)
 	case mdsproto.OpExtentReclaim:
-		return call(ctx, r.Meta, s.extentReclaim)
+		return call(ctx, r.Meta, s.locks.extentReclaim)
 	case mdsproto.OpCacheWait:
 		return call(ctx, r.Meta, s.cacheWait)
 	case mdsproto.OpCacheLookup:
