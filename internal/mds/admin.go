@@ -391,3 +391,7 @@ func fullProblem(osds []mdsproto.OSDStatus, pd mdsproto.PendingDelete, now time.
 	}
 	return msg
 }
+
+// defaultLayout is the cluster's layout for files whose directories
+// name none.
+func (s *Server) defaultLayout() string { return s.cl.DefaultLayout }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braidfs/braid/internal/kv"
+	"github.com/braidfs/braid/internal/layout"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -28,6 +31,32 @@ var errMustInvalidate = errors.New("mds: cached inodes to invalidate first")
 // and directory entries its transaction writes, and commits only once
 // every session caching them has been told (cache.go). Reads pass
 // through.
+// metaCaches serves metadata caching (internal/core/cache): the standing
+// CacheWait of each client, lookups that register what they answer, the
+// mark that caches may be held, and write-back directory claims.
+type metaCaches struct {
+	kv    kv.Engine
+	cfg   *Config
+	shell cacheShell
+	table *cacheTable // who caches which inodes (cache.go)
+	// maxFlushOps bounds the ops one DirFlush may carry on this engine
+	// (claim_ops.go).
+	maxFlushOps int
+	marked      atomic.Bool // keyCacheHeld is stored
+	markMu      sync.RWMutex
+}
+
+// cacheShell is what metadata caches ask of the rest of the MDS.
+type cacheShell interface {
+	multi() bool
+	// place lays out a file of spec (a claimed directory's files are
+	// placed where the claim is granted, to check that they can be).
+	place(spec layout.Spec, sizeHint int64) (layout.Layout, error)
+	// defaultLayout is the cluster's layout for files whose directories
+	// name none.
+	defaultLayout() string
+}
+
 type coherentEngine struct {
 	kv.Engine
 	t   *cacheTable
@@ -314,13 +343,13 @@ func appendSelf(meta []byte, self *mdsproto.CacheSelf) []byte {
 
 // startCache sets up the table, in grace if the store says clients of a
 // previous process may still cache, and wraps the engine.
-func (s *Server) startCache(ctx context.Context) error {
-	s.cache = newCacheTable(s.cfg.LockLease, s.locks.incarnation)
+func (c *metaCaches) startCache(ctx context.Context, incarnation uint64) error {
+	c.table = newCacheTable(c.cfg.LockLease, incarnation)
 	// Several active processes grant nothing yet (multi.go): a grant
 	// would need its recall by whichever process changes the inode.
-	s.cache.setNoGrants(s.multi())
+	c.table.setNoGrants(c.shell.multi())
 	var marked bool
-	if err := s.kv.View(ctx, func(r kv.Reader) error {
+	if err := c.kv.View(ctx, func(r kv.Reader) error {
 		v, err := r.Get(keyCacheHeld)
 		marked = v != nil
 		return err
@@ -328,29 +357,29 @@ func (s *Server) startCache(ctx context.Context) error {
 		return err
 	}
 	if marked {
-		s.cacheMarked.Store(true)
-		s.cache.grace(s.cfg.Now(), s.cfg.TakeoverGrace)
+		c.marked.Store(true)
+		c.table.grace(c.cfg.Now(), c.cfg.TakeoverGrace)
 	}
-	s.kv = &coherentEngine{Engine: s.kv, t: s.cache, now: s.cfg.Now}
-	return s.loadClaims(ctx)
+	c.kv = &coherentEngine{Engine: c.kv, t: c.table, now: c.cfg.Now}
+	return c.loadClaims(ctx)
 }
 
 // cacheWait is a session's standing request for invalidations (it renews
 // the session's cache lease and acknowledges what it applied): answered
 // at once with what is queued, else when something is, else after the
 // wait asked for (at most half a lease).
-func (s *Server) cacheWait(ctx context.Context, req mdsproto.CacheWaitReq) (mdsproto.CacheWaitResp, error) {
+func (c *metaCaches) cacheWait(ctx context.Context, req mdsproto.CacheWaitReq) (mdsproto.CacheWaitResp, error) {
 	if req.Session == 0 {
 		return mdsproto.CacheWaitResp{}, wire.Errorf(wire.ErrInvalid, "no session")
 	}
-	resp := mdsproto.CacheWaitResp{LeaseNs: int64(s.cfg.LockLease)}
-	r, ok := s.cache.wait(s.cfg.Now(), req)
+	resp := mdsproto.CacheWaitResp{LeaseNs: int64(c.cfg.LockLease)}
+	r, ok := c.table.wait(c.cfg.Now(), req)
 	if !ok {
 		return resp, wire.Errorf(wire.ErrBusy, "the MDS has as many caching sessions as it may")
 	}
 	resp.Epoch = r.epoch
 	if len(r.invs) == 0 && r.epoch == req.Epoch {
-		wait := time.Duration(min(max(req.WaitNs, 0), lockWaitMaxNs, int64(s.cfg.LockLease/2)))
+		wait := time.Duration(min(max(req.WaitNs, 0), lockWaitMaxNs, int64(c.cfg.LockLease/2)))
 		t := time.NewTimer(wait)
 		select {
 		case <-r.wake:
@@ -359,7 +388,7 @@ func (s *Server) cacheWait(ctx context.Context, req mdsproto.CacheWaitReq) (mdsp
 		case <-wire.ConnDone(ctx):
 		}
 		t.Stop()
-		resp.Epoch, r.invs = s.cache.waited(req.Session, r.epoch)
+		resp.Epoch, r.invs = c.table.waited(req.Session, r.epoch)
 	}
 	resp.Invalidations = r.invs
 	return resp, nil
@@ -367,15 +396,15 @@ func (s *Server) cacheWait(ctx context.Context, req mdsproto.CacheWaitReq) (mdsp
 
 // cacheLookup is a lookup (or with no name, a getattr) that the asking
 // session may cache, if the answer says so.
-func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (mdsproto.CacheLookupResp, error) {
+func (c *metaCaches) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (mdsproto.CacheLookupResp, error) {
 	if req.Name != "" && !mdsproto.ValidName(req.Name) {
 		return mdsproto.CacheLookupResp{}, wire.Errorf(wire.ErrInvalid, "name %q", req.Name)
 	}
 	ctx = withReader(ctx, req.Session) // its own claims' gates let it through
-	gen := s.cache.begin()
+	gen := c.table.begin()
 	var out mdsproto.CacheLookupResp
 	var inos []uint64
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := c.kv.View(ctx, func(r kv.Reader) error {
 		inos, out = []uint64{req.Dir}, mdsproto.CacheLookupResp{} // a run again (claim_ops.go) starts over
 		dir, err := getInode(r, req.Dir)
 		if err != nil {
@@ -410,14 +439,14 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 		inos = append(inos, ino)
 		return nil
 	})
-	if err != nil || req.Session == 0 || s.cache.noGrants() {
+	if err != nil || req.Session == 0 || c.table.noGrants() {
 		return out, err
 	}
-	if err := s.markCacheHeld(ctx); err != nil {
+	if err := c.markCacheHeld(ctx); err != nil {
 		return out, nil // answered, not granted
 	}
-	seq, ok := s.cache.grant(s.cfg.Now(), req.Session, req.Epoch, gen, inos...)
-	s.cacheMarkMu.RUnlock()
+	seq, ok := c.table.grant(c.cfg.Now(), req.Session, req.Epoch, gen, inos...)
+	c.markMu.RUnlock()
 	if ok {
 		out.Grant, out.Seq = req.Epoch, seq
 	}
@@ -427,40 +456,40 @@ func (s *Server) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (
 // markCacheHeld stores the mark before a grant, if it is not there, and
 // returns with cacheMarkMu read-held (the caller grants, then unlocks),
 // so clearCacheHeld never deletes it between its check and a grant.
-func (s *Server) markCacheHeld(ctx context.Context) error {
-	s.cacheMarkMu.RLock()
-	if s.cacheMarked.Load() {
+func (c *metaCaches) markCacheHeld(ctx context.Context) error {
+	c.markMu.RLock()
+	if c.marked.Load() {
 		return nil
 	}
-	s.cacheMarkMu.RUnlock()
-	s.cacheMarkMu.Lock()
-	if !s.cacheMarked.Load() {
-		if err := s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyCacheHeld, []byte{1}) }); err != nil {
-			s.cacheMarkMu.Unlock()
+	c.markMu.RUnlock()
+	c.markMu.Lock()
+	if !c.marked.Load() {
+		if err := c.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyCacheHeld, []byte{1}) }); err != nil {
+			c.markMu.Unlock()
 			return err
 		}
-		s.cacheMarked.Store(true)
+		c.marked.Store(true)
 	}
-	s.cacheMarkMu.Unlock()
-	s.cacheMarkMu.RLock()
+	c.markMu.Unlock()
+	c.markMu.RLock()
 	return nil
 }
 
 // expireCaches ends silent sessions and removes the mark once none has
 // cached for a lease.
-func (s *Server) expireCaches(ctx context.Context) error {
-	s.expireClaims(ctx)
-	if !s.cache.expire(s.cfg.Now()) || !s.cacheMarked.Load() {
+func (c *metaCaches) expireCaches(ctx context.Context) error {
+	c.expireClaims(ctx)
+	if !c.table.expire(c.cfg.Now()) || !c.marked.Load() {
 		return nil
 	}
-	s.cacheMarkMu.Lock()
-	defer s.cacheMarkMu.Unlock()
-	if !s.cache.expire(s.cfg.Now()) {
+	c.markMu.Lock()
+	defer c.markMu.Unlock()
+	if !c.table.expire(c.cfg.Now()) {
 		return nil
 	}
-	if err := s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(keyCacheHeld) }); err != nil {
+	if err := c.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(keyCacheHeld) }); err != nil {
 		return err
 	}
-	s.cacheMarked.Store(false)
+	c.marked.Store(false)
 	return nil
 }

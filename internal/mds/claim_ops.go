@@ -216,10 +216,10 @@ func takeClaim(ctx context.Context, eng kv.Engine, t *cacheTable, dir, id uint64
 }
 
 // loadClaims takes the claims stored by an earlier process (startCache).
-func (s *Server) loadClaims(ctx context.Context) error {
+func (c *metaCaches) loadClaims(ctx context.Context) error {
 	type found struct{ dir, holder, id uint64 }
 	var all []found
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := c.kv.View(ctx, func(r kv.Reader) error {
 		all = all[:0]
 		return r.Scan(firstKey(pClaim), pastKeys(pClaim), func(k, v []byte) bool {
 			var rec claimRec
@@ -233,31 +233,31 @@ func (s *Server) loadClaims(ctx context.Context) error {
 		return err
 	}
 	for _, f := range all {
-		s.cache.loadClaim(s.cfg.Now(), f.dir, f.holder, f.id)
+		c.table.loadClaim(c.cfg.Now(), f.dir, f.holder, f.id)
 	}
 	return nil
 }
 
 // dirClaim claims an empty directory for a caching session, or extends
 // the session's claim with a new range of inode numbers.
-func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdsproto.DirClaimResp, error) {
+func (c *metaCaches) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdsproto.DirClaimResp, error) {
 	if req.Session == 0 || req.Dir == 0 || req.Claim == 0 {
 		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrInvalid, "a claim needs a session, a directory and an id")
 	}
-	if s.cache.noGrants() {
+	if c.table.noGrants() {
 		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrBusy, "this MDS grants no claims")
 	}
 	// The session reads as itself: its own claim's gate lets it through
 	// (a holder extending its claim waits for nothing of its own).
 	ctx = withReader(ctx, req.Session)
 	if req.Extend {
-		return s.extendClaim(ctx, req)
+		return c.extendClaim(ctx, req)
 	}
-	gen := s.cache.begin()
+	gen := c.table.begin()
 	var out mdsproto.DirClaimResp
 	var rec claimRec
 	var again bool
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+	err := c.kv.Update(ctx, func(tx kv.Txn) error {
 		again = false
 		dir, err := getInode(tx, req.Dir)
 		if err != nil {
@@ -277,11 +277,11 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 		// The files made under the claim will be placed as the
 		// directory's layout says: refused now if it cannot be (too few
 		// OSDs up), rather than after its creates were acknowledged.
-		spec, err := inheritedLayout(tx, dir, s.cl.DefaultLayout)
+		spec, err := inheritedLayout(tx, dir, c.shell.defaultLayout())
 		if err != nil {
 			return err
 		}
-		if _, err := s.place(placement.SmallFileSpec(spec, -1), -1); err != nil {
+		if _, err := c.shell.place(placement.SmallFileSpec(spec, -1), -1); err != nil {
 			return err
 		}
 		var held claimRec
@@ -306,33 +306,33 @@ func (s *Server) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdspro
 		return out, err
 	}
 	if again {
-		if !s.cache.holds(req.Dir, req.Session, req.Claim) {
+		if !c.table.holds(req.Dir, req.Session, req.Claim) {
 			return out, wire.Errorf(wire.ErrRecalled, "claim %d on directory %d has ended", req.Claim, req.Dir)
 		}
-		return s.claimResp(out, rec, route.SlotOf(req.Dir)), nil
+		return c.claimResp(out, rec, route.SlotOf(req.Dir)), nil
 	}
 	granted := false
-	if err := s.markCacheHeld(ctx); err == nil {
-		granted = s.cache.grantClaim(s.cfg.Now(), req.Session, req.Epoch, gen, req.Dir, rec.Claim)
-		s.cacheMarkMu.RUnlock()
+	if err := c.markCacheHeld(ctx); err == nil {
+		granted = c.table.grantClaim(c.cfg.Now(), req.Session, req.Epoch, gen, req.Dir, rec.Claim)
+		c.markMu.RUnlock()
 	}
 	if !granted {
-		if err := takeClaim(ctx, s.kv, s.cache, req.Dir, rec.Claim); err != nil {
+		if err := takeClaim(ctx, c.kv, c.table, req.Dir, rec.Claim); err != nil {
 			return out, err
 		}
 		return out, wire.Errorf(wire.ErrBusy, "directory %d is cached or changing elsewhere", req.Dir)
 	}
-	return s.claimResp(out, rec, route.SlotOf(req.Dir)), nil
+	return c.claimResp(out, rec, route.SlotOf(req.Dir)), nil
 }
 
 // claimResp is the answer a granted (or extended) claim gets: the range
 // left to it.
-func (s *Server) claimResp(out mdsproto.DirClaimResp, rec claimRec, slot uint32) mdsproto.DirClaimResp {
+func (c *metaCaches) claimResp(out mdsproto.DirClaimResp, rec claimRec, slot uint32) mdsproto.DirClaimResp {
 	out.Claim = rec.Claim
 	out.InoBase = rec.Next<<route.SlotBits | uint64(slot&route.SlotMask)
 	out.InoStep = 1 << route.SlotBits
 	out.InoCount = rec.Hi - rec.Next
-	out.MaxOps = s.maxFlushOps
+	out.MaxOps = c.maxFlushOps
 	return out
 }
 
@@ -349,14 +349,14 @@ func flushOpsFor(writes int) int {
 
 // extendClaim gives a held claim a new range; its old one is no longer
 // accepted.
-func (s *Server) extendClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdsproto.DirClaimResp, error) {
-	if !s.cache.holds(req.Dir, req.Session, req.Claim) {
+func (c *metaCaches) extendClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdsproto.DirClaimResp, error) {
+	if !c.table.holds(req.Dir, req.Session, req.Claim) {
 		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrRecalled, "no claim %d on directory %d", req.Claim, req.Dir)
 	}
 	var out mdsproto.DirClaimResp
 	var rec claimRec
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
-		if err := s.heldClaim(ctx, tx, req.Dir, req.Session, req.Claim, &rec); err != nil {
+	err := c.kv.Update(ctx, func(tx kv.Txn) error {
+		if err := c.heldClaim(ctx, tx, req.Dir, req.Session, req.Claim, &rec); err != nil {
 			return err
 		}
 		lo, err := takeFromCounter(tx, keyNextIno, rootIno+1, reserveInoRange)
@@ -374,12 +374,12 @@ func (s *Server) extendClaim(ctx context.Context, req mdsproto.DirClaimReq) (mds
 	if err != nil {
 		return out, err
 	}
-	return s.claimResp(out, rec, route.SlotOf(req.Dir)), nil
+	return c.claimResp(out, rec, route.SlotOf(req.Dir)), nil
 }
 
 // heldClaim reads the claim on dir into rec and checks that it is
 // session's claim id, made by the same principal.
-func (s *Server) heldClaim(ctx context.Context, tx kv.Reader, dir, session, id uint64, rec *claimRec) error {
+func (c *metaCaches) heldClaim(ctx context.Context, tx kv.Reader, dir, session, id uint64, rec *claimRec) error {
 	ok, err := getRecord(tx, claimKey(dir), rec)
 	if err != nil {
 		return err
@@ -393,8 +393,8 @@ func (s *Server) heldClaim(ctx context.Context, tx kv.Reader, dir, session, id u
 // dirFlush applies a claim holder's creates and unlinks in one
 // transaction.
 func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (struct{}, error) {
-	if len(req.Ops) > s.maxFlushOps {
-		return struct{}{}, wire.Errorf(wire.ErrInvalid, "%d ops in one flush, at most %d", len(req.Ops), s.maxFlushOps)
+	if len(req.Ops) > s.caches.maxFlushOps {
+		return struct{}{}, wire.Errorf(wire.ErrInvalid, "%d ops in one flush, at most %d", len(req.Ops), s.caches.maxFlushOps)
 	}
 	if req.Session == 0 || requesterOf(ctx) != req.Session {
 		return struct{}{}, wire.Errorf(wire.ErrInvalid, "a flush is a named mutation of the claim's session")
@@ -402,7 +402,7 @@ func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (struct
 	ctx = withReader(context.WithValue(ctx, claimFlushKey{}, true), req.Session)
 	err := s.mutate(ctx, func(tx kv.Txn) error {
 		var rec claimRec
-		if err := s.heldClaim(ctx, tx, req.Dir, req.Session, req.Claim, &rec); err != nil {
+		if err := s.caches.heldClaim(ctx, tx, req.Dir, req.Session, req.Claim, &rec); err != nil {
 			return err
 		}
 		dir, err := getInode(tx, req.Dir)
@@ -433,7 +433,7 @@ func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (struct
 		return struct{}{}, wire.Errorf(wire.ErrInvalid, "%d ops too many for one transaction: %v", len(req.Ops), err)
 	}
 	if err == nil && req.Release {
-		s.cache.endClaim(req.Dir, req.Claim)
+		s.caches.table.endClaim(req.Dir, req.Claim)
 	}
 	return struct{}{}, err
 }
@@ -562,8 +562,8 @@ func claimBy(ctx context.Context) string {
 
 // expireClaims takes away the claims of holders silent past their
 // deadline (run with the cache's expiry).
-func (s *Server) expireClaims(ctx context.Context) {
-	for dir, id := range s.cache.overdue(s.cfg.Now()) {
-		_ = takeClaim(ctx, s.kv, s.cache, dir, id)
+func (c *metaCaches) expireClaims(ctx context.Context) {
+	for dir, id := range c.table.overdue(c.cfg.Now()) {
+		_ = takeClaim(ctx, c.kv, c.table, dir, id)
 	}
 }

@@ -275,7 +275,7 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		if err := s.locks.clearLocksHeld(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("extent lock mark", "err", err)
 		}
-		if err := s.expireCaches(ctx); err != nil && ctx.Err() == nil {
+		if err := s.caches.expireCaches(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("metadata cache mark", "err", err)
 		}
 		if !s.leading() {

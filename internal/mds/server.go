@@ -156,10 +156,7 @@ type Server struct {
 
 	locks *extentLocks // extent locks (extlock_ops.go)
 
-	cache       *cacheTable // who caches which inodes (cache.go)
-	maxFlushOps int         // ops one DirFlush may carry on this engine (claim_ops.go)
-	cacheMarked atomic.Bool // keyCacheHeld is stored
-	cacheMarkMu sync.RWMutex
+	caches *metaCaches // metadata caches and write-back claims (cache_ops.go, claim_ops.go)
 
 	started time.Time
 	stop    context.CancelFunc
@@ -196,7 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		eng = e
 	}
 	cm := newClusterMap(cfg.OSDDownAfter, cfg.OSDOutAfter, cfg.Now().Add(osdFindTime(cfg)))
-	s := &Server{cfg: cfg, kv: eng, maxFlushOps: flushOpsFor(kv.WritesLimit(eng)), cluster: cm, osds: &osdClient{cluster: cm, pool: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential))}, repairs: newRepairQueue(), started: cfg.Now(),
+	s := &Server{cfg: cfg, kv: eng, cluster: cm, osds: &osdClient{cluster: cm, pool: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential))}, repairs: newRepairQueue(), started: cfg.Now(),
 		sights: &sights{shared: cfg.LeadUntil != nil, started: cfg.Now(), now: cfg.Now},
 		rng:    &lockedRand{r: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}}
 	// A leader's map is republished every period and read every
@@ -228,6 +225,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.gc = &collector{kv: eng, keys: s.keys, sights: s.sights, osds: s.osds, now: cfg.Now, delay: cfg.DeleteDelay, leading: s.leading}
 	s.repairs.gc = s.gc
 	s.locks = &extentLocks{kv: eng, cfg: &s.cfg, shell: s}
+	s.caches = &metaCaches{kv: eng, cfg: &s.cfg, shell: s, maxFlushOps: flushOpsFor(kv.WritesLimit(eng))}
 	if err := s.bootstrap(ctx); err != nil {
 		eng.Close()
 		return nil, err
@@ -240,10 +238,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		eng.Close()
 		return nil, err
 	}
-	if err := s.startCache(ctx); err != nil {
+	if err := s.caches.startCache(ctx, s.locks.incarnation); err != nil {
 		eng.Close()
 		return nil, err
 	}
+	s.useEngine(s.caches.kv)
 	ln, err := wire.OrTCP(cfg.Network).Listen(cfg.Listen)
 	if err != nil {
 		eng.Close()
@@ -280,6 +279,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		go func() { defer s.wg.Done(); cfg.RunRepairWorkers(ctx, cfg.Log, s.Addr(), cfg.Name, cfg.RepairWorkers) }()
 	}
 	return s, nil
+}
+
+// useEngine points the MDS and each of its concerns at e: startCache
+// wraps the engine so that every write, whoever makes it, recalls the
+// caches of what it changes.
+func (s *Server) useEngine(e kv.Engine) {
+	s.kv = e
+	s.s3.kv, s.gc.kv, s.repairs.kv, s.locks.kv, s.caches.kv = e, e, e, e, e
 }
 
 // osdFindTime is how long after this MDS's start OSDs it has not heard
@@ -593,11 +600,11 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpExtentReclaim:
 		return call(ctx, r.Meta, s.locks.extentReclaim)
 	case mdsproto.OpCacheWait:
-		return call(ctx, r.Meta, s.cacheWait)
+		return call(ctx, r.Meta, s.caches.cacheWait)
 	case mdsproto.OpCacheLookup:
-		return call(ctx, r.Meta, s.cacheLookup)
+		return call(ctx, r.Meta, s.caches.cacheLookup)
 	case mdsproto.OpDirClaim:
-		return call(ctx, r.Meta, s.dirClaim)
+		return call(ctx, r.Meta, s.caches.dirClaim)
 	case mdsproto.OpDirFlush:
 		return call(ctx, r.Meta, s.dirFlush)
 	case mdsproto.OpKeyRotate:
