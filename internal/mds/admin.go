@@ -71,7 +71,7 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 		return mdsproto.GetLayoutResp{}, err
 	}
 	if fi, err := s.lookup(ctx, mdsproto.PathReq{Path: req.Path, Dir: req.Dir}); err == nil && fi.Type == mdsproto.TypeFile {
-		s.queueLabel(fi.Ino)
+		s.labels.queueLabel(fi.Ino)
 	}
 	return s.getLayout(ctx, mdsproto.PathReq{Path: req.Path, Dir: req.Dir})
 }

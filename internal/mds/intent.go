@@ -281,7 +281,7 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		if !s.leading() {
 			continue // keys are the leader's to retire
 		}
-		if err := s.retireKeys(); err != nil {
+		if err := s.keys.retireKeys(); err != nil {
 			s.cfg.Log.Warn("capability key retirement", "err", err)
 		}
 	}
@@ -472,7 +472,7 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 // client died) for a scrub.
 func (s *Server) expireWriters(ctx context.Context) error {
 	if inos := s.leases.expireWriters(s.cfg.Now()); len(inos) > 0 {
-		s.queueLabel(inos...) // a writer that never committed left objects unlabelled
+		s.labels.queueLabel(inos...) // a writer that never committed left objects unlabelled
 		return s.repairs.wantScrub(ctx, inos)
 	}
 	return nil

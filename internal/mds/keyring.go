@@ -59,6 +59,11 @@ type keyRing struct {
 	retire   map[uint8]int64   // key id → unix nanoseconds when it goes
 	held     map[uint32]uint64 // OSD id → ids it holds (its last heartbeat)
 	store    func([]byte) error
+
+	// For rotation and retirement, set once at Start.
+	cfg     *Config
+	cluster *clusterMap // which OSDs are up, to roll a new key out to
+	sights  *sights     // when a retired key's stamped end passes here
 }
 
 // loadKeyRing reads the ring (ringBytes; nil: none yet), or starts one
@@ -187,15 +192,14 @@ func (kr *keyRing) heard(osd uint32, held uint64) ([]mdsproto.CapKey, uint8) {
 // schedules the keys before it to retire after retireAfter. Rotations
 // run one at a time (kr.rotating); kr.mu is held only to change the ring,
 // never across the wait, and the ring is read again after it.
-func (s *Server) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateResp, error) {
-	kr := s.keys
+func (kr *keyRing) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateResp, error) {
 	kr.rotating.Lock()
 	defer kr.rotating.Unlock()
 	id, err := kr.addPending()
 	if err != nil {
 		return mdsproto.KeyRotateResp{}, err
 	}
-	if err := s.awaitRollout(ctx, id); err != nil {
+	if err := kr.awaitRollout(ctx, id); err != nil {
 		// Not in use: it leaves the ring, and its id is free again.
 		kr.mu.Lock()
 		keys, cur := kr.ring.Keys()
@@ -208,7 +212,7 @@ func (s *Server) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateR
 	kr.mu.Lock()
 	defer kr.mu.Unlock()
 	keys, prev := kr.ring.Keys()
-	retireAt := s.cfg.Now().Add(s.retireAfter()).UnixNano()
+	retireAt := kr.cfg.Now().Add(kr.retireAfter()).UnixNano()
 	for old := range keys {
 		if old != id && kr.retire[old] == 0 {
 			kr.retire[old] = retireAt
@@ -218,7 +222,7 @@ func (s *Server) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateR
 	if err := kr.save(); err != nil {
 		return mdsproto.KeyRotateResp{}, err
 	}
-	s.cfg.Log.Info("capability key rotated", "id", id, "previous", prev, "retire_at", time.Unix(0, retireAt))
+	kr.cfg.Log.Info("capability key rotated", "id", id, "previous", prev, "retire_at", time.Unix(0, retireAt))
 	return mdsproto.KeyRotateResp{ID: id, RetireNs: retireAt}, nil
 }
 
@@ -248,25 +252,25 @@ func (kr *keyRing) addPending() (uint8, error) {
 
 // retireAfter is how long a replaced key stays: past the longest
 // capability the MDS issues with it (recover-metadata's scans, an hour).
-func (s *Server) retireAfter() time.Duration {
-	if s.cfg.KeyRetireAfter > 0 {
-		return s.cfg.KeyRetireAfter
+func (kr *keyRing) retireAfter() time.Duration {
+	if kr.cfg.KeyRetireAfter > 0 {
+		return kr.cfg.KeyRetireAfter
 	}
-	return max(s.cfg.CapTTL, repairLease, scanCapLifetime) + time.Minute
+	return max(kr.cfg.CapTTL, repairLease, scanCapLifetime) + time.Minute
 }
 
 // awaitRollout waits until every up OSD holds key id.
-func (s *Server) awaitRollout(ctx context.Context, id uint8) error {
+func (kr *keyRing) awaitRollout(ctx context.Context, id uint8) error {
 	deadline := time.Now().Add(rolloutWait)
 	for {
 		var missing []uint32
-		s.keys.mu.Lock()
-		for _, o := range s.cluster.status(s.cfg.Now()) {
-			if o.State == mdsproto.StateUp && s.keys.held[o.ID]&(1<<id) == 0 {
+		kr.mu.Lock()
+		for _, o := range kr.cluster.status(kr.cfg.Now()) {
+			if o.State == mdsproto.StateUp && kr.held[o.ID]&(1<<id) == 0 {
 				missing = append(missing, o.ID)
 			}
 		}
-		s.keys.mu.Unlock()
+		kr.mu.Unlock()
 		if len(missing) == 0 {
 			return nil
 		}
@@ -284,15 +288,14 @@ func (s *Server) awaitRollout(ctx context.Context, id uint8) error {
 }
 
 // retireKeys drops keys whose time has come.
-func (s *Server) retireKeys() error {
-	kr := s.keys
+func (kr *keyRing) retireKeys() error {
 	kr.mu.Lock()
 	defer kr.mu.Unlock()
 	keys, cur := kr.ring.Keys()
-	now := s.cfg.Now().UnixNano()
+	now := kr.cfg.Now().UnixNano()
 	changed := false
 	for id, at := range kr.retire {
-		if id != cur && s.sights.deadline(sightKey, []byte{id}, at, s.retireAfter()) <= now {
+		if id != cur && kr.sights.deadline(sightKey, []byte{id}, at, kr.retireAfter()) <= now {
 			delete(keys, id)
 			delete(kr.retire, id)
 			changed = true
@@ -302,6 +305,6 @@ func (s *Server) retireKeys() error {
 		return nil
 	}
 	kr.ring.Set(keys, cur)
-	s.cfg.Log.Info("capability keys retired", "left", len(keys))
+	kr.cfg.Log.Info("capability keys retired", "left", len(keys))
 	return kr.save()
 }

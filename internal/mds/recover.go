@@ -36,10 +36,23 @@ const (
 
 // labelQueue holds files whose labels must be (re)written.
 type labelQueue struct {
+	// What labelling works with, set once at Start.
+	kv    kv.Engine
+	cfg   *Config
+	keys  *keyRing   // capabilities for the label writes
+	osds  *osdClient // the label writes themselves
+	fkeys *fileKeys  // labels' MACs
+	shell labelShell
+
 	mu   sync.Mutex
 	q    []uint64
 	in   map[uint64]bool
 	busy int // taken off q, being written
+}
+
+// labelShell is what labelling asks of the rest of the MDS.
+type labelShell interface {
+	serving() bool // whether this process may act now
 }
 
 // pending counts files whose labels are queued or being written.
@@ -49,32 +62,32 @@ func (lq *labelQueue) pending() int64 {
 	return int64(len(lq.q) + lq.busy)
 }
 
-func (s *Server) queueLabel(inos ...uint64) {
-	s.labels.mu.Lock()
-	defer s.labels.mu.Unlock()
+func (lq *labelQueue) queueLabel(inos ...uint64) {
+	lq.mu.Lock()
+	defer lq.mu.Unlock()
 	for _, ino := range inos {
-		if !s.labels.in[ino] && len(s.labels.q) < maxLabelQueue {
-			s.labels.in[ino] = true
-			s.labels.q = append(s.labels.q, ino)
+		if !lq.in[ino] && len(lq.q) < maxLabelQueue {
+			lq.in[ino] = true
+			lq.q = append(lq.q, ino)
 		}
 	}
 }
 
 // relabelTree queues rec's file, or every file below a renamed directory.
-func (s *Server) relabelTree(ctx context.Context, rec *inodeRec) {
+func (lq *labelQueue) relabelTree(ctx context.Context, rec *inodeRec) {
 	if rec.Type == mdsproto.TypeFile {
-		s.queueLabel(rec.Ino)
+		lq.queueLabel(rec.Ino)
 		return
 	}
 	var inos []uint64
-	_ = s.kv.View(ctx, func(r kv.Reader) error {
+	_ = lq.kv.View(ctx, func(r kv.Reader) error {
 		inos = inos[:0] // a run again (claim_ops.go) starts over
 		return collectFiles(r, rec, &inos, maxLabelQueue)
 	})
-	s.queueLabel(inos...)
+	lq.queueLabel(inos...)
 }
 
-func (s *Server) labelLoop(ctx context.Context) {
+func (lq *labelQueue) labelLoop(ctx context.Context) {
 	t := time.NewTicker(labelEvery)
 	defer t.Stop()
 	for {
@@ -83,23 +96,23 @@ func (s *Server) labelLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.labels.mu.Lock()
-		n := min(len(s.labels.q), labelBatch)
-		batch := slices.Clone(s.labels.q[:n])
-		s.labels.q = s.labels.q[n:]
+		lq.mu.Lock()
+		n := min(len(lq.q), labelBatch)
+		batch := slices.Clone(lq.q[:n])
+		lq.q = lq.q[n:]
 		for _, ino := range batch {
-			delete(s.labels.in, ino)
+			delete(lq.in, ino)
 		}
-		s.labels.busy = len(batch)
-		s.labels.mu.Unlock()
+		lq.busy = len(batch)
+		lq.mu.Unlock()
 		for _, ino := range batch {
-			if s.serving() { // else dropped, as a crash drops the queue: labels are written again when the file changes
-				s.labelFile(ctx, ino)
+			if lq.shell.serving() { // else dropped, as a crash drops the queue: labels are written again when the file changes
+				lq.labelFile(ctx, ino)
 			}
 		}
-		s.labels.mu.Lock()
-		s.labels.busy = 0
-		s.labels.mu.Unlock()
+		lq.mu.Lock()
+		lq.busy = 0
+		lq.mu.Unlock()
 	}
 }
 
@@ -125,10 +138,10 @@ func pathOf(r kv.Reader, rec *inodeRec) string {
 
 // labelFile writes ino's label into each of its objects. Failures are
 // left: a later change or sweep labels it again.
-func (s *Server) labelFile(ctx context.Context, ino uint64) {
+func (lq *labelQueue) labelFile(ctx context.Context, ino uint64) {
 	var rec *inodeRec
 	var p string
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := lq.kv.View(ctx, func(r kv.Reader) error {
 		var err error
 		if rec, err = getInode(r, ino); err == nil {
 			p = pathOf(r, rec)
@@ -138,21 +151,21 @@ func (s *Server) labelFile(ctx context.Context, ino uint64) {
 	if err != nil || rec.Layout == nil || p == "" {
 		return
 	}
-	now := s.cfg.Now()
+	now := lq.cfg.Now()
 	l := rec.Layout
-	label, err := s.fkeys.sealLabel(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
+	label, err := lq.fkeys.sealLabel(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
 		Version: l.Version, Size: rec.Stored(), Mode: rec.Mode, MtimeNs: rec.MtimeNs, LabeledNs: now.UnixNano(),
 		WrappedKey: rec.WrappedKey, Uid: rec.Uid, Gid: rec.Gid})
 	if err != nil {
 		return
 	}
-	c := s.keys.ring.Issue(ino, capability.Write, l.Version, now.Add(time.Minute))
+	c := lq.keys.ring.Issue(ino, capability.Write, l.Version, now.Add(time.Minute))
 	byOSD := map[uint32][]uint32{}
 	for comp, id := range l.OSDs {
 		byOSD[id] = append(byOSD[id], uint32(comp))
 	}
 	for id, comps := range byOSD {
-		_, _ = s.osds.callData(ctx, id, osdproto.OpLabel, osdproto.Req{Cap: c, Ino: ino, Comps: comps}, label, now)
+		_, _ = lq.osds.callData(ctx, id, osdproto.OpLabel, osdproto.Req{Cap: c, Ino: ino, Comps: comps}, label, now)
 	}
 }
 
@@ -348,7 +361,7 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 			if target != p {
 				out.Unnamed++
 			}
-			s.queueLabel(l.Ino)
+			s.labels.queueLabel(l.Ino)
 			return
 		}
 		if target != p {

@@ -72,7 +72,7 @@ func (s *Server) rename(ctx context.Context, req mdsproto.RenameReq) (struct{}, 
 		return link(tx, dstDir, dstName, src)
 	})
 	if err == nil && renamed != nil {
-		s.relabelTree(ctx, renamed)
+		s.labels.relabelTree(ctx, renamed)
 	}
 	return struct{}{}, err
 }

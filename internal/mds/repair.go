@@ -68,6 +68,7 @@ type repairQueue struct {
 	sights  *sights     // whether a repair lock holds here
 	leases  *leaseTable // writers, whose own dirty marks are taken
 	rng     *lockedRand // placement of rebuilt components
+	labels  *labelQueue // files whose objects are labelled again
 	shell   repairShell
 
 	mu     sync.Mutex
@@ -96,8 +97,6 @@ type repairQueue struct {
 type repairShell interface {
 	// updateInode changes an inode in one exactly-once transaction.
 	updateInode(ctx context.Context, ino uint64, fn func(kv.Txn, *inodeRec) error) (mdsproto.Inode, error)
-	// queueLabel has the objects of inos labelled again (recover.go).
-	queueLabel(inos ...uint64)
 	// needOwner is nil if this process serves ino's file state.
 	needOwner(ino uint64) error
 	leading() bool

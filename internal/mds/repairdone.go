@@ -65,7 +65,7 @@ func (q *repairQueue) repairDone(ctx context.Context, req mdsproto.RepairDoneReq
 		return tx.Delete(lostKey(req.Ino))
 	})
 	if wire.CodeOf(err) != wire.ErrNotFound {
-		q.shell.queueLabel(req.Ino) // new objects need their labels
+		q.labels.queueLabel(req.Ino) // new objects need their labels
 	}
 	// The assignment ends in the same critical section as its counters move,
 	// so a status never sees it neither active nor counted.

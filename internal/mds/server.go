@@ -151,7 +151,7 @@ type Server struct {
 	// after the last one looked at; nil: the first); resolveLoop's alone.
 	orphanCursor []byte
 	repairs      *repairQueue
-	labels       labelQueue
+	labels       *labelQueue
 	leases       leaseTable
 
 	locks *extentLocks // extent locks (extlock_ops.go)
@@ -220,10 +220,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		eng.Close()
 		return nil, err
 	}
+	s.keys.cfg, s.keys.cluster, s.keys.sights = &s.cfg, s.cluster, s.sights
 	s.repairs.kv, s.repairs.cfg, s.repairs.cluster, s.repairs.keys, s.repairs.sights = eng, &s.cfg, s.cluster, s.keys, s.sights
 	s.repairs.leases, s.repairs.rng, s.repairs.shell = &s.leases, s.rng, s
 	s.gc = &collector{kv: eng, keys: s.keys, sights: s.sights, osds: s.osds, now: cfg.Now, delay: cfg.DeleteDelay, leading: s.leading}
 	s.repairs.gc = s.gc
+	s.labels = &labelQueue{kv: eng, cfg: &s.cfg, keys: s.keys, osds: s.osds, fkeys: s.fkeys, shell: s, in: map[uint64]bool{}}
+	s.repairs.labels = s.labels
 	s.locks = &extentLocks{kv: eng, cfg: &s.cfg, shell: s}
 	s.caches = &metaCaches{kv: eng, cfg: &s.cfg, shell: s, maxFlushOps: flushOpsFor(kv.WritesLimit(eng))}
 	if err := s.bootstrap(ctx); err != nil {
@@ -265,10 +268,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ctx, s.stop = context.WithCancel(ctx)
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.Limits{MaxInflightPerConn: 256, MaxInflightBytes: 64 << 20})
 	s.wsrv.Identify(wire.RoleMDS, 0)
-	s.labels.in = map[uint64]bool{}
 	s.wg.Add(7)
 	go func() { defer s.wg.Done(); s.routeLoop(ctx) }()
-	go func() { defer s.wg.Done(); s.labelLoop(ctx) }()
+	go func() { defer s.wg.Done(); s.labels.labelLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.resolveLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.repairs.balanceLoop(kv.AsLeader(ctx)) }()
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
@@ -286,7 +288,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 // caches of what it changes.
 func (s *Server) useEngine(e kv.Engine) {
 	s.kv = e
-	s.s3.kv, s.gc.kv, s.repairs.kv, s.locks.kv, s.caches.kv = e, e, e, e, e
+	s.s3.kv, s.gc.kv, s.repairs.kv, s.locks.kv, s.caches.kv, s.labels.kv = e, e, e, e, e, e
 }
 
 // osdFindTime is how long after this MDS's start OSDs it has not heard
@@ -608,7 +610,7 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpDirFlush:
 		return call(ctx, r.Meta, s.dirFlush)
 	case mdsproto.OpKeyRotate:
-		return call(ctx, r.Meta, s.rotateKey)
+		return call(ctx, r.Meta, s.keys.rotateKey)
 	case mdsproto.OpRoute:
 		if rt := s.routing(); rt != nil {
 			return rt, nil
