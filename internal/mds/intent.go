@@ -51,18 +51,39 @@ type intentRec struct {
 	ExpiresNs int64    `json:"expires_ns"`
 }
 
-func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
-	if err := s.needOwner(req.Ino); err != nil {
+// intents serves the two-phase commit of partial-stripe writes at the
+// MDS (internal/core/staged): a writer's intent begun, committed and
+// done, and the leader's resolver, which finishes intents whose writers
+// went silent.
+type intents struct {
+	kv      kv.Engine
+	cfg     *Config
+	leases  *leaseTable // writers' handles, which an intent must name
+	sights  *sights     // when a stamped deadline passes here
+	keys    *keyRing    // capabilities for the resolver's sends
+	osds    *osdClient  // the resolver's sends
+	cluster *clusterMap // which OSDs are up, down or gone
+	shell   intentShell
+}
+
+// intentShell is what intents ask of the rest of the MDS.
+type intentShell interface {
+	needOwner(ino uint64) error
+	leading() bool
+}
+
+func (ir *intents) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
+	if err := ir.shell.needOwner(req.Ino); err != nil {
 		return struct{}{}, err // the writer's lease is there
 	}
-	now := s.cfg.Now()
-	expires := now.Add(s.cfg.IntentTTL).UnixNano()
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+	now := ir.cfg.Now()
+	expires := now.Add(ir.cfg.IntentTTL).UnixNano()
+	err := ir.kv.Update(ctx, func(tx kv.Txn) error {
 		rec, err := getInode(tx, req.Ino)
 		if err != nil {
 			return err
 		}
-		if req.Handle == 0 || !s.leases.writes(req.Ino, req.Handle, now) {
+		if req.Handle == 0 || !ir.leases.writes(req.Ino, req.Handle, now) {
 			if err := whoOf(ctx).mayAccess(tx, rec, permWrite); err != nil {
 				return err
 			}
@@ -70,7 +91,7 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 		if rec.Layout == nil {
 			return wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
-		if s.sights.repairActive(req.Ino, rec.Repair, now) {
+		if ir.sights.repairActive(req.Ino, rec.Repair, now) {
 			return wire.Errorf(wire.ErrBusy, "inode %d is being repaired", req.Ino)
 		}
 		if rec.Layout.Version != req.Version {
@@ -99,17 +120,17 @@ func (s *Server) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struc
 		}
 		return putRecord(tx, intentKey(req.Ino, req.Txid), &in)
 	})
-	if err == nil && s.cfg.LeadUntil != nil {
+	if err == nil && ir.cfg.LeadUntil != nil {
 		// Seen here as it is stamped: its commit is judged by the stamp's
 		// own clock (sights.go), not a window from a later first sight.
-		_, _ = s.sights.passes(sightID{kind: sightIntent, key: string(intentKey(req.Ino, req.Txid)), stamp: expires}, s.cfg.IntentTTL, now)
+		_, _ = ir.sights.passes(sightID{kind: sightIntent, key: string(intentKey(req.Ino, req.Txid)), stamp: expires}, ir.cfg.IntentTTL, now)
 	}
 	return struct{}{}, err
 }
 
 // intentCommit is the commit point of a staged write.
-func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
+func (ir *intents) intentCommit(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
+	err := ir.kv.Update(ctx, func(tx kv.Txn) error {
 		var in intentRec
 		ok, err := getRecord(tx, intentKey(req.Ino, req.Txid), &in)
 		if err != nil {
@@ -119,7 +140,7 @@ func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (stru
 		if in.State == intentCommitted {
 			state = staged.Committed
 		}
-		switch staged.Commit(ok && (in.State == intentCommitted || in.State == intentPrepared), state, s.cfg.Now().UnixNano() >= s.sights.deadline(sightIntent, intentKey(req.Ino, req.Txid), in.ExpiresNs, s.cfg.IntentTTL)) {
+		switch staged.Commit(ok && (in.State == intentCommitted || in.State == intentPrepared), state, ir.cfg.Now().UnixNano() >= ir.sights.deadline(sightIntent, intentKey(req.Ino, req.Txid), in.ExpiresNs, ir.cfg.IntentTTL)) {
 		case staged.AlreadyCommitted:
 			return nil // sent again after its reply was lost: the first copy committed it
 		case staged.Unknown:
@@ -137,8 +158,8 @@ func (s *Server) intentCommit(ctx context.Context, req mdsproto.IntentReq) (stru
 	return struct{}{}, err
 }
 
-func (s *Server) intentDone(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
-	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(intentKey(req.Ino, req.Txid)) })
+func (ir *intents) intentDone(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
+	return struct{}{}, ir.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(intentKey(req.Ino, req.Txid)) })
 }
 
 // hasIntents reports whether ino has staged writes not yet resolved: a
@@ -162,7 +183,7 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	now := s.cfg.Now()
 	var noteErr error
 	if req.Release && len(req.Uncommitted) > 0 && s.leases.writes(req.Ino, req.Handle, now) {
-		noteErr = s.noteUncommitted(ctx, req.Ino, req.Uncommitted)
+		noteErr = s.intents.noteUncommitted(ctx, req.Ino, req.Uncommitted)
 	}
 	if req.Release && !req.Read {
 		s.locks.table.dropHandle(req.Ino, req.Handle) // a closed writer's extent locks go with its lease
@@ -221,8 +242,8 @@ func (s *Server) renewBatch(ctx context.Context, req mdsproto.RenewBatchReq) (md
 // space its objects hold. Any other file's extents only ever come from
 // commits: readers vouch for data against them (an unlinked file may
 // still be read through open handles).
-func (s *Server) noteUncommitted(ctx context.Context, ino uint64, ext []int64) error {
-	return s.kv.Update(ctx, func(tx kv.Txn) error {
+func (ir *intents) noteUncommitted(ctx context.Context, ino uint64, ext []int64) error {
+	return ir.kv.Update(ctx, func(tx kv.Txn) error {
 		rec, err := getInode(tx, ino)
 		if err != nil || !rec.Unnamed || rec.Layout == nil {
 			return nil // gone already, or named (perhaps unlinked, still read): not counted
@@ -257,7 +278,7 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		if s.leading() {
-			if err := s.resolvePass(kv.AsLeader(ctx)); err != nil && ctx.Err() == nil {
+			if err := s.intents.resolvePass(kv.AsLeader(ctx)); err != nil && ctx.Err() == nil {
 				s.cfg.Log.Warn("intent resolution", "err", err)
 			}
 			if !s.multi() {
@@ -294,15 +315,15 @@ type intentItem struct {
 
 const resolveBatch = 256
 
-func (s *Server) resolvePass(ctx context.Context) error {
-	now := s.cfg.Now()
+func (ir *intents) resolvePass(ctx context.Context) error {
+	now := ir.cfg.Now()
 	var items []intentItem
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := ir.kv.View(ctx, func(r kv.Reader) error {
 		return r.Scan(firstKey(pIntent), pastKeys(pIntent), func(k, v []byte) bool {
 			var it intentItem
 			var ok bool
 			if it.ino, it.txid, ok = pairOfKey(k); ok && decodeRecord(v, &it.rec) == nil && len(it.rec.Comps) == len(it.rec.OSDs) &&
-				now.UnixNano() >= s.sights.deadline(sightIntent, k, it.rec.ExpiresNs, s.cfg.IntentTTL) {
+				now.UnixNano() >= ir.sights.deadline(sightIntent, k, it.rec.ExpiresNs, ir.cfg.IntentTTL) {
 				items = append(items, it)
 			}
 			return len(items) < resolveBatch
@@ -311,12 +332,12 @@ func (s *Server) resolvePass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	views := s.cluster.views(now)
+	views := ir.cluster.views(now)
 	for _, it := range items {
-		if !s.leading() {
+		if !ir.shell.leading() {
 			return nil // a successor resolves them, on its own clock
 		}
-		if err := s.resolveIntent(ctx, it, views, now); err != nil {
+		if err := ir.resolveIntent(ctx, it, views, now); err != nil {
 			return err
 		}
 	}
@@ -325,8 +346,8 @@ func (s *Server) resolvePass(ctx context.Context) error {
 
 // takeIntent takes the intent at key for the resolver unless it was
 // committed (then it is rolled forward) or is gone.
-func (s *Server) takeIntent(ctx context.Context, key []byte) (committed, gone bool, err error) {
-	err = s.kv.Update(ctx, func(tx kv.Txn) error {
+func (ir *intents) takeIntent(ctx context.Context, key []byte) (committed, gone bool, err error) {
+	err = ir.kv.Update(ctx, func(tx kv.Txn) error {
 		committed, gone = false, false
 		var in intentRec
 		ok, err := getRecord(tx, key, &in)
@@ -348,12 +369,14 @@ func (s *Server) takeIntent(ctx context.Context, key []byte) (committed, gone bo
 	return committed, gone, err
 }
 
-// resolveIntent finishes one expired intent as far as the OSDs allow.
-func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uint32]cluster.View, now time.Time) error {
+// resolveIntent finishes one expired intent as far as the OSDs allow: it
+// reads the intent's file, has staged.Plan decide each unit, sends what
+// the plan says, and writes what the answers leave.
+func (ir *intents) resolveIntent(ctx context.Context, it intentItem, views map[uint32]cluster.View, now time.Time) error {
 	var ver uint64
 	var extents []int64 // per group, how far objects hold written data
 	width := 1
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := ir.kv.View(ctx, func(r kv.Reader) error {
 		rec, err := getInode(r, it.ino)
 		if err == nil && rec.Layout != nil {
 			ver, extents = rec.Layout.Version, rec.Extents
@@ -366,75 +389,28 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 	}
 	key := intentKey(it.ino, it.txid)
 	if ver == 0 { // file gone: its objects (and stages) are deleted with it
-		return s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(key) })
+		return ir.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(key) })
 	}
-	op, state := osdproto.OpAbort, staged.Prepared
-	committed, gone, err := s.takeIntent(ctx, key)
+	state := staged.Prepared
+	committed, gone, err := ir.takeIntent(ctx, key)
 	switch {
 	case err != nil:
 		return err
 	case gone:
 		return nil // finished meanwhile
 	case committed:
-		op, state = osdproto.OpApply, staged.Committed
+		state = staged.Committed
 	}
-	c := s.keys.ring.Issue(it.ino, capability.Write, ver, now.Add(time.Minute))
-	var left, leftOSDs, lost, recreated []uint32
+	units := make([]staged.IntentUnit, len(it.rec.Comps))
 	for i, comp := range it.rec.Comps {
-		id := it.rec.OSDs[i]
-		v, known := views[id]
-		osd := staged.Up
-		switch {
-		case !known || v.State == mdsproto.StateOut:
-			osd = staged.Gone
-		case v.State != mdsproto.StateUp:
-			osd = staged.Down
-		}
-		switch staged.Resolve(state, osd) {
-		case staged.Lost:
-			lost = append(lost, comp) // never applied: rebuilt from the rest
-		case staged.Wait:
-			left, leftOSDs = append(left, comp), append(leftOSDs, id)
-		case staged.Send:
-			req := osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}
-			if g := int(comp) / width; op == osdproto.OpApply && g < len(extents) && extents[g] > 0 {
-				// The object holds data: if it is gone, the apply must not
-				// create it with holes (the created flag alone would not
-				// survive a lost reply and the resend).
-				req.Flags = osdproto.FlagMustExist
-			}
-			meta, err := s.osds.callData(ctx, id, op, req, nil, now)
-			out := staged.Unreachable
-			switch {
-			case err == nil:
-				out = staged.Done
-			case osdproto.UnitBroken(err):
-				out = staged.Broken
-			}
-			switch staged.Resolved(state, out) {
-			case staged.Lost:
-				// The OSD answers but cannot apply this unit (a block it
-				// merges with fails its checksum, its disk fails, it never
-				// had the stage): retrying would hold the file's repairs
-				// back for good, so the unit is rebuilt from the rest
-				// instead, and its stage dropped.
-				s.cfg.Log.Warn("staged write given up: the unit is rebuilt", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
-				lost = append(lost, comp)
-				_ = s.osds.call(ctx, id, osdproto.OpAbort, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, now)
-			case staged.Wait:
-				s.cfg.Log.Warn("staged write not resolved yet", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
-				left, leftOSDs = append(left, comp), append(leftOSDs, id)
-			case staged.Drop:
-				if err != nil {
-					s.cfg.Log.Warn("staged write given up: its stage could not be aborted", "ino", it.ino, "comp", comp, "osd", id, "err", err)
-				}
-			}
-			if wr, derr := osdproto.DecodeWriteReply(meta); err == nil && op == osdproto.OpApply && derr == nil && wr.Created {
-				recreated = append(recreated, comp)
-			}
-		}
+		v, known := views[it.rec.OSDs[i]]
+		g := int(comp) / width
+		units[i] = staged.IntentUnit{Comp: comp, OSD: staged.OSDStateOf(v, known), HoldsData: g < len(extents) && extents[g] > 0}
 	}
-	return s.kv.Update(ctx, func(tx kv.Txn) error {
+	res := staged.Plan(state, units)
+	recreated := ir.sendResolution(ctx, it, res, ver, now)
+	return ir.kv.Update(ctx, func(tx kv.Txn) error {
+		lost := slices.Clone(res.Lost)
 		if len(lost)+len(recreated) > 0 {
 			rec, err := getInode(tx, it.ino)
 			if err == nil && rec.Layout != nil {
@@ -453,19 +429,63 @@ func (s *Server) resolveIntent(ctx context.Context, it intentItem, views map[uin
 				}
 			}
 		}
-		if len(left) == 0 {
+		if res.Done() {
 			return tx.Delete(key)
 		}
-		// Only what is left changes: the state is the claim's (resolving)
-		// or a commit's, as the record holds it now, never the scan's.
+		// Only what is left changes: the state is the resolver's or a
+		// commit's, as the record holds it now, never the scan's.
 		var cur intentRec
 		ok, err := getRecord(tx, key, &cur)
 		if err != nil || !ok {
 			return err
 		}
-		cur.Comps, cur.OSDs = left, leftOSDs
+		cur.Comps, cur.OSDs = nil, nil
+		for _, i := range res.Left {
+			cur.Comps, cur.OSDs = append(cur.Comps, it.rec.Comps[i]), append(cur.OSDs, it.rec.OSDs[i])
+		}
 		return putRecord(tx, key, &cur)
 	})
+}
+
+// sendResolution sends the apply or abort of each unit res says to send
+// and gives res the answers; it returns the components whose apply had
+// to create its object.
+func (ir *intents) sendResolution(ctx context.Context, it intentItem, res *staged.Resolution, ver uint64, now time.Time) (recreated []uint32) {
+	op := osdproto.OpAbort
+	if res.Apply() {
+		op = osdproto.OpApply
+	}
+	c := ir.keys.ring.Issue(it.ino, capability.Write, ver, now.Add(time.Minute))
+	for _, i := range res.Send {
+		comp, id := it.rec.Comps[i], it.rec.OSDs[i]
+		req := osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}
+		if res.MustExist(i) {
+			req.Flags = osdproto.FlagMustExist
+		}
+		meta, err := ir.osds.callData(ctx, id, op, req, nil, now)
+		out := staged.Unreachable
+		switch {
+		case err == nil:
+			out = staged.Done
+		case osdproto.UnitBroken(err):
+			out = staged.Broken
+		}
+		switch res.Answer(i, out) {
+		case staged.Lost:
+			ir.cfg.Log.Warn("staged write given up: the unit is rebuilt", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
+			_ = ir.osds.call(ctx, id, osdproto.OpAbort, osdproto.Req{Cap: c, Ino: it.ino, Comp: comp, Txid: it.txid}, now)
+		case staged.Wait:
+			ir.cfg.Log.Warn("staged write not resolved yet", "ino", it.ino, "comp", comp, "osd", id, "state", it.rec.State, "err", err)
+		case staged.Drop:
+			if err != nil {
+				ir.cfg.Log.Warn("staged write given up: its stage could not be aborted", "ino", it.ino, "comp", comp, "osd", id, "err", err)
+			}
+		}
+		if wr, derr := osdproto.DecodeWriteReply(meta); err == nil && op == osdproto.OpApply && derr == nil && wr.Created {
+			recreated = append(recreated, comp)
+		}
+	}
+	return recreated
 }
 
 // expireWriters queues the files of writers whose lease ran out (the

@@ -152,6 +152,7 @@ type Server struct {
 	orphanCursor []byte
 	repairs      *repairQueue
 	labels       *labelQueue
+	intents      *intents // partial-stripe writes' intents and their resolver (intent.go)
 	leases       leaseTable
 
 	locks *extentLocks // extent locks (extlock_ops.go)
@@ -227,6 +228,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.repairs.gc = s.gc
 	s.labels = &labelQueue{kv: eng, cfg: &s.cfg, keys: s.keys, osds: s.osds, fkeys: s.fkeys, shell: s, in: map[uint64]bool{}}
 	s.repairs.labels = s.labels
+	s.intents = &intents{kv: eng, cfg: &s.cfg, leases: &s.leases, sights: s.sights, keys: s.keys, osds: s.osds, cluster: s.cluster, shell: s}
 	s.locks = &extentLocks{kv: eng, cfg: &s.cfg, shell: s}
 	s.caches = &metaCaches{kv: eng, cfg: &s.cfg, shell: s, maxFlushOps: flushOpsFor(kv.WritesLimit(eng))}
 	if err := s.bootstrap(ctx); err != nil {
@@ -288,7 +290,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 // caches of what it changes.
 func (s *Server) useEngine(e kv.Engine) {
 	s.kv = e
-	s.s3.kv, s.gc.kv, s.repairs.kv, s.locks.kv, s.caches.kv, s.labels.kv = e, e, e, e, e, e
+	s.s3.kv, s.gc.kv, s.repairs.kv, s.locks.kv, s.caches.kv, s.labels.kv, s.intents.kv = e, e, e, e, e, e, e
 }
 
 // osdFindTime is how long after this MDS's start OSDs it has not heard
@@ -560,11 +562,11 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpOSDRemove:
 		return call(ctx, r.Meta, s.removeOSD)
 	case mdsproto.OpIntentBegin:
-		return call(ctx, r.Meta, s.intentBegin)
+		return call(ctx, r.Meta, s.intents.intentBegin)
 	case mdsproto.OpIntentCommit:
-		return call(ctx, r.Meta, s.intentCommit)
+		return call(ctx, r.Meta, s.intents.intentCommit)
 	case mdsproto.OpIntentDone:
-		return call(ctx, r.Meta, s.intentDone)
+		return call(ctx, r.Meta, s.intents.intentDone)
 	case mdsproto.OpRenew:
 		return call(ctx, r.Meta, s.renew)
 	case mdsproto.OpRenewBatch:
