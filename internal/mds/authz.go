@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/braidfs/braid/internal/auth"
-	"github.com/braidfs/braid/internal/kv"
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -170,44 +169,6 @@ func opName(op uint16) string {
 type osdOwners struct {
 	mu sync.Mutex
 	m  map[string]string // uuid → principal name
-}
-
-// bindOSD checks that the OSD uuid is the requester's, binding it on
-// first sight.
-func (s *Server) bindOSD(ctx context.Context, uuid string) error {
-	p, ok := principal(ctx)
-	if !ok {
-		return nil
-	}
-	s.owners.mu.Lock()
-	owner, known := s.owners.m[uuid]
-	s.owners.mu.Unlock()
-	if !known {
-		err := s.kv.Update(ctx, func(tx kv.Txn) error {
-			b, err := tx.Get(osdOwnerKey(uuid))
-			if err != nil || b != nil {
-				owner = string(b)
-				return err
-			}
-			owner = p.Name
-			return tx.Put(osdOwnerKey(uuid), []byte(p.Name))
-		})
-		if err != nil {
-			return err
-		}
-		s.owners.mu.Lock()
-		if s.owners.m == nil {
-			s.owners.m = map[string]string{}
-		}
-		if len(s.owners.m) < maxOSDOwnersCached {
-			s.owners.m[uuid] = owner
-		}
-		s.owners.mu.Unlock()
-	}
-	if owner != p.Name {
-		return wire.Errorf(wire.ErrDenied, "OSD %s is %q's; %s may not heartbeat for it", uuid, owner, p)
-	}
-	return nil
 }
 
 // maxOSDOwnersCached bounds the cache of OSD bindings.

@@ -446,53 +446,6 @@ func (q *repairQueue) lockFor(ctx context.Context, ino uint64, kind string, bm *
 	return task, true, nil
 }
 
-// drain marks an OSD for draining (or stops a drain).
-func (s *Server) drain(ctx context.Context, req mdsproto.DrainReq) (struct{}, error) {
-	rec, ok := s.cluster.setDrain(req.ID, !req.Undo)
-	if !ok {
-		return struct{}{}, wire.Errorf(wire.ErrNotFound, "no OSD %d", req.ID)
-	}
-	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error { return putRecord(tx, osdKey(rec.ID), &rec) })
-}
-
-// removeOSD forgets an OSD that is not up and holds no component of any
-// file (a drained one, or one whose data was rebuilt elsewhere).
-func (s *Server) removeOSD(ctx context.Context, req mdsproto.DrainReq) (struct{}, error) {
-	now := s.cfg.Now()
-	v, ok := s.cluster.views(now)[req.ID]
-	if !ok {
-		return struct{}{}, wire.Errorf(wire.ErrNotFound, "no OSD %d", req.ID)
-	}
-	if v.State == mdsproto.StateUp {
-		return struct{}{}, wire.Errorf(wire.ErrBusy, "OSD %d is up; stop it first", req.ID)
-	}
-	var holds int64
-	var ferr error
-	err := s.kv.View(ctx, func(r kv.Reader) error {
-		return r.Scan(firstKey(pInode), pastKeys(pInode), func(k, val []byte) bool {
-			var rec inodeRec
-			if ferr = decodeRecord(val, &rec); ferr != nil {
-				return false // an inode that cannot be read may hold the OSD: refuse
-			}
-			if rec.Layout != nil && slices.Contains(rec.Layout.OSDs, req.ID) {
-				holds++
-			}
-			return holds == 0
-		})
-	})
-	if err == nil {
-		err = ferr
-	}
-	if err != nil {
-		return struct{}{}, err
-	}
-	if holds > 0 {
-		return struct{}{}, wire.Errorf(wire.ErrNotEmpty, "OSD %d still holds components; drain it or wait for the rebuild", req.ID)
-	}
-	s.cluster.forget(req.ID)
-	return struct{}{}, s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(osdKey(req.ID)) })
-}
-
 // lockedRand is the MDS's seeded random source, shared by its handlers.
 type lockedRand struct {
 	mu sync.Mutex

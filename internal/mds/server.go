@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -134,7 +133,6 @@ type Server struct {
 	cl     clusterRec
 	s3     *s3Users   // S3 users and their sealed secrets (s3users.go)
 	fkeys  *fileKeys  // sealed files' data keys, labels' MACs, the shared key ring (filekeys.go)
-	owners osdOwners  // which principal each OSD is (authz.go)
 	keys   *keyRing   // capability keys (keyring.go)
 	gc     *collector // deletes removed objects (gc.go)
 
@@ -152,7 +150,8 @@ type Server struct {
 	orphanCursor []byte
 	repairs      *repairQueue
 	labels       *labelQueue
-	intents      *intents // partial-stripe writes' intents and their resolver (intent.go)
+	members      *osdMembers // OSDs' heartbeats, ids, owners, drain and removal (members.go)
+	intents      *intents    // partial-stripe writes' intents and their resolver (intent.go)
 	leases       leaseTable
 
 	locks *extentLocks // extent locks (extlock_ops.go)
@@ -228,6 +227,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.repairs.gc = s.gc
 	s.labels = &labelQueue{kv: eng, cfg: &s.cfg, keys: s.keys, osds: s.osds, fkeys: s.fkeys, shell: s, in: map[uint64]bool{}}
 	s.repairs.labels = s.labels
+	s.members = &osdMembers{kv: eng, cfg: &s.cfg, cluster: s.cluster, keys: s.keys, shell: s}
 	s.intents = &intents{kv: eng, cfg: &s.cfg, leases: &s.leases, sights: s.sights, keys: s.keys, osds: s.osds, cluster: s.cluster, shell: s}
 	s.locks = &extentLocks{kv: eng, cfg: &s.cfg, shell: s}
 	s.caches = &metaCaches{kv: eng, cfg: &s.cfg, shell: s, maxFlushOps: flushOpsFor(kv.WritesLimit(eng))}
@@ -290,7 +290,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 // caches of what it changes.
 func (s *Server) useEngine(e kv.Engine) {
 	s.kv = e
-	s.s3.kv, s.gc.kv, s.repairs.kv, s.locks.kv, s.caches.kv, s.labels.kv, s.intents.kv = e, e, e, e, e, e, e
+	s.s3.kv, s.gc.kv, s.repairs.kv, s.locks.kv, s.caches.kv, s.labels.kv, s.intents.kv, s.members.kv = e, e, e, e, e, e, e, e
 }
 
 // osdFindTime is how long after this MDS's start OSDs it has not heard
@@ -526,7 +526,7 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	}
 	switch r.Op {
 	case mdsproto.OpHeartbeat:
-		return call(ctx, r.Meta, s.heartbeat)
+		return call(ctx, r.Meta, s.members.heartbeat)
 	case mdsproto.OpLookup:
 		return call(ctx, r.Meta, s.lookup)
 	case mdsproto.OpMkdir:
@@ -558,9 +558,9 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpScrub:
 		return call(ctx, r.Meta, s.repairs.scrub)
 	case mdsproto.OpOSDDrain:
-		return call(ctx, r.Meta, s.drain)
+		return call(ctx, r.Meta, s.members.drain)
 	case mdsproto.OpOSDRemove:
-		return call(ctx, r.Meta, s.removeOSD)
+		return call(ctx, r.Meta, s.members.removeOSD)
 	case mdsproto.OpIntentBegin:
 		return call(ctx, r.Meta, s.intents.intentBegin)
 	case mdsproto.OpIntentCommit:
@@ -632,86 +632,6 @@ func call[Req, Resp any](ctx context.Context, meta []byte, fn func(context.Conte
 
 // maxDiskNameBytes bounds an OSD's name for its disk (HeartbeatReq.Disk).
 const maxDiskNameBytes = 512
-
-func (s *Server) heartbeat(ctx context.Context, hb mdsproto.HeartbeatReq) (mdsproto.HeartbeatResp, error) {
-	if _, authed := principal(ctx); !authed && !s.keys.ring.VerifySignature("heartbeat", hb.SignedBytes(), hb.Sig) {
-		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrDenied, "heartbeat signature invalid")
-	}
-	now := s.cfg.Now()
-	if d := now.Sub(time.Unix(0, hb.TimeNs)); d > heartbeatSkew || d < -heartbeatSkew {
-		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrDenied, "heartbeat time %v off", d)
-	}
-	if hb.UUID == "" || len(hb.UUID) > 64 || hb.Addr == "" || len(hb.Addr) > 256 {
-		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrBadRequest, "heartbeat without uuid or address")
-	}
-	if len(hb.Disk) > maxDiskNameBytes || hb.DiskBytes < 0 || hb.DiskFreeBytes < 0 {
-		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrBadRequest, "heartbeat with a disk name of %d bytes, or negative disk sizes", len(hb.Disk))
-	}
-	if !validDomain(hb.Host) || !validDomain(hb.Rack) {
-		return mdsproto.HeartbeatResp{}, wire.Errorf(wire.ErrBadRequest, "heartbeat with a host or rack name over %d bytes or with control characters", mdsproto.MaxDomainBytes)
-	}
-	if err := s.bindOSD(ctx, hb.UUID); err != nil {
-		return mdsproto.HeartbeatResp{}, err
-	}
-	rec, err := s.osdIdentity(ctx, hb)
-	if err != nil {
-		return mdsproto.HeartbeatResp{}, err
-	}
-	if s.cluster.beat(rec, hb, now) {
-		if err := s.kv.Update(ctx, func(tx kv.Txn) error { return putRecord(tx, osdKey(rec.ID), &rec) }); err != nil {
-			return mdsproto.HeartbeatResp{}, err
-		}
-		s.cfg.Log.Info("osd registered", "id", rec.ID, "addr", rec.Addr)
-		if s.multi() {
-			_ = s.publishOSDMap(ctx) // the others place on it at once (else the next route pass does)
-		}
-	}
-	keys, cur := s.keys.heard(rec.ID, hb.KeysHeld)
-	return mdsproto.HeartbeatResp{ID: rec.ID, Keys: keys, KeyCurrent: cur}, nil
-}
-
-// osdIdentity maps an OSD's uuid to its id, allocating one on first sight.
-// Known OSDs are answered from memory, so a heartbeat costs no store access.
-func (s *Server) osdIdentity(ctx context.Context, hb mdsproto.HeartbeatReq) (osdRec, error) {
-	rec := osdRec{Format: recFormat, UUID: hb.UUID, Addr: hb.Addr}
-	if id, ok := s.cluster.idOf(hb.UUID); ok {
-		rec.ID = id
-		return rec, nil
-	}
-	err := s.kv.Update(ctx, func(tx kv.Txn) error {
-		b, err := tx.Get(uuidKey(hb.UUID))
-		if err != nil {
-			return err
-		}
-		if len(b) == 4 {
-			rec.ID = binary.BigEndian.Uint32(b)
-			return nil
-		}
-		// An OSD that already has an id (the MDS's store was lost and is
-		// being rebuilt) keeps it if no other OSD holds it: file layouts
-		// in its objects' labels name OSDs by id.
-		if hb.ID != 0 {
-			taken, err := tx.Get(osdKey(hb.ID))
-			if err != nil {
-				return err
-			}
-			if taken == nil {
-				rec.ID = hb.ID
-				if err := raiseCounter(tx, keyNextOSD, uint64(hb.ID)+1); err != nil {
-					return err
-				}
-				return tx.Put(uuidKey(hb.UUID), binary.BigEndian.AppendUint32(nil, rec.ID))
-			}
-		}
-		n, err := nextCounter(tx, keyNextOSD, 1)
-		if err != nil {
-			return err
-		}
-		rec.ID = uint32(n)
-		return tx.Put(uuidKey(hb.UUID), binary.BigEndian.AppendUint32(nil, rec.ID))
-	})
-	return rec, err
-}
 
 // validDomain: a host or rack name is short and printable.
 func validDomain(name string) bool {
