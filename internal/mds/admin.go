@@ -174,7 +174,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	out.Repair = s.repairs.repairProgress(h, now)
 	_, _, _, out.Repair.Balancing = s.repairs.balanceTarget(h.views)
 	out.Meta = s.metaStatus(ctx)
-	out.Meta.Routing = s.routing()
+	out.Meta.Routing = s.router.routing()
 	for _, m := range out.Meta.Members {
 		if m.Error != "" {
 			out.Problems = append(out.Problems, fmt.Sprintf("etcd member %s (%s): %s", m.Name, m.Endpoint, m.Error))
@@ -347,7 +347,7 @@ func (s *Server) gcLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !s.leading() {
+		if !s.router.leading() {
 			continue // the leader's duty
 		}
 		next, err := s.gc.pass(ctx, cursor)

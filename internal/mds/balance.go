@@ -71,7 +71,7 @@ func componentBytes(rec *inodeRec, l layout.Layout, c int) int64 {
 func (q *repairQueue) balanceLoop(ctx context.Context) {
 	for {
 		began := time.Now()
-		if !q.shell.leading() {
+		if !q.route.leading() {
 			// another process leads: nothing to estimate here
 		} else if err := q.refreshBalance(ctx); err != nil && ctx.Err() == nil {
 			q.cfg.Log.Warn("balance estimate", "err", err)

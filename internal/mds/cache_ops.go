@@ -38,6 +38,7 @@ type metaCaches struct {
 	kv    kv.Engine
 	cfg   *Config
 	shell cacheShell
+	route *router     // whether several processes are active
 	table *cacheTable // who caches which inodes (cache.go)
 	// maxFlushOps bounds the ops one DirFlush may carry on this engine
 	// (claim_ops.go).
@@ -48,7 +49,6 @@ type metaCaches struct {
 
 // cacheShell is what metadata caches ask of the rest of the MDS.
 type cacheShell interface {
-	multi() bool
 	// place lays out a file of spec (a claimed directory's files are
 	// placed where the claim is granted, to check that they can be).
 	place(spec layout.Spec, sizeHint int64) (layout.Layout, error)
@@ -347,7 +347,7 @@ func (c *metaCaches) startCache(ctx context.Context, incarnation uint64) error {
 	c.table = newCacheTable(c.cfg.LockLease, incarnation)
 	// Several active processes grant nothing yet (multi.go): a grant
 	// would need its recall by whichever process changes the inode.
-	c.table.setNoGrants(c.shell.multi())
+	c.table.setNoGrants(c.route.multi())
 	var marked bool
 	if err := c.kv.View(ctx, func(r kv.Reader) error {
 		v, err := r.Get(keyCacheHeld)

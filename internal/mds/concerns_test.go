@@ -18,7 +18,7 @@ func TestConcernsShareTheCoherentEngine(t *testing.T) {
 	if _, ok := s.kv.(*coherentEngine); !ok {
 		t.Fatalf("the MDS writes through %T, not the coherent engine", s.kv)
 	}
-	for name, e := range map[string]any{"S3 users": s.s3.kv, "GC": s.gc.kv, "repair queue": s.repairs.kv, "extent locks": s.locks.kv, "caches": s.caches.kv, "labels": s.labels.kv, "intents": s.intents.kv, "members": s.members.kv} {
+	for name, e := range map[string]any{"S3 users": s.s3.kv, "GC": s.gc.kv, "repair queue": s.repairs.kv, "extent locks": s.locks.kv, "caches": s.caches.kv, "labels": s.labels.kv, "intents": s.intents.kv, "members": s.members.kv, "router": s.router.kv} {
 		if e != s.kv {
 			t.Errorf("%s write through %T, not the MDS's engine", name, e)
 		}

@@ -20,7 +20,7 @@ func (q *repairQueue) markDirty(ctx context.Context, req mdsproto.MarkDirtyReq) 
 		// Others mark only as a writer of the file, for writes of their
 		// own that missed; what a reader finds is verified by a scrub
 		// first, so no one can make a file unreadable by saying so.
-		if err := q.shell.needOwner(req.Ino); err != nil {
+		if err := q.route.needOwner(req.Ino); err != nil {
 			return mdsproto.Inode{}, err // the writer's lease is there
 		}
 		if req.Lost || !q.leases.writes(req.Ino, req.Writer, q.cfg.Now()) {

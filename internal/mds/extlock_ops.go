@@ -30,6 +30,7 @@ type extentLocks struct {
 	kv    kv.Engine
 	cfg   *Config
 	shell lockShell
+	route *router // slot ownership; how clients name this process
 	table *lockTable
 	// incarnation names this process to clients holding its extent
 	// locks (and caches): it counts MDS starts (keyIncarnation).
@@ -40,15 +41,8 @@ type extentLocks struct {
 
 // lockShell is what extent locks ask of the rest of the MDS.
 type lockShell interface {
-	// needOwner is nil if this process serves ino's file state.
-	needOwner(ino uint64) error
 	// mayWriteHandle checks that the caller holds handle open for writing.
 	mayWriteHandle(ctx context.Context, ino, handle uint64) error
-	// grantServer names this process as clients route to it.
-	grantServer() string
-	// freshRoutes is the routing table this process serves by, if fresh.
-	freshRoutes() *routeView
-	multi() bool
 }
 
 // startLocks sets up the extent lock table, in grace if locks may be
@@ -144,7 +138,7 @@ func (l *extentLocks) extentLock(ctx context.Context, req mdsproto.ExtentReq) (m
 	if err := validExtent(req); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
-	if err := l.shell.needOwner(req.Ino); err != nil {
+	if err := l.route.needOwner(req.Ino); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
 	if err := l.shell.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
@@ -208,7 +202,7 @@ func (l *extentLocks) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq,
 	// woken by the locks dropped with the slot): given back, for the new
 	// owner to grant. The table is stored before the locks are dropped,
 	// so a grant that missed the drop sees the new table here.
-	if err := l.shell.needOwner(req.Ino); err != nil {
+	if err := l.route.needOwner(req.Ino); err != nil {
 		l.table.release(req.Ino, req.Handle, r.Grant, r.Seq, -1, 0)
 		return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, err
 	}
@@ -228,7 +222,7 @@ func (l *extentLocks) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq,
 		l.table.release(req.Ino, req.Handle, r.Grant, r.Seq, -1, 0)
 		return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, err
 	}
-	g := mdsproto.ExtentGrant{Incarnation: l.incarnation, Server: l.shell.grantServer(), SessionEpoch: r.Epoch, Seq: r.Seq, Lo: r.Grant.Lo, Hi: r.Grant.Hi, End: rec.Stored(), SizeGen: rec.SizeGen,
+	g := mdsproto.ExtentGrant{Incarnation: l.incarnation, Server: l.route.grantServer(), SessionEpoch: r.Epoch, Seq: r.Seq, Lo: r.Grant.Lo, Hi: r.Grant.Hi, End: rec.Stored(), SizeGen: rec.SizeGen,
 		LeaseNs: int64(l.cfg.LockLease), Dirty: rec.Dirty, OwnDirty: ownDirty(rec, req.Handle), Extents: rec.Extents}
 	if r.EndGen == rec.SizeGen {
 		g.End = max(g.End, r.End)
@@ -256,7 +250,7 @@ func (l *extentLocks) extentRelease(ctx context.Context, req mdsproto.ExtentReq)
 	if err := validExtent(req); err != nil {
 		return struct{}{}, err
 	}
-	if err := l.shell.needOwner(req.Ino); err != nil {
+	if err := l.route.needOwner(req.Ino); err != nil {
 		return struct{}{}, err
 	}
 	l.table.release(req.Ino, req.Handle, span{Lo: req.Lo, Hi: req.Hi}, req.Seq, req.End, req.SizeGen)
@@ -270,7 +264,7 @@ func (l *extentLocks) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (m
 	if req.Session == 0 {
 		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrInvalid, "no session")
 	}
-	if l.shell.multi() && l.shell.freshRoutes() == nil {
+	if l.route.multi() && l.route.freshRoutes() == nil {
 		// The table may have moved this process's slots: renewing their
 		// locks could outlast the new owner's grace.
 		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrMoved, "this MDS's routing table is not current")
@@ -303,7 +297,7 @@ func (l *extentLocks) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq
 	if req.Handle == 0 || req.Session == 0 || len(req.Spans) == 0 || len(req.Spans) > maxReclaimSpans || req.End < 0 {
 		return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrInvalid, "reclaim of %d ranges", len(req.Spans))
 	}
-	if err := l.shell.needOwner(req.Ino); err != nil {
+	if err := l.route.needOwner(req.Ino); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
 	if err := l.shell.mayWriteHandle(ctx, req.Ino, req.Handle); err != nil {
@@ -320,5 +314,5 @@ func (l *extentLocks) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq
 	if err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
-	return mdsproto.ExtentGrant{Incarnation: l.incarnation, Server: l.shell.grantServer(), SessionEpoch: epoch, Seq: seq, LeaseNs: int64(l.cfg.LockLease)}, nil
+	return mdsproto.ExtentGrant{Incarnation: l.incarnation, Server: l.route.grantServer(), SessionEpoch: epoch, Seq: seq, LeaseNs: int64(l.cfg.LockLease)}, nil
 }

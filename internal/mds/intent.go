@@ -177,7 +177,7 @@ func (s *Server) renew(ctx context.Context, req mdsproto.RenewReq) (mdsproto.Ren
 	if req.Handle == 0 {
 		return mdsproto.RenewResp{}, wire.Errorf(wire.ErrInvalid, "no handle")
 	}
-	if err := s.needOwner(req.Ino); err != nil {
+	if err := s.router.needOwner(req.Ino); err != nil {
 		return mdsproto.RenewResp{}, err
 	}
 	now := s.cfg.Now()
@@ -277,11 +277,11 @@ func (s *Server) resolveLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if s.leading() {
+		if s.router.leading() {
 			if err := s.intents.resolvePass(kv.AsLeader(ctx)); err != nil && ctx.Err() == nil {
 				s.cfg.Log.Warn("intent resolution", "err", err)
 			}
-			if !s.multi() {
+			if !s.router.multi() {
 				// nobody else asks for scrubs
 			} else if err := s.repairs.takeWantedScrubs(ctx); err != nil && ctx.Err() == nil {
 				s.cfg.Log.Warn("scrubs wanted by other MDS processes", "err", err)
@@ -299,7 +299,7 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		if err := s.caches.expireCaches(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("metadata cache mark", "err", err)
 		}
-		if !s.leading() {
+		if !s.router.leading() {
 			continue // keys are the leader's to retire
 		}
 		if err := s.keys.retireKeys(); err != nil {

@@ -37,14 +37,14 @@ import (
 // protocol, still to come), so clients look up every time.
 
 // multi reports whether several MDS processes may be active.
-func (s *Server) multi() bool { return s.cfg.ServeUntil != nil }
+func (rt *router) multi() bool { return rt.cfg.ServeUntil != nil }
 
 // serving reports whether this process may answer requests now.
-func (s *Server) serving() bool {
-	if s.multi() {
-		return time.Now().Before(s.cfg.ServeUntil())
+func (rt *router) serving() bool {
+	if rt.multi() {
+		return time.Now().Before(rt.cfg.ServeUntil())
 	}
-	return s.leading()
+	return rt.leading()
 }
 
 // leaderOps are what only the leader serves when several are active:
@@ -58,11 +58,11 @@ var leaderOps = map[uint16]bool{
 
 // admit refuses op here if only the leader serves it and this process
 // does not lead, and otherwise marks the leader's commits as such.
-func (s *Server) admit(ctx context.Context, op uint16) (context.Context, error) {
-	if !s.multi() || !leaderOps[op] {
+func (rt *router) admit(ctx context.Context, op uint16) (context.Context, error) {
+	if !rt.multi() || !leaderOps[op] {
 		return ctx, nil
 	}
-	if !s.leading() {
+	if !rt.leading() {
 		return ctx, wire.Errorf(wire.ErrNotLeader, "this MDS does not lead the metadata service: ask another")
 	}
 	return kv.AsLeader(ctx), nil
@@ -74,18 +74,18 @@ func (s *Server) admit(ctx context.Context, op uint16) (context.Context, error) 
 const routeStale = 3 * time.Second
 
 // owns reports whether this process serves ino's slot now.
-func (s *Server) owns(ino uint64) bool {
-	if !s.multi() {
+func (rt *router) owns(ino uint64) bool {
+	if !rt.multi() {
 		return true
 	}
-	v := s.freshRoutes()
-	return v != nil && v.table.Owner(route.SlotOf(ino)).Name == s.cfg.Name
+	v := rt.freshRoutes()
+	return v != nil && v.table.Owner(route.SlotOf(ino)).Name == rt.cfg.Name
 }
 
 // freshRoutes is the table this process serves by, if read within
 // routeStale (nil: none, or too old to act by).
-func (s *Server) freshRoutes() *routeView {
-	v := s.routes.load()
+func (rt *router) freshRoutes() *routeView {
+	v := rt.routes.load()
 	if v == nil || time.Since(v.readAt) >= routeStale {
 		return nil
 	}
@@ -94,11 +94,11 @@ func (s *Server) freshRoutes() *routeView {
 
 // needOwner is nil if this process serves ino's file state, else the
 // ErrMoved that sends the client to the table.
-func (s *Server) needOwner(ino uint64) error {
-	if s.owns(ino) {
+func (rt *router) needOwner(ino uint64) error {
+	if rt.owns(ino) {
 		return nil
 	}
-	if v := s.routes.load(); v != nil {
+	if v := rt.routes.load(); v != nil {
 		o := v.table.Owner(route.SlotOf(ino))
 		return wire.Errorf(wire.ErrMoved, "inode %d (slot %d) is served by %s at %s (routing table epoch %d)", ino, route.SlotOf(ino), o.Name, o.Addr, v.table.Epoch)
 	}
@@ -107,11 +107,11 @@ func (s *Server) needOwner(ino uint64) error {
 
 // grantServer is this process as clients route to it, with several
 // active ("" : the one MDS).
-func (s *Server) grantServer() string {
-	if !s.multi() {
+func (rt *router) grantServer() string {
+	if !rt.multi() {
 		return ""
 	}
-	return s.selfRoute().Addr
+	return rt.selfRoute().Addr
 }
 
 // gained starts the waits for slots this process took over (see above);
@@ -120,17 +120,17 @@ func (s *Server) grantServer() string {
 // write under its locks), and the staleness of the table that owner may
 // have gone on renewing them by: the reclaims of its clients, who find
 // the slot's new owner only by a table of their own, fit in that window.
-func (s *Server) gained(now time.Time, slots []uint32) {
-	s.locks.table.graceSlots(now, slots, s.cfg.TakeoverGrace+routeStale)
-	s.gainedAt.Store(now.UnixNano())
+func (rt *router) gained(now time.Time, slots []uint32) {
+	rt.locks.table.graceSlots(now, slots, rt.cfg.TakeoverGrace+routeStale)
+	rt.gainedAt.Store(now.UnixNano())
 }
 
 // inGainGrace reports whether leases of slots gained lately may still be
 // unknown here: a writer lease, plus the time the old owner may have
 // gone on renewing them by a table not yet read again.
-func (s *Server) inGainGrace(now time.Time) bool {
-	at := s.gainedAt.Load()
-	return at != 0 && now.Sub(time.Unix(0, at)) < s.cfg.WriterLease+routeStale
+func (rt *router) inGainGrace(now time.Time) bool {
+	at := rt.gainedAt.Load()
+	return at != 0 && now.Sub(time.Unix(0, at)) < rt.cfg.WriterLease+routeStale
 }
 
 // keyScrubWanted holds a file a process that does not lead wants
@@ -140,7 +140,7 @@ func (s *Server) inGainGrace(now time.Time) bool {
 // wantScrub has the leader scrub inos: at once if this process leads,
 // else through the engine.
 func (q *repairQueue) wantScrub(ctx context.Context, inos []uint64) error {
-	if !q.shell.multi() || q.shell.leading() {
+	if !q.route.multi() || q.route.leading() {
 		q.queueScrub(inos)
 		return nil
 	}
@@ -192,8 +192,8 @@ const osdMapEvery = 2 * time.Second
 
 // osdMapPeriod is how often the leader republishes an unchanged map: a
 // quarter of the down timeout, within osdMapEvery and routeRefresh.
-func (s *Server) osdMapPeriod() time.Duration {
-	return max(min(osdMapEvery, s.cfg.OSDDownAfter/4), routeRefresh)
+func (rt *router) osdMapPeriod() time.Duration {
+	return max(min(osdMapEvery, rt.cfg.OSDDownAfter/4), routeRefresh)
 }
 
 type osdMapRec struct {
@@ -246,17 +246,17 @@ func (m *osdMapState) adoptNew(seq uint64) bool {
 }
 
 // publishOSDMap writes the OSD map if it changed, or osdMapEvery passed.
-func (s *Server) publishOSDMap(ctx context.Context) error {
-	now := s.cfg.Now()
+func (rt *router) publishOSDMap(ctx context.Context) error {
+	now := rt.cfg.Now()
 	// Judging by its own heartbeats from now on, before it says how long
 	// each OSD has been silent (the first publication after taking the
 	// lead may come from a registration, before routeLoop's turn).
-	s.cluster.takeLead(now)
-	rec := &osdMapRec{V: 1, OSDs: s.cluster.publish(now)}
-	if last := s.osdMap.last.Load(); last != nil && sameOSDMap(last, rec) && now.Sub(time.Unix(0, s.osdMap.lastAt.Load())) < s.osdMapPeriod() {
+	rt.cluster.takeLead(now)
+	rec := &osdMapRec{V: 1, OSDs: rt.cluster.publish(now)}
+	if last := rt.osdMap.last.Load(); last != nil && sameOSDMap(last, rec) && now.Sub(time.Unix(0, rt.osdMap.lastAt.Load())) < rt.osdMapPeriod() {
 		return nil
 	}
-	err := s.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error {
+	err := rt.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error {
 		var prev osdMapRec
 		if _, err := getRecord(tx, keyOSDMap, &prev); err != nil && !errors.Is(err, wire.ErrInternal) {
 			return err // an undecodable map is replaced
@@ -267,8 +267,8 @@ func (s *Server) publishOSDMap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.osdMap.last.Store(rec)
-	s.osdMap.lastAt.Store(now.UnixNano())
+	rt.osdMap.last.Store(rec)
+	rt.osdMap.lastAt.Store(now.UnixNano())
 	return nil
 }
 
@@ -288,7 +288,7 @@ func sameOSDMap(a, b *osdMapRec) bool {
 
 // adoptShared reads what the leader keeps for all (the routing table,
 // the OSD map and the capability key ring) and serves by it.
-func (s *Server) adoptShared(ctx context.Context) error {
+func (rt *router) adoptShared(ctx context.Context) error {
 	sent := time.Now()
 	var (
 		table       *route.Table
@@ -298,7 +298,7 @@ func (s *Server) adoptShared(ctx context.Context) error {
 		sealedRing  []byte
 		errNoRoutes = errors.New("no routing table in the engine yet")
 	)
-	err := s.kv.View(ctx, func(r kv.Reader) error {
+	err := rt.kv.View(ctx, func(r kv.Reader) error {
 		var err error
 		if table, epoch, err = readRoutes(r); err != nil {
 			return err
@@ -315,23 +315,23 @@ func (s *Server) adoptShared(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.serveRoutes(&routeView{table: table, epoch: epoch, readAt: sent})
-	if haveMap && s.osdMap.adoptNew(osdMap.Seq) {
-		s.cluster.adopt(osdMap.OSDs, sent)
+	rt.serveRoutes(&routeView{table: table, epoch: epoch, readAt: sent})
+	if haveMap && rt.osdMap.adoptNew(osdMap.Seq) {
+		rt.cluster.adopt(osdMap.OSDs, sent)
 	}
 	if sealedRing == nil {
 		return nil
 	}
-	if last := s.adoptedRing.Load(); last != nil && bytes.Equal(*last, sealedRing) {
+	if last := rt.adoptedRing.Load(); last != nil && bytes.Equal(*last, sealedRing) {
 		return nil // as adopted already: no unsealing every refresh
 	}
-	b, err := s.fkeys.openRing(sealedRing)
+	b, err := rt.fkeys.openRing(sealedRing)
 	if err != nil {
 		return err
 	}
-	if err := s.keys.adopt(b); err != nil {
+	if err := rt.keys.adopt(b); err != nil {
 		return err
 	}
-	s.adoptedRing.Store(&sealedRing)
+	rt.adoptedRing.Store(&sealedRing)
 	return nil
 }

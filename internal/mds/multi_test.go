@@ -56,7 +56,7 @@ func twoActives(t *testing.T) (a, b *Server) {
 	a = start("a", always)
 	b = start("b", never)
 	poll(t, func() bool {
-		va, vb := a.routes.load(), b.routes.load()
+		va, vb := a.router.routes.load(), b.router.routes.load()
 		return va != nil && vb != nil && len(va.table.Servers) == 2 && vb.table.Epoch == va.table.Epoch
 	}, "b never served by a table naming both")
 	return a, b
@@ -91,7 +91,7 @@ func poll(t *testing.T, cond func() bool, what string) {
 func TestTwoActivesSplitTheFiles(t *testing.T) {
 	a, b := twoActives(t)
 	key := a.cfg.Key
-	counts := a.routes.load().table.SlotsOf()
+	counts := a.router.routes.load().table.SlotsOf()
 	if counts["a"] != route.SlotCount/2 || counts["b"] != route.SlotCount/2 {
 		t.Fatalf("slots: %v", counts)
 	}
@@ -122,7 +122,7 @@ func TestTwoActivesSplitTheFiles(t *testing.T) {
 		if err := do(b, mdsproto.OpMkdir, mdsproto.MkdirReq{Path: fmt.Sprintf("/d%d", i), Mode: 0o755}, &d); err != nil {
 			t.Fatal(err)
 		}
-		dirs[a.routes.load().table.Owner(route.SlotOf(d.Ino)).Name] = d
+		dirs[a.router.routes.load().table.Owner(route.SlotOf(d.Ino)).Name] = d
 	}
 	if len(dirs) != 2 {
 		t.Fatalf("100 switched directories all went to one process's slots")
@@ -135,7 +135,7 @@ func TestTwoActivesSplitTheFiles(t *testing.T) {
 	poll(t, func() bool {
 		now := time.Now()
 		for _, s := range []*Server{a, b} {
-			if now.Sub(s.cluster.live.Started) < s.cfg.WriterLease || s.inGainGrace(now) {
+			if now.Sub(s.cluster.live.Started) < s.cfg.WriterLease || s.router.inGainGrace(now) {
 				return false
 			}
 		}

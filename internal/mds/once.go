@@ -180,7 +180,7 @@ func (s *Server) onceReplay(ctx context.Context, r *wire.Request, rec onceRec) (
 			return nil, wire.Errorf(wire.ErrBusy, "inode %d is being repaired", ino.Ino)
 		}
 		if req.Handle != 0 {
-			if err := s.needOwner(ino.Ino); err != nil {
+			if err := s.router.needOwner(ino.Ino); err != nil {
 				return nil, err // the lease and lock are its slot's owner's to give
 			}
 		}

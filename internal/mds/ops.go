@@ -155,7 +155,7 @@ func (s *Server) draw() float64 {
 
 func (s *Server) place(spec layout.Spec, sizeHint int64) (layout.Layout, error) {
 	l, err := s.placeOnce(spec, sizeHint)
-	if err != nil && s.multi() && !s.leading() && s.adoptShared(context.Background()) == nil {
+	if err != nil && s.router.multi() && !s.router.leading() && s.router.adoptShared(context.Background()) == nil {
 		// The leader's OSD map may be newer than the last one adopted
 		// (OSDs registered since, or back up): once more with it.
 		l, err = s.placeOnce(spec, sizeHint)
@@ -197,7 +197,7 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 		if req.Handle != 0 {
 			// The handle's lease (and lock) are kept by the owner of the
 			// new file's slot, its directory's.
-			if err := s.needOwner(dir.Ino); err != nil {
+			if err := s.router.needOwner(dir.Ino); err != nil {
 				return err
 			}
 		}
@@ -391,7 +391,7 @@ func (s *Server) open(ctx context.Context, req mdsproto.OpenReq) (mdsproto.OpenR
 		return mdsproto.OpenResp{}, wire.Errorf(wire.ErrInvalid, "%s is a %s, which holds no data", req.Path, rec.Type)
 	}
 	if req.Handle != 0 {
-		if err := s.needOwner(rec.Ino); err != nil {
+		if err := s.router.needOwner(rec.Ino); err != nil {
 			return mdsproto.OpenResp{}, err
 		}
 	}
@@ -427,7 +427,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 	if req.Size < 0 {
 		return mdsproto.Inode{}, wire.Errorf(wire.ErrInvalid, "negative size")
 	}
-	if err := s.needOwner(req.Ino); err != nil {
+	if err := s.router.needOwner(req.Ino); err != nil {
 		return mdsproto.Inode{}, err
 	}
 	defer s.labels.queueLabel(req.Ino)

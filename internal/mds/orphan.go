@@ -142,7 +142,7 @@ func (l *leaseTable) writers() int64 {
 // took over lately (multi.go).
 func (s *Server) leased(ino uint64, now time.Time) bool {
 	return now.Sub(s.cluster.live.Started) < s.cfg.WriterLease || s.leases.held(ino, now) ||
-		s.multi() && (!s.owns(ino) || s.inGainGrace(now))
+		s.router.multi() && (!s.router.owns(ino) || s.router.inGainGrace(now))
 }
 
 // orphan keeps a file whose last name is gone while it is open.
@@ -163,10 +163,10 @@ func (s *Server) orphan(tx kv.Txn, rec *inodeRec) (bool, error) {
 // the others' orphans, which this one leaves, must not hide its own).
 // Its commits are fenced by the routing table it decided under.
 func (s *Server) reapOrphans(ctx context.Context) error {
-	if !s.serving() {
+	if !s.router.serving() {
 		return nil
 	}
-	ctx = s.fenceByRoutes(ctx)
+	ctx = s.router.fenceByRoutes(ctx)
 	now := s.cfg.Now()
 	var inos []uint64
 	from := append(firstKey(pOrphan), s.orphanCursor...)

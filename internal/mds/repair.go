@@ -69,6 +69,7 @@ type repairQueue struct {
 	leases  *leaseTable // writers, whose own dirty marks are taken
 	rng     *lockedRand // placement of rebuilt components
 	labels  *labelQueue // files whose objects are labelled again
+	route   *router     // leadership and slot ownership
 	shell   repairShell
 
 	mu     sync.Mutex
@@ -97,10 +98,6 @@ type repairQueue struct {
 type repairShell interface {
 	// updateInode changes an inode in one exactly-once transaction.
 	updateInode(ctx context.Context, ino uint64, fn func(kv.Txn, *inodeRec) error) (mdsproto.Inode, error)
-	// needOwner is nil if this process serves ino's file state.
-	needOwner(ino uint64) error
-	leading() bool
-	multi() bool
 }
 
 type doneMark struct {

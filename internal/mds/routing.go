@@ -13,10 +13,27 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// Keys of the routing table (internal/core/route): the table, a record, and its
-// epoch alone (8 bytes, big-endian), which every change fenced by the
-// table compares (kv.WithExpect) without reading the whole table.
-var ()
+// router is this process's place among the MDS processes: whether it
+// leads, which slots it serves by the routing table (internal/core/route),
+// the table's planning when it leads, and the OSD map and key ring the
+// leader shares with the others (multi.go).
+type router struct {
+	kv      kv.Engine
+	cfg     *Config
+	cluster *clusterMap
+	keys    *keyRing     // adopted from the leader's sealed ring
+	fkeys   *fileKeys    // opens that ring
+	locks   *extentLocks // slots gained or lost move their locks
+	repairs *repairQueue // which processes are active, for their workers' assignments
+	addr    func() string
+
+	routes routes // the routing table this process serves by
+	// gainedAt is when this process last took over slots (multi.go), in
+	// unix nanoseconds; osdMap what it last published of the OSD map.
+	gainedAt    atomic.Int64
+	osdMap      osdMapState
+	adoptedRing atomic.Pointer[[]byte] // the sealed key ring last adopted (multi.go)
+}
 
 // routeRefresh is how often an MDS process reads the table again, and
 // the leader plans it again.
@@ -36,18 +53,18 @@ type routes struct{ view atomic.Pointer[routeView] }
 func (r *routes) load() *routeView { return r.view.Load() }
 
 // selfRoute is this process as the table names it.
-func (s *Server) selfRoute() route.Server {
-	return route.Server{Name: s.cfg.Name, Addr: s.Addr()}
+func (rt *router) selfRoute() route.Server {
+	return route.Server{Name: rt.cfg.Name, Addr: rt.addr()}
 }
 
 // aliveRoutes are the processes the table is to name: this one, or with
 // several active processes, those the engine lists.
-func (s *Server) aliveRoutes(ctx context.Context) ([]route.Server, error) {
-	if !s.multi() || s.cfg.Actives == nil {
-		return []route.Server{s.selfRoute()}, nil
+func (rt *router) aliveRoutes(ctx context.Context) ([]route.Server, error) {
+	if !rt.multi() || rt.cfg.Actives == nil {
+		return []route.Server{rt.selfRoute()}, nil
 	}
-	asked := s.cfg.Now() // before the answer: a process gone from it left before now
-	actives, err := s.cfg.Actives(ctx)
+	asked := rt.cfg.Now() // before the answer: a process gone from it left before now
+	actives, err := rt.cfg.Actives(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -55,14 +72,14 @@ func (s *Server) aliveRoutes(ctx context.Context) ([]route.Server, error) {
 	out := make([]route.Server, 0, len(actives))
 	for _, a := range actives {
 		names = append(names, a.Name)
-		if a.Name == s.cfg.Name {
-			a.Addr = s.Addr()
+		if a.Name == rt.cfg.Name {
+			a.Addr = rt.addr()
 		}
 		if a.Name != "" && a.Addr != "" { // one not listening yet gets slots once it is
 			out = append(out, route.Server{Name: a.Name, Addr: a.Addr})
 		}
 	}
-	s.repairs.noteActives(names, asked)
+	rt.repairs.noteActives(names, asked)
 	return out, nil
 }
 
@@ -88,20 +105,20 @@ func readRoutes(r kv.Reader) (*route.Table, []byte, error) {
 
 // planAndStoreRoutes makes the table name the processes alive, if it
 // does not already: the leader's part. It returns the table as stored.
-func (s *Server) planAndStoreRoutes(ctx context.Context) (*routeView, error) {
-	alive, err := s.aliveRoutes(ctx)
+func (rt *router) planAndStoreRoutes(ctx context.Context) (*routeView, error) {
+	alive, err := rt.aliveRoutes(ctx)
 	if err != nil {
 		return nil, err
 	}
 	sent := time.Now()
 	var view routeView
-	err = s.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error {
+	err = rt.kv.Update(kv.AsLeader(ctx), func(tx kv.Txn) error {
 		old, epoch, err := readRoutes(tx)
 		if errors.Is(err, wire.ErrInternal) {
 			// Undecodable (a flipped bit in the store): planned afresh,
 			// in an epoch past any counted up from 1 that processes may
 			// have served by (a number, never read as a time).
-			s.cfg.Log.Error("routing table unreadable; planning a new one", "err", err)
+			rt.cfg.Log.Error("routing table unreadable; planning a new one", "err", err)
 			next, _ := route.Plan(nil, alive)
 			if next == nil {
 				return wire.Errorf(wire.ErrUnavail, "no MDS process to route to")
@@ -133,37 +150,37 @@ func (s *Server) planAndStoreRoutes(ctx context.Context) (*routeView, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.serveRoutes(&view)
+	rt.serveRoutes(&view)
 	return &view, nil
 }
 
 // startRoutes sets the table up at the start: the only active process
 // plans it; one of several adopts the leader's (which names it once it
 // is listed, within a refresh or two), and serves no file until then.
-func (s *Server) startRoutes(ctx context.Context) error {
-	if !s.multi() {
-		_, err := s.planAndStoreRoutes(ctx)
+func (rt *router) startRoutes(ctx context.Context) error {
+	if !rt.multi() {
+		_, err := rt.planAndStoreRoutes(ctx)
 		return err
 	}
-	if err := s.adoptShared(ctx); err != nil {
-		s.cfg.Log.Info("no routing table to serve by yet", "err", err)
+	if err := rt.adoptShared(ctx); err != nil {
+		rt.cfg.Log.Info("no routing table to serve by yet", "err", err)
 	}
 	return nil
 }
 
 // serveRoutes makes v the table this process serves by, and starts the
 // waits for slots it gained (multi.go).
-func (s *Server) serveRoutes(v *routeView) {
+func (rt *router) serveRoutes(v *routeView) {
 	var old *routeView
 	for {
-		old = s.routes.view.Load()
+		old = rt.routes.view.Load()
 		if old != nil && old.table.Epoch > v.table.Epoch {
 			return // a slower read of an older table: never served by again
 		}
 		if old != nil && old.table.Epoch == v.table.Epoch && !v.readAt.After(old.readAt) {
 			return
 		}
-		if s.routes.view.CompareAndSwap(old, v) {
+		if rt.routes.view.CompareAndSwap(old, v) {
 			break
 		}
 	}
@@ -174,25 +191,25 @@ func (s *Server) serveRoutes(v *routeView) {
 	if old != nil {
 		was = old.table
 	}
-	gained, lost := route.Changes(was, v.table, s.cfg.Name)
-	gained = route.GraceAfterSkips(was, v.table, s.cfg.Name, gained)
-	s.cfg.Log.Info("routing table", "epoch", v.table.Epoch, "servers", len(v.table.Servers), "slots_here", v.table.SlotsOf()[s.cfg.Name], "gained", len(gained), "lost", len(lost))
-	if s.multi() && len(gained) > 0 {
-		s.gained(s.cfg.Now(), gained)
+	gained, lost := route.Changes(was, v.table, rt.cfg.Name)
+	gained = route.GraceAfterSkips(was, v.table, rt.cfg.Name, gained)
+	rt.cfg.Log.Info("routing table", "epoch", v.table.Epoch, "servers", len(v.table.Servers), "slots_here", v.table.SlotsOf()[rt.cfg.Name], "gained", len(gained), "lost", len(lost))
+	if rt.multi() && len(gained) > 0 {
+		rt.gained(rt.cfg.Now(), gained)
 	}
-	if s.multi() && len(lost) > 0 {
+	if rt.multi() && len(lost) > 0 {
 		gone := map[uint32]bool{}
 		for _, slot := range lost {
 			gone[slot] = true
 		}
-		s.locks.table.dropInos(s.cfg.Now(), func(ino uint64) bool { return gone[route.SlotOf(ino)] })
+		rt.locks.table.dropInos(rt.cfg.Now(), func(ino uint64) bool { return gone[route.SlotOf(ino)] })
 	}
 }
 
 // routeLoop keeps the table current while the process serves: the
 // leader plans it (and publishes the OSD map); with several active
 // processes the others adopt what it keeps.
-func (s *Server) routeLoop(ctx context.Context) {
+func (rt *router) routeLoop(ctx context.Context) {
 	t := time.NewTicker(routeRefresh)
 	defer t.Stop()
 	for {
@@ -201,24 +218,24 @@ func (s *Server) routeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !s.leading() {
-			s.repairs.forgetActives() // a lead taken again starts from a fresh look
+		if !rt.leading() {
+			rt.repairs.forgetActives() // a lead taken again starts from a fresh look
 		}
-		if !s.serving() || !s.multi() {
+		if !rt.serving() || !rt.multi() {
 			continue // one active process planned its table at its start
 		}
 		var err error
 		switch {
-		case s.leading():
-			s.cluster.takeLead(s.cfg.Now())
-			if _, err = s.planAndStoreRoutes(ctx); err == nil && s.multi() {
-				err = s.publishOSDMap(ctx)
+		case rt.leading():
+			rt.cluster.takeLead(rt.cfg.Now())
+			if _, err = rt.planAndStoreRoutes(ctx); err == nil && rt.multi() {
+				err = rt.publishOSDMap(ctx)
 			}
-		case s.multi():
-			err = s.adoptShared(ctx)
+		case rt.multi():
+			err = rt.adoptShared(ctx)
 		}
 		if err != nil && ctx.Err() == nil {
-			s.cfg.Log.Warn("routing table, OSD map or key ring not current", "err", err)
+			rt.cfg.Log.Warn("routing table, OSD map or key ring not current", "err", err)
 		}
 	}
 }
@@ -226,24 +243,24 @@ func (s *Server) routeLoop(ctx context.Context) {
 // fenceByRoutes makes the changes a request makes commit only under the
 // table it was served by, where the engine is shared with other MDS
 // processes (on one process's own store nobody else changes it).
-func (s *Server) fenceByRoutes(ctx context.Context) context.Context {
-	if s.cfg.LeadUntil == nil {
+func (rt *router) fenceByRoutes(ctx context.Context) context.Context {
+	if rt.cfg.LeadUntil == nil {
 		return ctx
 	}
-	if v := s.routes.load(); v != nil {
+	if v := rt.routes.load(); v != nil {
 		return kv.WithExpect(ctx, keyRouteEpoch, v.epoch)
 	}
 	return ctx
 }
 
 // routing is the table as clients and status see it.
-func (s *Server) routing() *mdsproto.Routing {
-	v := s.routes.load()
+func (rt *router) routing() *mdsproto.Routing {
+	v := rt.routes.load()
 	if v == nil {
 		return nil
 	}
 	t := v.table
-	out := &mdsproto.Routing{Multi: s.multi(), Epoch: t.Epoch, Owners: t.Owners}
+	out := &mdsproto.Routing{Multi: rt.multi(), Epoch: t.Epoch, Owners: t.Owners}
 	counts := t.SlotsOf()
 	for _, srv := range t.Servers {
 		out.Servers = append(out.Servers, mdsproto.RouteServer{Name: srv.Name, Addr: srv.Addr, Slots: counts[srv.Name]})

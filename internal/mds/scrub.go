@@ -118,7 +118,7 @@ func (q *repairQueue) scrubLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !q.shell.leading() {
+		if !q.route.leading() {
 			continue
 		}
 		if _, err := q.scrub(ctx, mdsproto.ScrubReq{Path: "/"}); err != nil && ctx.Err() == nil {

@@ -17,7 +17,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/braidfs/braid/internal/auth"
@@ -139,12 +138,7 @@ type Server struct {
 	rng *lockedRand // seeded: placement, directory slots
 
 	inos   inoAlloc // this process's range of inode numbers
-	routes routes   // the routing table this process serves by (routing.go)
-	// gainedAt is when this process last took over slots (multi.go), in
-	// unix nanoseconds; osdMap what it last published of the OSD map.
-	gainedAt    atomic.Int64
-	osdMap      osdMapState
-	adoptedRing atomic.Pointer[[]byte] // the sealed key ring last adopted (multi.go)
+	router *router  // the routing table, leadership, the shared OSD map (routing.go, multi.go)
 	// orphanCursor is where the next orphan reaping pass starts (the ino
 	// after the last one looked at; nil: the first); resolveLoop's alone.
 	orphanCursor []byte
@@ -196,9 +190,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, kv: eng, cluster: cm, osds: &osdClient{cluster: cm, pool: wire.NewPoolOn(auth.DataNetwork(cfg.Network, cfg.Credential))}, repairs: newRepairQueue(), started: cfg.Now(),
 		sights: &sights{shared: cfg.LeadUntil != nil, started: cfg.Now(), now: cfg.Now},
 		rng:    &lockedRand{r: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}}
+	s.router = &router{kv: eng, cfg: &s.cfg, cluster: s.cluster, repairs: s.repairs, addr: s.Addr}
 	// A leader's map is republished every period and read every
 	// routeRefresh: two periods missed and the leader is silent.
-	s.cluster.live.StaleAfter = 2*s.osdMapPeriod() + routeRefresh
+	s.cluster.live.StaleAfter = 2*s.router.osdMapPeriod() + routeRefresh
 	seal, err := loadSealKey(cfg.Dir, s3SealKeyFile, "S3 secret sealing key")
 	if err != nil {
 		eng.Close()
@@ -223,14 +218,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.keys.cfg, s.keys.cluster, s.keys.sights = &s.cfg, s.cluster, s.sights
 	s.repairs.kv, s.repairs.cfg, s.repairs.cluster, s.repairs.keys, s.repairs.sights = eng, &s.cfg, s.cluster, s.keys, s.sights
 	s.repairs.leases, s.repairs.rng, s.repairs.shell = &s.leases, s.rng, s
-	s.gc = &collector{kv: eng, keys: s.keys, sights: s.sights, osds: s.osds, now: cfg.Now, delay: cfg.DeleteDelay, leading: s.leading}
+	s.gc = &collector{kv: eng, keys: s.keys, sights: s.sights, osds: s.osds, now: cfg.Now, delay: cfg.DeleteDelay, leading: s.router.leading}
 	s.repairs.gc = s.gc
-	s.labels = &labelQueue{kv: eng, cfg: &s.cfg, keys: s.keys, osds: s.osds, fkeys: s.fkeys, shell: s, in: map[uint64]bool{}}
+	s.labels = &labelQueue{kv: eng, cfg: &s.cfg, keys: s.keys, osds: s.osds, fkeys: s.fkeys, shell: s.router, in: map[uint64]bool{}}
 	s.repairs.labels = s.labels
-	s.members = &osdMembers{kv: eng, cfg: &s.cfg, cluster: s.cluster, keys: s.keys, shell: s}
-	s.intents = &intents{kv: eng, cfg: &s.cfg, leases: &s.leases, sights: s.sights, keys: s.keys, osds: s.osds, cluster: s.cluster, shell: s}
-	s.locks = &extentLocks{kv: eng, cfg: &s.cfg, shell: s}
-	s.caches = &metaCaches{kv: eng, cfg: &s.cfg, shell: s, maxFlushOps: flushOpsFor(kv.WritesLimit(eng))}
+	s.router.keys, s.router.fkeys = s.keys, s.fkeys
+	s.repairs.route = s.router
+	s.members = &osdMembers{kv: eng, cfg: &s.cfg, cluster: s.cluster, keys: s.keys, shell: s.router}
+	s.intents = &intents{kv: eng, cfg: &s.cfg, leases: &s.leases, sights: s.sights, keys: s.keys, osds: s.osds, cluster: s.cluster, shell: s.router}
+	s.locks = &extentLocks{kv: eng, cfg: &s.cfg, shell: s, route: s.router}
+	s.router.locks = s.locks
+	s.caches = &metaCaches{kv: eng, cfg: &s.cfg, shell: s, route: s.router, maxFlushOps: flushOpsFor(kv.WritesLimit(eng))}
 	if err := s.bootstrap(ctx); err != nil {
 		eng.Close()
 		return nil, err
@@ -262,7 +260,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ln = tls.NewListener(ln, cfg.Credential.ServerTLS())
 	}
 	s.ln = ln
-	if err := s.startRoutes(ctx); err != nil {
+	if err := s.router.startRoutes(ctx); err != nil {
 		ln.Close()
 		eng.Close()
 		return nil, fmt.Errorf("routing table: %w", err)
@@ -271,7 +269,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.wsrv = wire.NewServer(s.handle, cfg.Log, wire.Limits{MaxInflightPerConn: 256, MaxInflightBytes: 64 << 20})
 	s.wsrv.Identify(wire.RoleMDS, 0)
 	s.wg.Add(7)
-	go func() { defer s.wg.Done(); s.routeLoop(ctx) }()
+	go func() { defer s.wg.Done(); s.router.routeLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.labels.labelLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.resolveLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.repairs.balanceLoop(kv.AsLeader(ctx)) }()
@@ -290,7 +288,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 // caches of what it changes.
 func (s *Server) useEngine(e kv.Engine) {
 	s.kv = e
-	s.s3.kv, s.gc.kv, s.repairs.kv, s.locks.kv, s.caches.kv, s.labels.kv, s.intents.kv, s.members.kv = e, e, e, e, e, e, e, e
+	s.s3.kv, s.gc.kv, s.repairs.kv, s.locks.kv, s.caches.kv, s.labels.kv, s.intents.kv, s.members.kv, s.router.kv = e, e, e, e, e, e, e, e, e
 }
 
 // osdFindTime is how long after this MDS's start OSDs it has not heard
@@ -454,7 +452,7 @@ func (s *Server) Close() {
 
 // handle decodes a request, runs its op and encodes the answer.
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
-	if !s.serving() {
+	if !s.router.serving() {
 		return wire.Response{}, wire.Errorf(wire.ErrNotLeader, "this MDS may no longer lead the metadata service (etcd unreachable?): ask another")
 	}
 	ctx, err := s.authenticate(ctx)
@@ -462,7 +460,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		err = s.authorize(ctx, r.Op)
 	}
 	if err == nil {
-		ctx, err = s.admit(ctx, r.Op)
+		ctx, err = s.router.admit(ctx, r.Op)
 	}
 	if err == nil {
 		ctx, err = s.actAs(ctx, r.Meta)
@@ -475,7 +473,7 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		// by its lead (admit), not by a table of slots: fenced by it
 		// too, a claim or a repair's result in flight when the table
 		// changed would fail, and its file wait out the repair lease.
-		ctx = s.fenceByRoutes(ctx)
+		ctx = s.router.fenceByRoutes(ctx)
 	}
 	ctx, err = s.onceBegin(ctx, r)
 	var out any
@@ -508,8 +506,8 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 // for its lead (Config.LeadUntil). Requests are refused past it, and the
 // background passes that act on OSDs (deletion, intent resolution,
 // labels, scrub) stop before their next object.
-func (s *Server) leading() bool {
-	return s.cfg.LeadUntil == nil || time.Now().Before(s.cfg.LeadUntil())
+func (rt *router) leading() bool {
+	return rt.cfg.LeadUntil == nil || time.Now().Before(rt.cfg.LeadUntil())
 }
 
 func decode[T any](meta []byte) (T, error) {
@@ -614,7 +612,7 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpKeyRotate:
 		return call(ctx, r.Meta, s.keys.rotateKey)
 	case mdsproto.OpRoute:
-		if rt := s.routing(); rt != nil {
+		if rt := s.router.routing(); rt != nil {
 			return rt, nil
 		}
 		return nil, wire.Errorf(wire.ErrMoved, "no routing table here yet")
