@@ -2,6 +2,13 @@
 // and their placement, capabilities, the cluster map fed by OSD
 // heartbeats, and deletion of removed files' objects. It is dataless: all
 // state lives in a kv.Engine, so a restart loses nothing acknowledged.
+//
+// It is the shell around the decisions of internal/core: a handler reads
+// the store, asks a core, writes what the core decided and sends what it
+// says. Server serves the namespace and wires the other concerns, each an
+// object of its own (docs/mds.md lists them): the router, OSD
+// membership, the repair queue, GC, intents, extent locks, metadata
+// caches, keys, labels and S3 users.
 package mds
 
 import (
@@ -119,39 +126,35 @@ type Config struct {
 // Server is a running MDS.
 type Server struct {
 	cfg     Config
-	kv      kv.Engine
+	kv      kv.Engine    // the coherent engine once started (useEngine)
+	cl      clusterRec   // the cluster's record: its default layout
 	onceLow onceLowWater // exactly-once records below this are gone, per session
 	space   freeSpace    // whether the store's disk is nearly full
-	cluster *clusterMap
-	// sights counts stamped deadlines on this process's clock when the
-	// engine is shared (sights.go).
-	sights *sights
-	wsrv   *wire.Server
-	ln     net.Listener
-	osds   *osdClient
-	cl     clusterRec
-	s3     *s3Users   // S3 users and their sealed secrets (s3users.go)
-	fkeys  *fileKeys  // sealed files' data keys, labels' MACs, the shared key ring (filekeys.go)
-	keys   *keyRing   // capability keys (keyring.go)
-	gc     *collector // deletes removed objects (gc.go)
-
-	rng *lockedRand // seeded: placement, directory slots
-
-	inos   inoAlloc // this process's range of inode numbers
-	router *router  // the routing table, leadership, the shared OSD map (routing.go, multi.go)
+	inos    inoAlloc     // this process's range of inode numbers
+	leases  leaseTable   // open handles' leases (orphan.go)
+	rng     *lockedRand  // seeded: placement, directory slots
 	// orphanCursor is where the next orphan reaping pass starts (the ino
 	// after the last one looked at; nil: the first); resolveLoop's alone.
 	orphanCursor []byte
-	repairs      *repairQueue
-	labels       *labelQueue
-	members      *osdMembers // OSDs' heartbeats, ids, owners, drain and removal (members.go)
-	intents      *intents    // partial-stripe writes' intents and their resolver (intent.go)
-	leases       leaseTable
 
-	locks *extentLocks // extent locks (extlock_ops.go)
+	// The concerns, each an object of its own (docs/mds.md).
+	router  *router      // the routing table, leadership, the shared OSD map (routing.go, multi.go)
+	members *osdMembers  // OSDs' heartbeats, ids, owners, drain and removal (members.go)
+	cluster *clusterMap  // the cluster map the heartbeats feed (cluster.go)
+	repairs *repairQueue // the repair queue (repair.go)
+	gc      *collector   // deletes removed objects (gc.go)
+	intents *intents     // partial-stripe writes' intents and their resolver (intent.go)
+	locks   *extentLocks // extent locks (extlock_ops.go)
+	caches  *metaCaches  // metadata caches and write-back claims (cache_ops.go, claim_ops.go)
+	keys    *keyRing     // capability keys (keyring.go)
+	fkeys   *fileKeys    // sealed files' data keys, labels' MACs, the shared key ring (filekeys.go)
+	labels  *labelQueue  // object labels for recover-metadata (recover.go)
+	s3      *s3Users     // S3 users and their sealed secrets (s3users.go)
+	osds    *osdClient   // the MDS's own requests to OSDs (osdcalls.go)
+	sights  *sights      // stamped deadlines on this process's clock (sights.go)
 
-	caches *metaCaches // metadata caches and write-back claims (cache_ops.go, claim_ops.go)
-
+	wsrv    *wire.Server
+	ln      net.Listener
 	started time.Time
 	stop    context.CancelFunc
 	wg      sync.WaitGroup

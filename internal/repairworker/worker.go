@@ -28,7 +28,7 @@ type Options struct {
 }
 
 // Serve serves the cluster's repair queue through c until ctx ends: it
-// assignments files from the MDS and rebuilds lost components, catches up
+// is assigned files by the MDS and rebuilds lost components, catches up
 // components that missed writes, moves components off draining OSDs and
 // scrubs. The MDS runs repair workers itself; more on other nodes add
 // repair bandwidth.

@@ -12,12 +12,12 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// TestResolverClaimsAnIntentBeforeAborting: the resolver takes a
+// TestResolverTakesAnIntentBeforeAborting: the resolver takes a
 // prepared intent in a transaction before it aborts any stage, and a
 // commit arriving after (on the clock of a process that thinks it has
 // not expired) is refused; a committed intent is rolled forward, not
 // taken; one gone is left.
-func TestResolverClaimsAnIntentBeforeAborting(t *testing.T) {
+func TestResolverTakesAnIntentBeforeAborting(t *testing.T) {
 	ctx := context.Background()
 	s, err := Start(ctx, Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Key: testKey(t)})
 	if err != nil {
@@ -33,29 +33,29 @@ func TestResolverClaimsAnIntentBeforeAborting(t *testing.T) {
 	put(1, intentPrepared)
 	put(2, intentCommitted)
 	if committed, gone, err := s.intents.takeIntent(ctx, intentKey(7, 1)); err != nil || committed || gone {
-		t.Fatalf("claiming a prepared intent: committed %v, gone %v, %v", committed, gone, err)
+		t.Fatalf("taking a prepared intent: committed %v, gone %v, %v", committed, gone, err)
 	}
 	if err := handleOp(t, s, mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: 7, Txid: 1}, nil); !errors.Is(err, wire.ErrNotFound) {
-		t.Fatalf("a commit of a claimed intent, not expired on the committer's clock: %v, want refused", err)
+		t.Fatalf("a commit of a taken intent, not expired on the committer's clock: %v, want refused", err)
 	}
 	if committed, _, err := s.intents.takeIntent(ctx, intentKey(7, 2)); err != nil || !committed {
-		t.Fatalf("claiming a committed intent: committed %v, %v", committed, err)
+		t.Fatalf("taking a committed intent: committed %v, %v", committed, err)
 	}
 	if _, gone, err := s.intents.takeIntent(ctx, intentKey(7, 3)); err != nil || !gone {
-		t.Fatalf("claiming no intent: gone %v, %v", gone, err)
+		t.Fatalf("taking no intent: gone %v, %v", gone, err)
 	}
-	// Without the claim, the same commit goes through.
+	// Without the take, the same commit goes through.
 	put(4, intentPrepared)
 	if err := handleOp(t, s, mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: 7, Txid: 4}, nil); err != nil {
-		t.Fatalf("a commit of an unclaimed intent: %v", err)
+		t.Fatalf("a commit of an intent not taken: %v", err)
 	}
 }
 
-// TestResolverKeepsItsClaim: an expired intent whose OSDs are down is
-// claimed, its units wait, and the record written back says so (not the
+// TestResolverKeepsWhatItTook: an expired intent whose OSDs are down is
+// taken, its units wait, and the record written back says so (not the
 // state the resolver's scan read), so a late commit is still refused and
 // the next pass goes on rolling it back.
-func TestResolverKeepsItsClaim(t *testing.T) {
+func TestResolverKeepsWhatItTook(t *testing.T) {
 	ctx := context.Background()
 	s, err := Start(ctx, Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Key: testKey(t)})
 	if err != nil {
