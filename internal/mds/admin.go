@@ -71,7 +71,7 @@ func (s *Server) setLayout(ctx context.Context, req mdsproto.SetLayoutReq) (mdsp
 		return mdsproto.GetLayoutResp{}, err
 	}
 	if fi, err := s.lookup(ctx, mdsproto.PathReq{Path: req.Path, Dir: req.Dir}); err == nil && fi.Type == mdsproto.TypeFile {
-		s.labels.queueLabel(fi.Ino)
+		s.labels.queue(fi.Ino)
 	}
 	return s.getLayout(ctx, mdsproto.PathReq{Path: req.Path, Dir: req.Dir})
 }
@@ -171,7 +171,7 @@ func (s *Server) status(ctx context.Context) (mdsproto.StatusResp, error) {
 	s.repairs.mu.Unlock()
 	out.LabelsPending = s.labels.pending()
 	out.Writers = s.leases.writers()
-	out.Repair = s.repairs.repairProgress(h, now)
+	out.Repair = s.repairs.progress(h, now)
 	_, _, _, out.Repair.Balancing = s.repairs.balanceTarget(h.views)
 	out.Meta = s.metaStatus(ctx)
 	out.Meta.Routing = s.router.routing()
@@ -291,7 +291,7 @@ func (h *healthScan) summary(osds []mdsproto.OSDStatus) (string, []string) {
 	return mdsproto.HealthOK, problems
 }
 
-func (q *repairQueue) repairProgress(h healthScan, now time.Time) mdsproto.RepairProgress {
+func (q *repairQueue) progress(h healthScan, now time.Time) mdsproto.RepairProgress {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	p := q.stats

@@ -55,7 +55,7 @@ func TestClaimsOfAProcessThatLeft(t *testing.T) {
 // name's bound is refused before anything is assigned.
 func TestClaimWithAnOverlongProcessNameIsRefused(t *testing.T) {
 	s := &Server{repairs: newRepairQueue()}
-	_, err := s.repairs.repairAssign(t.Context(), mdsproto.RepairAssignReq{Worker: "w", Process: strings.Repeat("p", maxNameBytes+1)})
+	_, err := s.repairs.assign(t.Context(), mdsproto.RepairAssignReq{Worker: "w", Process: strings.Repeat("p", maxNameBytes+1)})
 	if !errors.Is(err, wire.ErrInvalid) {
 		t.Fatalf("assignment naming a %d-byte process: %v, want ErrInvalid", maxNameBytes+1, err)
 	}

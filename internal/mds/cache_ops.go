@@ -341,9 +341,9 @@ func appendSelf(meta []byte, self *mdsproto.CacheSelf) []byte {
 	return mdsproto.AppendField(meta, "cache_self", self)
 }
 
-// startCache sets up the table, in grace if the store says clients of a
+// start sets up the table, in grace if the store says clients of a
 // previous process may still cache, and wraps the engine.
-func (c *metaCaches) startCache(ctx context.Context, incarnation uint64) error {
+func (c *metaCaches) start(ctx context.Context, incarnation uint64) error {
 	c.table = newCacheTable(c.cfg.LockLease, incarnation)
 	// Several active processes grant nothing yet (multi.go): a grant
 	// would need its recall by whichever process changes the inode.
@@ -364,11 +364,11 @@ func (c *metaCaches) startCache(ctx context.Context, incarnation uint64) error {
 	return c.loadClaims(ctx)
 }
 
-// cacheWait is a session's standing request for invalidations (it renews
+// wait is a session's standing request for invalidations (it renews
 // the session's cache lease and acknowledges what it applied): answered
 // at once with what is queued, else when something is, else after the
 // wait asked for (at most half a lease).
-func (c *metaCaches) cacheWait(ctx context.Context, req mdsproto.CacheWaitReq) (mdsproto.CacheWaitResp, error) {
+func (c *metaCaches) wait(ctx context.Context, req mdsproto.CacheWaitReq) (mdsproto.CacheWaitResp, error) {
 	if req.Session == 0 {
 		return mdsproto.CacheWaitResp{}, wire.Errorf(wire.ErrInvalid, "no session")
 	}
@@ -394,9 +394,9 @@ func (c *metaCaches) cacheWait(ctx context.Context, req mdsproto.CacheWaitReq) (
 	return resp, nil
 }
 
-// cacheLookup is a lookup (or with no name, a getattr) that the asking
+// lookup is a lookup (or with no name, a getattr) that the asking
 // session may cache, if the answer says so.
-func (c *metaCaches) cacheLookup(ctx context.Context, req mdsproto.CacheLookupReq) (mdsproto.CacheLookupResp, error) {
+func (c *metaCaches) lookup(ctx context.Context, req mdsproto.CacheLookupReq) (mdsproto.CacheLookupResp, error) {
 	if req.Name != "" && !mdsproto.ValidName(req.Name) {
 		return mdsproto.CacheLookupResp{}, wire.Errorf(wire.ErrInvalid, "name %q", req.Name)
 	}
@@ -442,7 +442,7 @@ func (c *metaCaches) cacheLookup(ctx context.Context, req mdsproto.CacheLookupRe
 	if err != nil || req.Session == 0 || c.table.noGrants() {
 		return out, err
 	}
-	if err := c.markCacheHeld(ctx); err != nil {
+	if err := c.markHeld(ctx); err != nil {
 		return out, nil // answered, not granted
 	}
 	seq, ok := c.table.grant(c.cfg.Now(), req.Session, req.Epoch, gen, inos...)
@@ -453,10 +453,10 @@ func (c *metaCaches) cacheLookup(ctx context.Context, req mdsproto.CacheLookupRe
 	return out, nil
 }
 
-// markCacheHeld stores the mark before a grant, if it is not there, and
+// markHeld stores the mark before a grant, if it is not there, and
 // returns with cacheMarkMu read-held (the caller grants, then unlocks),
 // so clearCacheHeld never deletes it between its check and a grant.
-func (c *metaCaches) markCacheHeld(ctx context.Context) error {
+func (c *metaCaches) markHeld(ctx context.Context) error {
 	c.markMu.RLock()
 	if c.marked.Load() {
 		return nil
@@ -475,9 +475,9 @@ func (c *metaCaches) markCacheHeld(ctx context.Context) error {
 	return nil
 }
 
-// expireCaches ends silent sessions and removes the mark once none has
+// expire ends silent sessions and removes the mark once none has
 // cached for a lease.
-func (c *metaCaches) expireCaches(ctx context.Context) error {
+func (c *metaCaches) expire(ctx context.Context) error {
 	c.expireClaims(ctx)
 	if !c.table.expire(c.cfg.Now()) || !c.marked.Load() {
 		return nil

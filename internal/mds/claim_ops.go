@@ -215,7 +215,7 @@ func takeClaim(ctx context.Context, eng kv.Engine, t *cacheTable, dir, id uint64
 	return nil
 }
 
-// loadClaims takes the claims stored by an earlier process (startCache).
+// loadClaims takes the claims stored by an earlier process (start).
 func (c *metaCaches) loadClaims(ctx context.Context) error {
 	type found struct{ dir, holder, id uint64 }
 	var all []found
@@ -238,9 +238,9 @@ func (c *metaCaches) loadClaims(ctx context.Context) error {
 	return nil
 }
 
-// dirClaim claims an empty directory for a caching session, or extends
+// claim claims an empty directory for a caching session, or extends
 // the session's claim with a new range of inode numbers.
-func (c *metaCaches) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (mdsproto.DirClaimResp, error) {
+func (c *metaCaches) claim(ctx context.Context, req mdsproto.DirClaimReq) (mdsproto.DirClaimResp, error) {
 	if req.Session == 0 || req.Dir == 0 || req.Claim == 0 {
 		return mdsproto.DirClaimResp{}, wire.Errorf(wire.ErrInvalid, "a claim needs a session, a directory and an id")
 	}
@@ -312,7 +312,7 @@ func (c *metaCaches) dirClaim(ctx context.Context, req mdsproto.DirClaimReq) (md
 		return c.claimResp(out, rec, route.SlotOf(req.Dir)), nil
 	}
 	granted := false
-	if err := c.markCacheHeld(ctx); err == nil {
+	if err := c.markHeld(ctx); err == nil {
 		granted = c.table.grantClaim(c.cfg.Now(), req.Session, req.Epoch, gen, req.Dir, rec.Claim)
 		c.markMu.RUnlock()
 	}

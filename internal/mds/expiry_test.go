@@ -45,7 +45,7 @@ func TestStoredDeadlinesAreNeverEarly(t *testing.T) {
 	}
 	defer second.Close()
 	commit := func() error {
-		_, err := second.intents.intentCommit(ctx, mdsproto.IntentReq{Ino: rootIno, Txid: 7})
+		_, err := second.intents.commit(ctx, mdsproto.IntentReq{Ino: rootIno, Txid: 7})
 		return err
 	}
 	advance(ttl - time.Second)

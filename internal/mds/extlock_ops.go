@@ -45,9 +45,9 @@ type lockShell interface {
 	mayWriteHandle(ctx context.Context, ino, handle uint64) error
 }
 
-// startLocks sets up the extent lock table, in grace if locks may be
+// start sets up the extent lock table, in grace if locks may be
 // held from before.
-func (l *extentLocks) startLocks(ctx context.Context) error {
+func (l *extentLocks) start(ctx context.Context) error {
 	l.table = newLockTable(l.cfg.LockLease, l.cfg.Now())
 	return l.kv.Update(ctx, func(tx kv.Txn) error {
 		var n uint64
@@ -71,11 +71,11 @@ func (l *extentLocks) startLocks(ctx context.Context) error {
 	})
 }
 
-// markLocksHeld stores the mark before a grant, if it is not there, and
+// markHeld stores the mark before a grant, if it is not there, and
 // returns with lockMarkMu read-held: the caller grants, then unlocks, so
-// clearLocksHeld (which write-holds it) never removes the mark between
+// clearHeld (which write-holds it) never removes the mark between
 // its check that no lock is held and the delete.
-func (l *extentLocks) markLocksHeld(ctx context.Context) error {
+func (l *extentLocks) markHeld(ctx context.Context) error {
 	for try := 0; ; try++ {
 		if try == 8 {
 			return wire.Errorf(wire.ErrBusy, "extent lock mark raced with its removal %d times", try)
@@ -99,8 +99,8 @@ func (l *extentLocks) markLocksHeld(ctx context.Context) error {
 	}
 }
 
-// clearLocksHeld removes the mark once no lock has been held for a lease.
-func (l *extentLocks) clearLocksHeld(ctx context.Context) error {
+// clearHeld removes the mark once no lock has been held for a lease.
+func (l *extentLocks) clearHeld(ctx context.Context) error {
 	if !l.marked.Load() {
 		return nil
 	}
@@ -131,10 +131,10 @@ func validExtent(req mdsproto.ExtentReq) error {
 	return nil
 }
 
-// extentLock grants the write lock on a stripe range, recalling it from
+// lock grants the write lock on a stripe range, recalling it from
 // the handles that hold parts of it and waiting (lockAcquireWindow at
 // most: then ErrBusy, and the client asks again) until they gave it back.
-func (l *extentLocks) extentLock(ctx context.Context, req mdsproto.ExtentReq) (mdsproto.ExtentGrant, error) {
+func (l *extentLocks) lock(ctx context.Context, req mdsproto.ExtentReq) (mdsproto.ExtentGrant, error) {
 	if err := validExtent(req); err != nil {
 		return mdsproto.ExtentGrant{}, err
 	}
@@ -147,7 +147,7 @@ func (l *extentLocks) extentLock(ctx context.Context, req mdsproto.ExtentReq) (m
 	deadline := time.NewTimer(lockAcquireWindow)
 	defer deadline.Stop()
 	for {
-		g, granted, r, released, err := l.tryExtentLock(ctx, req, true, false)
+		g, granted, r, released, err := l.tryLock(ctx, req, true, false)
 		if err != nil || granted {
 			return g, err
 		}
@@ -171,11 +171,11 @@ func (l *extentLocks) extentLock(ctx context.Context, req mdsproto.ExtentReq) (m
 	}
 }
 
-// tryExtentLock asks the table once, and fills in the grant from the
+// tryLock asks the table once, and fills in the grant from the
 // inode (its size as the MDS knows it), read once the lock is held. The
 // inode is read before too, to refuse anything but a file, unless the
 // caller knows it is one (an open: isFile).
-func (l *extentLocks) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq, recall, isFile bool) (mdsproto.ExtentGrant, bool, extlock.Acquired, <-chan struct{}, error) {
+func (l *extentLocks) tryLock(ctx context.Context, req mdsproto.ExtentReq, recall, isFile bool) (mdsproto.ExtentGrant, bool, extlock.Acquired, <-chan struct{}, error) {
 	var rec *inodeRec
 	if !isFile {
 		if err := l.kv.View(ctx, func(r kv.Reader) error {
@@ -189,7 +189,7 @@ func (l *extentLocks) tryExtentLock(ctx context.Context, req mdsproto.ExtentReq,
 			return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, wire.Errorf(wire.ErrIsDir, "inode %d", req.Ino)
 		}
 	}
-	if err := l.markLocksHeld(ctx); err != nil {
+	if err := l.markHeld(ctx); err != nil {
 		return mdsproto.ExtentGrant{}, false, extlock.Acquired{}, nil, err
 	}
 	r, released := l.table.acquire(l.cfg.Now(), req.Ino, req.Session, req.Handle, span{Lo: req.Lo, Hi: req.Hi}, true, recall)
@@ -237,16 +237,16 @@ func (l *extentLocks) openLock(ctx context.Context, ino, session, handle uint64)
 		return nil
 	}
 	req := mdsproto.ExtentReq{Ino: ino, Session: session, Handle: handle, Lo: 0, Hi: mdsproto.MaxStripe}
-	g, granted, _, _, err := l.tryExtentLock(ctx, req, false, true)
+	g, granted, _, _, err := l.tryLock(ctx, req, false, true)
 	if err != nil || !granted {
 		return nil // the writer asks per stripe range when it writes
 	}
 	return &g
 }
 
-// extentRelease gives back a range the holder was asked for (or no
+// release gives back a range the holder was asked for (or no
 // longer needs), with its view of the size.
-func (l *extentLocks) extentRelease(ctx context.Context, req mdsproto.ExtentReq) (struct{}, error) {
+func (l *extentLocks) release(ctx context.Context, req mdsproto.ExtentReq) (struct{}, error) {
 	if err := validExtent(req); err != nil {
 		return struct{}{}, err
 	}
@@ -257,10 +257,10 @@ func (l *extentLocks) extentRelease(ctx context.Context, req mdsproto.ExtentReq)
 	return struct{}{}, nil
 }
 
-// lockWait is a session's standing request for recalls (it renews the
+// wait is a session's standing request for recalls (it renews the
 // session's locks): answered at once with queued recalls, else when one
 // is queued, else after the wait asked for (at most half a lease).
-func (l *extentLocks) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (mdsproto.LockWaitResp, error) {
+func (l *extentLocks) wait(ctx context.Context, req mdsproto.LockWaitReq) (mdsproto.LockWaitResp, error) {
 	if req.Session == 0 {
 		return mdsproto.LockWaitResp{}, wire.Errorf(wire.ErrInvalid, "no session")
 	}
@@ -292,8 +292,8 @@ func (l *extentLocks) lockWait(ctx context.Context, req mdsproto.LockWaitReq) (m
 // maxReclaimSpans bounds the ranges one reclaim names.
 const maxReclaimSpans = 4096
 
-// extentReclaim takes back a handle's locks from the previous process.
-func (l *extentLocks) extentReclaim(ctx context.Context, req mdsproto.ReclaimReq) (mdsproto.ExtentGrant, error) {
+// reclaim takes back a handle's locks from the previous process.
+func (l *extentLocks) reclaim(ctx context.Context, req mdsproto.ReclaimReq) (mdsproto.ExtentGrant, error) {
 	if req.Handle == 0 || req.Session == 0 || len(req.Spans) == 0 || len(req.Spans) > maxReclaimSpans || req.End < 0 {
 		return mdsproto.ExtentGrant{}, wire.Errorf(wire.ErrInvalid, "reclaim of %d ranges", len(req.Spans))
 	}

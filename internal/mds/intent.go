@@ -72,7 +72,7 @@ type intentShell interface {
 	leading() bool
 }
 
-func (ir *intents) intentBegin(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
+func (ir *intents) begin(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
 	if err := ir.shell.needOwner(req.Ino); err != nil {
 		return struct{}{}, err // the writer's lease is there
 	}
@@ -128,8 +128,8 @@ func (ir *intents) intentBegin(ctx context.Context, req mdsproto.IntentReq) (str
 	return struct{}{}, err
 }
 
-// intentCommit is the commit point of a staged write.
-func (ir *intents) intentCommit(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
+// commit is the commit point of a staged write.
+func (ir *intents) commit(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
 	err := ir.kv.Update(ctx, func(tx kv.Txn) error {
 		var in intentRec
 		ok, err := getRecord(tx, intentKey(req.Ino, req.Txid), &in)
@@ -158,7 +158,7 @@ func (ir *intents) intentCommit(ctx context.Context, req mdsproto.IntentReq) (st
 	return struct{}{}, err
 }
 
-func (ir *intents) intentDone(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
+func (ir *intents) done(ctx context.Context, req mdsproto.IntentReq) (struct{}, error) {
 	return struct{}{}, ir.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(intentKey(req.Ino, req.Txid)) })
 }
 
@@ -293,10 +293,10 @@ func (s *Server) resolveLoop(ctx context.Context) {
 		if err := s.reapOrphans(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("orphan reaping", "err", err)
 		}
-		if err := s.locks.clearLocksHeld(ctx); err != nil && ctx.Err() == nil {
+		if err := s.locks.clearHeld(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("extent lock mark", "err", err)
 		}
-		if err := s.caches.expireCaches(ctx); err != nil && ctx.Err() == nil {
+		if err := s.caches.expire(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("metadata cache mark", "err", err)
 		}
 		if !s.router.leading() {
@@ -337,16 +337,16 @@ func (ir *intents) resolvePass(ctx context.Context) error {
 		if !ir.shell.leading() {
 			return nil // a successor resolves them, on its own clock
 		}
-		if err := ir.resolveIntent(ctx, it, views, now); err != nil {
+		if err := ir.resolve(ctx, it, views, now); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// takeIntent takes the intent at key for the resolver unless it was
+// take takes the intent at key for the resolver unless it was
 // committed (then it is rolled forward) or is gone.
-func (ir *intents) takeIntent(ctx context.Context, key []byte) (committed, gone bool, err error) {
+func (ir *intents) take(ctx context.Context, key []byte) (committed, gone bool, err error) {
 	err = ir.kv.Update(ctx, func(tx kv.Txn) error {
 		committed, gone = false, false
 		var in intentRec
@@ -369,10 +369,10 @@ func (ir *intents) takeIntent(ctx context.Context, key []byte) (committed, gone 
 	return committed, gone, err
 }
 
-// resolveIntent finishes one expired intent as far as the OSDs allow: it
+// resolve finishes one expired intent as far as the OSDs allow: it
 // reads the intent's file, has staged.Plan decide each unit, sends what
 // the plan says, and writes what the answers leave.
-func (ir *intents) resolveIntent(ctx context.Context, it intentItem, views map[uint32]cluster.View, now time.Time) error {
+func (ir *intents) resolve(ctx context.Context, it intentItem, views map[uint32]cluster.View, now time.Time) error {
 	var ver uint64
 	var extents []int64 // per group, how far objects hold written data
 	width := 1
@@ -392,7 +392,7 @@ func (ir *intents) resolveIntent(ctx context.Context, it intentItem, views map[u
 		return ir.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(key) })
 	}
 	state := staged.Prepared
-	committed, gone, err := ir.takeIntent(ctx, key)
+	committed, gone, err := ir.take(ctx, key)
 	switch {
 	case err != nil:
 		return err
@@ -492,7 +492,7 @@ func (ir *intents) sendResolution(ctx context.Context, it intentItem, res *stage
 // client died) for a scrub.
 func (s *Server) expireWriters(ctx context.Context) error {
 	if inos := s.leases.expireWriters(s.cfg.Now()); len(inos) > 0 {
-		s.labels.queueLabel(inos...) // a writer that never committed left objects unlabelled
+		s.labels.queue(inos...) // a writer that never committed left objects unlabelled
 		return s.repairs.wantScrub(ctx, inos)
 	}
 	return nil

@@ -32,16 +32,16 @@ func TestResolverTakesAnIntentBeforeAborting(t *testing.T) {
 	}
 	put(1, intentPrepared)
 	put(2, intentCommitted)
-	if committed, gone, err := s.intents.takeIntent(ctx, intentKey(7, 1)); err != nil || committed || gone {
+	if committed, gone, err := s.intents.take(ctx, intentKey(7, 1)); err != nil || committed || gone {
 		t.Fatalf("taking a prepared intent: committed %v, gone %v, %v", committed, gone, err)
 	}
 	if err := handleOp(t, s, mdsproto.OpIntentCommit, mdsproto.IntentReq{Ino: 7, Txid: 1}, nil); !errors.Is(err, wire.ErrNotFound) {
 		t.Fatalf("a commit of a taken intent, not expired on the committer's clock: %v, want refused", err)
 	}
-	if committed, _, err := s.intents.takeIntent(ctx, intentKey(7, 2)); err != nil || !committed {
+	if committed, _, err := s.intents.take(ctx, intentKey(7, 2)); err != nil || !committed {
 		t.Fatalf("taking a committed intent: committed %v, %v", committed, err)
 	}
-	if _, gone, err := s.intents.takeIntent(ctx, intentKey(7, 3)); err != nil || !gone {
+	if _, gone, err := s.intents.take(ctx, intentKey(7, 3)); err != nil || !gone {
 		t.Fatalf("taking no intent: gone %v, %v", gone, err)
 	}
 	// Without the take, the same commit goes through.
@@ -75,7 +75,7 @@ func TestResolverKeepsWhatItTook(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := map[uint32]cluster.View{1: {State: mdsproto.StateDown}, 2: {State: mdsproto.StateDown}}
-	if err := s.intents.resolveIntent(ctx, intentItem{ino: 7, txid: 1, rec: scanned}, down, time.Now()); err != nil {
+	if err := s.intents.resolve(ctx, intentItem{ino: 7, txid: 1, rec: scanned}, down, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	var after intentRec

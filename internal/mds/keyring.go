@@ -188,11 +188,11 @@ func (kr *keyRing) heard(osd uint32, held uint64) ([]mdsproto.CapKey, uint8) {
 	return out, cur
 }
 
-// rotateKey makes a new key current once every up OSD holds it, and
+// rotate makes a new key current once every up OSD holds it, and
 // schedules the keys before it to retire after retireAfter. Rotations
 // run one at a time (kr.rotating); kr.mu is held only to change the ring,
 // never across the wait, and the ring is read again after it.
-func (kr *keyRing) rotateKey(ctx context.Context, _ struct{}) (mdsproto.KeyRotateResp, error) {
+func (kr *keyRing) rotate(ctx context.Context, _ struct{}) (mdsproto.KeyRotateResp, error) {
 	kr.rotating.Lock()
 	defer kr.rotating.Unlock()
 	id, err := kr.addPending()

@@ -430,7 +430,7 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 	if err := s.router.needOwner(req.Ino); err != nil {
 		return mdsproto.Inode{}, err
 	}
-	defer s.labels.queueLabel(req.Ino)
+	defer s.labels.queue(req.Ino)
 	var caughtUp []uint32
 	in, err := s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
 		caughtUp = nil // the transaction may run again

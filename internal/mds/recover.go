@@ -62,7 +62,7 @@ func (lq *labelQueue) pending() int64 {
 	return int64(len(lq.q) + lq.busy)
 }
 
-func (lq *labelQueue) queueLabel(inos ...uint64) {
+func (lq *labelQueue) queue(inos ...uint64) {
 	lq.mu.Lock()
 	defer lq.mu.Unlock()
 	for _, ino := range inos {
@@ -76,7 +76,7 @@ func (lq *labelQueue) queueLabel(inos ...uint64) {
 // relabelTree queues rec's file, or every file below a renamed directory.
 func (lq *labelQueue) relabelTree(ctx context.Context, rec *inodeRec) {
 	if rec.Type == mdsproto.TypeFile {
-		lq.queueLabel(rec.Ino)
+		lq.queue(rec.Ino)
 		return
 	}
 	var inos []uint64
@@ -84,10 +84,10 @@ func (lq *labelQueue) relabelTree(ctx context.Context, rec *inodeRec) {
 		inos = inos[:0] // a run again (claim_ops.go) starts over
 		return collectFiles(r, rec, &inos, maxLabelQueue)
 	})
-	lq.queueLabel(inos...)
+	lq.queue(inos...)
 }
 
-func (lq *labelQueue) labelLoop(ctx context.Context) {
+func (lq *labelQueue) loop(ctx context.Context) {
 	t := time.NewTicker(labelEvery)
 	defer t.Stop()
 	for {
@@ -361,7 +361,7 @@ func (s *Server) restoreFile(ctx context.Context, l mdsproto.ObjectLabel, dirs m
 			if target != p {
 				out.Unnamed++
 			}
-			s.labels.queueLabel(l.Ino)
+			s.labels.queue(l.Ino)
 			return
 		}
 		if target != p {

@@ -163,8 +163,8 @@ func (q *repairQueue) inFlight(ino uint64, d int) {
 // is recorded (lockFor).
 type claimantKey struct{}
 
-// repairAssign hands a worker the next file to repair, or an empty task.
-func (q *repairQueue) repairAssign(ctx context.Context, req mdsproto.RepairAssignReq) (mdsproto.RepairTask, error) {
+// assign hands a worker the next file to repair, or an empty task.
+func (q *repairQueue) assign(ctx context.Context, req mdsproto.RepairAssignReq) (mdsproto.RepairTask, error) {
 	if len(req.Process) > maxNameBytes {
 		// Stored in the file's repair lock: bounded as a name is.
 		return mdsproto.RepairTask{}, wire.Errorf(wire.ErrInvalid, "process name of %d bytes, at most %d", len(req.Process), maxNameBytes)

@@ -15,11 +15,11 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// repairDone records a worker's result. The written components leave the
+// report records a worker's result. The written components leave the
 // dirty set unless a source was itself found dirty meanwhile (a writer
 // reported a failed write to it): then its decoded output is suspect and
 // the file is repaired again.
-func (q *repairQueue) repairDone(ctx context.Context, req mdsproto.RepairDoneReq) (struct{}, error) {
+func (q *repairQueue) report(ctx context.Context, req mdsproto.RepairDoneReq) (struct{}, error) {
 	now := q.cfg.Now()
 	q.mu.Lock()
 	cl, _ := q.assignments.Get(req.Ino)
@@ -65,7 +65,7 @@ func (q *repairQueue) repairDone(ctx context.Context, req mdsproto.RepairDoneReq
 		return tx.Delete(lostKey(req.Ino))
 	})
 	if wire.CodeOf(err) != wire.ErrNotFound {
-		q.labels.queueLabel(req.Ino) // new objects need their labels
+		q.labels.queue(req.Ino) // new objects need their labels
 	}
 	// The assignment ends in the same critical section as its counters move,
 	// so a status never sees it neither active nor counted.

@@ -240,11 +240,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		eng.Close()
 		return nil, err
 	}
-	if err := s.locks.startLocks(ctx); err != nil {
+	if err := s.locks.start(ctx); err != nil {
 		eng.Close()
 		return nil, err
 	}
-	if err := s.caches.startCache(ctx, s.locks.incarnation); err != nil {
+	if err := s.caches.start(ctx, s.locks.incarnation); err != nil {
 		eng.Close()
 		return nil, err
 	}
@@ -273,7 +273,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.wsrv.Identify(wire.RoleMDS, 0)
 	s.wg.Add(7)
 	go func() { defer s.wg.Done(); s.router.routeLoop(ctx) }()
-	go func() { defer s.wg.Done(); s.labels.labelLoop(ctx) }()
+	go func() { defer s.wg.Done(); s.labels.loop(ctx) }()
 	go func() { defer s.wg.Done(); s.resolveLoop(ctx) }()
 	go func() { defer s.wg.Done(); s.repairs.balanceLoop(kv.AsLeader(ctx)) }()
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
@@ -286,7 +286,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// useEngine points the MDS and each of its concerns at e: startCache
+// useEngine points the MDS and each of its concerns at e: caches.start
 // wraps the engine so that every write, whoever makes it, recalls the
 // caches of what it changes.
 func (s *Server) useEngine(e kv.Engine) {
@@ -553,9 +553,9 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpMarkDirty:
 		return call(ctx, r.Meta, s.repairs.markDirty)
 	case mdsproto.OpRepairAssign:
-		return call(ctx, r.Meta, s.repairs.repairAssign)
+		return call(ctx, r.Meta, s.repairs.assign)
 	case mdsproto.OpRepairDone:
-		return call(ctx, r.Meta, s.repairs.repairDone)
+		return call(ctx, r.Meta, s.repairs.report)
 	case mdsproto.OpScrub:
 		return call(ctx, r.Meta, s.repairs.scrub)
 	case mdsproto.OpOSDDrain:
@@ -563,11 +563,11 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpOSDRemove:
 		return call(ctx, r.Meta, s.members.removeOSD)
 	case mdsproto.OpIntentBegin:
-		return call(ctx, r.Meta, s.intents.intentBegin)
+		return call(ctx, r.Meta, s.intents.begin)
 	case mdsproto.OpIntentCommit:
-		return call(ctx, r.Meta, s.intents.intentCommit)
+		return call(ctx, r.Meta, s.intents.commit)
 	case mdsproto.OpIntentDone:
-		return call(ctx, r.Meta, s.intents.intentDone)
+		return call(ctx, r.Meta, s.intents.done)
 	case mdsproto.OpRenew:
 		return call(ctx, r.Meta, s.renew)
 	case mdsproto.OpRenewBatch:
@@ -597,23 +597,23 @@ func (s *Server) dispatch(ctx context.Context, r *wire.Request) (any, error) {
 	case mdsproto.OpS3SigningKey:
 		return call(ctx, r.Meta, s.s3.signingKey)
 	case mdsproto.OpExtentLock:
-		return call(ctx, r.Meta, s.locks.extentLock)
+		return call(ctx, r.Meta, s.locks.lock)
 	case mdsproto.OpExtentRelease:
-		return call(ctx, r.Meta, s.locks.extentRelease)
+		return call(ctx, r.Meta, s.locks.release)
 	case mdsproto.OpLockWait:
-		return call(ctx, r.Meta, s.locks.lockWait)
+		return call(ctx, r.Meta, s.locks.wait)
 	case mdsproto.OpExtentReclaim:
-		return call(ctx, r.Meta, s.locks.extentReclaim)
+		return call(ctx, r.Meta, s.locks.reclaim)
 	case mdsproto.OpCacheWait:
-		return call(ctx, r.Meta, s.caches.cacheWait)
+		return call(ctx, r.Meta, s.caches.wait)
 	case mdsproto.OpCacheLookup:
-		return call(ctx, r.Meta, s.caches.cacheLookup)
+		return call(ctx, r.Meta, s.caches.lookup)
 	case mdsproto.OpDirClaim:
-		return call(ctx, r.Meta, s.caches.dirClaim)
+		return call(ctx, r.Meta, s.caches.claim)
 	case mdsproto.OpDirFlush:
 		return call(ctx, r.Meta, s.dirFlush)
 	case mdsproto.OpKeyRotate:
-		return call(ctx, r.Meta, s.keys.rotateKey)
+		return call(ctx, r.Meta, s.keys.rotate)
 	case mdsproto.OpRoute:
 		if rt := s.router.routing(); rt != nil {
 			return rt, nil
