@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
 )
 
 // The inode-addressed API, for gateways that hold inodes rather than paths
@@ -192,7 +193,7 @@ func (c *Client) ReadDirXattrAt(ctx context.Context, dir uint64, after string, l
 		switch {
 		case err == nil:
 			resp.Entries[i].Xattr = r.Value
-		case !errors.Is(err, ErrNoData) && !errors.Is(err, ErrNotFound):
+		case !errors.Is(err, wire.ErrNoData) && !errors.Is(err, wire.ErrNotFound):
 			return nil, false, err
 		}
 	}

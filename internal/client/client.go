@@ -27,29 +27,6 @@ import (
 	"github.com/braidfs/braid/internal/wire"
 )
 
-// Errors a caller may test with errors.Is.
-var (
-	ErrNotFound    error = wire.ErrNotFound
-	ErrExists      error = wire.ErrExists
-	ErrNotDir      error = wire.ErrNotDir
-	ErrIsDir       error = wire.ErrIsDir
-	ErrNotEmpty    error = wire.ErrNotEmpty
-	ErrNoSpace     error = wire.ErrNoSpace
-	ErrCorrupt     error = wire.ErrCorrupt
-	ErrDenied      error = wire.ErrDenied
-	ErrUnavailable error = wire.ErrUnavail
-	ErrInvalid     error = wire.ErrInvalid
-	ErrNameTooLong error = wire.ErrNameTooLong
-	ErrNoData      error = wire.ErrNoData
-	ErrPerm        error = wire.ErrPerm
-	ErrBusy        error = wire.ErrBusy
-	ErrTooBig      error = wire.ErrTooBig
-	ErrOverflow    error = wire.ErrOverflow // an answer too large for one frame
-	ErrLost        error = wire.ErrLost
-	ErrProtocol    error = wire.ErrProtocol // the server speaks no version this client does, or is not what was asked for
-	ErrBadLayout   error = layout.ErrBadSpec
-)
-
 // Options tune a client.
 type Options struct {
 	// IOTimeout bounds one request to an OSD or the MDS.

@@ -208,7 +208,7 @@ func (w *writeBack) lookup(ctx context.Context, dir uint64, name string) (Attr, 
 	case !held:
 		return Attr{}, false, nil
 	case !found:
-		return Attr{}, true, fmt.Errorf("%s: %w", name, ErrNotFound)
+		return Attr{}, true, fmt.Errorf("%s: %w", name, wire.ErrNotFound)
 	case !e.stale:
 		return e.a, true, nil
 	}
@@ -266,7 +266,7 @@ func (w *writeBack) create(ctx context.Context, dir uint64, name string, o Creat
 		return Attr{}, false, nil
 	}
 	if exists {
-		return Attr{}, true, fmt.Errorf("%s: %w", name, ErrExists)
+		return Attr{}, true, fmt.Errorf("%s: %w", name, wire.ErrExists)
 	}
 	if err := w.waitRoom(ctx); err != nil {
 		return Attr{}, true, err
@@ -323,7 +323,7 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 		return false, nil
 	}
 	if !exists {
-		return true, fmt.Errorf("%s: %w", name, ErrNotFound)
+		return true, fmt.Errorf("%s: %w", name, wire.ErrNotFound)
 	}
 	if a.Type != TypeFile {
 		return false, nil
