@@ -27,8 +27,8 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 	return &Client{c: c}, nil
 }
 
-// Heal serves the cluster's repair queue until ctx ends: it claims files
-// from the MDS and rebuilds lost components, catches up components that
+// Heal serves the cluster's repair queue until ctx ends: it is assigned
+// files by the MDS and rebuilds lost components, catches up components that
 // missed writes, moves components off draining OSDs and scrubs. The MDS
 // runs repair workers itself; more on other nodes add repair bandwidth.
 func (c *Client) Heal(ctx context.Context, o HealOptions) error {

@@ -3,8 +3,8 @@
 // cache and write-back directory claims, extent locks, and the striped,
 // erasure-coded file I/O that reads and writes component objects on the
 // OSDs directly and in parallel. Exported names beyond the public API
-// serve the other internal packages (the repair worker, the checker, the
-// mount) and tests.
+// serve the other internal packages (the repair worker, the checker) and
+// tests; the mount and the gateways use the public API.
 package client
 
 import (

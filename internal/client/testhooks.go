@@ -6,7 +6,7 @@ import "time"
 // (export_test.go there): they are not part of its API.
 
 // LockEpoch exposes the client's extent-lock session epoch to the tests
-// of : it changes when the MDS has dropped the session.
+// of the public package: it changes when the MDS has dropped the session.
 func LockEpoch(c *Client) uint64 { return c.locks.sessionEpoch() }
 
 // LockSessionValid reports whether the client's extent locks can be

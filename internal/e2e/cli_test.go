@@ -249,7 +249,7 @@ func TestBraidUpWorkflow(t *testing.T) {
 	}
 	e.must("rm", "/x/after-rotation")
 
-	// Self-repairing commands.
+	// Self-healing commands.
 	if out := e.must("status"); !strings.Contains(out, "health: ok") {
 		t.Fatalf("status without health ok:\n%s", out)
 	}

@@ -27,10 +27,6 @@ const (
 // session has not been told of yet.
 var errMustInvalidate = errors.New("mds: cached inodes to invalidate first")
 
-// coherentEngine is the MDS's engine: every update learns which inodes
-// and directory entries its transaction writes, and commits only once
-// every session caching them has been told (cache.go). Reads pass
-// through.
 // metaCaches serves metadata caching (internal/core/cache): the standing
 // CacheWait of each client, lookups that register what they answer, the
 // mark that caches may be held, and write-back directory claims.
@@ -57,6 +53,10 @@ type cacheShell interface {
 	defaultLayout() string
 }
 
+// coherentEngine is the MDS's engine: every update learns which inodes
+// and directory entries its transaction writes, and commits only once
+// every session caching them has been told (cache.go). Reads pass
+// through.
 type coherentEngine struct {
 	kv.Engine
 	t   *cacheTable
@@ -454,8 +454,8 @@ func (c *metaCaches) lookup(ctx context.Context, req mdsproto.CacheLookupReq) (m
 }
 
 // markHeld stores the mark before a grant, if it is not there, and
-// returns with cacheMarkMu read-held (the caller grants, then unlocks),
-// so clearCacheHeld never deletes it between its check and a grant.
+// returns with markMu read-held (the caller grants, then unlocks),
+// so expire never deletes it between its check and a grant.
 func (c *metaCaches) markHeld(ctx context.Context) error {
 	c.markMu.RLock()
 	if c.marked.Load() {

@@ -40,7 +40,7 @@ func TestDeadWorkersAssignmentExpires(t *testing.T) {
 // once its session lapses and ends the assignment then: another worker
 // repairs the file within a minute, not after the ten-minute repair
 // lease (as TestDeadWorkersAssignmentExpires, a worker of its own, must wait).
-func TestClaimOfADeadProcessEndsWithIt(t *testing.T) {
+func TestAssignmentOfADeadProcessEndsWithIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, cl := assignAndDie(t, 2, mdsproto.RepairAssignReq{Worker: "mds1-worker/0", Process: "mds1"})
 		c.KillMDS(1) // the worker's process dies with it
@@ -49,8 +49,8 @@ func TestClaimOfADeadProcessEndsWithIt(t *testing.T) {
 }
 
 // assignAndDie starts a cluster with mdsCount MDS processes and no repair workers
-// of theirs, writes /f, marks a component of it dirty, and assignments its
-// repair from the leader with req as a worker that then goes silent.
+// of theirs, writes /f, marks a component of it dirty, and has the leader
+// assign its repair to req's worker, which then goes silent.
 func assignAndDie(t *testing.T, mdsCount int, req mdsproto.RepairAssignReq) (*testcluster.Cluster, *braid.Client) {
 	t.Helper()
 	ctx := context.Background()

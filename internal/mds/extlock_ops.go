@@ -72,7 +72,7 @@ func (l *extentLocks) start(ctx context.Context) error {
 }
 
 // markHeld stores the mark before a grant, if it is not there, and
-// returns with lockMarkMu read-held: the caller grants, then unlocks, so
+// returns with markMu read-held: the caller grants, then unlocks, so
 // clearHeld (which write-holds it) never removes the mark between
 // its check that no lock is held and the delete.
 func (l *extentLocks) markHeld(ctx context.Context) error {
@@ -110,7 +110,7 @@ func (l *extentLocks) clearHeld(ctx context.Context) error {
 	if empty, since := l.table.empty(now); !empty || now.Sub(since) < l.cfg.LockLease {
 		return nil
 	}
-	// Grants read-hold lockMarkMu from the mark check to the grant, so
+	// Grants read-hold markMu from the mark check to the grant, so
 	// none happens between the check above and the delete.
 	if err := l.kv.Update(ctx, func(tx kv.Txn) error { return tx.Delete(keyLocksHeld) }); err != nil {
 		return err

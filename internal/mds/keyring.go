@@ -134,7 +134,7 @@ func (s *Server) loadRing(ctx context.Context) ([]byte, func([]byte) error, erro
 		return s.kv.Update(ctx, func(tx kv.Txn) error { return tx.Put(keyCapRing, sealed) })
 	}
 	// Rotation is the leader's (with several active processes, the
-	// others adopt what it stores: ring.go's adoptRing).
+	// others adopt what it stores: multi.go's adoptShared).
 	toEngine := func(b []byte) error { return put(kv.AsLeader(context.Background()), b) }
 	var sealed []byte
 	if err := s.kv.View(ctx, func(r kv.Reader) error {

@@ -81,7 +81,7 @@ type repairQueue struct {
 	steadyMap, cycleMap string
 	cycleClean          bool                // the current full scan has found no work
 	pending             []uint64            // found by a scan, not yet assigned
-	assignments         *repair.Assignments // files assigned by a worker, and which wait a backoff
+	assignments         *repair.Assignments // files assigned to workers, and which wait a backoff
 	noSpace             map[uint64]bool     // files whose last repair failed for lack of space
 	recent              []string            // the last maxRecentRepairs repairs and why
 	scrubQ              []uint64            // files queued for scrub

@@ -95,7 +95,7 @@ func (u3 *s3Users) secretOf(rec *s3UserRec) (string, error) {
 	return string(secret), nil
 }
 
-// sealStoredSecrets seals the secrets an older MDS stored in the clear.
+// sealStored seals the secrets an older MDS stored in the clear.
 func (u3 *s3Users) sealStored(ctx context.Context) error {
 	return u3.kv.Update(ctx, func(tx kv.Txn) error {
 		var open []s3UserRec

@@ -116,7 +116,7 @@ type Config struct {
 	RepairWorkers int
 	// RunRepairWorkers runs repair workers against this MDS until ctx ends; nil
 	// runs none. It is injected so the MDS does not depend on the client
-	// library (internal/repair worker provides it).
+	// library (internal/repairworker provides it).
 	RunRepairWorkers func(ctx context.Context, log *slog.Logger, mdsAddr, process string, workers int)
 	// MetaStatus describes the metadata service for status: its MDS
 	// processes and engine (nil: this process, on its embedded store).

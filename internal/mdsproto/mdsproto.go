@@ -66,7 +66,7 @@ const (
 	// its slot's owner.
 	OpRoute
 	// OpDirClaim and OpDirFlush: write-back of a directory's names
-	// (assignment.go).
+	// (claim.go).
 	OpDirClaim
 	OpDirFlush
 )
@@ -389,7 +389,7 @@ type ReaddirReq struct {
 	// request a page, not one an object).
 	Xattr string `json:"xattr,omitempty"`
 	// Session is the asking client's: a directory it holds by a
-	// write-back assignment (assignment.go) is listed without recalling it.
+	// write-back claim (claim.go) is listed without recalling it.
 	Session uint64 `json:"session,omitempty"`
 }
 
@@ -508,7 +508,7 @@ type RepairDoneReq struct {
 
 // RepairInterrupted is RepairDoneReq.Err from a worker that stopped
 // during the job (its process is shutting down): not a failure.
-const RepairInterrupted = "interrupted: the worker is stopping"
+const RepairInterrupted = "interrupted: the healer is stopping" // wire text: older MDSs and workers compare it
 
 // MaxRepairFound bounds RepairDoneReq.Found; MaxLostListed the files
 // StatusResp.LostFiles lists.

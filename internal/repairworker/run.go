@@ -32,7 +32,7 @@ func run(ctx context.Context, log *slog.Logger, addr, process string, workers in
 			client.Pause(ctx, time.Second)
 			continue
 		}
-		_ = Serve(ctx, c, Options{Workers: workers, Name: "mds-worker", Process: process})
+		_ = Serve(ctx, c, Options{Workers: workers, Name: "mds-healer", Process: process})
 		c.Close()
 	}
 }

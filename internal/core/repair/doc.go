@@ -7,7 +7,7 @@
 // the MDS (internal/mds/repair.go) reads those, calls Plan, writes the
 // repair lock and new layout it decides, and the worker does the I/O.
 //
-// Self-repairing. The MDS judges each OSD by its heartbeat silence
+// Self-healing. The MDS judges each OSD by its heartbeat silence
 // (internal/core/cluster): up; down after OSDDownAfter, when clients
 // read around it and mark what it misses dirty, reported to the MDS at
 // once, before the write counts; out after OSDOutAfter. Plan decides
@@ -75,7 +75,7 @@
 // on OSDs still in the cluster (FilePlan.Lost), or when a worker finds a
 // stripe it cannot decode whatever OSDs return: more units lost or
 // corrupt than parity rebuilds, as opposed to units merely unreachable
-// (stripeLost in the client library's heal_scrub.go, reported as
+// (stripeLost in internal/repairworker's scrub.go, reported as
 // RepairDoneReq.Lost). Both are kept in the store (l<ino>,
 // internal/mds/damage.go) with why and since when, in the transaction
 // that marks the components or ends the repair, so an MDS restart

@@ -2,6 +2,7 @@ package staged
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/braidfs/braid/internal/core/cluster"
 	"github.com/braidfs/braid/internal/invariants"
@@ -82,6 +83,7 @@ func (r *Resolution) Answer(i int, out Outcome) Action {
 		r.Abort = append(r.Abort, i)
 	case Wait:
 		r.Left = append(r.Left, i)
+		slices.Sort(r.Left) // kept in the intent's order of units
 	}
 	r.assert()
 	return a
