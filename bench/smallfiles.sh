@@ -41,7 +41,7 @@ lbpid=$!
 targets="local loopback braid"
 if [ -x "$jfs" ]; then
   mkdir -p "$work/jfsdir/bin" && ln -s "$jfs" "$work/jfsdir/bin/juicefs"
-  DIR=$work/jfsdir bash "$peers/juicefs.sh" mount "$work/jfs" >/dev/null && targets="$targets juicefs"
+  DIR=$work/jfsdir bash "$peers/juicefs.sh" mount "$work/jfs" >"$work/jfs.log" 2>&1 && targets="$targets juicefs"
 else
   echo "JuiceFS is not built ($jfs): run $peers/juicefs.sh build to compare with it" >&2
 fi
