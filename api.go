@@ -106,7 +106,7 @@ const (
 )
 
 // RootIno is the root directory's inode number.
-const RootIno = client.RootIno
+const RootIno = 1
 
 // IsSpecial reports whether typ is a FIFO, socket or device node: an
 // inode only, whose I/O the kernel serves.

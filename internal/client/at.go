@@ -27,31 +27,8 @@ type (
 	DirEntry     = mdsproto.DirEntry
 )
 
-// Inode types in Attr.Type.
-const (
-	TypeFile     = mdsproto.TypeFile
-	TypeDir      = mdsproto.TypeDir
-	TypeSymlink  = mdsproto.TypeSymlink
-	TypeFIFO     = mdsproto.TypeFIFO
-	TypeSocket   = mdsproto.TypeSocket
-	TypeCharDev  = mdsproto.TypeCharDev
-	TypeBlockDev = mdsproto.TypeBlockDev
-	LayoutXattr  = mdsproto.LayoutXattr
-)
-
-// IsSpecial reports whether typ is a FIFO, socket or device node: an
-// inode only, whose I/O the kernel serves.
-func IsSpecial(typ string) bool { return mdsproto.IsSpecial(typ) }
-
-// KilledOnWrite is what a write by a user without CAP_FSETID clears from
-// the mode of a file of group gid (set-user-ID, set-group-ID as Linux
-// says); SetAttrRequest.KillSuidgid applies it at the MDS.
-func KilledOnWrite(mode, gid uint32, writerGroups []uint32) uint32 {
-	return mdsproto.KilledOnWrite(mode, gid, writerGroups)
-}
-
-// RootIno is the root directory's inode number.
-const RootIno = 1
+// rootIno is the root directory's inode number (the public rootIno).
+const rootIno = 1
 
 // LookupAt finds name in directory dir (from the cache, if the client
 // caches metadata and holds it).

@@ -378,7 +378,7 @@ func (m *mdCache) self(s *mdsproto.CacheSelf, made uint64) {
 		}
 		m.attrs[in.Ino] = in
 		m.registered[in.Ino] = struct{}{}
-		if in.Ino == made && in.Type == TypeDir {
+		if in.Ino == made && in.Type == mdsproto.TypeDir {
 			m.complete[in.Ino] = true
 		}
 	}

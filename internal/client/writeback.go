@@ -133,7 +133,7 @@ func (c *Client) wbCaller(ctx context.Context) (who Caller, ok, named bool) {
 // entries (root, or the directory's owner with write and search
 // permission; not set-group-ID, whose group rules stay at the MDS).
 func claimable(dir Attr, who Caller, hasWho bool) bool {
-	if !hasWho || dir.Type != TypeDir || dir.Mode&0o2000 != 0 {
+	if !hasWho || dir.Type != mdsproto.TypeDir || dir.Mode&0o2000 != 0 {
 		return false
 	}
 	return who.Uid == 0 || (who.Uid == dir.Uid && dir.Mode&0o300 == 0o300)
@@ -276,7 +276,7 @@ func (w *writeBack) create(ctx context.Context, dir uint64, name string, o Creat
 		return Attr{}, false, nil // the claim is ending: ask the MDS
 	}
 	now := time.Now().UnixNano()
-	a := Attr{Ino: ino, Type: TypeFile, Mode: o.Mode & 0o7777, Nlink: 1, Uid: o.Uid, Gid: o.Gid,
+	a := Attr{Ino: ino, Type: mdsproto.TypeFile, Mode: o.Mode & 0o7777, Nlink: 1, Uid: o.Uid, Gid: o.Gid,
 		MtimeNs: now, CtimeNs: now, AtimeNs: now}
 	if who.Uid != 0 {
 		a.Uid, a.Gid = who.Uid, who.Gid // as the MDS makes an unprivileged caller's files
@@ -325,7 +325,7 @@ func (w *writeBack) remove(ctx context.Context, dir uint64, name string) (bool, 
 	if !exists {
 		return true, fmt.Errorf("%s: %w", name, wire.ErrNotFound)
 	}
-	if a.Type != TypeFile {
+	if a.Type != mdsproto.TypeFile {
 		return false, nil
 	}
 	if err := w.waitRoom(ctx); err != nil {
@@ -613,7 +613,7 @@ func sameStat(a, b Attr) bool {
 // claimedAttr is a, or if a is a directory claimed here, its attributes
 // as changed here (the MDS's lag behind what it was not sent yet).
 func (w *writeBack) claimedAttr(a Attr) Attr {
-	if w == nil || a.Type != TypeDir {
+	if w == nil || a.Type != mdsproto.TypeDir {
 		return a
 	}
 	w.mu.Lock()
