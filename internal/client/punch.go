@@ -18,7 +18,7 @@ import (
 // osdproto.MaxSegs segments even where none of them merge.
 const maxPunchStripes = osdproto.MaxSegs
 
-// PunchHole makes bytes [off, off+n) of the file read as zeros and keeps
+// punchStored makes bytes [off, off+n) of the file read as zeros and keeps
 // its size (fallocate's PUNCH_HOLE and ZERO_RANGE: braid reserves no
 // space, so the two are one). The stripes the range covers wholly are
 // punched on every OSD, data and parity alike (parity over zeros is

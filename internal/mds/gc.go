@@ -30,7 +30,7 @@ type collector struct {
 	leading func() bool   // whether this process is the leader, whose duty GC is
 }
 
-// addGC queues components' objects on the OSDs they left for deletion,
+// add queues components' objects on the OSDs they left for deletion,
 // merging with a record already at that key.
 func (g *collector) add(tx kv.Txn, ino, ver uint64, comps, osds []uint32, bytes int64) error {
 	var rec gcRec
