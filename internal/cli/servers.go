@@ -281,6 +281,7 @@ func (e *env) osdCmd() *cobra.Command {
 	f.StringVar(&capacity, "capacity", "", "bytes this OSD may store, e.g. 100GiB (default: the file system's size)")
 	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat", time.Second, "interval between heartbeats to the MDS")
 	f.BoolVar(&cfg.WriteCache, "write-cache", false, writeCacheHelp)
+	f.BoolVar(&cfg.NoPack, "no-pack", false, "store every new object as files of its own instead of packing small ones into the log (for measuring)")
 	f.StringVar(&cfg.Host, "host", "", "the machine this OSD is on (a failure domain): a parity group puts at most one component on a host where the cluster has enough hosts (default: an OSD is a host of its own)")
 	f.StringVar(&cfg.Rack, "rack", "", "the rack this OSD is in (a failure domain): a parity group puts at most one component in a rack where the cluster has enough racks")
 	cmd.AddCommand(e.osdDrainCmd(), e.osdAddCmd(), e.osdRmCmd())

@@ -1,13 +1,15 @@
 package osd_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"github.com/braidfs/braid/internal/osdproto"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/braidfs/braid/internal/osdproto"
 
 	"github.com/braidfs/braid/internal/osd"
 	"github.com/braidfs/braid/internal/simdisk"
@@ -52,7 +54,19 @@ func (m *crashModel) sync(current []byte) {
 // exactly. Each failure names its seed; BRAID_SEED=N replays it,
 // BRAID_SEEDS=N runs N seeds (100 by default).
 func TestCrashNeverReadsUnwrittenBytes(t *testing.T) {
-	const objects, objBytes, block = 4, 64 << 10, 4096
+	// Packed objects (the pack's log); objects that grow out of the pack
+	// into files; and a pack of tiny segments that roll and compact
+	// between writes.
+	t.Run("packed", func(t *testing.T) { crashRun(t, 64<<10, 0, false) })
+	t.Run("moved", func(t *testing.T) { crashRun(t, 100<<10, 0, false) })
+	t.Run("compacted", func(t *testing.T) { crashRun(t, 32<<10, 16<<10, true) })
+}
+
+// crashRun runs the crash model over objects of up to objBytes, with pack
+// segments of segBytes (0: the default), compacting between steps if
+// compact is set.
+func crashRun(t *testing.T, objBytes int, segBytes int64, compact bool) {
+	const objects, block = 4, 4096
 	seeds := uint64(100)
 	if n, err := strconv.ParseUint(os.Getenv("BRAID_SEEDS"), 10, 64); err == nil && n > 0 {
 		seeds = n // make sim SEEDS=N
@@ -69,9 +83,18 @@ func TestCrashNeverReadsUnwrittenBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if segBytes > 0 {
+			osd.SetPackSegmentBytes(s, segBytes)
+		}
+
 		models := make([]crashModel, objects)
 		current := make([][]byte, objects)
 		for op := 0; op < 40; op++ {
+			if compact && rng.IntN(3) == 0 {
+				if _, err := s.Compact(); err != nil {
+					t.Fatalf("seed %d: compact: %v", seed, err)
+				}
+			}
 			o := rng.IntN(objects)
 			k := osd.ObjKey{Ino: 1, Comp: uint32(o)}
 			if rng.IntN(4) == 0 {
@@ -233,5 +256,101 @@ func TestWriteReportsCreation(t *testing.T) {
 	}
 	if created, err := s.Write(lost, 1, 0, []byte("x"), osdproto.FlagMustExist); err != nil || created {
 		t.Fatalf("write that must find its object, to an existing one: created %v (%v)", created, err)
+	}
+}
+
+// Packed objects written, labelled, deleted and compacted across power
+// cuts, every change synced: after each crash every object is exactly
+// what was last acknowledged (a deleted one stays deleted, an older
+// image never comes back, a label stays with its object), and the
+// segments compaction left are few.
+func TestPackSurvivesCrashesAndCompaction(t *testing.T) {
+	for seed := uint64(1); seed <= 60; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		disk := simdisk.New(0)
+		fatal := func(err error) { t.Fatalf("seed %d: fatal: %v", seed, err) }
+		model := map[osd.ObjKey][]byte{}
+		labels := map[osd.ObjKey]string{}
+		for round := 0; round < 4; round++ {
+			s, err := osd.OpenStore(disk, "/osd", fatal)
+			if err != nil {
+				t.Fatalf("seed %d: open: %v", seed, err)
+			}
+			osd.SetPackSegmentBytes(s, 8<<10)
+			for k, want := range model {
+				got := make([]byte, len(want)+10)
+				n, _, err := s.Read(k, 1, 0, got)
+				if err != nil || n != int64(len(want)) || !bytes.Equal(got[:n], want) {
+					t.Fatalf("seed %d round %d: %v: %d bytes (%v), want %d", seed, round, k, n, err, len(want))
+				}
+			}
+			for ino := uint64(1); ino <= 6; ino++ {
+				k := osd.ObjKey{Ino: ino}
+				if _, ok := model[k]; !ok {
+					if n, v, err := s.Stat(k); n != 0 || v != 0 || err != nil {
+						t.Fatalf("seed %d round %d: deleted %v came back: %d bytes, version %d (%v)", seed, round, k, n, v, err)
+					}
+				}
+			}
+			entries, _, err := s.ScanLabels("", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if string(e.Label) != labels[e.Key] {
+					t.Fatalf("seed %d round %d: %v labelled %q, want %q", seed, round, e.Key, e.Label, labels[e.Key])
+				}
+			}
+			for op := 0; op < 30; op++ {
+				k := osd.ObjKey{Ino: 1 + rng.Uint64N(6)}
+				switch rng.IntN(5) {
+				case 0:
+					if err := s.Delete(k, 1); err != nil {
+						t.Fatal(err)
+					}
+					delete(model, k)
+					delete(labels, k)
+				case 1:
+					if _, ok := model[k]; ok {
+						l := fmt.Sprintf("label %d.%d", round, op)
+						if err := s.SetLabel(k, 1, []byte(l)); err != nil {
+							t.Fatal(err)
+						}
+						if err := s.Sync(k, 1); err != nil {
+							t.Fatal(err)
+						}
+						labels[k] = l
+					}
+				case 2:
+					if _, err := s.Compact(); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					p := make([]byte, 1+rng.IntN(6000))
+					for i := range p {
+						p[i] = byte(rng.Uint32())
+					}
+					if _, err := s.Truncate(k, 1, 0, 0); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := s.Write(k, 1, 0, p, osdproto.FlagSync); err != nil {
+						t.Fatal(err)
+					}
+					model[k] = p
+				}
+			}
+			for range 20 {
+				if did, err := s.Compact(); err != nil {
+					t.Fatal(err)
+				} else if !did {
+					break
+				}
+			}
+			if n := osd.PackSegments(s); n > 2*len(model)+2 {
+				t.Fatalf("seed %d round %d: %d segments hold %d objects after compaction", seed, round, n, len(model))
+			}
+			s.Close()
+			disk.Crash(rng)
+		}
 	}
 }

@@ -87,6 +87,9 @@ func (s *Store) DataMap(k ObjKey, version uint64, off, gran int64, maxUnits int)
 
 // mapData calls set for every range of [off, end) of o that holds data.
 func (s *Store) mapData(o *object, off, end int64, set func(from, to int64)) error {
+	if o.packed {
+		return s.packDataMap(o, off, end, set)
+	}
 	for at := off; at < end; {
 		data, hole, err := nextData(o.data, at)
 		if errors.Is(err, io.EOF) {

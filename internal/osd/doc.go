@@ -6,7 +6,12 @@
 // On-disk format, version 2 (version 1 objects are still read). An OSD
 // owns one directory:
 //
-//	DIR/braid-osd.json          superblock: {"format":1,"uuid":...,"osd_id":N}
+//	DIR/braid-osd.json          superblock: {"format":2,"uuid":...,"osd_id":N}
+//	                            (format 1: no pack; raised to 2 at start, so
+//	                            a binary from before the pack refuses it)
+//	DIR/pack/SEQ.log            the pack: objects of up to 64 KiB, as
+//	                            checksummed records in a log (pack.go,
+//	                            format in packfmt.go)
 //	DIR/objects/XX/INO.COMP.dat object data; XX = low byte of ino in hex,
 //	                            INO = 16 hex digits, COMP = decimal component
 //	DIR/objects/XX/INO.COMP.sum checksums of the data file
@@ -36,6 +41,15 @@
 // block is a hole: never written, or punched (a stage's segment of zeros,
 // stage.go: the block is deallocated and its entry zeroed). A block whose data does not match
 // its entry is reported as corruption (wire.ErrCorrupt), never returned.
+//
+// Small objects live in the pack: a log of checksummed records, one image
+// (version, block checksums, data) per change, group-committed (one fsync
+// covers every request waiting), compacted in the background, read back
+// into an in-memory index at start (pack.go, packfmt.go, packobj.go,
+// packcompact.go). An object that grows past 64 KiB moves to its own
+// files; objects of a store from before the pack are moved in by
+// Migrate. An object lives in one place: if the pack holds it, files of
+// it are leftovers of a move a crash interrupted.
 //
 // Durability: writes go to the page cache (write-behind), or, for the
 // 4 KiB-aligned middle of a write of 256 KiB or more on a disk-backed file

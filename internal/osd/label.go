@@ -30,20 +30,37 @@ func (s *Store) SetLabel(k ObjKey, version uint64, label []byte) error {
 		return err
 	}
 	defer done()
+	if o.packed {
+		seq, err := s.pack.putLabel(k, label) // none for an object not written yet
+		if err != nil {
+			return s.ioError(err)
+		}
+		o.lastSeq = max(o.lastSeq, seq)
+		return nil
+	}
 	if o.format < 2 {
 		return nil // made before labels existed
 	}
-	b := make([]byte, 8+len(label))
-	binary.LittleEndian.PutUint32(b[0:], uint32(len(label)))
-	binary.LittleEndian.PutUint32(b[4:], wire.CRC(label))
-	copy(b[8:], label)
-	if _, err := o.sum.WriteAt(b, sumHeaderBytes); err != nil {
+	if err := o.writeLabel(label); err != nil {
 		return s.ioError(err)
 	}
 	return nil
 }
 
+// writeLabel writes label into the label area of o's sum file.
+func (o *object) writeLabel(label []byte) error {
+	b := make([]byte, 8+len(label))
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(label)))
+	binary.LittleEndian.PutUint32(b[4:], wire.CRC(label))
+	copy(b[8:], label)
+	_, err := o.sum.WriteAt(b, sumHeaderBytes)
+	return err
+}
+
 func (s *Store) labelLocked(o *object) []byte {
+	if o.packed {
+		return s.pack.readLabel(o.key)
+	}
 	if o.format < 2 {
 		return nil
 	}
@@ -90,10 +107,13 @@ func (s *Store) ScanLabels(cursor string, limit int) ([]LabelEntry, string, erro
 			continue
 		}
 		for _, e := range entries {
-			if _, ok := ParseObjectName(e.Name()); ok {
+			if k, ok := ParseObjectName(e.Name()); ok && !s.packed(k) {
 				names = append(names, sd.Name()+"/"+e.Name())
 			}
 		}
+	}
+	for _, k := range s.pack.keys() {
+		names = append(names, filepath.Join(filepath.Base(filepath.Dir(s.path(k, "dat"))), filepath.Base(s.path(k, "dat"))))
 	}
 	sort.Strings(names)
 	i := sort.SearchStrings(names, cursor)

@@ -51,7 +51,10 @@ type Config struct {
 	// WriteCache keeps every write in the page cache (buffered) instead of
 	// sending large aligned writes straight to the disk (direct.go).
 	WriteCache bool
-	OnFatal    func(error) // must stop the process; nil panics
+	// NoPack makes new objects files of their own instead of packing the
+	// small ones (pack.go); packed objects are still read. For measuring.
+	NoPack  bool
+	OnFatal func(error) // must stop the process; nil panics
 	// Host and Rack name the OSD's failure domains: placement keeps a
 	// parity group's components in distinct hosts and racks where the
 	// cluster allows. "": not said (a host of its own).
@@ -59,6 +62,10 @@ type Config struct {
 }
 
 const superblockName = "braid-osd.json"
+
+// superblockFormat 2: the store has a pack (pack.go); 1: objects are
+// files only, as binaries before the pack wrote and read.
+const superblockFormat = 2
 
 type superblock struct {
 	Format int    `json:"format"`
@@ -111,6 +118,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	store.direct = store.direct && !cfg.WriteCache
+	store.SetPacking(!cfg.NoPack)
 	if cfg.CapacityBytes > 0 {
 		// Enforce the configured capacity as a disk of that size would.
 		store.fs = NewLimitFS(fsys, cfg.CapacityBytes, store.UsedBytes())
@@ -137,9 +145,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// in-flight budget real writers wait on.
 	s.wsrv.Admit(func(op uint16, meta []byte) (any, error) { return s.authorized(op, meta) })
 	s.wsrv.Identify(wire.RoleOSD, 0)
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go func() { defer s.wg.Done(); _ = s.wsrv.Serve(ctx, ln) }()
 	go func() { defer s.wg.Done(); s.heartbeatLoop(ctx) }()
+	go func() { defer s.wg.Done(); s.maintainLoop(ctx) }()
 	return s, nil
 }
 
@@ -162,15 +171,23 @@ func loadSuperblock(dir string) (superblock, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		var u [16]byte
 		_, _ = rand.Read(u[:])
-		sb := superblock{Format: 1, UUID: hex.EncodeToString(u[:])}
+		sb := superblock{Format: superblockFormat, UUID: hex.EncodeToString(u[:])}
 		return sb, writeSuperblock(dir, sb)
 	}
 	if err != nil {
 		return superblock{}, err
 	}
 	var sb superblock
-	if err := json.Unmarshal(b, &sb); err != nil || sb.Format != 1 || sb.UUID == "" {
-		return superblock{}, fmt.Errorf("%s: not a braid OSD superblock (format 1)", path)
+	if err := json.Unmarshal(b, &sb); err != nil || sb.Format < 1 || sb.Format > superblockFormat || sb.UUID == "" {
+		return superblock{}, fmt.Errorf("%s: not a braid OSD superblock (format 1 or %d)", path, superblockFormat)
+	}
+	if sb.Format < superblockFormat {
+		// From here on the store may pack objects: a binary from before
+		// the pack would not see them, so it must refuse the directory.
+		sb.Format = superblockFormat
+		if err := writeSuperblock(dir, sb); err != nil {
+			return superblock{}, err
+		}
 	}
 	return sb, nil
 }
@@ -363,6 +380,46 @@ const heartbeatTimeout = 3 * time.Second
 // maxHeartbeatTimeouts is how many heartbeats in a row an MDS may leave
 // unanswered before an OSD with other MDS addresses moves to the next.
 const maxHeartbeatTimeouts = 2
+
+// Background upkeep of the store, each heartbeat interval: at most
+// compactionsPerTick segments compacted, migratedPerTick objects moved
+// into the pack.
+const (
+	compactionsPerTick = 4
+	migratedPerTick    = 512
+)
+
+// maintainLoop compacts the pack and migrates small file objects into it
+// until ctx ends. A failure is logged and tried again at the next tick.
+func (s *Server) maintainLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.HeartbeatEvery)
+	defer t.Stop()
+	migrating := !s.cfg.NoPack
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for range compactionsPerTick {
+			if did, err := s.store.Compact(); err != nil || !did {
+				if err != nil {
+					s.cfg.Log.Warn("pack compaction", "err", err)
+				}
+				break
+			}
+		}
+		if migrating {
+			n, more, err := s.store.Migrate(migratedPerTick)
+			if err != nil {
+				s.cfg.Log.Warn("moving small objects into the pack", "err", err)
+			} else if n > 0 {
+				s.cfg.Log.Info("moved small objects into the pack", "objects", n)
+			}
+			migrating = more || err != nil
+		}
+	}
+}
 
 // heartbeatLoop reports to the MDS every HeartbeatEvery until ctx ends,
 // reconnecting whenever the MDS is unreachable.

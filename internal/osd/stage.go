@@ -219,16 +219,28 @@ func (s *Store) StageSegs(k ObjKey, version, txid uint64, segs []osdproto.Seg, p
 }
 
 func (s *Store) syncDir(dir string) error {
-	d, err := s.fs.OpenFile(dir, os.O_RDONLY, 0)
-	if err != nil {
-		return s.ioError(err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		s.onFatal(fmt.Errorf("fsync directory %s: %w", dir, err))
+	if fatal, err := syncDirOn(s.fs, dir); err != nil {
+		if fatal {
+			s.onFatal(fmt.Errorf("fsync directory %s: %w", dir, err))
+		}
 		return s.ioError(err)
 	}
 	return nil
+}
+
+// syncDirOn fsyncs directory dir of fsys. fatal says the fsync itself
+// failed (the names it should have made durable may be lost), not the
+// open.
+func syncDirOn(fsys FS, dir string) (fatal bool, err error) {
+	d, err := fsys.OpenFile(dir, os.O_RDONLY, 0)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return true, err
+	}
+	return false, nil
 }
 
 // readStage loads and verifies a stage file: its segments and their data,
@@ -355,6 +367,9 @@ func (s *Store) Apply(k ObjKey, version, txid uint64, flags uint8) (created bool
 			return created, err
 		}
 		at += int(g.DataLen())
+	}
+	if err := s.storeFresh(o); err != nil {
+		return created, err
 	}
 	if err := s.syncLocked(o); err != nil {
 		return created, err

@@ -59,6 +59,16 @@ type object struct {
 	dropped   bool      // its files were removed from under the store: closed at its last release; guarded by Store.mu
 	dirSynced bool      // its directory entry is durable (guarded by mu)
 	fresh     bool      // created and not yet written to (guarded by mu)
+	packed    bool      // its state is an image in the pack, not files (packobj.go; guarded by mu)
+	lastSeq   uint64    // packed: the pack append of its last record (guarded by mu)
+}
+
+// closeFiles closes o's files, if it has them.
+func (o *object) closeFiles() {
+	if o.data != nil {
+		_ = o.data.Close()
+		_ = o.sum.Close()
+	}
 }
 
 // Store holds an OSD's objects in a directory.
@@ -77,20 +87,32 @@ type Store struct {
 
 	now   func() time.Time // for the age of tombstones (stage.go)
 	tombs tombQueue
+
+	pack      *pack      // small objects (pack.go)
+	compactMu sync.Mutex // one compaction at a time (packcompact.go)
+	// packing: new objects start in the pack. Off, they start as files;
+	// packed ones are read and changed all the same.
+	packing bool
 }
 
 // OpenStore opens (creating if needed) the object directory under dir.
 // onFatal is called when an fsync fails; it must stop the process.
 func OpenStore(fsys FS, dir string, onFatal func(error)) (*Store, error) {
-	s := &Store{fs: fsys, dir: dir, onFatal: onFatal, open: map[ObjKey]*object{}, now: time.Now}
+	s := &Store{fs: fsys, dir: dir, onFatal: onFatal, open: map[ObjKey]*object{}, now: time.Now, packing: true}
 	if err := fsys.MkdirAll(filepath.Join(dir, "objects"), 0o700); err != nil {
 		return nil, err
 	}
+	p, err := openPack(fsys, filepath.Join(dir, "pack"), packSegmentBytes, onFatal)
+	if err != nil {
+		return nil, fmt.Errorf("open the pack: %w", err)
+	}
+	s.pack = p
 	used, err := s.scanUsed()
 	if err != nil {
+		p.close()
 		return nil, err
 	}
-	s.usedBytes.Store(used)
+	s.usedBytes.Store(used + p.usedBytes())
 	s.direct = directUseful(filepath.Join(dir, "objects"))
 	return s, nil
 }
@@ -111,7 +133,7 @@ func (s *Store) scanUsed() (int64, error) {
 			continue
 		}
 		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), ".dat") {
+			if k, ok := ParseObjectName(e.Name()); ok && !s.packed(k) {
 				if fi, err := e.Info(); err == nil {
 					used += fi.Size()
 				}
@@ -125,6 +147,17 @@ func (s *Store) scanUsed() (int64, error) {
 	}
 	return used, nil
 }
+
+// packed reports whether object k is in the pack: then any files of it
+// are leftovers of a move that did not finish (promote, Migrate).
+func (s *Store) packed(k ObjKey) bool {
+	_, ok := s.pack.lookup(k)
+	return ok
+}
+
+// SetPacking says whether new objects start in the pack (the default) or
+// as files of their own.
+func (s *Store) SetPacking(on bool) { s.packing = on }
 
 func (s *Store) path(k ObjKey, ext string) string {
 	return filepath.Join(s.dir, "objects", fmt.Sprintf("%02x", k.Ino&0xff),
@@ -172,8 +205,7 @@ func (s *Store) release(o *object) {
 	s.mu.Lock()
 	o.refs--
 	if o.dropped && o.refs == 0 {
-		_ = o.data.Close()
-		_ = o.sum.Close()
+		o.closeFiles()
 	}
 	s.evictLocked()
 	s.mu.Unlock()
@@ -187,7 +219,7 @@ func (s *Store) release(o *object) {
 // (and finds it missing); requests already holding o finish with it.
 func (s *Store) goneLocked(o *object) bool {
 	now := s.now()
-	if now.Sub(o.checked) < revalidateAfter {
+	if o.packed || now.Sub(o.checked) < revalidateAfter {
 		return false
 	}
 	o.checked = now
@@ -198,8 +230,7 @@ func (s *Store) goneLocked(o *object) bool {
 	delete(s.open, o.key)
 	o.dropped = true
 	if o.refs == 0 {
-		_ = o.data.Close()
-		_ = o.sum.Close()
+		o.closeFiles()
 	}
 	return true
 }
@@ -232,12 +263,14 @@ func (s *Store) evictLocked() {
 			return // every handle is in use; the limit is soft under load
 		}
 		delete(s.open, victim.key)
-		_ = victim.data.Close()
-		_ = victim.sum.Close()
+		victim.closeFiles()
 	}
 }
 
 func (s *Store) openObject(k ObjKey, create bool, version uint64) (*object, error) {
+	if e, ok := s.pack.lookup(k); ok {
+		return &object{key: k, packed: true, size: e.size, version: e.version, lastSeq: e.last, format: sumFormat}, nil
+	}
 	dataPath, sumPath := s.path(k, "dat"), s.path(k, "sum")
 	sum, err := s.fs.OpenFile(sumPath, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -271,6 +304,10 @@ func (s *Store) openObject(k ObjKey, create bool, version uint64) (*object, erro
 }
 
 func (s *Store) createObject(k ObjKey, version uint64) (*object, error) {
+	if s.packing {
+		// Nothing on disk until its first image.
+		return &object{key: k, packed: true, version: version, format: sumFormat, fresh: true}, nil
+	}
 	if err := s.fs.MkdirAll(filepath.Dir(s.path(k, "sum")), 0o700); err != nil {
 		return nil, err
 	}
@@ -328,12 +365,15 @@ func (o *object) loadHeader() error {
 
 // checkVersion refuses requests made under an older layout, and records a
 // newer one on write.
-func (o *object) checkVersion(version uint64, write bool) error {
+func (s *Store) checkVersion(o *object, version uint64, write bool) error {
 	if version < o.version {
 		return wire.Errorf(wire.ErrStale, "object %x.%d is at layout version %d, request has %d", o.key.Ino, o.key.Comp, o.version, version)
 	}
 	if write && version > o.version {
 		o.version = version
+		if o.packed {
+			return s.packVersion(o)
+		}
 		return o.writeHeader()
 	}
 	return nil
@@ -394,7 +434,7 @@ func (s *Store) lockObject(k ObjKey, version uint64, mode lockMode) (o *object, 
 		done()
 		return nil, nil, errDeleted(k)
 	}
-	if err := o.checkVersion(version, mode != forRead); err != nil {
+	if err := s.checkVersion(o, version, mode != forRead); err != nil {
 		done()
 		return nil, nil, err
 	}
@@ -416,6 +456,8 @@ func (s *Store) Write(k ObjKey, version uint64, off int64, p []byte, flags uint8
 		if err := s.writeLocked(o, off, p); err != nil {
 			return created, err
 		}
+	} else if err := s.storeFresh(o); err != nil {
+		return created, err
 	}
 	if sync {
 		return created, s.syncLocked(o)
@@ -424,6 +466,9 @@ func (s *Store) Write(k ObjKey, version uint64, off int64, p []byte, flags uint8
 }
 
 func (s *Store) writeLocked(o *object, off int64, p []byte) error {
+	if o.packed {
+		return s.packWrite(o, off, p)
+	}
 	end := off + int64(len(p))
 	b0, b1 := off/blockBytes, (end-1)/blockBytes
 	sums := make([]byte, 4*(b1-b0+1))
@@ -468,6 +513,9 @@ func (s *Store) writeLocked(o *object, off int64, p []byte) error {
 // disagrees with their bytes, which read as corrupt (never as data)
 // until the stage is applied again.
 func (s *Store) zeroLocked(o *object, off, n int64) error {
+	if o.packed {
+		return s.packZero(o, off, n)
+	}
 	end := min(off+n, o.size)
 	if off >= end {
 		return nil
@@ -517,6 +565,16 @@ func (s *Store) mergeBlock(o *object, b, off int64, p []byte) ([]byte, error) {
 	to := min(off+int64(len(p)), bs+blockBytes)
 	copy(blk[from-bs:to-bs], p[from-off:to-off])
 	return blk, nil
+}
+
+// storeFresh stores an empty image of packed object o if it was never
+// written: an object made by a request exists after it, as a file
+// store's empty files do.
+func (s *Store) storeFresh(o *object) error {
+	if !o.packed || o.lastSeq > 0 || s.packed(o.key) {
+		return nil
+	}
+	return s.putImage(o, &image{version: o.version})
 }
 
 func (s *Store) refreshSize(o *object) {
@@ -573,6 +631,9 @@ func (s *Store) Read(k ObjKey, version uint64, off int64, buf []byte) (int64, ui
 }
 
 func (s *Store) readLocked(o *object, off int64, buf []byte) error {
+	if o.packed {
+		return s.packRead(o, off, buf)
+	}
 	avail := min(int64(len(buf)), max(0, o.size-off))
 	if avail == 0 {
 		clear(buf)
@@ -598,6 +659,9 @@ func (s *Store) readLocked(o *object, off int64, buf []byte) error {
 }
 
 func (s *Store) syncLocked(o *object) error {
+	if o.packed {
+		return s.packSync(o)
+	}
 	if !o.dirSynced {
 		// A new object's name must survive a crash as well as its bytes.
 		if err := s.syncDir(filepath.Dir(s.path(o.key, "dat"))); err != nil {
@@ -640,6 +704,9 @@ func (s *Store) Truncate(k ObjKey, version uint64, size int64, flags uint8) (cre
 }
 
 func (s *Store) truncateLocked(o *object, size int64) error {
+	if o.packed {
+		return s.packTruncate(o, size)
+	}
 	if size < o.size && size%blockBytes != 0 {
 		// The tail block keeps its bytes below size; the rest become zeros.
 		b := size / blockBytes
@@ -683,47 +750,63 @@ func (s *Store) Delete(k ObjKey, version uint64) error {
 // file, for good. It stops at the first failure.
 func (s *Store) DeleteComps(ino uint64, comps []uint32, version uint64) error {
 	removed := false
+	var packSeq uint64
 	var err error
 	for _, c := range comps {
 		var r bool
-		if r, err = s.deleteObject(ObjKey{Ino: ino, Comp: c}, version); err != nil {
+		var seq uint64
+		if r, seq, err = s.deleteObject(ObjKey{Ino: ino, Comp: c}, version); err != nil {
 			break
 		}
 		removed = removed || r
+		packSeq = max(packSeq, seq)
 	}
 	if removed {
 		if serr := s.syncDir(filepath.Dir(s.path(ObjKey{Ino: ino}, "dat"))); err == nil {
 			err = serr
 		}
 	}
+	if packSeq > 0 {
+		if serr := s.pack.waitDurable(packSeq); err == nil && serr != nil {
+			err = s.ioError(serr)
+		}
+	}
 	return err
 }
 
-// deleteObject removes object k's files (not yet durably) and reports
-// whether there were any. They are removed while the object is locked
-// and still cached, so a concurrent request either finishes first or
-// finds it deleted; none can reopen the files half-way.
-func (s *Store) deleteObject(k ObjKey, version uint64) (bool, error) {
+// deleteObject removes object k's files or its image (not yet durably)
+// and reports whether there were files, and the pack append to wait for.
+// They are removed while the object is locked and still cached, so a
+// concurrent request either finishes first or finds it deleted; none
+// can reopen the files half-way.
+func (s *Store) deleteObject(k ObjKey, version uint64) (removed bool, packSeq uint64, err error) {
 	o, err := s.acquire(k, false, 0)
 	if err != nil && !errors.Is(err, wire.ErrLost) {
-		return false, s.ioError(err)
+		return false, 0, s.ioError(err)
 	}
 	if o == nil {
-		return s.removeFiles(k) // absent, or its header unreadable: nothing to keep
+		removed, err := s.removeFiles(k) // absent, or its header unreadable: nothing to keep
+		return removed, 0, err
 	}
 	o.mu.Lock()
 	err = nil
-	removed := false
 	switch {
 	case o.deleted:
 	case o.version > version:
 		err = wire.Errorf(wire.ErrStale, "object %x.%d belongs to layout version %d", k.Ino, k.Comp, o.version)
+	case o.packed:
+		s.dropStagesOf(k)
+		if packSeq, err = s.pack.remove(k); err != nil {
+			err = s.ioError(err)
+		} else {
+			o.deleted = true
+			s.usedBytes.Add(-o.size)
+		}
 	default:
 		if removed, err = s.removeFiles(k); err == nil {
 			o.deleted = true
 			s.usedBytes.Add(-o.size)
-			_ = o.data.Close()
-			_ = o.sum.Close()
+			o.closeFiles()
 		}
 	}
 	o.mu.Unlock()
@@ -733,7 +816,7 @@ func (s *Store) deleteObject(k ObjKey, version uint64) (bool, error) {
 		delete(s.open, k)
 	}
 	s.mu.Unlock()
-	return removed, err
+	return removed, packSeq, err
 }
 
 // removeFiles removes k's files and stages, reporting whether any of
@@ -776,8 +859,8 @@ func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, o := range s.open {
-		_ = o.data.Close()
-		_ = o.sum.Close()
+		o.closeFiles()
 		delete(s.open, k)
 	}
+	s.pack.close()
 }

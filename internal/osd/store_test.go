@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/braidfs/braid/internal/osdproto"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/braidfs/braid/internal/osdproto"
 
 	"github.com/braidfs/braid/internal/wire"
 )
@@ -17,7 +19,17 @@ func noFatal(t *testing.T) func(error) {
 	return func(err error) { t.Errorf("fatal: %v", err) }
 }
 
+// openTestStore opens a store whose new objects are files of their own
+// (the file store's format is what these tests look at).
 func openTestStore(t *testing.T, fsys FS, dir string) *Store {
+	t.Helper()
+	s := openPackedStore(t, fsys, dir)
+	s.SetPacking(false)
+	return s
+}
+
+// openPackedStore opens a store as an OSD does: small objects packed.
+func openPackedStore(t *testing.T, fsys FS, dir string) *Store {
 	t.Helper()
 	s, err := OpenStore(fsys, dir, noFatal(t))
 	if err != nil {
@@ -33,6 +45,9 @@ func openTestStore(t *testing.T, fsys FS, dir string) *Store {
 // directly (direct.go) while heads and tails stay buffered.
 func TestModel(t *testing.T) {
 	t.Run("small", func(t *testing.T) { runModel(t, 200_000, 20_000, false) })
+	// Packed: objects grow past packMaxBytes and move to files, or stay.
+	t.Run("packed/moved", func(t *testing.T) { runModelOn(t, 100_000, 20_000, false, true) })
+	t.Run("packed", func(t *testing.T) { runModelOn(t, 40_000, 10_000, false, true) })
 	t.Run("large/write-cache", func(t *testing.T) {
 		if s := runModel(t, 6<<20, 3<<20, true); s.directBytes.Load() != 0 {
 			t.Fatalf("%d bytes written directly with the write cache on", s.directBytes.Load())
@@ -55,11 +70,20 @@ func TestModel(t *testing.T) {
 // writeCache is the store's Config.WriteCache. It returns the store as it
 // was before reopening.
 func runModel(t *testing.T, maxOff int64, maxLen int, writeCache bool) *Store {
+	return runModelOn(t, maxOff, maxLen, writeCache, false)
+}
+
+// runModelOn is runModel on a store that packs small objects or not.
+func runModelOn(t *testing.T, maxOff int64, maxLen int, writeCache, packed bool) *Store {
 	seed := uint64(rand.Int64())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
-	s := openTestStore(t, OSFS{}, dir)
+	open := openTestStore
+	if packed {
+		open = openPackedStore
+	}
+	s := open(t, OSFS{}, dir)
 	s.direct = s.direct && !writeCache
 	k := ObjKey{Ino: 9, Comp: 2}
 	var model []byte
@@ -110,7 +134,7 @@ func runModel(t *testing.T, maxOff int64, maxLen int, writeCache bool) *Store {
 	}
 	// Everything survives reopening from disk.
 	s.Close()
-	s2 := openTestStore(t, OSFS{}, dir)
+	s2 := open(t, OSFS{}, dir)
 	buf := make([]byte, len(model))
 	if _, _, err := s2.Read(k, 1, 0, buf); err != nil || !bytes.Equal(buf, model) {
 		t.Fatalf("seed %d: after reopen: %v", seed, err)
@@ -370,5 +394,134 @@ func TestDataMapSkipsHoles(t *testing.T) {
 	}
 	if _, _, _, err := s.DataMap(k, 1, 0, 1000, 8); !errors.Is(err, wire.ErrBadRequest) {
 		t.Fatalf("a unit not of whole blocks: %v", err)
+	}
+}
+
+// FuzzPackSegment: whatever a segment file holds, reading it neither
+// panics nor returns a record that does not check, and a record written
+// by the store reads back as written.
+func FuzzPackSegment(f *testing.F) {
+	img := (&image{version: 3, sums: []uint32{1}, data: []byte("data")}).encode()
+	f.Add(encodeRecord(recImage, ObjKey{Ino: 1}, 0, img))
+	f.Add(append(encodeRecord(recLabel, ObjKey{Ino: 2, Comp: 1}, 0, []byte("label")), encodeRecord(recDelete, ObjKey{Ino: 2}, 7, nil)...))
+	f.Add([]byte("BPK1 not a record"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		recs, end := scanSegment(b)
+		if end > int64(len(b)) || end%recAlign != 0 && end != 0 {
+			t.Fatalf("end %d of %d bytes", end, len(b))
+		}
+		for _, r := range recs {
+			if r.damaged {
+				continue
+			}
+			if _, n, ok := recordAt(b, r.off); !ok || r.off+n > end {
+				t.Fatalf("record at %d does not check, or lies past the end %d", r.off, end)
+			}
+			if r.h.kind == recImage {
+				im, err := decodeImage(r.body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := (im).encode(); string(got) != string(r.body) {
+					t.Fatal("image does not encode back to its body")
+				}
+			}
+		}
+	})
+}
+
+// A store written before the pack has its small objects moved in, with
+// their checksums, holes and labels; large ones stay files; files a move
+// left behind are removed.
+func TestMigrateMovesSmallObjectsIntoThePack(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, OSFS{}, dir)
+	small, large := ObjKey{Ino: 1}, ObjKey{Ino: 2}
+	data := bytes.Repeat([]byte("small"), 3000)
+	if _, err := s.Write(small, 4, 8192, data, osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLabel(small, 4, []byte("the label")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(large, 1, 0, make([]byte, 200<<10), osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openPackedStore(t, OSFS{}, dir)
+	moved, more, err := s.Migrate(100)
+	if err != nil || moved != 1 || more {
+		t.Fatalf("migrate: moved %d, more %v, %v", moved, more, err)
+	}
+	s.Close()
+	s = openPackedStore(t, OSFS{}, dir)
+	if _, err := os.Stat(s.path(small, "dat")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the moved object's files remain: %v", err)
+	}
+	if !s.packed(small) || s.packed(large) {
+		t.Fatalf("packed: small %v, large %v", s.packed(small), s.packed(large))
+	}
+	buf := make([]byte, 8192+len(data))
+	if n, v, err := s.Read(small, 4, 0, buf); err != nil || n != int64(len(buf)) || v != 4 || !bytes.Equal(buf[8192:], data) || !osdproto.AllZero(buf[:8192]) {
+		t.Fatalf("moved object reads %d bytes at version %d: %v", n, v, err)
+	}
+	bits, _, _, err := s.DataMap(small, 4, 0, 4096, 16)
+	if err != nil || bits[0] != 0b11111100&((1<<((8192+len(data)+4095)/4096))-1) {
+		t.Fatalf("data map %08b (%v): the two holes and the data blocks", bits, err)
+	}
+	entries, _, err := s.ScanLabels("", 10)
+	if err != nil || len(entries) != 2 || string(entries[0].Label) != "the label" {
+		t.Fatalf("labels after the move: %+v (%v)", entries, err)
+	}
+	if s.UsedBytes() != int64(len(buf))+200<<10 {
+		t.Fatalf("used %d", s.UsedBytes())
+	}
+	// A move interrupted after the pack took the object: the files are leftovers.
+	if err := os.WriteFile(s.path(small, "dat"), []byte("stale"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if moved, _, err := s.Migrate(100); err != nil || moved != 1 {
+		t.Fatalf("leftovers: %d removed (%v)", moved, err)
+	}
+	if _, err := os.Stat(s.path(small, "dat")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("leftover files remain: %v", err)
+	}
+}
+
+// A packed record whose bytes rot reads as corrupt, never as data; after
+// a restart the object is missing (rebuilt from its redundancy), never
+// an older image of it, and stays so.
+func TestPackedDamageIsCorruptThenMissing(t *testing.T) {
+	dir := t.TempDir()
+	s := openPackedStore(t, OSFS{}, dir)
+	k, other := ObjKey{Ino: 1}, ObjKey{Ino: 2}
+	for i, p := range [][]byte{[]byte("first version"), []byte("second version")} {
+		if _, err := s.Write(k, 1, 0, p, osdproto.FlagSync); err != nil {
+			t.Fatal(err, i)
+		}
+	}
+	if _, err := s.Write(other, 1, 0, []byte("other"), osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := s.pack.lookup(k)
+	seg := filepath.Join(dir, "pack", segName(e.img.seg))
+	raw, _ := os.ReadFile(seg)
+	raw[e.img.off+recHeaderBytes+20] ^= 1
+	if err := os.WriteFile(seg, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 14)
+	if _, _, err := s.Read(k, 1, 0, buf); !errors.Is(err, wire.ErrCorrupt) {
+		t.Fatalf("read of a rotten record: %v, want ErrCorrupt", err)
+	}
+	for range 2 {
+		s.Close()
+		s = openPackedStore(t, OSFS{}, dir)
+		if n, _, err := s.Read(k, 1, 0, buf); err != nil || n != 0 {
+			t.Fatalf("after a restart the damaged object reads %d bytes %q (%v), want missing", n, buf[:n], err)
+		}
+		if n, _, err := s.Read(other, 1, 0, buf[:5]); err != nil || n != 5 || string(buf[:5]) != "other" {
+			t.Fatalf("another object: %d bytes %q (%v)", n, buf[:5], err)
+		}
 	}
 }

@@ -270,6 +270,10 @@ type Options struct {
 	Auth bool
 	// DataTLS makes the OSDs serve TLS too (needs Auth).
 	DataTLS bool
+	// Pack makes the OSDs pack small objects into their log, as `braid
+	// osd` does. Off, every object is files of its own: the tests that
+	// lose or damage objects by their file names need that.
+	Pack bool
 	// KeyRetireAfter is how long rotated-out capability keys last; 0: the
 	// production default.
 	KeyRetireAfter time.Duration
@@ -375,7 +379,7 @@ func (c *Cluster) startOSD(i int) *osd.Server {
 	}
 	s, err := osd.Start(context.Background(), osd.Config{Dir: filepath.Join(c.Dir, fmt.Sprintf("osd%d", i)), Credential: cred, TLS: c.opts.DataTLS,
 		Listen: c.addr[i], Network: nw, MDSAddr: c.MDSAddr(), Key: c.Key, CapacityBytes: c.opts.CapacityBytes,
-		HeartbeatEvery: 100 * time.Millisecond, Log: c.log, FS: c.opts.OSDFS,
+		HeartbeatEvery: 100 * time.Millisecond, Log: c.log, FS: c.opts.OSDFS, NoPack: !c.opts.Pack,
 		OnFatal: func(err error) { c.t.Errorf("osd %d fatal: %v", i, err) }})
 	if err != nil {
 		c.t.Fatal(err)
