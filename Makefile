@@ -44,6 +44,7 @@ fuzz:
 	GO=$(GO) scripts/fuzz-one.sh FuzzDecode ./internal/capability $(FUZZTIME)
 	GO=$(GO) scripts/fuzz-one.sh FuzzDecode ./internal/osdproto $(FUZZTIME)
 	GO=$(GO) scripts/fuzz-one.sh FuzzHandler ./internal/osd $(FUZZTIME)
+	GO=$(GO) scripts/fuzz-one.sh FuzzPackSegment ./internal/osd $(FUZZTIME)
 	GO=$(GO) scripts/fuzz-one.sh FuzzHandler ./internal/mds $(FUZZTIME)
 
 # The seeded whole-cluster simulation (sim_test.go) and the OSD store's
