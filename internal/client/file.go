@@ -69,7 +69,14 @@ type File struct {
 	wb        *stripeBuf   // stripe being filled by sequential writes
 	modified  bool
 	closed    bool
-	enc       Encoder
+	// syncWrites: the flush under way sends its unit writes synced
+	// (osdproto.FlagSync), so the sync that follows needs no request of
+	// its own (unsynced.go).
+	syncWrites bool
+	// leaseReleased: the last commit released the lease (Close's, with
+	// CommitReq.Release), so Close sends no release of its own.
+	leaseReleased bool
+	enc           Encoder
 
 	// isSealed: the file is encrypted (sealed.go), its blocks packed into
 	// units of sealUnit bytes; sio is nil if the MDS gave this handle no
@@ -258,6 +265,15 @@ func (f *File) stopRenewing() {
 
 // endLease stops renewing and releases the lease.
 func (f *File) endLease(ctx context.Context, uncommitted []int64) {
+	if f.leaseReleased {
+		// Released by the last commit, with its extent locks.
+		f.locks.left.Store(true)
+		f.lockSession().leave(f)
+		f.locks.mu.Lock()
+		f.locks.held = nil
+		f.locks.mu.Unlock()
+		return
+	}
 	if f.stopLease == nil {
 		if f.write {
 			f.releaseLocks(ctx) // an MDS that gives no leases: nothing else drops them
@@ -507,7 +523,9 @@ func (f *File) syncLocked(ctx context.Context) error {
 	if !f.write {
 		return nil
 	}
+	f.syncWrites = f.nothingUnsynced()
 	f.flushAllLocked()
+	f.syncWrites = false
 	f.pending.wait()
 	if err := f.stickyErr(); err != nil {
 		return err
@@ -563,10 +581,17 @@ func (f *File) commitLocked(ctx context.Context) error {
 	f.amu.Unlock()
 	if f.closed {
 		req.Publish = f.publish // the last commit names an Atomic create
+		if f.stopLease != nil {
+			// Close's commit ends the lease too: one request, not two.
+			// Renewals stop first, or one could take the lease again.
+			req.Release = true
+			f.stopRenewing()
+		}
 	}
 	var in mdsproto.Inode
 	err := f.c.mds(ctx, mdsproto.OpCommit, req, &in)
 	if err == nil {
+		f.leaseReleased = req.Release
 		f.modified = false
 		switch {
 		case in.SizeGen > f.sizeGen: // this commit truncated, or another handle did since this one looked

@@ -56,7 +56,7 @@ func (f *File) markMissed(ctx context.Context, why error, comp int, off int64, d
 	kept := !f.dirty[comp] || f.missed[comp]
 	if kept {
 		f.missed[comp] = true
-		f.keepWriteLocked(comp, off, data, 0) // 0: no OSD process took it
+		f.keepWriteLocked(comp, off, data, 0, false) // 0: no OSD process took it
 	}
 	f.amu.Unlock()
 	req := mdsproto.MarkDirtyReq{Why: errText(why)}

@@ -320,7 +320,7 @@ func (f *File) twoPhaseUnits(ctx context.Context, s fileSnap, comps []int, byCom
 			// Applied is durable, but writes under it its OSD took and
 			// may lose to a power cut are sent again at the sync: it is
 			// kept with them, to be sent again after them.
-			f.keepWrite(r.comp, u.off, u.data, boots[i])
+			f.keepWrite(r.comp, u.off, u.data, boots[i], false)
 			u.op.kept = true
 		}
 	}

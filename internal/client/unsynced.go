@@ -34,10 +34,11 @@ var ErrOSDRestarted = errors.New("the OSD restarted after taking writes it had n
 
 // unitWrite is one unit write an OSD took but has not synced.
 type unitWrite struct {
-	comp int
-	off  int64
-	data []byte // into a kept stripe buffer
-	boot uint64 // the OSD process that took it
+	comp   int
+	off    int64
+	data   []byte // into a kept stripe buffer
+	boot   uint64 // the OSD process that took it
+	synced bool   // sent with osdproto.FlagSync: durable when answered
 }
 
 // unsyncedWrites is what a handle keeps between syncs (guarded by amu).
@@ -52,16 +53,17 @@ func newUnsynced() unsyncedWrites {
 	return unsyncedWrites{boots: map[int]int64{}}
 }
 
-// keepWrite records a unit write comp's OSD took from process boot.
-func (f *File) keepWrite(comp int, off int64, data []byte, boot uint64) {
+// keepWrite records a unit write comp's OSD took from process boot
+// (synced: made durable before it answered).
+func (f *File) keepWrite(comp int, off int64, data []byte, boot uint64, synced bool) {
 	f.amu.Lock()
 	defer f.amu.Unlock()
-	f.keepWriteLocked(comp, off, data, boot)
+	f.keepWriteLocked(comp, off, data, boot, synced)
 }
 
-func (f *File) keepWriteLocked(comp int, off int64, data []byte, boot uint64) {
+func (f *File) keepWriteLocked(comp int, off int64, data []byte, boot uint64, synced bool) {
 	u := &f.unsynced
-	u.writes = append(u.writes, &unitWrite{comp: comp, off: off, data: data, boot: boot})
+	u.writes = append(u.writes, &unitWrite{comp: comp, off: off, data: data, boot: boot, synced: synced})
 	if b, ok := u.boots[comp]; !ok {
 		u.boots[comp] = int64(boot)
 	} else if b != int64(boot) {
@@ -103,6 +105,30 @@ func (f *File) staleBoot(comp int, boot uint64) bool {
 	return ok && b != int64(boot)
 }
 
+// nothingUnsynced reports whether no unit write is in flight or kept
+// unsynced, and none waits to be sent again: the unit writes of a flush
+// starting now may then be sent synced, and the sync after it needs no
+// request (allSynced). The caller holds mu.
+func (f *File) nothingUnsynced() bool {
+	f.pending.mu.Lock()
+	idle := f.pending.total == 0
+	f.pending.mu.Unlock()
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	return idle && len(f.unsynced.writes) == 0 && len(f.missed) == 0
+}
+
+// allSynced reports whether every write in u was sent synced, and so is
+// durable on its OSD already.
+func (u *unsyncedWrites) allSynced() bool {
+	for _, w := range u.writes {
+		if !w.synced {
+			return false
+		}
+	}
+	return true
+}
+
 // flushOSDs makes every unit write since the last sync durable on its
 // OSD, sending kept writes again to OSDs that restarted meanwhile. A
 // component that cannot be made durable is marked dirty. The caller
@@ -114,6 +140,7 @@ func (f *File) flushOSDs(ctx context.Context) {
 	f.amu.Lock()
 	u := f.unsynced
 	f.unsynced = newUnsynced()
+	skip := u.allSynced() && len(f.missed) == 0
 	f.amu.Unlock()
 	defer func() {
 		for _, wb := range u.bufs {
@@ -123,6 +150,9 @@ func (f *File) flushOSDs(ctx context.Context) {
 	type osdWrites struct {
 		comps  []uint32
 		writes []*unitWrite // in their original order
+	}
+	if skip {
+		return // each write was durable when its OSD answered
 	}
 	byOSD := map[uint32]*osdWrites{}
 	for comp := range u.boots {

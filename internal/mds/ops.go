@@ -499,6 +499,12 @@ func (s *Server) commit(ctx context.Context, req mdsproto.CommitReq) (mdsproto.I
 	} else if err == nil {
 		s.locks.table.committed(req.Ino, in.Stored(), in.SizeGen)
 	}
+	if err == nil && req.Release && req.Handle != 0 {
+		// The writer closes: its lease and extent locks end here, as
+		// renew's release would end them.
+		s.locks.table.dropHandle(req.Ino, req.Handle)
+		_, _ = s.leases.renew(req.Ino, req.Handle, true, s.cfg.Now(), s.cfg.WriterLease, true)
+	}
 	return in, err
 }
 

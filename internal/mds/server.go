@@ -24,6 +24,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braidfs/braid/internal/auth"
@@ -158,6 +159,7 @@ type Server struct {
 	started time.Time
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
+	served [128]atomic.Uint64 // requests taken, by op (Served)
 }
 
 const (
@@ -454,7 +456,21 @@ func (s *Server) Close() {
 }
 
 // handle decodes a request, runs its op and encodes the answer.
+// Served is how many requests of op this MDS process has taken.
+func (s *Server) Served(op uint16) uint64 {
+	if i := int(op) - servedBase; i >= 0 && i < len(s.served) {
+		return s.served[i].Load()
+	}
+	return 0
+}
+
+// servedBase is the first op Served counts (mdsproto's op numbers).
+const servedBase = 100
+
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
+	if i := int(r.Op) - servedBase; i >= 0 && i < len(s.served) {
+		s.served[i].Add(1)
+	}
 	if !s.router.serving() {
 		return wire.Response{}, wire.Errorf(wire.ErrNotLeader, "this MDS may no longer lead the metadata service (etcd unreachable?): ask another")
 	}

@@ -377,6 +377,9 @@ type CommitReq struct {
 	// unit writes and still keeps to send again: they stay its to clear.
 	Missed []uint32 `json:"missed,omitempty"`
 	Handle uint64   `json:"handle,omitempty"`
+	// Release ends Handle's lease (and its extent locks) once the commit
+	// is done, as a RenewReq with Release would: Close's last commit.
+	Release bool `json:"release,omitempty"`
 }
 
 type ReaddirReq struct {

@@ -85,6 +85,7 @@ type Server struct {
 	id    atomic.Uint32
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
+	served [32]atomic.Uint64 // requests taken, by op (Served)
 }
 
 // Start opens the OSD's directory, listens, and begins heartbeating.
@@ -234,7 +235,18 @@ func rightsFor(op uint16) capability.Rights {
 	return capability.Write
 }
 
+// Served is how many requests of op this OSD has taken.
+func (s *Server) Served(op uint16) uint64 {
+	if int(op) >= len(s.served) {
+		return 0
+	}
+	return s.served[op].Load()
+}
+
 func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, error) {
+	if int(r.Op) < len(s.served) {
+		s.served[r.Op].Add(1)
+	}
 	req, ok := r.Admitted.(osdproto.Req) // checked before its data was read
 	if !ok {
 		var err error

@@ -1,6 +1,7 @@
 package osd
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -250,22 +252,29 @@ func linked(f File) bool {
 	return !ok || st.Nlink > 0
 }
 
-// evictLocked closes least recently used idle objects past the limit.
+// evictLocked closes least recently used idle objects past the limit:
+// down to evictToObjects at once, so the scan of every open object is
+// paid once per many opens, not at each.
 func (s *Store) evictLocked() {
-	for len(s.open) > maxOpenObjects {
-		var victim *object
-		for _, o := range s.open {
-			if o.refs == 0 && (victim == nil || o.lastUse < victim.lastUse) {
-				victim = o
-			}
+	if len(s.open) <= maxOpenObjects {
+		return
+	}
+	idle := make([]*object, 0, len(s.open))
+	for _, o := range s.open {
+		if o.refs == 0 {
+			idle = append(idle, o)
 		}
-		if victim == nil {
-			return // every handle is in use; the limit is soft under load
-		}
+	}
+	// every handle in use: the limit is soft under load
+	slices.SortFunc(idle, func(a, b *object) int { return cmp.Compare(a.lastUse, b.lastUse) })
+	for _, victim := range idle[:min(len(idle), len(s.open)-evictToObjects)] {
 		delete(s.open, victim.key)
 		victim.closeFiles()
 	}
 }
+
+// evictToObjects is how many open objects an eviction leaves.
+const evictToObjects = maxOpenObjects * 7 / 8
 
 func (s *Store) openObject(k ObjKey, create bool, version uint64) (*object, error) {
 	if e, ok := s.pack.lookup(k); ok {
