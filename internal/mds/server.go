@@ -159,7 +159,7 @@ type Server struct {
 	started time.Time
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
-	served [128]atomic.Uint64 // requests taken, by op (Served)
+	served  [128]atomic.Uint64 // requests taken, by op (Served)
 }
 
 const (

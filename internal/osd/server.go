@@ -75,16 +75,16 @@ type superblock struct {
 
 // Server is a running OSD.
 type Server struct {
-	cfg   Config
-	keys  *capability.Ring // capability keys: the key file's, then the MDS's (heartbeats)
-	store *Store
-	wsrv  *wire.Server
-	ln    net.Listener
-	sb    superblock
-	boot  uint64 // this process's incarnation (osdproto: Write and Sync replies)
-	id    atomic.Uint32
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
+	cfg    Config
+	keys   *capability.Ring // capability keys: the key file's, then the MDS's (heartbeats)
+	store  *Store
+	wsrv   *wire.Server
+	ln     net.Listener
+	sb     superblock
+	boot   uint64 // this process's incarnation (osdproto: Write and Sync replies)
+	id     atomic.Uint32
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
 	served [32]atomic.Uint64 // requests taken, by op (Served)
 }
 
