@@ -2,6 +2,7 @@ package braid_test
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/braidfs/braid"
@@ -63,4 +64,46 @@ func TestSmallFileCloseRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustRead(t, cl, "/small", "the file rewritten", append([]byte("SMALL"), data[5:]...))
+}
+
+// A file created under a write-back claim and then written costs the MDS
+// one request at its first write: the flush that sends its create opens
+// it too. Before, the write waited for that flush and then for an open.
+func TestFirstWriteOfADeferredCreateIsOneRequest(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3, Pack: true})
+	cl := writeBackClient(t, c)
+	d := claimedDir(t, cl, "d")
+	ctx := braid.WithCaller(t.Context(), asRoot)
+	want := map[string][]byte{}
+	for i := range 5 {
+		name := fmt.Sprintf("f%d", i)
+		mustDefer(t, cl, d.Ino, name)
+		a, err := cl.LookupAt(ctx, d.Ino, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flushes, opens := c.MDS.Served(mdsproto.OpDirFlush), c.MDS.Served(mdsproto.OpOpen)
+		f, err := cl.OpenIno(ctx, a.Ino, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := c.MDS.Served(mdsproto.OpOpen) - opens; n != 0 {
+			t.Errorf("file %d: the first write's open took %d open requests, want none (it rides on the flush)", i, n)
+		}
+		if n := c.MDS.Served(mdsproto.OpDirFlush) - flushes; n != 1 {
+			t.Errorf("file %d: %d flushes, want 1", i, n)
+		}
+		data := []byte(fmt.Sprintf("file %d", i))
+		if _, err := f.WriteAt(data, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = data
+	}
+	other := c.Dial() // its look recalls the claim: everything was sent
+	for name, data := range want {
+		mustRead(t, other, "/d/"+name, name, data)
+	}
 }

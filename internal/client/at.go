@@ -108,12 +108,17 @@ func (c *Client) CreateDeferredAt(ctx context.Context, dir uint64, name string, 
 
 // OpenIno opens file ino, for writing too if write is set.
 func (c *Client) OpenIno(ctx context.Context, ino uint64, write bool) (*File, error) {
-	if err := c.wbIfAny().settle(ctx, ino, true); err != nil {
+	h, sent := newHandle(), time.Now()
+	req := mdsproto.OpenReq{Ino: ino, Write: write, Handle: h, Session: c.writerSession(write)}
+	flushed, err := c.wbIfAny().settleOpen(ctx, ino, req)
+	if err != nil {
 		return nil, err
 	}
+	if flushed != nil {
+		return c.newFile("", write, h, *flushed, sent) // opened by the flush of its create
+	}
 	var r mdsproto.OpenResp
-	h, sent := newHandle(), time.Now()
-	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, mdsproto.OpenReq{Ino: ino, Write: write, Handle: h, Session: c.writerSession(write)}, &r); err != nil {
+	if err := c.mdsWaitBusy(ctx, mdsproto.OpOpen, req, &r); err != nil {
 		return nil, err
 	}
 	return c.newFile("", write, h, r, sent)

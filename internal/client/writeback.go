@@ -516,6 +516,35 @@ func (w *writeBack) settle(ctx context.Context, ino uint64, stale bool) error {
 	return w.flush(ctx, d, false)
 }
 
+// settleOpen is settle(ctx, ino, true) for a writer's open of ino: if
+// ino's directory has ops queued, the open rides on the flush that sends
+// them (DirFlushReq.Open) and its answer comes back; nil if it was not
+// sent that way (nothing queued, another caller's batch, or refused),
+// and the caller opens as before.
+func (w *writeBack) settleOpen(ctx context.Context, ino uint64, req mdsproto.OpenReq) (*mdsproto.OpenResp, error) {
+	if w == nil {
+		return nil, nil
+	}
+	w.mu.Lock()
+	d := w.inodes[ino]
+	if d != nil {
+		name := d.byIno[ino]
+		e := d.names[name]
+		e.stale = true
+		d.names[name] = e
+	}
+	w.mu.Unlock()
+	if d == nil {
+		return nil, w.settle(ctx, ino, true)
+	}
+	who, _, named := w.c.wbCaller(ctx)
+	open := &flushOpen{req: req, caller: wbOp{who: who, hasWho: named}}
+	if err := w.flushWith(ctx, d, false, open); err != nil {
+		return nil, err
+	}
+	return open.resp, nil
+}
+
 // leave readies inode ino for a change at the MDS: a claimed directory
 // is released (its attributes are the MDS's again), a name in one sent
 // and its attributes asked of the MDS from then on.

@@ -25,6 +25,17 @@ type wbBatch struct {
 	once    mdsproto.Once
 	n       int  // the first n ops of the queue
 	release bool // ends the claim after them
+	// open, if set, is a writer's open sent with the batch (settleOpen):
+	// sent again with it, answered with it.
+	open *flushOpen
+}
+
+// flushOpen is a writer's open that rides on the flush of the queue
+// holding its file's create (mdsproto.DirFlushReq.Open).
+type flushOpen struct {
+	req    mdsproto.OpenReq
+	caller wbOp // who opens: the batch it rides on acts as the same
+	resp   *mdsproto.OpenResp
 }
 
 func (w *writeBack) poke() {
@@ -44,6 +55,7 @@ func (w *writeBack) run() {
 		case <-ctx.Done():
 			return
 		}
+		w.linger(ctx)
 		for ctx.Err() == nil {
 			d := w.nextToSend()
 			if d == nil {
@@ -56,6 +68,26 @@ func (w *writeBack) run() {
 				Pause(ctx, 100*time.Millisecond) // the MDS is away or busy: again soon
 			}
 		}
+	}
+}
+
+// wbLinger is how long the sender lets new ops wait before it sends
+// them: a file's first write follows its create at once (tar, cp), and
+// its open then rides on the flush that sends the create (settleOpen),
+// where a create already sent costs the write a flush to wait for and an
+// open of its own. A recall, or a full queue, is not kept waiting.
+const wbLinger = 2 * time.Millisecond
+
+// linger waits wbLinger unless a claim is ending or the queue is full.
+func (w *writeBack) linger(ctx context.Context) {
+	w.mu.Lock()
+	urgent := w.queued >= maxQueuedNameOps/2
+	for _, d := range w.dirs {
+		urgent = urgent || d.ending
+	}
+	w.mu.Unlock()
+	if !urgent {
+		Pause(ctx, wbLinger)
 	}
 }
 
@@ -75,7 +107,13 @@ func (w *writeBack) nextToSend() *wbDir {
 // flush sends d's queued ops, a batch at a time, and with release ends
 // the claim after them. One batch of d is on its way at a time.
 func (w *writeBack) flush(ctx context.Context, d *wbDir, release bool) error {
-	err := w.flushLocking(ctx, d, release)
+	return w.flushWith(ctx, d, release, nil)
+}
+
+// flushWith is flush, sending open with the batch that empties the queue
+// (its answer is then in open.resp).
+func (w *writeBack) flushWith(ctx context.Context, d *wbDir, release bool, open *flushOpen) error {
+	err := w.flushLocking(ctx, d, release, open)
 	w.notifyEnded()
 	// The sender skips a directory with a batch on its way, so a recall
 	// (or an op queued) while a caller's flush was out, or what that
@@ -89,7 +127,7 @@ func (w *writeBack) flush(ctx context.Context, d *wbDir, release bool) error {
 	return err
 }
 
-func (w *writeBack) flushLocking(ctx context.Context, d *wbDir, release bool) error {
+func (w *writeBack) flushLocking(ctx context.Context, d *wbDir, release bool, open *flushOpen) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
@@ -114,6 +152,9 @@ func (w *writeBack) flushLocking(ctx context.Context, d *wbDir, release bool) er
 		if b == nil {
 			n := w.batchLen(d)
 			b = &wbBatch{once: w.c.once.begin(), n: n, release: release && n == len(d.queue)}
+			if open != nil && open.resp == nil && n == len(d.queue) && n > 0 && sameCaller(d.queue[0], open.caller) {
+				b.open = open
+			}
 			d.inflight = b
 		}
 		ops := d.queue[:b.n:b.n]
@@ -211,7 +252,15 @@ func (w *writeBack) send(ctx context.Context, d *wbDir, ops []wbOp, b *wbBatch) 
 	if len(ops) > 0 && ops[0].hasWho {
 		ctx = WithCaller(ctx, ops[0].who)
 	}
-	return w.c.mutateAs(ctx, w.pool, b.once, mdsproto.OpDirFlush, req, nil)
+	var resp mdsproto.DirFlushResp
+	if b.open != nil {
+		req.Open = &b.open.req
+	}
+	err := w.c.mutateAs(ctx, w.pool, b.once, mdsproto.OpDirFlush, req, &resp)
+	if err == nil && b.open != nil {
+		b.open.resp = resp.Open
+	}
+	return err
 }
 
 // releaseUnheard releases a claim whose grant the client never heard

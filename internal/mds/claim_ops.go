@@ -392,13 +392,35 @@ func (c *metaCaches) heldClaim(ctx context.Context, tx kv.Reader, dir, session, 
 
 // dirFlush applies a claim holder's creates and unlinks in one
 // transaction.
-func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (struct{}, error) {
+func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (mdsproto.DirFlushResp, error) {
 	if len(req.Ops) > s.caches.maxFlushOps {
-		return struct{}{}, wire.Errorf(wire.ErrInvalid, "%d ops in one flush, at most %d", len(req.Ops), s.caches.maxFlushOps)
+		return mdsproto.DirFlushResp{}, wire.Errorf(wire.ErrInvalid, "%d ops in one flush, at most %d", len(req.Ops), s.caches.maxFlushOps)
 	}
 	if req.Session == 0 || requesterOf(ctx) != req.Session {
-		return struct{}{}, wire.Errorf(wire.ErrInvalid, "a flush is a named mutation of the claim's session")
+		return mdsproto.DirFlushResp{}, wire.Errorf(wire.ErrInvalid, "a flush is a named mutation of the claim's session")
 	}
+	if err := s.applyFlush(ctx, req); err != nil {
+		return mdsproto.DirFlushResp{}, err
+	}
+	return s.flushOpen(ctx, req), nil
+}
+
+// flushOpen opens the file a flush asks for, if it may be opened (the
+// flush itself succeeded: a failed open is not its failure).
+func (s *Server) flushOpen(ctx context.Context, req mdsproto.DirFlushReq) mdsproto.DirFlushResp {
+	if req.Open == nil {
+		return mdsproto.DirFlushResp{}
+	}
+	r, err := s.open(ctx, *req.Open)
+	if err != nil {
+		s.cfg.Log.Debug("open with a flush", "ino", req.Open.Ino, "err", err)
+		return mdsproto.DirFlushResp{}
+	}
+	return mdsproto.DirFlushResp{Open: &r}
+}
+
+// applyFlush applies a flush's ops (and its release) in one transaction.
+func (s *Server) applyFlush(ctx context.Context, req mdsproto.DirFlushReq) error {
 	ctx = withReader(context.WithValue(ctx, claimFlushKey{}, true), req.Session)
 	err := s.mutate(ctx, func(tx kv.Txn) error {
 		var rec claimRec
@@ -430,12 +452,12 @@ func (s *Server) dirFlush(ctx context.Context, req mdsproto.DirFlushReq) (struct
 	})
 	if errors.Is(err, kv.ErrTooLarge) {
 		// Send fewer at a time (the holder sends them one by one).
-		return struct{}{}, wire.Errorf(wire.ErrInvalid, "%d ops too many for one transaction: %v", len(req.Ops), err)
+		return wire.Errorf(wire.ErrInvalid, "%d ops too many for one transaction: %v", len(req.Ops), err)
 	}
 	if err == nil && req.Release {
 		s.caches.table.endClaim(req.Dir, req.Claim)
 	}
-	return struct{}{}, err
+	return err
 }
 
 // wrapOp names the op of a flush that failed, keeping its code.

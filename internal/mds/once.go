@@ -192,6 +192,13 @@ func (s *Server) onceReplay(ctx context.Context, r *wire.Request, rec onceRec) (
 		return *rec.Inode, nil
 	case mdsproto.OpXattr:
 		return mdsproto.XattrResp{}, nil
+	case mdsproto.OpDirFlush:
+		// The open it asked for is this retry's (same handle).
+		req, err := decode[mdsproto.DirFlushReq](r.Meta)
+		if err != nil {
+			return nil, err
+		}
+		return s.flushOpen(ctx, req), nil
 	}
 	return struct{}{}, nil
 }

@@ -56,6 +56,17 @@ type DirFlushReq struct {
 	Claim   uint64  `json:"claim"`
 	Ops     []DirOp `json:"ops,omitempty"`
 	Release bool    `json:"release,omitempty"`
+	// Open, once the ops are applied, opens a file the claim made (most
+	// often by the last of them) for the flush's caller, as an OpenReq
+	// would, in the same round trip: a small file's first write costs one
+	// request, not a flush and then an open. A failed open fails nothing
+	// else: DirFlushResp.Open is nil, and the client opens as before.
+	Open *OpenReq `json:"open,omitempty"`
+}
+
+// DirFlushResp answers a DirFlush: the file Open asked for, if opened.
+type DirFlushResp struct {
+	Open *OpenResp `json:"open,omitempty"`
 }
 
 // DirOp is one create (of an empty regular file) or, with Remove, one
