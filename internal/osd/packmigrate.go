@@ -99,8 +99,10 @@ func (s *Store) migrate(k ObjKey) (bool, error) {
 	if err != nil {
 		return false, s.ioError(err)
 	}
+	s.mu.Lock() // goneLocked and eviction look at an object's files under the store's lock
 	o.closeFiles()
 	o.packed, o.data, o.sum, o.lastSeq = true, nil, nil, seq
+	s.mu.Unlock()
 	return true, s.removeObjectFiles(k)
 }
 

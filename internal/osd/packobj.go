@@ -252,7 +252,9 @@ func (s *Store) promote(o *object) error {
 		f.closeFiles()
 		return s.ioError(err)
 	}
+	s.mu.Lock() // goneLocked and eviction look at an object's files under the store's lock
 	o.packed, o.data, o.sum = false, data, sum
+	s.mu.Unlock()
 	o.format, o.sumBase, o.dirSynced, o.lastSeq = f.format, f.sumBase, true, 0
 	return nil
 }

@@ -48,21 +48,21 @@ type ObjKey struct {
 type object struct {
 	key       ObjKey
 	mu        sync.RWMutex // writers exclusive, so readers never see a half-written block
-	data, sum File
-	size      int64     // data file length
-	version   uint64    // layout version from the sum header
-	format    uint16    // sum file format
-	sumBase   int64     // offset of block 0's checksum in the sum file
-	unflushed int64     // bytes written since writeback was last started
-	refs      int       // guarded by Store.mu
-	lastUse   uint64    // guarded by Store.mu
-	deleted   bool      // guarded by mu
-	checked   time.Time // when goneLocked last looked at its files; guarded by Store.mu
-	dropped   bool      // its files were removed from under the store: closed at its last release; guarded by Store.mu
-	dirSynced bool      // its directory entry is durable (guarded by mu)
-	fresh     bool      // created and not yet written to (guarded by mu)
-	packed    bool      // its state is an image in the pack, not files (packobj.go; guarded by mu)
-	lastSeq   uint64    // packed: the pack append of its last record (guarded by mu)
+	data, sum File         // nil while packed; changed under mu and Store.mu (promote, migrate)
+	size      int64        // data file length
+	version   uint64       // layout version from the sum header
+	format    uint16       // sum file format
+	sumBase   int64        // offset of block 0's checksum in the sum file
+	unflushed int64        // bytes written since writeback was last started
+	refs      int          // guarded by Store.mu
+	lastUse   uint64       // guarded by Store.mu
+	deleted   bool         // guarded by mu
+	checked   time.Time    // when goneLocked last looked at its files; guarded by Store.mu
+	dropped   bool         // its files were removed from under the store: closed at its last release; guarded by Store.mu
+	dirSynced bool         // its directory entry is durable (guarded by mu)
+	fresh     bool         // created and not yet written to (guarded by mu)
+	packed    bool         // its state is an image in the pack, not files (packobj.go; written under mu and Store.mu, read under either)
+	lastSeq   uint64       // packed: the pack append of its last record (guarded by mu)
 }
 
 // closeFiles closes o's files, if it has them.
