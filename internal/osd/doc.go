@@ -9,7 +9,7 @@
 //	DIR/braid-osd.json          superblock: {"format":2,"uuid":...,"osd_id":N}
 //	                            (format 1: no pack; raised to 2 at start, so
 //	                            a binary from before the pack refuses it)
-//	DIR/pack/SEQ.log            the pack: objects of up to 64 KiB, as
+//	DIR/pack/SEQ-SALT.log       the pack: objects of up to 64 KiB, as
 //	                            checksummed records in a log (pack.go,
 //	                            format in packfmt.go)
 //	DIR/objects/XX/INO.COMP.dat object data; XX = low byte of ino in hex,
@@ -49,7 +49,8 @@
 // packcompact.go). An object that grows past 64 KiB moves to its own
 // files; objects of a store from before the pack are moved in by
 // Migrate. An object lives in one place: if the pack holds it, files of
-// it are leftovers of a move a crash interrupted.
+// it are leftovers of a move a crash interrupted, removed at open before
+// any request is served.
 //
 // Durability: writes go to the page cache (write-behind), or, for the
 // 4 KiB-aligned middle of a write of 256 KiB or more on a disk-backed file

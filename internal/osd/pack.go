@@ -2,9 +2,11 @@ package osd
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,12 +24,17 @@ import (
 // waiting at the time (group commit), where the file store costs two
 // files, a directory entry and three fsyncs. Records are checksummed and
 // never changed in place (packfmt.go); the latest record of an object
-// wins. An in-memory index maps each object to its records; it is rebuilt
-// at open by reading every segment (a torn tail is cut off, a damaged
-// record skipped and its object made missing, so it is rebuilt from its
-// redundancy, never read as an older state). Compaction (packcompact.go)
-// copies the live records of segments mostly dead forward and removes
-// them. Objects that grow past packMaxBytes move to their own files.
+// wins. Each object's records carry its incarnation (birth), so a delete
+// or a label can only ever act on the incarnation it was written for,
+// wherever compaction moves it. An in-memory index maps each object to
+// its records; it is rebuilt at open by reading every segment. A torn
+// tail is cut off; a damaged record past the last synced mark (appended
+// after each group fsync) was torn by the power cut and is skipped, the
+// state before it standing; one before the mark rotted, and its object
+// is made missing, so it is rebuilt from its redundancy, never read as an
+// older state. Compaction (packcompact.go) copies the live records of
+// segments mostly dead forward and removes them. Objects that grow past
+// packMaxBytes move to their own files.
 type pack struct {
 	fs       FS
 	dir      string
@@ -43,6 +50,11 @@ type pack struct {
 	active  *segment
 	written uint64 // appends so far (their sequence numbers)
 	newDirs bool   // a segment was created or removed since the directory was synced
+	births  uint64 // the last incarnation number drawn
+	// syncedMark: everything before it was durable (the last synced
+	// record read at open, and where each group sync reached since).
+	syncedMark recLoc
+	pending    map[ObjKey]pendingLabel // while opening
 
 	smu     sync.Mutex
 	scond   sync.Cond
@@ -53,6 +65,7 @@ type pack struct {
 // segment is one log file.
 type segment struct {
 	seq   uint64
+	salt  uint64 // in its name; salts its records' header checksums
 	f     File
 	size  int64 // bytes appended
 	live  int64 // bytes of its records that are the latest of their object
@@ -61,6 +74,7 @@ type segment struct {
 
 // packEntry is where an object's latest records are.
 type packEntry struct {
+	birth   uint64 // its incarnation
 	img     recLoc // its image
 	label   recLoc // its label, if any (n == 0: none)
 	size    int64
@@ -86,53 +100,74 @@ const packSegmentBytes = 64 << 20
 // segment holds at most one record past packSegmentBytes.
 const maxSegmentFileBytes = 4 * packSegmentBytes
 
-func segName(seq uint64) string { return fmt.Sprintf("%016x.log", seq) }
+func segName(seq, salt uint64) string { return fmt.Sprintf("%016x-%016x.log", seq, salt) }
+
+// parseSegName reads a segment file's name back.
+func parseSegName(name string) (seq, salt uint64, ok bool) {
+	base, ok := strings.CutSuffix(name, ".log")
+	seqText, saltText, ok2 := strings.Cut(base, "-")
+	seq, err1 := strconv.ParseUint(seqText, 16, 64)
+	salt, err2 := strconv.ParseUint(saltText, 16, 64)
+	return seq, salt, ok && ok2 && err1 == nil && err2 == nil && len(seqText) == 16 && len(saltText) == 16
+}
 
 // openPack opens (creating) the pack in dir and reads its index.
 func openPack(fsys FS, dir string, segBytes int64, onFatal func(error)) (*pack, error) {
-	p := &pack{fs: fsys, dir: dir, onFatal: onFatal, segBytes: segBytes, index: map[ObjKey]*packEntry{}, segs: map[uint64]*segment{}}
+	p := &pack{fs: fsys, dir: dir, onFatal: onFatal, segBytes: segBytes, index: map[ObjKey]*packEntry{}, segs: map[uint64]*segment{}, pending: map[ObjKey]pendingLabel{}}
 	p.scond.L = &p.smu
 	if err := fsys.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	// The pack's own name must outlive a power cut as its contents do.
+	if _, err := syncDirOn(fsys, filepath.Dir(dir)); err != nil {
 		return nil, err
 	}
 	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	var seqs []uint64
+	type found struct{ seq, salt uint64 }
+	var segs []found
 	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), ".log")
-		if seq, err := strconv.ParseUint(name, 16, 64); ok && err == nil && len(name) == 16 {
-			seqs = append(seqs, seq)
+		if seq, salt, ok := parseSegName(e.Name()); ok {
+			segs = append(segs, found{seq, salt})
 		}
 	}
-	slices.Sort(seqs)
+	slices.SortFunc(segs, func(a, b found) int { return cmp.Compare(a.seq, b.seq) })
 	var damaged []damage
-	for i, seq := range seqs {
-		d, err := p.load(seq, i == len(seqs)-1)
+	for i, sg := range segs {
+		d, err := p.load(sg.seq, sg.salt, i == len(segs)-1)
 		if err != nil {
 			p.close()
 			return nil, err
 		}
 		damaged = append(damaged, d...)
 	}
-	if err := p.forget(damaged); err != nil {
+	p.pending = nil // labels of incarnations gone
+	if err := p.mend(damaged); err != nil {
 		p.close()
 		return nil, err
 	}
 	return p, nil
 }
 
-// damage is a record found damaged at open: its object and place.
+// damage is a record found damaged at open, as its trailer names it.
 type damage struct {
-	key ObjKey
-	at  recLoc
+	h  recHeader
+	at recLoc
+}
+
+// pendingLabel is a label read at open before any image of its
+// incarnation: compaction copied the image past it. The image adopts it.
+type pendingLabel struct {
+	birth uint64
+	loc   recLoc
 }
 
 // load reads segment seq into the index. The last segment's torn tail is
 // cut off.
-func (p *pack) load(seq uint64, last bool) ([]damage, error) {
-	path := filepath.Join(p.dir, segName(seq))
+func (p *pack) load(seq, salt uint64, last bool) ([]damage, error) {
+	path := filepath.Join(p.dir, segName(seq, salt))
 	f, err := p.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
@@ -151,8 +186,8 @@ func (p *pack) load(seq uint64, last bool) ([]damage, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	recs, end := scanSegment(b)
-	sg := &segment{seq: seq, f: f, size: int64(len(b))}
+	recs, end := scanSegment(salt, b)
+	sg := &segment{seq: seq, salt: salt, f: f, size: int64(len(b))}
 	if last && end < sg.size {
 		// Appended since the last fsync and torn by a crash: never acknowledged as durable.
 		if err := f.Truncate(end); err != nil {
@@ -165,31 +200,58 @@ func (p *pack) load(seq uint64, last bool) ([]damage, error) {
 	p.active = sg
 	var damaged []damage
 	for _, r := range recs {
-		if r.damaged {
-			damaged = append(damaged, damage{key: r.h.key, at: recLoc{seg: seq, off: r.off}})
-			p.drop(r.h.key)
-			continue
+		loc := recLoc{seg: seq, off: r.off, n: recBytes(int(r.h.bodyLen))}
+		switch {
+		case r.damaged:
+			damaged = append(damaged, damage{h: r.h, at: loc})
+		case r.h.kind == recSynced:
+			if m := syncedAt(r.body); before(p.syncedMark, m) {
+				p.syncedMark = m
+			}
+		default:
+			p.apply(r.h, loc, r.body, 0)
 		}
-		p.apply(r.h, recLoc{seg: seq, off: r.off, n: recBytes(int(r.h.bodyLen))}, r.body, 0)
+		p.births = max(p.births, r.h.birth)
 	}
 	return damaged, nil
 }
 
-// forget makes objects whose latest record was damaged missing, durably:
-// a read must not find an older state of them, and their redundancy
-// rebuilds them. An object written again after the damage keeps that.
-func (p *pack) forget(damaged []damage) error {
+// syncedAt is a synced record's mark: a segment and an offset, as one
+// recLoc (n 0).
+func syncedAt(body []byte) recLoc {
+	return recLoc{seg: binary.LittleEndian.Uint64(body), off: int64(binary.LittleEndian.Uint64(body[8:]))}
+}
+
+// mend deals with records found damaged at open. One past the last
+// synced mark was appended after the last fsync and torn by the power
+// cut: nothing acknowledged it as durable, and the state before it
+// stands. One before it rotted after it was durable: a damaged image
+// makes its incarnation missing, durably (a read must not find an older
+// image of it, and its redundancy rebuilds it), unless a later image
+// ended it; a damaged delete is written again; a damaged label is lost
+// (the MDS writes labels again as files change).
+func (p *pack) mend(damaged []damage) error {
 	var last uint64
 	for _, d := range damaged {
-		if e := p.index[d.key]; e != nil && before(d.at, e.img) {
+		if !before(d.at, p.syncedMark) {
 			continue
 		}
-		// Any segment may hold a label of it: the delete outlives them all.
-		seq, err := p.appendDelete(d.key, p.active.seq)
+		var seq uint64
+		var err error
+		switch d.h.kind {
+		case recImage:
+			if e := p.index[d.h.key]; e != nil && (e.birth != d.h.birth || before(d.at, e.img)) {
+				continue
+			}
+			// Any segment may hold a label of it: the delete outlives them all.
+			seq, err = p.appendDelete(d.h.key, d.h.birth, p.active.seq)
+		case recDelete:
+			seq, err = p.appendDelete(d.h.key, d.h.birth, d.h.killed)
+		}
 		if err != nil {
 			return err
 		}
-		last = seq
+		last = max(last, seq)
 	}
 	if last > 0 {
 		return p.waitDurable(last)
@@ -198,33 +260,46 @@ func (p *pack) forget(damaged []damage) error {
 }
 
 // apply records in the index that record h at loc is now the latest of
-// its kind for its object (mu held, or opening).
+// its kind for its incarnation (mu held, or opening).
 func (p *pack) apply(h recHeader, loc recLoc, body []byte, seq uint64) {
 	e := p.index[h.key]
 	switch h.kind {
 	case recImage:
-		// An image is the object's whole state: a label follows it
-		// (put and compaction write the label again after each image).
+		if e != nil && e.birth != h.birth {
+			p.drop(h.key) // a new incarnation: the old one's records are dead
+			e = nil
+		}
 		if e == nil {
-			e = &packEntry{}
+			e = &packEntry{birth: h.birth}
 			p.index[h.key] = e
+			if l, ok := p.pending[h.key]; ok && l.birth == h.birth {
+				e.label = l.loc
+				p.segs[l.loc.seg].live += l.loc.n
+			}
+			delete(p.pending, h.key)
 		} else {
 			p.dead(e.img)
-			p.dead(e.label)
-			e.label = recLoc{}
 		}
 		e.img = loc
 		e.version, e.size = imageMeta(body)
 		p.segs[loc.seg].live += loc.n
 	case recLabel:
-		if e == nil {
-			return // of an object gone since
+		if e == nil || e.birth != h.birth {
+			if p.pending != nil {
+				p.pending[h.key] = pendingLabel{birth: h.birth, loc: loc}
+			}
+			return
 		}
 		p.dead(e.label)
 		e.label = loc
 		p.segs[loc.seg].live += loc.n
 	case recDelete:
-		p.drop(h.key)
+		if l, ok := p.pending[h.key]; ok && l.birth == h.birth {
+			delete(p.pending, h.key)
+		}
+		if e != nil && e.birth == h.birth {
+			p.drop(h.key)
+		}
 		return
 	}
 	e.last = max(e.last, seq)
@@ -249,16 +324,18 @@ func (p *pack) dead(loc recLoc) {
 	}
 }
 
-// appendRecord writes rec at the end of the log and returns its place and
-// sequence number (mu held). The caller updates the index.
-func (p *pack) appendRecord(rec []byte) (recLoc, uint64, error) {
+// appendRecord writes the record that enc lays out for the segment it
+// goes to at the end of the log, and returns its place and sequence
+// number (mu held). The caller updates the index.
+func (p *pack) appendRecord(n int64, enc func(salt uint64) []byte) (recLoc, uint64, error) {
 	sg := p.active
-	if sg == nil || (sg.size > 0 && sg.size+int64(len(rec)) > p.segBytes) {
+	if sg == nil || (sg.size > 0 && sg.size+n > p.segBytes) {
 		var err error
 		if sg, err = p.newSegment(); err != nil {
 			return recLoc{}, 0, err
 		}
 	}
+	rec := enc(sg.salt)
 	if _, err := sg.f.WriteAt(rec, sg.size); err != nil {
 		return recLoc{}, 0, err
 	}
@@ -266,78 +343,61 @@ func (p *pack) appendRecord(rec []byte) (recLoc, uint64, error) {
 	sg.size += loc.n
 	sg.dirty = true
 	p.written++
-
 	return loc, p.written, nil
 }
 
-// newSegment starts the next segment (mu held).
+// newSegment starts the next segment, with a salt of its own (mu held).
 func (p *pack) newSegment() (*segment, error) {
 	seq := uint64(1)
 	if p.active != nil {
 		seq = p.active.seq + 1
 	}
-	f, err := p.fs.OpenFile(filepath.Join(p.dir, segName(seq)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	salt := rand.Uint64()
+	f, err := p.fs.OpenFile(filepath.Join(p.dir, segName(seq, salt)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	sg := &segment{seq: seq, f: f}
+	sg := &segment{seq: seq, salt: salt, f: f}
 	p.segs[seq] = sg
 	p.active = sg
 	p.newDirs = true
 	return sg, nil
 }
 
-// put appends a new image of k and makes it the object's latest.
+// put appends a new image of k and makes it the object's latest; an
+// object new to the pack gets a new incarnation.
 func (p *pack) put(k ObjKey, im *image) (uint64, error) {
+	body := im.encode()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.putRecord(encodeRecord(recImage, k, 0, im.encode()))
-}
-
-// putRecord appends image record rec, then the object's label again, so
-// the label follows the image that would otherwise end it (mu held).
-func (p *pack) putRecord(rec []byte) (uint64, error) {
-	h, _ := decodeHeader(rec)
-	var label []byte
-	if e := p.index[h.key]; e != nil && e.label.n > 0 {
-		label = make([]byte, e.label.n)
-		if _, err := p.segs[e.label.seg].f.ReadAt(label, e.label.off); err != nil && !errors.Is(err, io.EOF) {
-			return 0, err
-		}
-		if _, err := decodeHeader(label); err != nil {
-			label = nil // damaged: the object loses its label, not its data
-		}
+	h := recHeader{kind: recImage, key: k}
+	if e := p.index[k]; e != nil {
+		h.birth = e.birth
+	} else {
+		p.births++
+		h.birth = p.births
 	}
-	loc, seq, err := p.appendRecord(rec)
+	loc, seq, err := p.appendRecord(recBytes(len(body)), func(salt uint64) []byte { return encodeRecord(salt, h, body) })
 	if err != nil {
 		return 0, err
 	}
-	p.apply(h, loc, rec[recHeaderBytes:], seq)
-	if label != nil {
-		lloc, lseq, err := p.appendRecord(label)
-		if err != nil {
-			return 0, err
-		}
-		lh, _ := decodeHeader(label)
-		p.apply(lh, lloc, nil, lseq)
-		seq = lseq
-	}
+	p.apply(h, loc, body, seq)
 	return seq, nil
 }
 
 // putLabel appends label as k's label; k must be in the pack.
 func (p *pack) putLabel(k ObjKey, label []byte) (uint64, error) {
-	rec := encodeRecord(recLabel, k, 0, label)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.index[k] == nil {
+	e := p.index[k]
+	if e == nil {
 		return 0, nil
 	}
-	loc, seq, err := p.appendRecord(rec)
+	h := recHeader{kind: recLabel, key: k, birth: e.birth}
+	loc, seq, err := p.appendRecord(recBytes(len(label)), func(salt uint64) []byte { return encodeRecord(salt, h, label) })
 	if err != nil {
 		return 0, err
 	}
-	h, _ := decodeHeader(rec)
 	p.apply(h, loc, nil, seq)
 	return seq, nil
 }
@@ -346,11 +406,11 @@ func (p *pack) putLabel(k ObjKey, label []byte) (uint64, error) {
 func (p *pack) remove(k ObjKey) (uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.index[k] == nil {
+	e := p.index[k]
+	if e == nil {
 		return 0, nil
 	}
-	e := p.index[k]
-	return p.appendDelete(k, max(e.img.seg, e.label.seg))
+	return p.appendDelete(k, e.birth, max(e.img.seg, e.label.seg))
 }
 
 // before reports whether record a lies before record b in the log.
@@ -358,16 +418,17 @@ func before(a, b recLoc) bool {
 	return a.seg < b.seg || (a.seg == b.seg && a.off < b.off)
 }
 
-// appendDelete appends a delete of k and drops it from the index (mu
-// held, or opening). The record names killed, the segment of the record
-// it ends: every older record of k lies in it or before it, so
-// compaction knows when none is left for the delete to hide.
-func (p *pack) appendDelete(k ObjKey, killed uint64) (uint64, error) {
-	_, seq, err := p.appendRecord(encodeRecord(recDelete, k, killed, nil))
+// appendDelete appends a delete of incarnation birth of k and drops it
+// from the index (mu held, or opening). The record names killed, the
+// newest segment holding a record of that incarnation: compaction keeps
+// the delete while any segment up to it remains.
+func (p *pack) appendDelete(k ObjKey, birth, killed uint64) (uint64, error) {
+	h := recHeader{kind: recDelete, key: k, birth: birth, killed: killed}
+	loc, seq, err := p.appendRecord(recBytes(0), func(salt uint64) []byte { return encodeRecord(salt, h, nil) })
 	if err != nil {
 		return 0, err
 	}
-	p.drop(k)
+	p.apply(h, loc, nil, seq)
 	return seq, nil
 }
 
@@ -412,25 +473,23 @@ func (p *pack) readBody(k ObjKey, which func(*packEntry) recLoc) ([]byte, error)
 	p.mu.Lock()
 	e := p.index[k]
 	var loc recLoc
-	var f File
+	var sg *segment
 	if e != nil {
 		loc = which(e)
-		if sg := p.segs[loc.seg]; sg != nil {
-			f = sg.f
-		}
+		sg = p.segs[loc.seg]
 	}
 	p.mu.Unlock()
 	if loc.n == 0 {
 		return nil, nil
 	}
-	if f == nil {
+	if sg == nil {
 		return nil, wire.Errorf(wire.ErrCorrupt, "object %x.%d: packed record in a removed segment", k.Ino, k.Comp)
 	}
 	rec := make([]byte, loc.n)
-	if _, err := f.ReadAt(rec, loc.off); err != nil && !errors.Is(err, io.EOF) {
+	if _, err := sg.f.ReadAt(rec, loc.off); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	h, err := decodeHeader(rec)
+	h, err := decodeHeader(sg.salt, rec)
 	if err != nil || h.key != k || recBytes(int(h.bodyLen)) != loc.n {
 		return nil, wire.Errorf(wire.ErrCorrupt, "object %x.%d: packed record header: %v", k.Ino, k.Comp, err)
 	}
@@ -483,26 +542,58 @@ func (p *pack) syncOnce() (uint64, error) {
 	}
 	dirs := p.newDirs
 	p.newDirs = false
+	var mark recLoc
+	if p.active != nil {
+		mark = recLoc{seg: p.active.seq, off: p.active.size}
+	}
 	p.mu.Unlock()
 	slices.SortFunc(dirty, func(a, b *segment) int { return cmp.Compare(a.seq, b.seq) })
+	if err := p.fsync(dirty, dirs); err != nil {
+		p.mu.Lock() // a later sync tries them again (if the process goes on)
+		for _, sg := range dirty {
+			sg.dirty = true
+		}
+		p.newDirs = p.newDirs || dirs
+		p.mu.Unlock()
+		p.onFatal(err)
+		return 0, err
+	}
+	p.noteSynced(mark)
+	return upTo, nil
+}
 
-	for _, sg := range dirty {
+// fsync syncs segments, then the directory if dirs.
+func (p *pack) fsync(segs []*segment, dirs bool) error {
+	for _, sg := range segs {
 		if err := sg.f.Sync(); err != nil {
-			err = fmt.Errorf("fsync pack segment %s: %w", segName(sg.seq), err)
-			p.onFatal(err)
-			return 0, err
+			return fmt.Errorf("fsync pack segment %s: %w", segName(sg.seq, sg.salt), err)
 		}
 	}
 	if dirs {
 		if _, err := syncDirOn(p.fs, p.dir); err != nil {
 			// An open that fails is as fatal here: the segment's name
 			// cannot be made durable, and records in it were appended.
-			err = fmt.Errorf("fsync directory %s: %w", p.dir, err)
-			p.onFatal(err)
-			return 0, err
+			return fmt.Errorf("fsync directory %s: %w", p.dir, err)
 		}
 	}
-	return upTo, nil
+	return nil
+}
+
+// noteSynced appends a synced record: everything before mark is durable.
+// It is not synced itself (the next sync takes it along); lost, an open
+// takes damage a little before the mark for a torn write, not rot.
+func (p *pack) noteSynced(mark recLoc) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !before(p.syncedMark, mark) {
+		return
+	}
+	p.syncedMark = mark
+	var body [syncedBodyBytes]byte
+	binary.LittleEndian.PutUint64(body[:], mark.seg)
+	binary.LittleEndian.PutUint64(body[8:], uint64(mark.off))
+	h := recHeader{kind: recSynced}
+	_, _, _ = p.appendRecord(recBytes(len(body)), func(salt uint64) []byte { return encodeRecord(salt, h, body[:]) })
 }
 
 // keys lists the packed objects.

@@ -51,11 +51,11 @@ func (p *pack) compactOne() (bool, error) {
 	}
 	b := make([]byte, v.size) // sealed: its size is fixed
 	if n, err := v.f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
-		return false, fmt.Errorf("read pack segment %s: %w", segName(v.seq), err)
+		return false, fmt.Errorf("read pack segment %s: %w", segName(v.seq, v.salt), err)
 	}
-	recs, _ := scanSegment(b)
+	recs, _ := scanSegment(v.salt, b)
 	for _, r := range recs {
-		if r.damaged {
+		if r.damaged || r.h.kind == recSynced {
 			continue
 		}
 		if err := p.copyForward(v, r, b[r.off:r.off+recBytes(int(r.h.bodyLen))]); err != nil {
@@ -94,24 +94,17 @@ func (p *pack) copyForward(v *segment, r scannedRecord, raw []byte) error {
 			return nil
 		}
 	case recDelete:
-		if e != nil || !p.holdsOlder(r.h.killed, v.seq) {
+		// Its incarnation is told apart by birth, so a copy that lands
+		// after a newer incarnation's image does not end that one.
+		if !p.holdsOlder(r.h.killed, v.seq) {
 			return nil
 		}
 	}
-	if r.h.kind == recImage {
-		_, err := p.putRecord(raw)
-		return err
-	}
-	loc, _, err := p.appendRecord(raw)
+	loc, _, err := p.appendRecord(int64(len(raw)), func(salt uint64) []byte { return resalt(salt, raw) })
 	if err != nil {
 		return err
 	}
-	switch r.h.kind {
-	case recLabel:
-		p.dead(e.label)
-		e.label = loc
-		p.segs[loc.seg].live += loc.n
-	}
+	p.apply(r.h, loc, r.body, 0)
 	return nil
 }
 
@@ -138,7 +131,7 @@ func (p *pack) forgetIn(v *segment) error {
 			e.label = recLoc{}
 		}
 		if e.img.seg == v.seq {
-			if _, err := p.appendDelete(k, max(v.seq, e.label.seg)); err != nil {
+			if _, err := p.appendDelete(k, e.birth, max(v.seq, e.label.seg)); err != nil {
 				return err
 			}
 		}
@@ -155,7 +148,7 @@ func (p *pack) removeSegment(v *segment) error {
 	delete(p.segs, v.seq)
 	p.mu.Unlock()
 	_ = v.f.Close()
-	err := p.fs.Remove(filepath.Join(p.dir, segName(v.seq)))
+	err := p.fs.Remove(filepath.Join(p.dir, segName(v.seq, v.salt)))
 	p.rmu.Unlock()
 	if err != nil {
 		return err

@@ -9,10 +9,9 @@ import (
 )
 
 // Migrate moves small objects of a store written before the pack into it,
-// up to limit of them, and removes files a move that a crash interrupted
-// left behind (promote, or an earlier Migrate: the pack's image is the
-// object, the files are leftovers). It reports how many it moved and
-// whether objects to move remain. An object is moved under its lock:
+// up to limit of them (files a move that a crash cut short left behind
+// are removed at open, before any request). It reports how many it
+// moved and whether objects to move remain. An object is moved under its lock:
 // its image and label are appended and made durable, then its files
 // removed and their directory synced.
 func (s *Store) Migrate(limit int) (moved int, more bool, err error) {
@@ -62,7 +61,7 @@ func (s *Store) Migrate(limit int) (moved int, more bool, err error) {
 // pack holds it already. It reports whether it removed files.
 func (s *Store) migrate(k ObjKey) (bool, error) {
 	if s.packed(k) {
-		return true, s.removeObjectFiles(k)
+		return false, nil // leftovers of a move are removed at open (scanUsed); a move under way is promote's
 	}
 	o, err := s.acquire(k, false, 0)
 	if err != nil || o == nil {
@@ -102,6 +101,7 @@ func (s *Store) migrate(k ObjKey) (bool, error) {
 	s.mu.Lock() // goneLocked and eviction look at an object's files under the store's lock
 	o.closeFiles()
 	o.packed, o.data, o.sum, o.lastSeq = true, nil, nil, seq
+	o.stored.Store(true)
 	s.mu.Unlock()
 	return true, s.removeObjectFiles(k)
 }

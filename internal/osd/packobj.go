@@ -24,6 +24,9 @@ func (s *Store) imageOf(o *object) (*image, error) {
 	if err != nil {
 		return nil, s.ioError(err)
 	}
+	if im == nil && o.stored.Load() {
+		return nil, errGoneFromPack(o.key)
+	}
 	if im == nil {
 		return &image{version: o.version}, nil
 	}
@@ -39,7 +42,14 @@ func (s *Store) putImage(o *object, im *image) error {
 	}
 	s.usedBytes.Add(im.size() - o.size)
 	o.size, o.lastSeq = im.size(), seq
+	o.stored.Store(true)
 	return nil
+}
+
+// errGoneFromPack: a packed object stored before is no longer in the
+// pack (its record was damaged): it is lost, never read as zeros.
+func errGoneFromPack(k ObjKey) error {
+	return wire.Errorf(wire.ErrLost, "object %x.%d: its packed record was damaged", k.Ino, k.Comp)
 }
 
 // resize sets im's length to n: new blocks are holes, and a cut last
@@ -125,6 +135,9 @@ func (s *Store) packRead(o *object, off int64, buf []byte) error {
 	im, err := s.pack.readImage(o.key)
 	if err != nil {
 		return s.ioError(err)
+	}
+	if im == nil && o.stored.Load() {
+		return errGoneFromPack(o.key)
 	}
 	if im == nil {
 		im = &image{}
@@ -254,6 +267,7 @@ func (s *Store) promote(o *object) error {
 	}
 	s.mu.Lock() // goneLocked and eviction look at an object's files under the store's lock
 	o.packed, o.data, o.sum = false, data, sum
+	o.stored.Store(false)
 	s.mu.Unlock()
 	o.format, o.sumBase, o.dirSynced, o.lastSeq = f.format, f.sumBase, true, 0
 	return nil

@@ -123,6 +123,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.CapacityBytes > 0 {
 		// Enforce the configured capacity as a disk of that size would.
 		store.fs = NewLimitFS(fsys, cfg.CapacityBytes, store.UsedBytes())
+		store.pack.fs = store.fs // the pack's segments count too
 	}
 	ln, err := wire.OrTCP(cfg.Network).Listen(cfg.Listen)
 	if err != nil {

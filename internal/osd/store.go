@@ -63,6 +63,10 @@ type object struct {
 	fresh     bool         // created and not yet written to (guarded by mu)
 	packed    bool         // its state is an image in the pack, not files (packobj.go; written under mu and Store.mu, read under either)
 	lastSeq   uint64       // packed: the pack append of its last record (guarded by mu)
+	// stored: packed and in the pack (it has an image there). One that
+	// is not there any more was made missing under the store (a damaged
+	// record, compaction's forgetIn): goneLocked drops it.
+	stored atomic.Bool
 }
 
 // closeFiles closes o's files, if it has them.
@@ -134,8 +138,16 @@ func (s *Store) scanUsed() (int64, error) {
 		if err != nil {
 			continue
 		}
+		leftovers := false
 		for _, e := range entries {
-			if k, ok := ParseObjectName(e.Name()); ok && !s.packed(k) {
+			if k, ok := ParseObjectName(e.Name()); ok && s.packed(k) {
+				// A move into or out of the pack that a crash cut short:
+				// the pack's image is the object, the files leftovers.
+				if err := s.removeObjectFiles(k); err != nil {
+					return 0, err
+				}
+				leftovers = true
+			} else if ok {
 				if fi, err := e.Info(); err == nil {
 					used += fi.Size()
 				}
@@ -144,6 +156,11 @@ func (s *Store) scanUsed() (int64, error) {
 				// Kept a retention from now: their age before the start
 				// is not known.
 				s.tombs.push(filepath.Join(root, sd.Name(), e.Name()), s.now())
+			}
+		}
+		if leftovers {
+			if err := s.syncDir(filepath.Join(root, sd.Name())); err != nil {
+				return 0, err
 			}
 		}
 	}
@@ -220,8 +237,16 @@ func (s *Store) release(o *object) {
 // drops o when its files are gone, so the caller opens the key afresh
 // (and finds it missing); requests already holding o finish with it.
 func (s *Store) goneLocked(o *object) bool {
+	if o.packed {
+		if !o.stored.Load() || s.packed(o.key) {
+			return false
+		}
+		delete(s.open, o.key) // gone from the pack under the store: opened afresh, missing
+		o.dropped = true
+		return true
+	}
 	now := s.now()
-	if o.packed || now.Sub(o.checked) < revalidateAfter {
+	if now.Sub(o.checked) < revalidateAfter {
 		return false
 	}
 	o.checked = now
@@ -278,7 +303,9 @@ const evictToObjects = maxOpenObjects * 7 / 8
 
 func (s *Store) openObject(k ObjKey, create bool, version uint64) (*object, error) {
 	if e, ok := s.pack.lookup(k); ok {
-		return &object{key: k, packed: true, size: e.size, version: e.version, lastSeq: e.last, format: sumFormat}, nil
+		o := &object{key: k, packed: true, size: e.size, version: e.version, lastSeq: e.last, format: sumFormat}
+		o.stored.Store(true)
+		return o, nil
 	}
 	dataPath, sumPath := s.path(k, "dat"), s.path(k, "sum")
 	sum, err := s.fs.OpenFile(sumPath, os.O_RDWR, 0)

@@ -401,12 +401,14 @@ func TestDataMapSkipsHoles(t *testing.T) {
 // panics nor returns a record that does not check, and a record written
 // by the store reads back as written.
 func FuzzPackSegment(f *testing.F) {
+	const salt = 0x5a17
 	img := (&image{version: 3, sums: []uint32{1}, data: []byte("data")}).encode()
-	f.Add(encodeRecord(recImage, ObjKey{Ino: 1}, 0, img))
-	f.Add(append(encodeRecord(recLabel, ObjKey{Ino: 2, Comp: 1}, 0, []byte("label")), encodeRecord(recDelete, ObjKey{Ino: 2}, 7, nil)...))
+	f.Add(encodeRecord(salt, recHeader{kind: recImage, key: ObjKey{Ino: 1}, birth: 1}, img))
+	f.Add(append(encodeRecord(salt, recHeader{kind: recLabel, key: ObjKey{Ino: 2, Comp: 1}, birth: 2}, []byte("label")),
+		encodeRecord(salt, recHeader{kind: recDelete, key: ObjKey{Ino: 2}, birth: 2, killed: 7}, nil)...))
 	f.Add([]byte("BPK1 not a record"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		recs, end := scanSegment(b)
+		recs, end := scanSegment(salt, b)
 		if end > int64(len(b)) || end%recAlign != 0 && end != 0 {
 			t.Fatalf("end %d of %d bytes", end, len(b))
 		}
@@ -414,7 +416,7 @@ func FuzzPackSegment(f *testing.F) {
 			if r.damaged {
 				continue
 			}
-			if _, n, ok := recordAt(b, r.off); !ok || r.off+n > end {
+			if _, n, ok := recordAt(salt, b, r.off); !ok || r.off+n > end {
 				t.Fatalf("record at %d does not check, or lies past the end %d", r.off, end)
 			}
 			if r.h.kind == recImage {
@@ -476,15 +478,22 @@ func TestMigrateMovesSmallObjectsIntoThePack(t *testing.T) {
 	if s.UsedBytes() != int64(len(buf))+200<<10 {
 		t.Fatalf("used %d", s.UsedBytes())
 	}
-	// A move interrupted after the pack took the object: the files are leftovers.
+	// A move a crash cut short after the pack took the object: the files
+	// are leftovers, removed before the store serves (a delete of the
+	// object must not bring them back).
 	if err := os.WriteFile(s.path(small, "dat"), []byte("stale"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if moved, _, err := s.Migrate(100); err != nil || moved != 1 {
-		t.Fatalf("leftovers: %d removed (%v)", moved, err)
-	}
+	s.Close()
+	s = openPackedStore(t, OSFS{}, dir)
 	if _, err := os.Stat(s.path(small, "dat")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("leftover files remain: %v", err)
+	}
+	if err := s.Delete(small, 4); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := s.Stat(small); n != 0 || err != nil {
+		t.Fatalf("deleted object: %d bytes (%v)", n, err)
 	}
 }
 
@@ -504,7 +513,7 @@ func TestPackedDamageIsCorruptThenMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _ := s.pack.lookup(k)
-	seg := filepath.Join(dir, "pack", segName(e.img.seg))
+	seg := filepath.Join(dir, "pack", segName(e.img.seg, s.pack.segs[e.img.seg].salt))
 	raw, _ := os.ReadFile(seg)
 	raw[e.img.off+recHeaderBytes+20] ^= 1
 	if err := os.WriteFile(seg, raw, 0o600); err != nil {
@@ -523,5 +532,92 @@ func TestPackedDamageIsCorruptThenMissing(t *testing.T) {
 		if n, _, err := s.Read(other, 1, 0, buf[:5]); err != nil || n != 5 || string(buf[:5]) != "other" {
 			t.Fatalf("another object: %d bytes %q (%v)", n, buf[:5], err)
 		}
+	}
+}
+
+// A write a power cut tore after the last fsync (its header and trailer
+// reached the disk, a page between them did not) is not taken for rot:
+// the object keeps its synced image, it is not made missing.
+func TestTornUnsyncedWriteKeepsTheSyncedImage(t *testing.T) {
+	dir := t.TempDir()
+	s := openPackedStore(t, OSFS{}, dir)
+	k := ObjKey{Ino: 1}
+	synced := bytes.Repeat([]byte("v1"), 6000)
+	if _, err := s.Write(k, 1, 0, synced, osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(k, 1, 0, bytes.Repeat([]byte("v2"), 6000), 0); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := s.pack.lookup(k)
+	seg := filepath.Join(dir, "pack", segName(e.img.seg, s.pack.segs[e.img.seg].salt))
+	s.Close()
+	raw, _ := os.ReadFile(seg)
+	clear(raw[e.img.off+4096 : e.img.off+8192]) // a page of the unsynced image never written
+	if err := os.WriteFile(seg, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = openPackedStore(t, OSFS{}, dir)
+	buf := make([]byte, len(synced))
+	if n, _, err := s.Read(k, 1, 0, buf); err != nil || n != int64(len(synced)) || !bytes.Equal(buf, synced) {
+		t.Fatalf("after a torn unsynced write: %d bytes (%v), want the synced image", n, err)
+	}
+}
+
+// An object whose record rots while the store runs, and whose segment is
+// then compacted, reads as lost, never as zeros, and takes a new write
+// (its rebuild).
+func TestRotCompactedAwayIsLostNotZeros(t *testing.T) {
+	dir := t.TempDir()
+	s := openPackedStore(t, OSFS{}, dir)
+	s.pack.segBytes = 16 << 10
+	k, dead := ObjKey{Ino: 1}, ObjKey{Ino: 2}
+	if _, err := s.Write(dead, 1, 0, make([]byte, 10000), osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(k, 1, 0, bytes.Repeat([]byte("k"), 3000), osdproto.FlagSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(dead, 1); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := s.pack.lookup(k)
+	for i := range 6 { // fill and seal segments; the others die, so k's segment is mostly dead
+		o := ObjKey{Ino: 100 + uint64(i)}
+		if _, err := s.Write(o, 1, 0, make([]byte, 10000), osdproto.FlagSync); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(o, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sg := s.pack.segs[e.img.seg]
+	var b [1]byte
+	if _, err := sg.f.ReadAt(b[:], e.img.off+recHeaderBytes+100); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 1
+	if _, err := sg.f.WriteAt(b[:], e.img.off+recHeaderBytes+100); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if did, err := s.Compact(); err != nil {
+			t.Fatal(err)
+		} else if !did {
+			break
+		}
+	}
+	if _, ok := s.pack.segs[e.img.seg]; ok {
+		t.Fatal("the damaged record's segment was not compacted")
+	}
+	buf := make([]byte, 10)
+	if n, _, err := s.Read(k, 1, 0, buf); err == nil && n > 0 {
+		t.Fatalf("a damaged, compacted object reads %d bytes %q", n, buf)
+	}
+	if _, err := s.Write(k, 2, 0, []byte("rebuilt"), osdproto.FlagSync); err != nil {
+		t.Fatalf("rebuilding it: %v", err)
+	}
+	if n, _, err := s.Read(k, 2, 0, buf[:7]); err != nil || n != 7 || string(buf[:7]) != "rebuilt" {
+		t.Fatalf("rebuilt object: %d %q %v", n, buf[:7], err)
 	}
 }
