@@ -67,12 +67,17 @@ func (p *pack) compactOne() (bool, error) {
 	}
 	// Everything appended so far is made durable, not only the copies:
 	// a record of v that a later one superseded may be the last durable
-	// state of its object until that later one is synced.
-	p.mu.Lock()
-	last := p.written
-	p.mu.Unlock()
-	if err := p.waitDurable(last); err != nil {
-		return false, err
+	// state of its object until that later one is synced. Then once more,
+	// so the synced mark that sync appended is durable too: v may hold
+	// the newest mark, and an open without it would take rot for torn
+	// writes.
+	for range 2 {
+		p.mu.Lock()
+		last := p.written
+		p.mu.Unlock()
+		if err := p.waitDurable(last); err != nil {
+			return false, err
+		}
 	}
 	return true, p.removeSegment(v)
 }

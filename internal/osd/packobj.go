@@ -257,6 +257,7 @@ func (s *Store) promote(o *object) error {
 		f.closeFiles()
 		return err
 	}
+	o.stored.Store(false) // leaving the pack: not gone from under the store (goneLocked)
 	seq, err := s.pack.remove(o.key)
 	if err == nil {
 		err = s.pack.waitDurable(seq)
@@ -267,7 +268,6 @@ func (s *Store) promote(o *object) error {
 	}
 	s.mu.Lock() // goneLocked and eviction look at an object's files under the store's lock
 	o.packed, o.data, o.sum = false, data, sum
-	o.stored.Store(false)
 	s.mu.Unlock()
 	o.format, o.sumBase, o.dirSynced, o.lastSeq = f.format, f.sumBase, true, 0
 	return nil

@@ -238,7 +238,10 @@ func (s *Store) release(o *object) {
 // (and finds it missing); requests already holding o finish with it.
 func (s *Store) goneLocked(o *object) bool {
 	if o.packed {
-		if !o.stored.Load() || s.packed(o.key) {
+		// Only an idle one: a request holding it (a promotion between
+		// the pack's delete and its files) must not find a second
+		// object of the same key beside it.
+		if o.refs > 0 || !o.stored.Load() || s.packed(o.key) {
 			return false
 		}
 		delete(s.open, o.key) // gone from the pack under the store: opened afresh, missing
