@@ -377,6 +377,12 @@ func (p *pack) put(k ObjKey, im *image) (uint64, error) {
 		p.births++
 		h.birth = p.births
 	}
+	return p.appendApplied(h, body)
+}
+
+// appendApplied appends record h with body and applies it to the index
+// (mu held, or opening).
+func (p *pack) appendApplied(h recHeader, body []byte) (uint64, error) {
 	loc, seq, err := p.appendRecord(recBytes(len(body)), func(salt uint64) []byte { return encodeRecord(salt, h, body) })
 	if err != nil {
 		return 0, err
@@ -393,13 +399,7 @@ func (p *pack) putLabel(k ObjKey, label []byte) (uint64, error) {
 	if e == nil {
 		return 0, nil
 	}
-	h := recHeader{kind: recLabel, key: k, birth: e.birth}
-	loc, seq, err := p.appendRecord(recBytes(len(label)), func(salt uint64) []byte { return encodeRecord(salt, h, label) })
-	if err != nil {
-		return 0, err
-	}
-	p.apply(h, loc, nil, seq)
-	return seq, nil
+	return p.appendApplied(recHeader{kind: recLabel, key: k, birth: e.birth}, label)
 }
 
 // remove appends a delete of k, if k is in the pack; seq 0 if not.
@@ -423,13 +423,7 @@ func before(a, b recLoc) bool {
 // newest segment holding a record of that incarnation: compaction keeps
 // the delete while any segment up to it remains.
 func (p *pack) appendDelete(k ObjKey, birth, killed uint64) (uint64, error) {
-	h := recHeader{kind: recDelete, key: k, birth: birth, killed: killed}
-	loc, seq, err := p.appendRecord(recBytes(0), func(salt uint64) []byte { return encodeRecord(salt, h, nil) })
-	if err != nil {
-		return 0, err
-	}
-	p.apply(h, loc, nil, seq)
-	return seq, nil
+	return p.appendApplied(recHeader{kind: recDelete, key: k, birth: birth, killed: killed}, nil)
 }
 
 // lookup returns a copy of k's entry, if k is packed.
