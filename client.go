@@ -179,6 +179,15 @@ func (c *Client) OpenIno(ctx context.Context, ino uint64, write bool) (*File, er
 	return wrapFile(f), err
 }
 
+// OpenInoWhole opens file ino, made under a write-back claim
+// (CreateDeferredAt) and not yet written, for a writer that writes its
+// size bytes at once: a small file is placed mirrored if the MDS has not
+// been sent its create yet.
+func (c *Client) OpenInoWhole(ctx context.Context, ino uint64, size int64) (*File, error) {
+	f, err := c.c.OpenInoWhole(ctx, ino, size)
+	return wrapFile(f), err
+}
+
 // ReadDir lists directory p in name order.
 func (c *Client) ReadDir(ctx context.Context, p string) ([]FileInfo, error) {
 	return c.c.ReadDir(ctx, p)

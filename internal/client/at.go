@@ -108,9 +108,23 @@ func (c *Client) CreateDeferredAt(ctx context.Context, dir uint64, name string, 
 
 // OpenIno opens file ino, for writing too if write is set.
 func (c *Client) OpenIno(ctx context.Context, ino uint64, write bool) (*File, error) {
+	return c.openIno(ctx, ino, write, 0)
+}
+
+// OpenInoWhole opens file ino, made empty under a write-back claim
+// (CreateDeferredAt), for a writer that writes all of its size bytes at
+// once and closes it. If the MDS has not been sent its create yet, the
+// create says the size: a small file is then placed mirrored, as one made
+// with CreateOptions.SizeHint, so its close writes one unit per copy
+// rather than a coded stripe.
+func (c *Client) OpenInoWhole(ctx context.Context, ino uint64, size int64) (*File, error) {
+	return c.openIno(ctx, ino, true, size)
+}
+
+func (c *Client) openIno(ctx context.Context, ino uint64, write bool, sizeHint int64) (*File, error) {
 	h, sent := newHandle(), time.Now()
 	req := mdsproto.OpenReq{Ino: ino, Write: write, Handle: h, Session: c.writerSession(write)}
-	flushed, err := c.wbIfAny().settleOpen(ctx, ino, req)
+	flushed, err := c.wbIfAny().settleOpen(ctx, ino, req, sizeHint)
 	if err != nil {
 		return nil, err
 	}

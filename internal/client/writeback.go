@@ -521,7 +521,11 @@ func (w *writeBack) settle(ctx context.Context, ino uint64, stale bool) error {
 // them (DirFlushReq.Open) and its answer comes back; nil if it was not
 // sent that way (nothing queued, another caller's batch, or refused),
 // and the caller opens as before.
-func (w *writeBack) settleOpen(ctx context.Context, ino uint64, req mdsproto.OpenReq) (*mdsproto.OpenResp, error) {
+//
+// sizeHint, if above 0, is the size the writer fills the file to at
+// once: if the create is still queued it carries it, and a small file
+// is placed as one (mdsproto.DirOp.SizeHint).
+func (w *writeBack) settleOpen(ctx context.Context, ino uint64, req mdsproto.OpenReq, sizeHint int64) (*mdsproto.OpenResp, error) {
 	if w == nil {
 		return nil, nil
 	}
@@ -532,6 +536,9 @@ func (w *writeBack) settleOpen(ctx context.Context, ino uint64, req mdsproto.Ope
 		e := d.names[name]
 		e.stale = true
 		d.names[name] = e
+		if sizeHint > 0 && e.a.Size == 0 {
+			d.hintQueuedCreate(ino, sizeHint)
+		}
 	}
 	w.mu.Unlock()
 	if d == nil {
@@ -543,6 +550,22 @@ func (w *writeBack) settleOpen(ctx context.Context, ino uint64, req mdsproto.Ope
 		return nil, err
 	}
 	return open.resp, nil
+}
+
+// hintQueuedCreate sets the size hint of ino's create if it is queued
+// and not yet sent (the batch in flight holds the first ops of the queue
+// as they were sent: those are not changed). The caller holds w.mu.
+func (d *wbDir) hintQueuedCreate(ino uint64, sizeHint int64) {
+	from := 0
+	if d.inflight != nil {
+		from = d.inflight.n
+	}
+	for i := len(d.queue) - 1; i >= from; i-- {
+		if op := &d.queue[i].op; op.Ino == ino && !op.Remove {
+			op.SizeHint = sizeHint
+			return
+		}
+	}
 }
 
 // leave readies inode ino for a change at the MDS: a claimed directory

@@ -198,6 +198,7 @@ type mount struct {
 	// even for an inode it knows, so the node cannot be found from there.
 	wmu     sync.Mutex
 	writing map[uint64]*node
+	filling map[uint64]*node // nodes whose handles keep bytes for their close (whole.go)
 
 	callers callerCache // who requests act as (callers.go)
 }
@@ -216,8 +217,10 @@ type node struct {
 	writer     *braid.File
 	writerRefs int
 	// deferred are the open handles of a file made under a write-back
-	// claim not yet opened at the MDS (guarded by mu).
+	// claim not yet opened at the MDS (guarded by mu); filling counts
+	// those that keep bytes for their close (whole.go).
 	deferred map[*handle]struct{}
+	filling  int
 
 	// modeGid is the mode (low 32 bits) and group last seen, for the
 	// set-ID bits a write clears (dropPrivileges).
@@ -468,12 +471,15 @@ func (n *node) killsOnly(ctx context.Context, mode uint32) ([]uint32, bool) {
 // truncate changes the file's size through the mount's writer, opened
 // for the purpose if no handle has it open.
 func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
+	if e := n.writeKept(ctx); e != 0 {
+		return e
+	}
 	w, err := n.openWriter(ctx)
 	if err != nil {
 		return errno(err)
 	}
 	err = w.Truncate(size)
-	if cerr := n.releaseWriter(); err == nil {
+	if cerr := n.releaseWriter(false); err == nil {
 		err = cerr
 	}
 	return errno(err)
@@ -482,6 +488,9 @@ func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	ctx = n.m.opCtx(ctx)
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	if e := n.writeKept(ctx); e != 0 {
+		return nil, 0, e
+	}
 	var f *braid.File
 	var err error
 	if write {
@@ -712,6 +721,11 @@ type handle struct {
 	// deferred: the file was made under a write-back claim and f is
 	// opened (the mount's writer) at the first use that needs the MDS.
 	deferred bool
+	// small are the bytes written to a deferred handle not opened yet,
+	// kept for a close that writes the file whole (whole.go; under mu);
+	// smallLen is their length, read without mu.
+	small    []byte
+	smallLen atomic.Int64
 }
 
 var (
@@ -741,9 +755,19 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if e := h.n.dropPrivileges(ctx); e != 0 {
 		return 0, e
 	}
-	f, e := h.file(ctx)
-	if e != 0 {
-		return 0, e
+	f := h.f
+	if h.deferred {
+		h.mu.Lock()
+		if h.keepWhole(data, off) {
+			h.mu.Unlock()
+			return uint32(len(data)), 0
+		}
+		var e syscall.Errno
+		f, e = h.fileLocked(ctx)
+		h.mu.Unlock()
+		if e != 0 {
+			return 0, e
+		}
 	}
 	n, err := f.WriteAt(data, off)
 	if err != nil {
@@ -761,6 +785,9 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.f == nil {
+		if len(h.small) > 0 {
+			return h.writeWhole(ctx)
+		}
 		return 0 // nothing written: nothing to make visible but the name, which is
 	}
 	return errno(h.f.Sync())
@@ -772,6 +799,13 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	}
 	h.mu.Lock()
 	f := h.f
+	if f == nil && len(h.small) > 0 {
+		var e syscall.Errno
+		if f, e = h.fileLocked(ctx); e != 0 {
+			h.mu.Unlock()
+			return e
+		}
+	}
 	h.mu.Unlock()
 	if f != nil {
 		if e := errno(f.Sync()); e != 0 {
@@ -786,11 +820,12 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.deferred && h.f == nil {
+		h.dropWhole() // kept past a failed close: its error was reported there
 		h.n.undefer(h)
-		return 0 // never opened at the MDS
+		return 0 // not opened at the MDS, or written whole and closed at its flush
 	}
 	if h.write {
-		return errno(h.n.releaseWriter())
+		return errno(h.n.releaseWriter(false))
 	}
 	return errno(h.f.Close())
 }

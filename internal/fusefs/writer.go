@@ -19,12 +19,24 @@ import (
 // openWriter returns the mount's writer for n, opening it if no handle
 // holds it, and counts one more holder.
 func (n *node) openWriter(ctx context.Context) (*braid.File, error) {
+	return n.openWriterSized(ctx, 0)
+}
+
+// openWriterSized is openWriter for a writer that fills the file to
+// size bytes at once and closes it (size 0: not known; whole.go).
+func (n *node) openWriterSized(ctx context.Context, size int64) (*braid.File, error) {
 	n.openMu.Lock()
 	defer n.openMu.Unlock()
 	if w := n.holdWriter(); w != nil {
 		return w, nil
 	}
-	f, err := n.m.cl.OpenIno(ctx, n.ino, true)
+	var f *braid.File
+	var err error
+	if size > 0 {
+		f, err = n.m.cl.OpenInoWhole(ctx, n.ino, size)
+	} else {
+		f, err = n.m.cl.OpenIno(ctx, n.ino, true)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +77,12 @@ func (m *mount) withWriterSize(a *braid.Attr) {
 	if w := m.writerOf(a.Ino); w != nil {
 		a.Size = max(a.Size, w.Size())
 	}
+	m.wmu.Lock()
+	n := m.filling[a.Ino]
+	m.wmu.Unlock()
+	if n != nil {
+		a.Size = max(a.Size, n.keptSize()) // bytes a handle keeps for its close (whole.go)
+	}
 }
 
 // writerOf is the mount's writer for inode ino, or nil if none is open.
@@ -89,7 +107,9 @@ func (n *node) holdWriter() *braid.File {
 
 // releaseWriter drops one holder; the last closes the writer (syncing
 // it). A new open waits for that close, so it sees the size it commits.
-func (n *node) releaseWriter() error {
+// With synced, a holder that is not the last syncs the writer: what it
+// wrote is durable and committed on return either way.
+func (n *node) releaseWriter(synced bool) error {
 	n.openMu.Lock()
 	defer n.openMu.Unlock()
 	n.mu.Lock()
@@ -100,6 +120,9 @@ func (n *node) releaseWriter() error {
 	}
 	n.mu.Unlock()
 	if !last {
+		if synced {
+			return w.Sync()
+		}
 		return nil
 	}
 	err := w.Close()
@@ -136,6 +159,13 @@ func (h *handle) fileLocked(ctx context.Context) (*braid.File, syscall.Errno) {
 		}
 		h.f = f
 		h.n.undefer(h)
+		if len(h.small) > 0 { // kept for a close that writes the file whole (whole.go)
+			_, err := f.WriteAt(h.small, 0)
+			h.dropWhole()
+			if err != nil {
+				return nil, errno(err)
+			}
+		}
 	}
 	return h.f, 0
 }

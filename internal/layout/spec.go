@@ -41,7 +41,7 @@ const (
 	MaxVisit        = 1024     // stripes per visit
 	DefaultUnit     = 1 << 20  // stripe unit when the spec names none
 	DefaultVisit    = 8        // stripes per visit when the spec names none
-	SmallFileBytes  = 64 << 10 // files below this are mirrored, not coded
+	SmallFileBytes  = 64 << 10 // files up to this size are mirrored, not coded
 	maxSpecTextSize = 256
 	MaxStripeBytes  = 256 << 20 // Width × unit: the memory one stripe buffer needs
 )

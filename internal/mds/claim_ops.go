@@ -540,7 +540,11 @@ func (f *flusher) create(op mdsproto.DirOp) error {
 		}
 		f.spec = &spec
 	}
-	l, err := f.s.placeAcknowledged(placement.SmallFileSpec(*f.spec, -1))
+	hint := int64(-1)
+	if op.SizeHint > 0 {
+		hint = op.SizeHint
+	}
+	l, err := f.s.placeAcknowledged(placement.SmallFileSpec(*f.spec, hint), hint)
 	if err != nil {
 		return err
 	}
@@ -559,15 +563,15 @@ func (f *flusher) create(op mdsproto.DirOp) error {
 // OSDs up if it can, else on any it knows (a writer then meets the ones
 // down as it meets OSDs that died after its file was placed), so that an
 // OSD's death between the claim and the flush loses no create.
-func (s *Server) placeAcknowledged(spec layout.Spec) (layout.Layout, error) {
-	l, err := s.place(spec, -1)
+func (s *Server) placeAcknowledged(spec layout.Spec, sizeHint int64) (layout.Layout, error) {
+	l, err := s.place(spec, sizeHint)
 	if err == nil {
 		return l, nil
 	}
 	known := s.cluster.knownCandidates()
 	s.rng.mu.Lock()
 	defer s.rng.mu.Unlock()
-	if l, kerr := placement.Place(spec, -1, known, s.rng.r); kerr == nil {
+	if l, kerr := placement.Place(spec, sizeHint, known, s.rng.r); kerr == nil {
 		return l, nil
 	}
 	return l, err

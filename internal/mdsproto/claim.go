@@ -79,6 +79,11 @@ type DirOp struct {
 	Uid    uint32 `json:"uid,omitempty"`
 	Gid    uint32 `json:"gid,omitempty"`
 	TimeNs int64  `json:"time_ns,omitempty"` // when the holder answered it
+	// SizeHint is the size a create's file is written to at once, when
+	// the holder knew it before sending the create (a small file written
+	// whole at its close): up to layout.SmallFileBytes the file is placed
+	// mirrored (placement.SmallFileSpec). 0: not known.
+	SizeHint int64 `json:"size_hint,omitempty"`
 }
 
 // MaxDirFlushOps bounds the ops of one DirFlush (an engine may take

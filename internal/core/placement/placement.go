@@ -329,7 +329,7 @@ func drawFewest(p *Pool, exclude, taken map[int]bool, sp *spread, rng *rand.Rand
 // coded one: mirrored with the same fault tolerance (Panasas mirrors small
 // files; coding a few KiB costs more than it saves).
 func SmallFileSpec(s layout.Spec, sizeHint int64) layout.Spec {
-	if sizeHint < 0 || sizeHint >= layout.SmallFileBytes || s.Scheme == layout.Mirror {
+	if sizeHint < 0 || sizeHint > layout.SmallFileBytes || s.Scheme == layout.Mirror {
 		return s
 	}
 	return layout.Spec{Scheme: layout.Mirror, K: 1, M: s.M, UnitBytes: s.UnitBytes, Visit: s.Visit, Sealed: s.Sealed}
