@@ -188,6 +188,10 @@ func (c *Client) OpenInoWhole(ctx context.Context, ino uint64, size int64) (*Fil
 	return wrapFile(f), err
 }
 
+// SyncData makes durable at once what files closed under the async
+// write-sync policy wrote (syncfs; otherwise within a second).
+func (c *Client) SyncData(ctx context.Context) { c.c.SyncData(ctx) }
+
 // ReadDir lists directory p in name order.
 func (c *Client) ReadDir(ctx context.Context, p string) ([]FileInfo, error) {
 	return c.c.ReadDir(ctx, p)

@@ -92,6 +92,13 @@ func (f *File) Sync() error {
 	return f.f.Sync()
 }
 
+// Flush makes what was written so far visible to other clients, as Close
+// does, and keeps the file open: durable on return under the cluster
+// write-sync policy, within a second under async (braid.sync).
+func (f *File) Flush() error {
+	return f.f.Flush()
+}
+
 // Truncate sets the file's size. Shrinking rewrites the stripe holding the
 // new end with zeros past it and cuts every object, so bytes beyond the
 // size are never left behind to reappear if the file grows again.

@@ -10,12 +10,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/fusefs"
+	"github.com/braidfs/braid/internal/mdsproto"
 )
 
 func (e *env) mountCmd() *cobra.Command {
 	o := fusefs.DefaultOptions
-	var addrFile, cpuProfile string
+	var addrFile, cpuProfile, syncPolicy string
 	cmd := &cobra.Command{
 		Use:   "mount PATH",
 		Short: "mount the cluster's namespace at PATH (FUSE); unmounts on Ctrl-C or SIGTERM",
@@ -23,7 +25,10 @@ func (e *env) mountCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			c, err := e.client(ctx)
+			if !mdsproto.ValidSyncPolicy(syncPolicy) {
+				return fmt.Errorf("--sync %q: want %s or %s", syncPolicy, mdsproto.SyncCluster, mdsproto.SyncAsync)
+			}
+			c, err := e.clientWith(ctx, func(o *braid.Options) { o.Sync = syncPolicy })
 			if err != nil {
 				return err
 			}
@@ -68,6 +73,7 @@ func (e *env) mountCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.BoolVar(&o.CacheMetadata, "cache", o.CacheMetadata, "cache names and attributes as long as the MDS keeps them coherent (--cache=false: fixed timeouts)")
 	f.BoolVar(&o.WriteBackNames, "write-back", o.WriteBackNames, "with --cache, answer creates of empty files and unlinks in directories this mount made before the MDS has them, durable at fsync of the directory (--write-back=false: each is durable when it returns)")
+	f.StringVar(&syncPolicy, "sync", mdsproto.SyncCluster, "write-sync policy of files with none of their own (xattr braid.sync): cluster (close returns once every OSD has the data durable) or async (once the OSDs have it; durable within a second, or at fsync)")
 	f.DurationVar(&o.AttrTimeout, "attr-timeout", o.AttrTimeout, "with --cache=false, how long the kernel may cache attributes")
 	f.DurationVar(&o.EntryTimeout, "entry-timeout", o.EntryTimeout, "with --cache=false, how long the kernel may cache names")
 	f.BoolVar(&o.Debug, "debug", false, "log every FUSE request")

@@ -128,6 +128,11 @@ func (e *env) resolveMDS() (string, error) {
 }
 
 func (e *env) client(ctx context.Context) (*braid.Client, error) {
+	return e.clientWith(ctx, func(*braid.Options) {})
+}
+
+// clientWith is client with its options changed by set first.
+func (e *env) clientWith(ctx context.Context, set func(*braid.Options)) (*braid.Client, error) {
 	addr, err := e.resolveMDS()
 	if err != nil {
 		return nil, err
@@ -138,6 +143,7 @@ func (e *env) client(ctx context.Context) (*braid.Client, error) {
 	}
 	opts := braid.DefaultOptions
 	opts.Credential = cred
+	set(&opts)
 	return braid.DialOptions(ctx, addr, opts)
 }
 

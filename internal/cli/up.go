@@ -36,6 +36,7 @@ type upOptions struct {
 	repairRate    string
 	scrubRate     string
 	mount         string
+	mountSync     string
 	s3            string
 	writeCache    bool
 	dataTLS       bool
@@ -80,6 +81,7 @@ func (e *env) upCmd() *cobra.Command {
 	f.StringVar(&o.repairRate, "repair-rate", "256MiB", "bytes per second each repair worker may write when rebuilding")
 	f.StringVar(&o.scrubRate, "scrub-rate", "64MiB", "bytes per second each repair worker may read when scrubbing")
 	f.StringVar(&o.mount, "mount", "", "also mount the cluster at this path (FUSE), unmounted on Ctrl-C")
+	f.StringVar(&o.mountSync, "sync", "cluster", "with --mount, the mount's write-sync policy (braid mount --sync): cluster or async")
 	f.BoolVar(&o.writeCache, "write-cache", false, writeCacheHelp)
 	f.BoolVar(&o.dataTLS, "data-tls", false, "OSDs serve the data path over TLS too (the MDS's port always does)")
 	f.StringVar(&o.s3, "s3", "", "also serve S3 on this address (e.g. 127.0.0.1:9000; port 0: any free port)")
@@ -200,7 +202,7 @@ func (e *env) up(o upOptions) error {
 		name, what string
 		args       []string
 	}{
-		{"mount", o.mount, []string{"mount", o.mount, "--cred", creds.path("mount.cred")}},
+		{"mount", o.mount, []string{"mount", o.mount, "--sync", o.mountSync, "--cred", creds.path("mount.cred")}},
 		{"s3", o.s3, []string{"s3", "--listen", o.s3, "--cred", creds.path("s3.cred")}},
 	} {
 		if extra.what == "" {

@@ -51,6 +51,13 @@ type Options struct {
 	// until its OSDs have synced them, to send again if an OSD restarts
 	// meanwhile (unsynced.go); past it the file syncs its OSDs.
 	MaxUnsyncedBytes int64
+	// Sync is the write-sync policy of files that have none of their own
+	// (mdsproto.SyncXattr): mdsproto.SyncCluster (also ""), or
+	// mdsproto.SyncAsync (async.go).
+	Sync string
+	// AsyncSyncInterval bounds how long what files closed under the async
+	// policy wrote stays not durable while the client lives; 0: a second.
+	AsyncSyncInterval time.Duration
 	// RepairWait bounds how long a writer waits for a repair of its file
 	// (rebuild, drain, scrub) to finish before failing.
 	RepairWait time.Duration
@@ -103,6 +110,8 @@ type Client struct {
 	mdc     *mdCache // names and attributes kept coherent by the MDS (mdcache.go); nil: none
 
 	routes routeState // which MDS process serves which files, with several active (route.go)
+
+	async *asyncSyncer // makes durable what files closed under the async policy wrote (async.go)
 }
 
 // Dial connects to the MDS at addr.
@@ -119,6 +128,7 @@ func DialOptions(ctx context.Context, addr string, opts Options) (*Client, error
 	c.life, c.endLife = context.WithCancel(context.Background())
 	c.locks = newLockSession(c)
 	c.once = newOnceSession()
+	c.async = newAsyncSyncer(c)
 	c.renewer = newLeaseRenewer(c)
 	if err := c.dialFirst(ctx); err != nil {
 		c.conns.Close()
@@ -271,6 +281,7 @@ func (c *Client) Close() error {
 		cancel()
 		defer w.pool.Close()
 	}
+	c.SyncData(c.life)
 	c.endLife()
 	c.conns.Close()
 	c.mdsPool.Close()

@@ -77,6 +77,9 @@ type File struct {
 	// CommitReq.Release), so Close sends no release of its own.
 	leaseReleased bool
 	enc           Encoder
+	// policy is the file's write-sync policy as its MDS says
+	// (mdsproto.OpenResp.Sync); "": the client's (async.go).
+	policy string
 
 	// isSealed: the file is encrypted (sealed.go), its blocks packed into
 	// units of sealUnit bytes; sio is nil if the MDS gave this handle no
@@ -316,6 +319,7 @@ func (f *File) apply(r mdsproto.OpenResp) error {
 	}
 	sameLayout := f.lay.Version == l.Version && f.lay.OSDs != nil
 	f.ino, f.lay, f.cap, f.eps = r.Inode.Ino, l, c, r.Endpoints
+	f.policy = r.Sync
 	switch {
 	case f.ext == nil || r.Inode.SizeGen > f.extGen:
 		f.ext, f.extGen = r.Inode.Extents, r.Inode.SizeGen
@@ -515,8 +519,24 @@ func (f *File) stickyErr() error {
 func (f *File) Sync() error {
 	f.awaitLocks()
 	f.mu.Lock()
+	err := f.syncLocked(context.Background())
+	f.mu.Unlock()
+	if err == nil && f.write {
+		// Earlier closes of the file may have left writes to make
+		// durable (the async policy).
+		f.c.SyncData(context.Background())
+	}
+	return err
+}
+
+// Flush makes what was written visible to other clients, as Close does,
+// and keeps the file open: under the cluster policy durable on return,
+// under async within asyncSyncInterval (async.go).
+func (f *File) Flush() error {
+	f.awaitLocks()
+	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.syncLocked(context.Background())
+	return f.flushLocked(context.Background())
 }
 
 func (f *File) syncLocked(ctx context.Context) error {
@@ -680,7 +700,7 @@ func (f *File) close(abort bool) error {
 			err = errAborted
 		}
 	case f.write && (f.modified || f.wb != nil || f.publishing()):
-		err = f.syncLocked(context.Background())
+		err = f.flushLocked(context.Background())
 	}
 	f.pending.wait()
 	f.dropBuffersLocked()

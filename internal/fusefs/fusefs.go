@@ -790,7 +790,7 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 		}
 		return 0 // nothing written: nothing to make visible but the name, which is
 	}
-	return errno(h.f.Sync())
+	return errno(h.f.Flush())
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {

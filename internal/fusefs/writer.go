@@ -107,8 +107,9 @@ func (n *node) holdWriter() *braid.File {
 
 // releaseWriter drops one holder; the last closes the writer (syncing
 // it). A new open waits for that close, so it sees the size it commits.
-// With synced, a holder that is not the last syncs the writer: what it
-// wrote is durable and committed on return either way.
+// With synced, a holder that is not the last flushes the writer: what
+// it wrote is committed (and durable, as the write-sync policy says) on
+// return either way.
 func (n *node) releaseWriter(synced bool) error {
 	n.openMu.Lock()
 	defer n.openMu.Unlock()
@@ -121,7 +122,7 @@ func (n *node) releaseWriter(synced bool) error {
 	n.mu.Unlock()
 	if !last {
 		if synced {
-			return w.Sync()
+			return w.Flush()
 		}
 		return nil
 	}

@@ -478,6 +478,7 @@ type flusher struct {
 	rec  *claimRec
 	now  int64
 	spec *layout.Spec // the layout new files inherit, once read
+	sync string       // the write-sync policy new files inherit, read with spec
 }
 
 func (f *flusher) apply(op mdsproto.DirOp) error {
@@ -538,6 +539,9 @@ func (f *flusher) create(op mdsproto.DirOp) error {
 		if err != nil {
 			return err
 		}
+		if f.sync, err = inheritedSync(f.tx, f.dir); err != nil {
+			return err
+		}
 		f.spec = &spec
 	}
 	hint := int64(-1)
@@ -555,6 +559,7 @@ func (f *flusher) create(op mdsproto.DirOp) error {
 	rec := &inodeRec{Inode: mdsproto.Inode{Ino: op.Ino, Type: mdsproto.TypeFile, Mode: op.Mode & 0o7777, Nlink: 1,
 		MtimeNs: t, CtimeNs: t, AtimeNs: t}}
 	f.s.dressFile(rec, f.dir, f.who, op.Uid, op.Gid, l)
+	inheritSync(rec, f.sync)
 	rec.Parent, rec.Name = f.dir.Ino, op.Name
 	return addEntry(f.tx, f.dir, op.Name, rec)
 }

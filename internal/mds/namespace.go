@@ -330,6 +330,36 @@ func inheritedSpec(r kv.Reader, dir *inodeRec, clusterDefault string) (string, e
 	return clusterDefault, nil
 }
 
+// inheritedSync is the write-sync policy new files in dir get: the
+// nearest ancestor's (dir included) braid.sync, or none ("").
+func inheritedSync(r kv.Reader, dir *inodeRec) (string, error) {
+	for i := 0; i < maxDepth && dir != nil; i++ {
+		if p := dir.Xattrs[mdsproto.SyncXattr]; len(p) > 0 {
+			return string(p), nil
+		}
+		if dir.Ino == rootIno || dir.Parent == 0 {
+			break
+		}
+		var err error
+		if dir, err = getInodeNoTimes(r, dir.Parent); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// inheritSync gives new file rec the write-sync policy its directory's
+// files get, if any.
+func inheritSync(rec *inodeRec, policy string) {
+	if policy == "" {
+		return
+	}
+	if rec.Xattrs == nil {
+		rec.Xattrs = map[string][]byte{}
+	}
+	rec.Xattrs[mdsproto.SyncXattr] = []byte(policy)
+}
+
 // inheritedLayout is inheritedSpec parsed.
 func inheritedLayout(r kv.Reader, dir *inodeRec, clusterDefault string) (layout.Spec, error) {
 	text, err := inheritedSpec(r, dir, clusterDefault)

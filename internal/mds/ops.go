@@ -244,6 +244,11 @@ func (s *Server) create(ctx context.Context, req mdsproto.CreateReq) (mdsproto.O
 			return err
 		}
 		s.dressFile(rec, dir, who, req.Uid, req.Gid, l)
+		policy, err := inheritedSync(tx, dir)
+		if err != nil {
+			return err
+		}
+		inheritSync(rec, policy)
 		noteOnce(ctx, rec.Inode)
 		if req.Unlinked {
 			return s.createUnlinked(tx, rec, req.Handle)
@@ -347,7 +352,7 @@ func (s *Server) openResp(ctx context.Context, rec *inodeRec, write bool, handle
 	now := s.cfg.Now()
 	c := s.keys.ring.Issue(rec.Ino, rights, rec.Layout.Version, now.Add(s.cfg.CapTTL))
 	out := mdsproto.OpenResp{Inode: rec.Inode, Cap: c.Encode(), Endpoints: s.cluster.endpoints(rec.Layout.OSDs, now), OwnDirty: ownDirty(rec, handle),
-		DataKey: key}
+		DataKey: key, Sync: string(rec.Xattrs[mdsproto.SyncXattr])}
 	if handle != 0 {
 		// A refused lease (the table is full) only means this handle is
 		// not counted as open; the open itself goes ahead.

@@ -287,6 +287,11 @@ func mayXattr(r kv.Reader, c *caller, rec *inodeRec, req mdsproto.XattrReq) erro
 		return nil
 	case req.Op == mdsproto.XattrGet:
 		return c.need(rec, permR, req.Name)
+	case req.Name == mdsproto.SyncXattr:
+		if c.uid != rec.Uid {
+			return wire.Errorf(wire.ErrPerm, "%s: only the owner sets it", req.Name)
+		}
+		return nil
 	case !user:
 		return wire.Errorf(wire.ErrPerm, "%s: only root sets this namespace", req.Name)
 	}

@@ -223,6 +223,10 @@ func (s *Server) xattr(ctx context.Context, req mdsproto.XattrReq) (mdsproto.Xat
 	if req.Name == mdsproto.LayoutXattr {
 		return s.layoutXattr(ctx, req)
 	}
+	if req.Name == mdsproto.SyncXattr && req.Op == mdsproto.XattrSet && !mdsproto.ValidSyncPolicy(string(req.Value)) {
+		return mdsproto.XattrResp{}, wire.Errorf(wire.ErrInvalid, "%s is %q or %q, not %q", mdsproto.SyncXattr,
+			mdsproto.SyncCluster, mdsproto.SyncAsync, req.Value)
+	}
 	if len(req.Value) > maxXattrValue {
 		return mdsproto.XattrResp{}, wire.Errorf(wire.ErrInvalid, "attribute value of %d bytes", len(req.Value))
 	}

@@ -347,6 +347,9 @@ type OpenResp struct {
 	// DataKey is a sealed file's data key, for principals that may open
 	// it (never the cluster's servers).
 	DataKey []byte `json:"data_key,omitempty"`
+	// Sync is the file's write-sync policy (SyncXattr, its own or taken
+	// from its directory at create); empty: the client's default.
+	Sync string `json:"sync,omitempty"`
 }
 
 type CommitReq struct {
@@ -655,7 +658,24 @@ const (
 	XattrReplace = 2
 	// LayoutXattr reads and sets a file's or directory's layout.
 	LayoutXattr = "braid.layout"
+	// SyncXattr is a file's or directory's write-sync policy (SyncCluster
+	// or SyncAsync), set by its owner; a new file takes its directory's
+	// (the nearest ancestor's that has one), as it takes a layout.
+	SyncXattr = "braid.sync"
 )
+
+// Write-sync policies (SyncXattr; Sigma Cluster's synchronisation
+// policies). Cluster: close and fsync return once every OSD of the
+// layout has the data durable. Async: close returns once the OSDs have
+// the data, which the client makes durable within a bounded interval
+// (OSD SyncAll) or at fsync; fsync is as under cluster.
+const (
+	SyncCluster = "cluster"
+	SyncAsync   = "async"
+)
+
+// ValidSyncPolicy reports whether p names a write-sync policy.
+func ValidSyncPolicy(p string) bool { return p == SyncCluster || p == SyncAsync }
 
 type XattrReq struct {
 	Once

@@ -281,6 +281,11 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 			return wire.Response{}, err
 		}
 		return wire.Response{Meta: osdproto.EncodeBoot(s.boot)}, nil
+	case osdproto.OpSyncAll:
+		if err := s.store.SyncAll(); err != nil {
+			return wire.Response{}, err
+		}
+		return wire.Response{Meta: osdproto.EncodeBoot(s.boot)}, nil
 	case osdproto.OpTruncate:
 		created, err := s.store.Truncate(key, ver, req.Off, req.Flags)
 		if err != nil {
@@ -402,8 +407,11 @@ const (
 	migratedPerTick    = 512
 )
 
-// maintainLoop compacts the pack and migrates small file objects into it
-// until ctx ends. A failure is logged and tried again at the next tick.
+// maintainLoop makes durable what was written without a sync (so a
+// writer under the async policy that died loses nothing past a
+// heartbeat: syncall.go), compacts the pack and migrates small file
+// objects into it until ctx ends. A failure is logged and tried again
+// at the next tick.
 func (s *Server) maintainLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.HeartbeatEvery)
 	defer t.Stop()
@@ -413,6 +421,9 @@ func (s *Server) maintainLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if err := s.store.SyncAll(); err != nil {
+			s.cfg.Log.Warn("syncing writes taken without a sync", "err", err)
 		}
 		for range compactionsPerTick {
 			if did, err := s.store.Compact(); err != nil || !did {

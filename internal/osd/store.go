@@ -89,8 +89,9 @@ type Store struct {
 	now   func() time.Time // for the age of tombstones (stage.go)
 	tombs tombQueue
 
-	pack      *pack      // small objects (pack.go)
-	compactMu sync.Mutex // one compaction at a time (packcompact.go)
+	pack      *pack         // small objects (pack.go)
+	unsynced  unsyncedFiles // objects in files written since their last sync (syncall.go)
+	compactMu sync.Mutex    // one compaction at a time (packcompact.go)
 	// packing: new objects start in the pack. Off, they start as files;
 	// packed ones are read and changed all the same.
 	packing bool
@@ -289,10 +290,7 @@ func (s *Store) Write(k ObjKey, version uint64, off int64, p []byte, flags uint8
 	} else if err := s.storeFresh(o); err != nil {
 		return created, err
 	}
-	if sync {
-		return created, s.syncLocked(o)
-	}
-	return created, nil
+	return created, s.afterWrite(o, sync)
 }
 
 func (s *Store) writeLocked(o *object, off int64, p []byte) error {
@@ -507,6 +505,7 @@ func (s *Store) syncLocked(o *object) error {
 		s.onFatal(fmt.Errorf("fsync %x.%d checksums: %w", o.key.Ino, o.key.Comp, err))
 		return s.ioError(err)
 	}
+	s.notedSynced(o.key)
 	return nil
 }
 
@@ -530,7 +529,10 @@ func (s *Store) Truncate(k ObjKey, version uint64, size int64, flags uint8) (cre
 	}
 	defer done()
 	created, o.fresh = o.fresh, false
-	return created, s.truncateLocked(o, size)
+	if err := s.truncateLocked(o, size); err != nil {
+		return created, err
+	}
+	return created, s.afterWrite(o, false)
 }
 
 func (s *Store) truncateLocked(o *object, size int64) error {

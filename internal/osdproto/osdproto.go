@@ -3,10 +3,10 @@
 // internal/wire frames. Every request names a file (ino) and component(s)
 // and carries the capability the MDS issued for that file.
 //
-// Meta layouts, version 6 (version 2 added boots to Write, Sync, Read and
+// Meta layouts, version 7 (version 2 added boots to Write, Sync, Read and
 // Stat replies, version 3 the must-exist flag to Truncate and Apply,
 // version 4 the optional segment list to Stage, version 5 segments of
-// zeros, version 6 DataMap;
+// zeros, version 6 DataMap, version 7 SyncAll;
 // wire.Enc encoding: little-endian integers, u16-length-prefixed byte
 // strings; cap is capability.Encode, 57 bytes):
 //
@@ -31,6 +31,10 @@
 //	                                  data = bitmap: bit i (byte i/8, bit i%8) set if [off+i*unit, +unit) holds data
 //	                                  (up to the object's end, at most units <= MaxDataMapUnits bits; unit whole 4 KiB blocks,
 //	                                  off a multiple of it; a missing object maps nothing). Version 6.
+//	SyncAll  cap, ino u64                                              resp meta = boot u64: every write the OSD answered before
+//	                                  it took this request is durable (a write capability for any file: a client makes the
+//	                                  unsynced writes of every file it closed under the async policy durable with one
+//	                                  request per OSD). Version 7.
 //
 // boot names the OSD process's incarnation (random per start; keeping it
 // across a clean shutdown that synced everything is not built yet). A write without the sync flag
@@ -76,6 +80,7 @@ const (
 	OpLabel    uint16 = 10
 	OpScan     uint16 = 11
 	OpDataMap  uint16 = 12
+	OpSyncAll  uint16 = 13
 )
 
 // MaxScan bounds the objects one Scan lists.
@@ -288,6 +293,7 @@ func Decode(op uint16, meta []byte) (Req, error) {
 		r.Comp, r.Txid, r.Flags = d.U32(), d.U64(), d.U8()
 	case OpAbort:
 		r.Comp, r.Txid = d.U32(), d.U64()
+	case OpSyncAll:
 	case OpScan:
 		r.Cursor, r.Len = d.Bytes(), d.U32()
 		if r.Len > MaxScan {
