@@ -8,9 +8,12 @@
 #     and OSDs, not the mount; JuiceFS: its mount daemon, which is client,
 #     metadata and storage in one; loopback: its daemon),
 # on a local directory, go-fuse's loopback example over a local directory,
-# a braid mount (`braid up --mount`, six OSDs, default layout) and JuiceFS
+# a braid mount (`braid up --mount`, six OSDs, default layout), the same
+# mount in a directory set to the async write-sync policy (braid-async:
+# `braid.sync=async`, durable within a second of close) and JuiceFS
 # (../shared/peers/juicefs.sh; skipped if it is not built). braid's close
-# makes the file durable on its OSDs; the others' do not.
+# makes the file durable on its OSDs (braid-async: within a second); the
+# others' do not.
 # Needs root (mounts). SMALL=N sets the small-file count (default 2000),
 # SRC the tree to untar (default Go's source tree).
 set -euo pipefail
@@ -38,7 +41,7 @@ uppid=$!
 mkdir -p "$work/local" "$work/lbsrc" "$work/lb" "$work/jfs"
 "$work/loopback-fs" -q -directmount "$work/lb" "$work/lbsrc" >"$work/lb.log" 2>&1 &
 lbpid=$!
-targets="local loopback braid"
+targets="local loopback braid braid-async"
 if [ -x "$jfs" ]; then
   mkdir -p "$work/jfsdir/bin" && ln -s "$jfs" "$work/jfsdir/bin/juicefs"
   DIR=$work/jfsdir bash "$peers/juicefs.sh" mount "$work/jfs" >"$work/jfs.log" 2>&1 && targets="$targets juicefs"
@@ -51,13 +54,14 @@ for _ in $(seq 300); do
 done
 mountpoint -q "$work/mnt" && mountpoint -q "$work/lb" || { cat "$work/up.log" "$work/lb.log"; exit 1; }
 mountpid=$(sed -n 's/^  mount .* (pid \([0-9]*\)).*/\1/p' "$work/up.log" | head -1)
+mkdir "$work/mnt/async" && python3 -c "import os, sys; os.setxattr(sys.argv[1], 'braid.sync', b'async')" "$work/mnt/async"
 
 # servers WHERE: the pids whose CPU counts as the file system's own.
 servers() {
   case $1 in
   local) ;;
   loopback) echo "$lbpid" ;;
-  braid) pgrep -P "$uppid" | grep -vx "$mountpid" || true ;;
+  braid | braid-async) pgrep -P "$uppid" | grep -vx "$mountpid" || true ;;
   juicefs) pgrep -f "juicefs mount.*$work/jfs" || true ;;
   esac
 }
@@ -69,7 +73,7 @@ cpu() {
   done
   python3 -c "print($t / $(getconf CLK_TCK))"
 }
-dirof() { case $1 in local) echo "$work/local" ;; loopback) echo "$work/lb" ;; braid) echo "$work/mnt" ;; juicefs) echo "$work/jfs" ;; esac; }
+dirof() { case $1 in local) echo "$work/local" ;; loopback) echo "$work/lb" ;; braid) echo "$work/mnt" ;; braid-async) echo "$work/mnt/async" ;; juicefs) echo "$work/jfs" ;; esac; }
 
 # files DIR N SIZE: create+write+close, read, remove rates (files/s).
 files() { python3 - "$1" "$2" "$3" <<'PY'

@@ -69,7 +69,9 @@ func newAsyncSyncer(c *Client) *asyncSyncer {
 
 // asyncPolicy reports whether f's writes follow the async policy.
 func (f *File) asyncPolicy() bool {
+	f.lmu.Lock()
 	p := f.policy
+	f.lmu.Unlock()
 	if p == "" {
 		p = f.c.opts.Sync
 	}

@@ -55,6 +55,10 @@ type Options struct {
 	// (mdsproto.SyncXattr): mdsproto.SyncCluster (also ""), or
 	// mdsproto.SyncAsync (async.go).
 	Sync string
+	// WriteBackLinger is how long names made under a write-back claim
+	// wait to be sent in a batch (so a file's open, or the size of one
+	// written whole at close, rides with its create); 0: 2 ms.
+	WriteBackLinger time.Duration
 	// AsyncSyncInterval bounds how long what files closed under the async
 	// policy wrote stays not durable while the client lives; 0: a second.
 	AsyncSyncInterval time.Duration

@@ -76,6 +76,7 @@ func (w *writeBack) run() {
 // its open then rides on the flush that sends the create (settleOpen),
 // where a create already sent costs the write a flush to wait for and an
 // open of its own. A recall, or a full queue, is not kept waiting.
+// Options.WriteBackLinger overrides it.
 const wbLinger = 2 * time.Millisecond
 
 // linger waits wbLinger unless a claim is ending or the queue is full.
@@ -86,9 +87,14 @@ func (w *writeBack) linger(ctx context.Context) {
 		urgent = urgent || d.ending
 	}
 	w.mu.Unlock()
-	if !urgent {
-		Pause(ctx, wbLinger)
+	if urgent {
+		return
 	}
+	d := w.c.opts.WriteBackLinger
+	if d <= 0 {
+		d = wbLinger
+	}
+	Pause(ctx, d)
 }
 
 // nextToSend is a directory with ops queued (or a release due) and

@@ -37,10 +37,15 @@ func mountAt(t testing.TB, c *testcluster.Cluster) string {
 // mountServer mounts c and returns the server too.
 func mountServer(t testing.TB, c *testcluster.Cluster) (*fusefs.Server, string) {
 	t.Helper()
+	return mountClient(t, c.Dial())
+}
+
+// mountClient mounts through cl.
+func mountClient(t testing.TB, cl *braid.Client) (*fusefs.Server, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("FUSE tests need root (the suite runs as root; see README)")
 	}
-	cl := c.Dial()
 	dir := t.TempDir()
 	srv, err := fusefs.Mount(cl, dir, fusefs.DefaultOptions)
 	if err != nil {

@@ -59,7 +59,13 @@
 // sum files before answering, and only then does the client report the data
 // durable. A new object's directory is fsynced with its first sync. A
 // failed fsync stops the process: the kernel may have dropped the dirty
-// pages, so carrying on would acknowledge lost data.
+// pages, so carrying on would acknowledge lost data. A SyncAll request
+// makes every write taken before it durable: the pack's log (one group
+// fsync) and the objects in files written since their last sync, which
+// the store lists (up to 4096; past it such a write syncs at once). The
+// OSD's upkeep runs one every heartbeat, so writes a client closed under
+// the async policy are durable within one even if the client died
+// (syncall.go).
 //
 // A Sync (or any update) under a newer layout version than an object's
 // raises the object's version: that is how a repair fences writers still
