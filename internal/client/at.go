@@ -61,6 +61,9 @@ func (c *Client) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
 
 // SetAttr changes mode, owner or times (sizes change through File.Truncate).
 func (c *Client) SetAttr(ctx context.Context, req SetAttrRequest) (Attr, error) {
+	if a, ok := c.wbIfAny().setattrQueued(ctx, req); ok {
+		return a, nil
+	}
 	if err := c.wbIfAny().leave(ctx, req.Ino); err != nil {
 		return Attr{}, err
 	}

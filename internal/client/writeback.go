@@ -552,19 +552,76 @@ func (w *writeBack) settleOpen(ctx context.Context, ino uint64, req mdsproto.Ope
 	return open.resp, nil
 }
 
-// hintQueuedCreate sets the size hint of ino's create if it is queued
-// and not yet sent (the batch in flight holds the first ops of the queue
-// as they were sent: those are not changed). The caller holds w.mu.
-func (d *wbDir) hintQueuedCreate(ino uint64, sizeHint int64) {
+// setattrQueued applies a change of mode or owner to a file whose create
+// is still queued here, to the create itself: the MDS gets the file as
+// changed in one op (tar's fchown and fchmod before close cost nothing,
+// and the create can still carry the size of a file written whole). ok
+// false: not such a file, or a change the MDS must judge (times, the
+// set-ID bits, a caller other than root), asked of the MDS as before.
+func (w *writeBack) setattrQueued(ctx context.Context, req mdsproto.SetattrReq) (Attr, bool) {
+	if w == nil || req.AtimeNs != nil || req.MtimeNs != nil || req.KillSuidgid || (req.Mode == nil && req.Uid == nil && req.Gid == nil) {
+		return Attr{}, false
+	}
+	if req.Mode != nil && *req.Mode&^0o7777 != 0 {
+		return Attr{}, false
+	}
+	who, hasWho, named := w.c.wbCaller(ctx)
+	if !hasWho || who.Uid != 0 {
+		return Attr{}, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.inodes[req.Ino]
+	if d == nil || d.ending {
+		return Attr{}, false
+	}
+	name := d.byIno[req.Ino]
+	e, ok := d.names[name]
+	if !ok || e.stale {
+		return Attr{}, false
+	}
+	op := d.queuedCreate(req.Ino)
+	if op == nil || !sameCaller(*op, wbOp{who: who, hasWho: named}) {
+		return Attr{}, false
+	}
+	if req.Mode != nil {
+		op.op.Mode, e.a.Mode = *req.Mode, *req.Mode
+	}
+	if req.Uid != nil {
+		op.op.Uid, e.a.Uid = *req.Uid, *req.Uid
+	}
+	if req.Gid != nil {
+		op.op.Gid, e.a.Gid = *req.Gid, *req.Gid
+	}
+	e.a.CtimeNs = time.Now().UnixNano()
+	d.names[name] = e
+	return e.a, true
+}
+
+// queuedCreate is ino's create if it is queued and not yet sent (the
+// batch in flight holds the first ops of the queue as they were sent:
+// those are not changed). The caller holds w.mu.
+func (d *wbDir) queuedCreate(ino uint64) *wbOp {
 	from := 0
 	if d.inflight != nil {
 		from = d.inflight.n
 	}
 	for i := len(d.queue) - 1; i >= from; i-- {
-		if op := &d.queue[i].op; op.Ino == ino && !op.Remove {
-			op.SizeHint = sizeHint
-			return
+		if op := &d.queue[i]; op.op.Ino == ino {
+			if op.op.Remove {
+				return nil
+			}
+			return op
 		}
+	}
+	return nil
+}
+
+// hintQueuedCreate sets the size hint of ino's create if it is queued
+// and not yet sent. The caller holds w.mu.
+func (d *wbDir) hintQueuedCreate(ino uint64, sizeHint int64) {
+	if op := d.queuedCreate(ino); op != nil {
+		op.op.SizeHint = sizeHint
 	}
 }
 

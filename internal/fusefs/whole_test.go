@@ -57,12 +57,24 @@ func TestSmallFilesAreWrittenWholeAtClose(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		setattrs := c.MDS.Served(mdsproto.OpSetattr)
+		if i%2 == 1 { // as tar does before close: the owner and mode ride on the create
+			if err := f.Chown(1000+i, 2000+i); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Chmod(0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 		st, err := f.Stat()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if st.Size() != int64(len(data)) {
 			t.Fatalf("%s: fstat before close says %d bytes, want %d", name, st.Size(), len(data))
+		}
+		if n := c.MDS.Served(mdsproto.OpSetattr) - setattrs; n != 0 {
+			t.Errorf("%s: %d setattrs at the MDS, want none (the create was not sent yet)", name, n)
 		}
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
@@ -85,8 +97,18 @@ func TestSmallFilesAreWrittenWholeAtClose(t *testing.T) {
 		want[name] = data
 	}
 	for name, data := range want { // read last: the other mount's reads recall the claim
-		if got, err := os.ReadFile(filepath.Join(m2, "d", name)); err != nil || !bytes.Equal(got, data) {
+		p := filepath.Join(m2, "d", name)
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("%s through the other mount: %d bytes (%v), want %d", name, len(got), err, len(data))
+		}
+		i := int(name[1] - '0')
+		st := statOf(t, p)
+		mode, uid, gid := uint32(0o644), uint32(0), uint32(0)
+		if i%2 == 1 {
+			mode, uid, gid = 0o600, uint32(1000+i), uint32(2000+i)
+		}
+		if st.Mode&0o7777 != mode || st.Uid != uid || st.Gid != gid {
+			t.Errorf("%s through the other mount: mode %o owner %d:%d, want %o %d:%d", name, st.Mode&0o7777, st.Uid, st.Gid, mode, uid, gid)
 		}
 	}
 }
