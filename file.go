@@ -92,6 +92,11 @@ func (f *File) Sync() error {
 	return f.f.Sync()
 }
 
+// KeepTimes says the file's times were just set (utimensat after the
+// last write): the commits that follow leave its modification time as
+// set, until the next write.
+func (f *File) KeepTimes() { f.f.KeepTimes() }
+
 // Flush makes what was written so far visible to other clients, as Close
 // does, and keeps the file open: durable on return under the cluster
 // write-sync policy, within a second under async (braid.sync).

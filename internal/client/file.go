@@ -77,6 +77,9 @@ type File struct {
 	// CommitReq.Release), so Close sends no release of its own.
 	leaseReleased bool
 	enc           Encoder
+	// timesKept: the file's times were set since its last write
+	// (KeepTimes): the next commit leaves its mtime as the MDS has it.
+	timesKept bool
 	// policy is the file's write-sync policy as its MDS says
 	// (mdsproto.OpenResp.Sync); "": the client's (async.go).
 	policy string
@@ -529,6 +532,15 @@ func (f *File) Sync() error {
 	return err
 }
 
+// KeepTimes says the file's times were just set (utimensat after the
+// last write, as tar does before close): the commits that follow leave
+// its modification time as set, until the next write.
+func (f *File) KeepTimes() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.timesKept = true
+}
+
 // Flush makes what was written visible to other clients, as Close does,
 // and keeps the file open: under the cluster policy durable on return,
 // under async within asyncSyncInterval (async.go).
@@ -595,7 +607,11 @@ func (f *File) commitLocked(ctx context.Context) error {
 	}
 	slices.Sort(dirty)
 	sent := maps.Clone(f.own)
-	req := mdsproto.CommitReq{Ino: ino, Size: f.size, MtimeNs: time.Now().UnixNano(), Dirty: dirty,
+	mtime := time.Now().UnixNano()
+	if f.timesKept {
+		mtime = 0 // set since the last write (utimensat): kept
+	}
+	req := mdsproto.CommitReq{Ino: ino, Size: f.size, MtimeNs: mtime, Dirty: dirty,
 		LayoutVersion: version, Extents: slices.Clone(f.wrote), Cut: f.cut, SizeGen: f.sizeGen, Handle: f.handle,
 		Missed: sortedComps(f.missed), CaughtUp: sortedComps(f.caughtUp)}
 	f.amu.Unlock()

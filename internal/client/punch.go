@@ -62,7 +62,7 @@ func (f *File) punchStored(off, n int64) error {
 	if off >= end {
 		return nil
 	}
-	f.modified = true
+	f.modified, f.timesKept = true, false
 	from, to := off, end // what the OSDs punch
 	if lay.Spec.M > 0 {
 		// Only whole stripes (parity over zeros is zeros); a plain

@@ -106,7 +106,7 @@ func (f *File) bufferLocked(p []byte, off int64) {
 		fs, in := o/S, o%S
 		piece := min(S-in, int64(len(p)-n))
 		f.setSizeLocked(max(f.size, o+piece))
-		f.modified = true
+		f.modified, f.timesKept = true, false
 		if wb := f.wb; f.parked[fs] != nil || wb != nil && wb.fs == fs && (in > wb.hi || in+piece < wb.lo) {
 			// Not the stripe being filled front to back: gathered.
 			f.gatherLocked(fs, in, p[n:n+int(piece)])
@@ -529,7 +529,7 @@ func (f *File) adoptStripe(wb *stripeBuf, n int64) error {
 	wb.lo, wb.hi = 0, n
 	f.wb = wb
 	f.setSizeLocked(max(f.size, wb.fs*f.layout().Spec.StripeBytes()+n))
-	f.modified = true
+	f.modified, f.timesKept = true, false
 	if n == f.layout().Spec.StripeBytes() {
 		f.submitLocked()
 	}
@@ -587,7 +587,7 @@ func (f *File) truncateStored(size int64) error {
 		return err
 	}
 	f.setSizeLocked(size)
-	f.modified = true
+	f.modified, f.timesKept = true, false
 	return f.commitLocked(context.Background())
 }
 

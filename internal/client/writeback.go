@@ -552,14 +552,15 @@ func (w *writeBack) settleOpen(ctx context.Context, ino uint64, req mdsproto.Ope
 	return open.resp, nil
 }
 
-// setattrQueued applies a change of mode or owner to a file whose create
-// is still queued here, to the create itself: the MDS gets the file as
-// changed in one op (tar's fchown and fchmod before close cost nothing,
-// and the create can still carry the size of a file written whole). ok
-// false: not such a file, or a change the MDS must judge (times, the
-// set-ID bits, a caller other than root), asked of the MDS as before.
+// setattrQueued applies a change of mode, owner or times to a file whose
+// create is still queued here, to the create itself: the MDS gets the
+// file as changed in one op (tar's utimensat, fchown and fchmod before
+// close cost nothing, and the create can still carry the size of a file
+// written whole). ok false: not such a file, or a change the MDS must
+// judge (the set-ID bits' clearing, a caller other than root), asked of
+// the MDS as before.
 func (w *writeBack) setattrQueued(ctx context.Context, req mdsproto.SetattrReq) (Attr, bool) {
-	if w == nil || req.AtimeNs != nil || req.MtimeNs != nil || req.KillSuidgid || (req.Mode == nil && req.Uid == nil && req.Gid == nil) {
+	if w == nil || req.KillSuidgid || (req.Mode == nil && req.Uid == nil && req.Gid == nil && req.AtimeNs == nil && req.MtimeNs == nil) {
 		return Attr{}, false
 	}
 	if req.Mode != nil && *req.Mode&^0o7777 != 0 {
@@ -592,6 +593,12 @@ func (w *writeBack) setattrQueued(ctx context.Context, req mdsproto.SetattrReq) 
 	}
 	if req.Gid != nil {
 		op.op.Gid, e.a.Gid = *req.Gid, *req.Gid
+	}
+	if req.MtimeNs != nil {
+		op.op.MtimeNs, e.a.MtimeNs = *req.MtimeNs, *req.MtimeNs
+	}
+	if req.AtimeNs != nil {
+		op.op.AtimeNs, e.a.AtimeNs = *req.AtimeNs, *req.AtimeNs
 	}
 	e.a.CtimeNs = time.Now().UnixNano()
 	d.names[name] = e

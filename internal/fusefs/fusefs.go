@@ -225,6 +225,10 @@ type node struct {
 	// modeGid is the mode (low 32 bits) and group last seen, for the
 	// set-ID bits a write clears (dropPrivileges).
 	modeGid atomic.Uint64
+	// timesKept: the file's mtime was set since its last write on this
+	// mount, so writing out bytes kept from before (whole.go) must not
+	// move it (braid.File.KeepTimes).
+	timesKept atomic.Bool
 }
 
 var (
@@ -444,6 +448,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if changed {
 		if _, err := n.m.cl.SetAttr(ctx, req); err != nil {
 			return errno(err)
+		}
+		if req.MtimeNs != nil {
+			n.timesSet()
 		}
 	}
 	return n.Getattr(ctx, f, out)
@@ -759,6 +766,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if h.deferred {
 		h.mu.Lock()
 		if h.keepWhole(data, off) {
+			h.n.timesKept.Store(false)
 			h.mu.Unlock()
 			return uint32(len(data)), 0
 		}
@@ -769,6 +777,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 			return 0, e
 		}
 	}
+	h.n.timesKept.Store(false)
 	n, err := f.WriteAt(data, off)
 	if err != nil {
 		return uint32(n), errno(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/braidfs/braid"
 	"github.com/braidfs/braid/internal/layout"
 )
 
@@ -77,7 +78,26 @@ func (h *handle) writeWhole(ctx context.Context) syscall.Errno {
 	}
 	_, werr := f.WriteAt(h.small, 0)
 	h.dropWhole()
+	n.keepTimesOf(f)
 	return errno(errors.Join(werr, n.releaseWriter(true)))
+}
+
+// timesSet records that the file's mtime was just set (utimensat): the
+// writer's next commit, and bytes kept from before and written out
+// later, leave it as set (tar sets times before it closes).
+func (n *node) timesSet() {
+	n.timesKept.Store(true)
+	if w := n.sharedWriter(); w != nil {
+		w.KeepTimes()
+	}
+}
+
+// keepTimesOf tells f, which just wrote out bytes kept from before the
+// file's times were set, to keep them.
+func (n *node) keepTimesOf(f *braid.File) {
+	if n.timesKept.Load() {
+		f.KeepTimes()
+	}
 }
 
 // startFilling and stopFilling count n's handles that keep bytes, and

@@ -166,6 +166,7 @@ func (h *handle) fileLocked(ctx context.Context) (*braid.File, syscall.Errno) {
 			if err != nil {
 				return nil, errno(err)
 			}
+			h.n.keepTimesOf(f)
 		}
 	}
 	return h.f, 0

@@ -558,6 +558,17 @@ func (f *flusher) create(op mdsproto.DirOp) error {
 	}
 	rec := &inodeRec{Inode: mdsproto.Inode{Ino: op.Ino, Type: mdsproto.TypeFile, Mode: op.Mode & 0o7777, Nlink: 1,
 		MtimeNs: t, CtimeNs: t, AtimeNs: t}}
+	if op.MtimeNs != 0 || op.AtimeNs != 0 {
+		if who := f.who; who != nil && who.uid != 0 {
+			return wire.Errorf(wire.ErrPerm, "times set with a create are root's to set")
+		}
+		if op.MtimeNs != 0 {
+			rec.MtimeNs = op.MtimeNs
+		}
+		if op.AtimeNs != 0 {
+			rec.AtimeNs = op.AtimeNs
+		}
+	}
 	f.s.dressFile(rec, f.dir, f.who, op.Uid, op.Gid, l)
 	inheritSync(rec, f.sync)
 	rec.Parent, rec.Name = f.dir.Ino, op.Name

@@ -84,6 +84,10 @@ type DirOp struct {
 	// whole at its close): up to layout.SmallFileBytes the file is placed
 	// mirrored (placement.SmallFileSpec). 0: not known.
 	SizeHint int64 `json:"size_hint,omitempty"`
+	// MtimeNs and AtimeNs, if set, are a create's times as its caller set
+	// them before the create was sent (utimensat; root only).
+	MtimeNs int64 `json:"mtime_ns,omitempty"`
+	AtimeNs int64 `json:"atime_ns,omitempty"`
 }
 
 // MaxDirFlushOps bounds the ops of one DirFlush (an engine may take
