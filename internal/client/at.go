@@ -74,11 +74,19 @@ func (c *Client) SetAttr(ctx context.Context, req SetAttrRequest) (Attr, error) 
 
 // MkdirAt makes directory name in dir with mode as given (0 is 0).
 func (c *Client) MkdirAt(ctx context.Context, dir uint64, name string, mode, uid, gid uint32) (Attr, error) {
+	req := &mdsproto.MkdirReq{Dir: dir, Path: name, Mode: mode, Uid: uid, Gid: gid}
+	if in, held, err := c.wbIfAny().mkdir(ctx, dir, req); held {
+		if err == nil {
+			c.claimNew(ctx, in)
+		}
+		return in, err
+	}
 	if err := c.wbIfAny().release(ctx, dir); err != nil {
 		return Attr{}, err
 	}
+	req.Session = 0
 	var in Attr
-	err := c.mutate(ctx, mdsproto.OpMkdir, &mdsproto.MkdirReq{Dir: dir, Path: name, Mode: mode, Uid: uid, Gid: gid}, &in)
+	err := c.mutate(ctx, mdsproto.OpMkdir, req, &in)
 	if err == nil {
 		c.claimNew(ctx, in)
 	}

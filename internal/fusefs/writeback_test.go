@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/testcluster"
 )
 
@@ -125,5 +126,63 @@ func TestWriteBackOpenUnlinkedFile(t *testing.T) {
 	}
 	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the name after unlink: %v", err)
+	}
+}
+
+// A directory made in a directory the mount claimed keeps the claim
+// (untar makes subdirectories among a directory's files): the files
+// made after it are still answered here, and another mount sees every
+// name, the subdirectory's link in its parent's count, and the bytes.
+func TestMkdirKeepsTheClaim(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6})
+	m1, m2 := mountAt(t, c), mountAt(t, c)
+	d1 := filepath.Join(m1, "d")
+	if err := os.Mkdir(d1, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(p string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(filepath.Base(p)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(d1, "before"))
+	if err := os.Mkdir(filepath.Join(d1, "sub"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(d1, "sub"), 0o750); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("mkdir of a name made here: %v, want EEXIST", err)
+	}
+	creates := c.MDS.Served(mdsproto.OpCreate)
+	for i := range 5 {
+		write(filepath.Join(d1, fmt.Sprintf("after%d", i)))
+	}
+	write(filepath.Join(d1, "sub", "inner"))
+	if n := c.MDS.Served(mdsproto.OpCreate) - creates; n != 0 {
+		t.Errorf("%d creates reached the MDS one by one after the mkdir, want none (the claim holds)", n)
+	}
+	d2 := filepath.Join(m2, "d")
+	entries, err := os.ReadDir(d2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	want := []string{"after0", "after1", "after2", "after3", "after4", "before", "sub"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the other mount lists %v, want %v", got, want)
+	}
+	if st := statOf(t, d2); st.Nlink != 3 {
+		t.Errorf("the other mount: the directory has %d links, want 3 (its subdirectory's ..)", st.Nlink)
+	}
+	if st := statOf(t, filepath.Join(d2, "sub")); st.Mode&0o7777 != 0o750 || st.Mode&syscall.S_IFDIR == 0 {
+		t.Errorf("the other mount: the subdirectory's mode %o", st.Mode)
+	}
+	for _, p := range []string{"before", "after3", "sub/inner"} {
+		if b, err := os.ReadFile(filepath.Join(d2, p)); err != nil || string(b) != filepath.Base(p) {
+			t.Errorf("the other mount reads %s: %q (%v)", p, b, err)
+		}
 	}
 }

@@ -78,10 +78,22 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 	}
 	var out *inodeRec
 	s.ensureInodes(ctx, len(parts))
+	underClaim := req.Session != 0 && req.Dir != 0 && len(parts) == 1
+	if underClaim {
+		ctx = withReader(ctx, req.Session) // the holder's claim lets it through
+	}
 	err = s.mutate(ctx, func(tx kv.Txn) error {
 		base := req.Dir
 		if base == 0 {
 			base = rootIno
+		}
+		if underClaim {
+			var held claimRec
+			if ok, err := getRecord(tx, claimKey(base), &held); err != nil {
+				return err
+			} else if ok && held.Session == req.Session && held.By != claimBy(ctx) {
+				return wire.Errorf(wire.ErrPerm, "directory %d is claimed by another principal's session", base)
+			}
 		}
 		cur, err := getInode(tx, base)
 		if err != nil {

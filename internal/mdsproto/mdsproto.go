@@ -290,6 +290,11 @@ type MkdirReq struct {
 	Gid     uint32 `json:"gid,omitempty"`
 	Mode    uint32 `json:"mode"` // as given: 0 is 0 (clients choose defaults)
 	Parents bool   `json:"parents"`
+	// Session, if set, is the caching session of a client holding a
+	// write-back claim on Dir that makes the directory under the claim
+	// (it sent what it queued first, and keeps the name): the MDS lets
+	// the mkdir past that claim instead of recalling it.
+	Session uint64 `json:"session,omitempty"`
 }
 
 type CreateReq struct {

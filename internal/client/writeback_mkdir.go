@@ -1,0 +1,72 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/braidfs/braid/internal/mdsproto"
+	"github.com/braidfs/braid/internal/wire"
+)
+
+// mkdir makes directory req.Path in claimed directory dir at the MDS
+// without giving up the claim (an untar makes a directory's
+// subdirectories among its files; releasing the claim at each sent
+// every later file of the directory to the MDS one by one). What is
+// queued is sent first, so the MDS applies it in order before the
+// mkdir; the mkdir names this client's session, so the MDS lets it past
+// the claim; and the new name joins what the claim knows, as one the
+// MDS has (stale: asked of it). ok false: not claimed, or not for this
+// caller: the caller releases the claim and asks the MDS.
+func (w *writeBack) mkdir(ctx context.Context, dir uint64, req *mdsproto.MkdirReq) (a Attr, ok bool, err error) {
+	if w == nil {
+		return Attr{}, false, nil
+	}
+	d := w.held(dir)
+	if d == nil || !mdsproto.ValidName(req.Path) || !w.leased() {
+		return Attr{}, false, nil
+	}
+	who, hasWho, _ := w.c.wbCaller(ctx)
+	d.opMu.Lock()
+	defer d.opMu.Unlock()
+	w.mu.Lock()
+	ok = !d.ending && claimable(d.attr, who, hasWho) && w.nNames < maxClaimedNames
+	_, exists := d.names[req.Path]
+	w.mu.Unlock()
+	if !ok {
+		return Attr{}, false, nil
+	}
+	if exists {
+		return Attr{}, true, fmt.Errorf("%s: %w", req.Path, wire.ErrExists)
+	}
+	if err := w.flush(ctx, d, false); err != nil || !w.stillHeld(d) {
+		return Attr{}, false, nil // the release that follows sends it again, or the claim ended
+	}
+	req.Session = w.c.once.id
+	var in Attr
+	if err := w.c.mutate(ctx, mdsproto.OpMkdir, req, &in); err != nil {
+		if !refused(err) {
+			// Done or not, the claim no longer knows: it ends, and the
+			// MDS answers for the directory again.
+			w.recall(d.ino)
+		}
+		return Attr{}, true, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dirs[d.ino] == d && !d.ending {
+		d.names[req.Path] = wbName{a: in, stale: true}
+		d.byIno[in.Ino] = req.Path
+		w.inodes[in.Ino] = d
+		w.nNames++
+		d.attr.Nlink++
+		d.attr.MtimeNs, d.attr.CtimeNs = in.CtimeNs, in.CtimeNs
+	}
+	return in, true, nil
+}
+
+// stillHeld reports whether d is still a claim held and not ending.
+func (w *writeBack) stillHeld(d *wbDir) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dirs[d.ino] == d && !d.ending
+}
