@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -105,10 +106,8 @@ func (lq *labelQueue) loop(ctx context.Context) {
 		}
 		lq.busy = len(batch)
 		lq.mu.Unlock()
-		for _, ino := range batch {
-			if lq.shell.serving() { // else dropped, as a crash drops the queue: labels are written again when the file changes
-				lq.labelFile(ctx, ino)
-			}
+		if lq.shell.serving() { // else dropped, as a crash drops the queue: labels are written again when the file changes
+			lq.labelFiles(ctx, batch)
 		}
 		lq.mu.Lock()
 		lq.busy = 0
@@ -136,9 +135,67 @@ func pathOf(r kv.Reader, rec *inodeRec) string {
 	return "/" + strings.Join(parts, "/")
 }
 
-// labelFile writes ino's label into each of its objects. Failures are
-// left: a later change or sweep labels it again.
-func (lq *labelQueue) labelFile(ctx context.Context, ino uint64) {
+// osdLabels are the labels one Labels request carries to an OSD.
+type osdLabels struct {
+	entries []osdproto.LabelEntry
+	data    []byte
+}
+
+// maxLabelsBytes bounds the label bytes of one Labels request.
+const maxLabelsBytes = 1 << 20
+
+// labelFiles writes the labels of inos into each of their objects, with
+// one Labels request per OSD (more past its bounds). Failures are left:
+// a later change or sweep labels the files again.
+func (lq *labelQueue) labelFiles(ctx context.Context, inos []uint64) {
+	now := lq.cfg.Now()
+	byOSD := map[uint32][]*osdLabels{}
+	for _, ino := range inos {
+		l, label, ok := lq.labelOf(ctx, ino, now)
+		if !ok {
+			continue
+		}
+		comps := map[uint32][]uint32{}
+		for comp, id := range l.OSDs {
+			comps[id] = append(comps[id], uint32(comp))
+		}
+		for id, cs := range comps {
+			reqs := byOSD[id]
+			if len(reqs) == 0 || len(reqs[len(reqs)-1].entries) == osdproto.MaxLabelEntries ||
+				len(reqs[len(reqs)-1].data)+len(label) > maxLabelsBytes {
+				reqs = append(reqs, &osdLabels{})
+				byOSD[id] = reqs
+			}
+			r := reqs[len(reqs)-1]
+			r.entries = append(r.entries, osdproto.LabelEntry{Ino: ino, Version: l.Version, Comps: cs, Len: uint32(len(label))})
+			r.data = append(r.data, label...)
+		}
+	}
+	c := lq.keys.ring.Issue(0, capability.Write, 0, now.Add(time.Minute))
+	for id, reqs := range byOSD {
+		for _, r := range reqs {
+			_, err := lq.osds.callData(ctx, id, osdproto.OpLabels, osdproto.Req{Cap: c, Labels: r.entries}, r.data, now)
+			if errors.Is(err, wire.ErrUnknownOp) {
+				lq.labelOneByOne(ctx, id, r, now) // an OSD of an older release
+			}
+		}
+	}
+}
+
+// labelOneByOne sends r's labels to OSD id a file at a time (Label).
+func (lq *labelQueue) labelOneByOne(ctx context.Context, id uint32, r *osdLabels, now time.Time) {
+	off := 0
+	for _, e := range r.entries {
+		c := lq.keys.ring.Issue(e.Ino, capability.Write, e.Version, now.Add(time.Minute))
+		label := r.data[off : off+int(e.Len)]
+		off += int(e.Len)
+		_, _ = lq.osds.callData(ctx, id, osdproto.OpLabel, osdproto.Req{Cap: c, Ino: e.Ino, Comps: e.Comps}, label, now)
+	}
+}
+
+// labelOf is file ino's layout and sealed label; ok false if it has none
+// to write (gone, no layout, no path).
+func (lq *labelQueue) labelOf(ctx context.Context, ino uint64, now time.Time) (mdsproto.Layout, []byte, bool) {
 	var rec *inodeRec
 	var p string
 	err := lq.kv.View(ctx, func(r kv.Reader) error {
@@ -149,24 +206,16 @@ func (lq *labelQueue) labelFile(ctx context.Context, ino uint64) {
 		return err
 	})
 	if err != nil || rec.Layout == nil || p == "" {
-		return
+		return mdsproto.Layout{}, nil, false
 	}
-	now := lq.cfg.Now()
 	l := rec.Layout
 	label, err := lq.fkeys.sealLabel(mdsproto.ObjectLabel{Ino: ino, Path: p, Spec: l.Spec, Groups: l.Groups, OSDs: l.OSDs,
 		Version: l.Version, Size: rec.Stored(), Mode: rec.Mode, MtimeNs: rec.MtimeNs, LabeledNs: now.UnixNano(),
 		WrappedKey: rec.WrappedKey, Uid: rec.Uid, Gid: rec.Gid})
-	if err != nil {
-		return
+	if err != nil || len(label) > osdproto.MaxLabelLen {
+		return mdsproto.Layout{}, nil, false
 	}
-	c := lq.keys.ring.Issue(ino, capability.Write, l.Version, now.Add(time.Minute))
-	byOSD := map[uint32][]uint32{}
-	for comp, id := range l.OSDs {
-		byOSD[id] = append(byOSD[id], uint32(comp))
-	}
-	for id, comps := range byOSD {
-		_, _ = lq.osds.callData(ctx, id, osdproto.OpLabel, osdproto.Req{Cap: c, Ino: ino, Comps: comps}, label, now)
-	}
+	return *l, label, true
 }
 
 // scavenged is what the OSDs say about one file.

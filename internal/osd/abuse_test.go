@@ -3,6 +3,7 @@ package osd_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"net"
 	"os"
@@ -201,5 +202,55 @@ func TestDataPathTLS(t *testing.T) {
 	if conn, err := wire.Dial(ctx, c.OSDs[0].Addr()); err == nil {
 		conn.Close()
 		t.Error("a plain client got a welcome from a TLS OSD")
+	}
+}
+
+// Labels for many files at once need the MDS's capability for the whole
+// OSD: a file's capability is refused, as are entries whose lengths do
+// not add up to the data; the MDS's request labels every file it names.
+func TestLabelsOfManyFilesAreTheMDSsAlone(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 1, Pack: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := wire.Dial(ctx, c.OSDs[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, ino := range []uint64{7, 8} {
+		fc := c.Key.Issue(ino, capability.Write, 1, time.Now().Add(time.Hour))
+		if _, _, err := cl.Call(ctx, osdproto.OpWrite, (&osdproto.Req{Cap: fc, Ino: ino}).Encode(osdproto.OpWrite), []byte("data"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries := []osdproto.LabelEntry{{Ino: 7, Version: 1, Comps: []uint32{0}, Len: 5}, {Ino: 8, Version: 1, Comps: []uint32{0}, Len: 6}}
+	data := []byte("seven" + "eight!")
+	call := func(cap capability.Cap, ino uint64, data []byte) error {
+		_, _, err := cl.Call(ctx, osdproto.OpLabels, (&osdproto.Req{Cap: cap, Ino: ino, Labels: entries}).Encode(osdproto.OpLabels), data, nil)
+		return err
+	}
+	fileCap := c.Key.Issue(7, capability.Write, 1, time.Now().Add(time.Hour))
+	if err := call(fileCap, 7, data); !errors.Is(err, wire.ErrDenied) {
+		t.Fatalf("labels with a file's capability: %v, want ErrDenied", err)
+	}
+	whole := c.Key.Issue(0, capability.Write, 0, time.Now().Add(time.Hour))
+	if err := call(whole, 0, data[:8]); !errors.Is(err, wire.ErrBadRequest) {
+		t.Fatalf("label entries longer than the data: %v, want ErrBadRequest", err)
+	}
+	if err := call(whole, 0, data); err != nil {
+		t.Fatal(err)
+	}
+	labels, _, err := c.OSDs[0].Store().ScanLabels("", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64]string{}
+	for _, e := range labels {
+		got[e.Key.Ino] = string(e.Label)
+	}
+	for ino, want := range map[uint64]string{7: "seven", 8: "eight!"} {
+		if got[ino] != want {
+			t.Errorf("object %d's label %q, want %q", ino, got[ino], want)
+		}
 	}
 }

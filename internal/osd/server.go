@@ -315,6 +315,8 @@ func (s *Server) handle(ctx context.Context, r *wire.Request) (wire.Response, er
 		return wire.Response{}, s.store.Abort(key, req.Txid)
 	case osdproto.OpLabel:
 		return wire.Response{}, eachComp(req, ver, func(k ObjKey, v uint64) error { return s.store.SetLabel(k, v, r.Data) })
+	case osdproto.OpLabels:
+		return wire.Response{}, s.setLabels(req, r.Data)
 	case osdproto.OpScan:
 		return s.scan(req)
 	case osdproto.OpStat:
@@ -343,6 +345,36 @@ func (s *Server) authorized(op uint16, meta []byte) (osdproto.Req, error) {
 		return req, fmt.Errorf("%w: %v", wire.ErrDenied, err)
 	}
 	return req, nil
+}
+
+// setLabels writes each entry's label on its file's objects. It needs a
+// capability for ino 0, which only the MDS issues. A label that cannot
+// be written (an object of a newer layout, a full disk) does not keep
+// the others from being written; the first such error is the answer
+// (labels are written again when a file changes).
+func (s *Server) setLabels(req osdproto.Req, data []byte) error {
+	if req.Ino != 0 {
+		return wire.Errorf(wire.ErrDenied, "labels of many files need a capability for the whole OSD")
+	}
+	total := 0
+	for _, l := range req.Labels {
+		total += int(l.Len)
+	}
+	if total != len(data) {
+		return wire.Errorf(wire.ErrBadRequest, "label entries of %d bytes in %d bytes of data", total, len(data))
+	}
+	off := 0
+	var first error
+	for _, l := range req.Labels {
+		label := data[off : off+int(l.Len)]
+		off += int(l.Len)
+		for _, c := range l.Comps {
+			if err := s.store.SetLabel(ObjKey{Ino: l.Ino, Comp: c}, l.Version, label); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
 }
 
 // scan lists a page of objects with their labels. It needs a capability

@@ -35,6 +35,10 @@
 //	                                  it took this request is durable (a write capability for any file: a client makes the
 //	                                  unsynced writes of every file it closed under the async policy durable with one
 //	                                  request per OSD). Version 7.
+//	Labels   cap (ino 0), ino u64 = 0, n u32, (ino u64, version u64, m u32, comp u32 × m, len u32) × n
+//	                                  data = the n labels one after another (their lens summing to the data's
+//	                                  length): each written on its file's comps as Label does (the MDS labels the files
+//	                                  changed in the last moments with one request per OSD). Version 7.
 //
 // boot names the OSD process's incarnation (random per start; keeping it
 // across a clean shutdown that synced everything is not built yet). A write without the sync flag
@@ -81,7 +85,26 @@ const (
 	OpScan     uint16 = 11
 	OpDataMap  uint16 = 12
 	OpSyncAll  uint16 = 13
+	OpLabels   uint16 = 14
 )
+
+// MaxLabelEntries bounds the files one Labels request labels, and
+// MaxLabelComps the components of all of them.
+const (
+	MaxLabelEntries = 1024
+	MaxLabelComps   = 16384
+	MaxLabelLen     = 4096 // a label's bytes, at most (the OSD's own bound may be lower)
+)
+
+// LabelEntry is one file's label in a Labels request: written on comps
+// of file Ino under layout Version; Len bytes of the request's data,
+// after the entries before it.
+type LabelEntry struct {
+	Ino     uint64
+	Version uint64
+	Comps   []uint32
+	Len     uint32
+}
 
 // MaxScan bounds the objects one Scan lists.
 const MaxScan = 2048
@@ -188,6 +211,7 @@ type Req struct {
 	Segs   []Seg  // Stage: the data's segments, if more than one
 	Cursor []byte // Scan: where the previous page ended
 	Units  uint32 // DataMap: the most units to map (<= MaxDataMapUnits)
+	Labels []LabelEntry // Labels: the files labelled, their labels in the data one after another
 }
 
 // MaxDataMapUnits bounds the units one DataMap maps (a 1 MiB bitmap).
@@ -248,8 +272,44 @@ func (r *Req) Encode(op uint16) []byte {
 	case OpScan:
 		e.Bytes(r.Cursor)
 		e.U32(r.Len)
+	case OpLabels:
+		e.U32(uint32(len(r.Labels)))
+		for _, l := range r.Labels {
+			e.U64(l.Ino)
+			e.U64(l.Version)
+			e.U32(uint32(len(l.Comps)))
+			for _, c := range l.Comps {
+				e.U32(c)
+			}
+			e.U32(l.Len)
+		}
 	}
 	return e.B
+}
+
+// decodeLabels parses a Labels request's entries.
+func decodeLabels(d *wire.Dec) ([]LabelEntry, error) {
+	n := d.U32()
+	if n == 0 || n > MaxLabelEntries {
+		return nil, wire.Errorf(wire.ErrBadRequest, "%d label entries (1..%d)", n, MaxLabelEntries)
+	}
+	out := make([]LabelEntry, 0, n)
+	comps := 0
+	for i := uint32(0); i < n && !d.Short(); i++ {
+		l := LabelEntry{Ino: d.U64(), Version: d.U64()}
+		nc := d.U32()
+		if comps += int(nc); nc == 0 || comps > MaxLabelComps {
+			return nil, wire.Errorf(wire.ErrBadRequest, "label entries name %d components (1 each at least, %d in all)", comps, MaxLabelComps)
+		}
+		for j := uint32(0); j < nc && !d.Short(); j++ {
+			l.Comps = append(l.Comps, d.U32())
+		}
+		if l.Len = d.U32(); l.Len == 0 || l.Len > MaxLabelLen {
+			return nil, wire.Errorf(wire.ErrBadRequest, "label of %d bytes (1..%d)", l.Len, MaxLabelLen)
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }
 
 // Decode parses the meta section of op, rejecting anything malformed.
@@ -294,6 +354,12 @@ func Decode(op uint16, meta []byte) (Req, error) {
 	case OpAbort:
 		r.Comp, r.Txid = d.U32(), d.U64()
 	case OpSyncAll:
+	case OpLabels:
+		labels, err := decodeLabels(d)
+		if err != nil {
+			return Req{}, err
+		}
+		r.Labels = labels
 	case OpScan:
 		r.Cursor, r.Len = d.Bytes(), d.U32()
 		if r.Len > MaxScan {

@@ -29,6 +29,8 @@ func TestRoundTrip(t *testing.T) {
 		OpAbort: {Cap: c, Ino: 5, Comp: 4, Txid: 9},
 		OpLabel: {Cap: c, Ino: 5, Comps: []uint32{0, 3}},
 		OpScan:  {Cap: c, Cursor: []byte("0a/x"), Len: 100},
+		OpLabels: {Cap: c, Labels: []LabelEntry{{Ino: 5, Version: 2, Comps: []uint32{0, 3}, Len: 100},
+			{Ino: 9, Version: 1, Comps: []uint32{1}, Len: 7}}},
 	} {
 		if op == OpStage+100 || op == OpStage+200 {
 			op = OpStage
@@ -94,16 +96,22 @@ func TestDecodeRejects(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	key, _ := capability.NewKey()
 	c := key.Issue(5, capability.Read, 1, time.Unix(100, 0))
-	for op := OpWrite; op <= OpScan; op++ {
-		f.Add(op, (&Req{Cap: c, Ino: 5, Comps: []uint32{1}}).Encode(op))
+	for op := OpWrite; op <= OpLabels; op++ {
+		f.Add(op, (&Req{Cap: c, Ino: 5, Comps: []uint32{1}, Labels: []LabelEntry{{Ino: 5, Version: 1, Comps: []uint32{1}, Len: 9}}}).Encode(op))
 	}
 	f.Fuzz(func(t *testing.T, op uint16, meta []byte) {
 		r, err := Decode(op, meta)
 		if err != nil {
 			return
 		}
-		if r.Off < 0 || r.Off > MaxObjectBytes || len(r.Comps) > MaxComps {
+		if r.Off < 0 || r.Off > MaxObjectBytes || len(r.Comps) > MaxComps || len(r.Labels) > MaxLabelEntries {
 			t.Fatalf("decoder accepted out-of-range request %+v", r)
+		}
+		comps := 0
+		for _, l := range r.Labels {
+			if comps += len(l.Comps); l.Len == 0 || l.Len > MaxLabelLen || comps > MaxLabelComps {
+				t.Fatalf("decoder accepted out-of-range label entries %+v", r.Labels)
+			}
 		}
 	})
 }
