@@ -207,10 +207,10 @@ type Req struct {
 	Off    int64 // Write, Read; Truncate's new size
 	Len    uint32
 	Flags  uint8
-	Txid   uint64 // Stage, Apply, Abort
-	Segs   []Seg  // Stage: the data's segments, if more than one
-	Cursor []byte // Scan: where the previous page ended
-	Units  uint32 // DataMap: the most units to map (<= MaxDataMapUnits)
+	Txid   uint64       // Stage, Apply, Abort
+	Segs   []Seg        // Stage: the data's segments, if more than one
+	Cursor []byte       // Scan: where the previous page ended
+	Units  uint32       // DataMap: the most units to map (<= MaxDataMapUnits)
 	Labels []LabelEntry // Labels: the files labelled, their labels in the data one after another
 }
 
