@@ -153,3 +153,41 @@ func TestAsyncWritesAnOSDMayHaveLostAreMarked(t *testing.T) {
 	}
 	mustRead(t, c.Dial(), "/f", "the file after its OSD restarted", data)
 }
+
+// A client that dies under the async policy loses nothing it closed or
+// fsynced: the OSDs took every closed file's bytes and make them durable
+// on their own (each heartbeat), and another client reads them all;
+// fsync made its file durable before it returned (no SyncAll was
+// pending for it afterwards).
+func TestAsyncClientDeathLosesNothingClosed(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 6, Pack: true})
+	cl := asyncClient(c)
+	ctx := t.Context()
+	want := map[string][]byte{}
+	for i := range 10 {
+		p := fmt.Sprintf("/closed%d", i)
+		want[p] = bytes.Repeat([]byte{byte('a' + i)}, 3000+i)
+		put(t, cl, p, "", want[p])
+	}
+	synced := bytes.Repeat([]byte("fsync"), 2000)
+	f, err := cl.Create(ctx, "/synced", braid.CreateOptions{Mode: 0o644, SizeHint: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(synced, 0); err != nil {
+		t.Fatal(err)
+	}
+	syncAlls := served(c, osdproto.OpSyncAll)
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := served(c, osdproto.OpSyncAll) - syncAlls; n == 0 {
+		t.Errorf("fsync left the closed files' writes waiting for the interval (no SyncAll)")
+	}
+	want["/synced"] = synced
+	braid.CrashClient(cl)
+	other := c.Dial()
+	for p, data := range want {
+		mustRead(t, other, p, "after the writer died", data)
+	}
+}
