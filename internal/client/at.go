@@ -64,6 +64,9 @@ func (c *Client) SetAttr(ctx context.Context, req SetAttrRequest) (Attr, error) 
 	if a, ok := c.wbIfAny().setattrQueued(ctx, req); ok {
 		return a, nil
 	}
+	if a, held, err := c.wbIfAny().setattrDir(ctx, req); held {
+		return a, err
+	}
 	if err := c.wbIfAny().leave(ctx, req.Ino); err != nil {
 		return Attr{}, err
 	}

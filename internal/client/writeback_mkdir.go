@@ -70,3 +70,47 @@ func (w *writeBack) stillHeld(d *wbDir) bool {
 	defer w.mu.Unlock()
 	return w.dirs[d.ino] == d && !d.ending
 }
+
+// setattrDir changes the attributes of claimed directory req.Ino at the
+// MDS without giving up the claim (tar sets each directory's owner, mode
+// and times once its files are in; releasing the claim there sent every
+// later change in it to the MDS one by one). What is queued is sent
+// first, so creates applied after cannot move the times set. ok false:
+// not claimed, or not for this caller: the caller releases and asks.
+func (w *writeBack) setattrDir(ctx context.Context, req mdsproto.SetattrReq) (a Attr, ok bool, err error) {
+	if w == nil {
+		return Attr{}, false, nil
+	}
+	w.mu.Lock()
+	d := w.dirs[req.Ino]
+	w.mu.Unlock()
+	if d == nil || !w.leased() {
+		return Attr{}, false, nil
+	}
+	who, hasWho, _ := w.c.wbCaller(ctx)
+	d.opMu.Lock()
+	defer d.opMu.Unlock()
+	w.mu.Lock()
+	ok = !d.ending && claimable(d.attr, who, hasWho)
+	w.mu.Unlock()
+	if !ok {
+		return Attr{}, false, nil
+	}
+	if err := w.flush(ctx, d, false); err != nil || !w.stillHeld(d) {
+		return Attr{}, false, nil
+	}
+	req.Session = w.c.once.id
+	var in Attr
+	if err := w.c.mds(ctx, mdsproto.OpSetattr, req, &in); err != nil {
+		if !refused(err) {
+			w.recall(d.ino)
+		}
+		return Attr{}, true, err
+	}
+	w.mu.Lock()
+	if w.dirs[d.ino] == d && !d.ending {
+		d.attr = in // the MDS's, with everything queued applied
+	}
+	w.mu.Unlock()
+	return in, true, nil
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/testcluster"
@@ -158,8 +159,23 @@ func TestMkdirKeepsTheClaim(t *testing.T) {
 		write(filepath.Join(d1, fmt.Sprintf("after%d", i)))
 	}
 	write(filepath.Join(d1, "sub", "inner"))
+	// As tar does once a directory's files are in: its mode and times.
+	set := time.Unix(1500000000, 0)
+	if err := os.Chmod(d1, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(d1, set, set); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(d1, "late"))
+	if err := os.Remove(filepath.Join(d1, "late")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(d1, set, set); err != nil {
+		t.Fatal(err)
+	}
 	if n := c.MDS.Served(mdsproto.OpCreate) - creates; n != 0 {
-		t.Errorf("%d creates reached the MDS one by one after the mkdir, want none (the claim holds)", n)
+		t.Errorf("%d creates reached the MDS one by one after the mkdir and the directory's chmod, want none (the claim holds)", n)
 	}
 	d2 := filepath.Join(m2, "d")
 	entries, err := os.ReadDir(d2)
@@ -174,8 +190,9 @@ func TestMkdirKeepsTheClaim(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("the other mount lists %v, want %v", got, want)
 	}
-	if st := statOf(t, d2); st.Nlink != 3 {
-		t.Errorf("the other mount: the directory has %d links, want 3 (its subdirectory's ..)", st.Nlink)
+	if st := statOf(t, d2); st.Nlink != 3 || st.Mode&0o7777 != 0o711 || st.Mtim.Sec != set.Unix() {
+		t.Errorf("the other mount: the directory has %d links, mode %o, mtime %d; want 3 (its subdirectory's ..), 711, %d",
+			st.Nlink, st.Mode&0o7777, st.Mtim.Sec, set.Unix())
 	}
 	if st := statOf(t, filepath.Join(d2, "sub")); st.Mode&0o7777 != 0o750 || st.Mode&syscall.S_IFDIR == 0 {
 		t.Errorf("the other mount: the subdirectory's mode %o", st.Mode)

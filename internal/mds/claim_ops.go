@@ -62,6 +62,20 @@ func gateSession(ctx context.Context) uint64 {
 	return s
 }
 
+// checkClaimHolder refuses a change that names session as the holder of
+// the claim on dir (to pass the claim's gate: withReader) when the claim
+// is that session's but another principal's: a session number alone
+// does not make its holder.
+func checkClaimHolder(ctx context.Context, tx kv.Reader, dir, session uint64) error {
+	var held claimRec
+	if ok, err := getRecord(tx, claimKey(dir), &held); err != nil {
+		return err
+	} else if ok && held.Session == session && held.By != claimBy(ctx) {
+		return wire.Errorf(wire.ErrPerm, "directory %d is claimed by another principal's session", dir)
+	}
+	return nil
+}
+
 // errClaimed rolls back a read or transaction that met a claim of
 // another session's.
 var errClaimed = errors.New("mds: directory claimed by another session")

@@ -88,11 +88,8 @@ func (s *Server) mkdir(ctx context.Context, req mdsproto.MkdirReq) (mdsproto.Ino
 			base = rootIno
 		}
 		if underClaim {
-			var held claimRec
-			if ok, err := getRecord(tx, claimKey(base), &held); err != nil {
+			if err := checkClaimHolder(ctx, tx, base, req.Session); err != nil {
 				return err
-			} else if ok && held.Session == req.Session && held.By != claimBy(ctx) {
-				return wire.Errorf(wire.ErrPerm, "directory %d is claimed by another principal's session", base)
 			}
 		}
 		cur, err := getInode(tx, base)

@@ -25,7 +25,15 @@ const (
 )
 
 func (s *Server) setattr(ctx context.Context, req mdsproto.SetattrReq) (mdsproto.Inode, error) {
+	if req.Session != 0 {
+		ctx = withReader(ctx, req.Session) // the holder of the directory's claim changes it under the claim
+	}
 	return s.updateInode(ctx, req.Ino, func(tx kv.Txn, rec *inodeRec) error {
+		if req.Session != 0 {
+			if err := checkClaimHolder(ctx, tx, req.Ino, req.Session); err != nil {
+				return err
+			}
+		}
 		if err := mayChange(tx, whoOf(ctx), rec, req); err != nil {
 			return err
 		}

@@ -612,6 +612,11 @@ type SetattrReq struct {
 	// MDS holds, so it cannot undo a chmod made since the client looked.
 	KillSuidgid  bool     `json:"kill_suidgid,omitempty"`
 	WriterGroups []uint32 `json:"writer_groups,omitempty"`
+	// Session, if set, is the caching session of a client holding a
+	// write-back claim on directory Ino that changes it under the claim
+	// (it sent what it queued first): the MDS lets the change past the
+	// claim instead of recalling it.
+	Session uint64 `json:"session,omitempty"`
 }
 
 // LinkReq adds the name Name in directory Dir for file Ino (a hard link).
