@@ -51,6 +51,7 @@ type writeBack struct {
 	lostOverflow bool
 	ended        []uint64 // inodes of claims ended, for the cache's caller to drop
 	start        sync.Once
+	claimed      uint64 // claims taken so far (wbDir.seq)
 }
 
 const (
@@ -81,6 +82,18 @@ type wbDir struct {
 	single      int        // ops to send one at a time (a batch of them was refused)
 	ending      bool       // recalled or full: no new ops, release at the next flush
 	opMu        sync.Mutex // serialises this directory's local ops (a kernel does anyway)
+	seq         uint64     // the order the claim was taken in (oldestLocked)
+}
+
+// oldestLocked is the claim held longest that is not ending, or nil.
+func (w *writeBack) oldestLocked() *wbDir {
+	var oldest *wbDir
+	for _, d := range w.dirs {
+		if !d.ending && (oldest == nil || d.seq < oldest.seq) {
+			oldest = d
+		}
+	}
+	return oldest
 }
 
 // wbName is a name in a claimed directory: its inode's attributes as
@@ -152,7 +165,16 @@ func (c *Client) claimNew(ctx context.Context, d Attr) {
 	w := c.writeBack()
 	w.mu.Lock()
 	full := len(w.dirs) >= maxClaimedDirs
+	var oldest *wbDir
+	if len(w.dirs) >= maxClaimedDirs-maxClaimedDirs/8 {
+		oldest = w.oldestLocked()
+	}
 	w.mu.Unlock()
+	if oldest != nil {
+		// Room for the next: the claim held longest is given back (an
+		// untar is done with the directories it made first).
+		w.recall(oldest.ino)
+	}
 	if full || !m.awaitEpoch(ctx) {
 		return
 	}
@@ -173,8 +195,9 @@ func (c *Client) claimNew(ctx context.Context, d Attr) {
 	}
 	w.start.Do(func() { go w.run() })
 	w.mu.Lock()
+	w.claimed++
 	w.dirs[d.Ino] = &wbDir{ino: d.Ino, claim: r.Claim, attr: r.Dir, names: map[string]wbName{}, byIno: map[uint64]string{},
-		base: r.InoBase, step: r.InoStep, count: r.InoCount, maxOps: r.MaxOps, sent: make(chan struct{})}
+		base: r.InoBase, step: r.InoStep, count: r.InoCount, maxOps: r.MaxOps, sent: make(chan struct{}), seq: w.claimed}
 	w.mu.Unlock()
 	m.mu.Lock()
 	moved := m.epoch != epoch
