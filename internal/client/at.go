@@ -160,6 +160,8 @@ func (c *Client) RemoveAt(ctx context.Context, dir uint64, name string, dirOnly 
 		if ok, err := w.remove(ctx, dir, name); ok {
 			return err
 		}
+	} else if ok, err := w.rmdir(ctx, dir, name); ok {
+		return err
 	}
 	if err := w.release(ctx, dir); err != nil {
 		return err

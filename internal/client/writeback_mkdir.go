@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/wire"
@@ -113,4 +114,60 @@ func (w *writeBack) setattrDir(ctx context.Context, req mdsproto.SetattrReq) (a 
 	}
 	w.mu.Unlock()
 	return in, true, nil
+}
+
+// rmdir removes directory name from claimed directory dir at the MDS
+// without giving up the claim (rm -rf removes a directory's
+// subdirectories among its files). A claim on the directory removed is
+// given back first (its unlinks sent), then what dir queued is sent, and
+// the rmdir names this client's session. ok false: not claimed, or not
+// for this caller: the caller releases the claim and asks the MDS.
+func (w *writeBack) rmdir(ctx context.Context, dir uint64, name string) (ok bool, err error) {
+	if w == nil {
+		return false, nil
+	}
+	d := w.held(dir)
+	if d == nil || !mdsproto.ValidName(name) || !w.leased() {
+		return false, nil
+	}
+	who, hasWho, _ := w.c.wbCaller(ctx)
+	d.opMu.Lock()
+	defer d.opMu.Unlock()
+	w.mu.Lock()
+	e, exists := d.names[name]
+	ok = !d.ending && claimable(d.attr, who, hasWho)
+	w.mu.Unlock()
+	switch {
+	case !ok:
+		return false, nil
+	case !exists:
+		return true, fmt.Errorf("%s: %w", name, wire.ErrNotFound)
+	case e.a.Type != mdsproto.TypeDir:
+		return true, fmt.Errorf("%s: %w", name, wire.ErrNotDir)
+	}
+	if err := w.release(ctx, e.a.Ino); err != nil {
+		return false, nil
+	}
+	if err := w.flush(ctx, d, false); err != nil || !w.stillHeld(d) {
+		return false, nil
+	}
+	req := &mdsproto.PathReq{Dir: dir, Path: name, Want: "dir", Session: w.c.once.id}
+	if err := w.c.mutate(ctx, mdsproto.OpRemove, req, nil); err != nil {
+		if !refused(err) {
+			w.recall(d.ino)
+		}
+		return true, err
+	}
+	now := time.Now().UnixNano()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dirs[d.ino] == d && !d.ending {
+		delete(d.names, name)
+		delete(d.byIno, e.a.Ino)
+		delete(w.inodes, e.a.Ino)
+		w.nNames--
+		d.attr.Nlink--
+		d.attr.MtimeNs, d.attr.CtimeNs = now, now
+	}
+	return true, nil
 }

@@ -171,6 +171,25 @@ func TestMkdirKeepsTheClaim(t *testing.T) {
 	if err := os.Remove(filepath.Join(d1, "late")); err != nil {
 		t.Fatal(err)
 	}
+	// As rm -rf does: a subdirectory emptied and removed among files.
+	gone := filepath.Join(d1, "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(gone, "f"))
+	if err := os.Remove(gone); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("rmdir of a directory with a file in it: %v, want ENOTEMPTY", err)
+	}
+	if err := os.Remove(filepath.Join(gone, "f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Rmdir(filepath.Join(d1, "before")); !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("rmdir of a file: %v, want ENOTDIR", err)
+	}
+	write(filepath.Join(d1, "last"))
 	if err := os.Chtimes(d1, set, set); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +205,7 @@ func TestMkdirKeepsTheClaim(t *testing.T) {
 	for _, e := range entries {
 		got = append(got, e.Name())
 	}
-	want := []string{"after0", "after1", "after2", "after3", "after4", "before", "sub"}
+	want := []string{"after0", "after1", "after2", "after3", "after4", "before", "last", "sub"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("the other mount lists %v, want %v", got, want)
 	}

@@ -647,7 +647,16 @@ func (s *Server) readdir(ctx context.Context, req mdsproto.ReaddirReq) (readdirP
 }
 
 func (s *Server) remove(ctx context.Context, req mdsproto.PathReq) (struct{}, error) {
+	underClaim := req.Session != 0 && req.Dir != 0 && mdsproto.ValidName(req.Path)
+	if underClaim {
+		ctx = withReader(ctx, req.Session) // the holder's claim lets it through
+	}
 	return struct{}{}, s.mutate(ctx, func(tx kv.Txn) error {
+		if underClaim {
+			if err := checkClaimHolder(ctx, tx, req.Dir, req.Session); err != nil {
+				return err
+			}
+		}
 		who := whoOf(ctx)
 		dir, name, rec, err := resolveEntry(tx, who, req.Dir, req.Path)
 		if err != nil {

@@ -280,6 +280,9 @@ type PathReq struct {
 	// Want, for Remove: "file" refuses directories (unlink, EISDIR), "dir"
 	// refuses anything else (rmdir, ENOTDIR), "" takes either.
 	Want string `json:"want,omitempty"`
+	// Session, for Remove: as MkdirReq.Session (an rmdir in a directory
+	// its client holds a write-back claim on, which it keeps).
+	Session uint64 `json:"session,omitempty"`
 }
 
 type MkdirReq struct {
