@@ -339,3 +339,33 @@ func TestWriteBackClaimOfADeadHolderIsTakenAway(t *testing.T) {
 	}
 	f.Close()
 }
+
+// A client near its limit of claims gives back the one it has held
+// longest, so a directory it makes after that many is still claimed (an
+// untar makes more directories than the limit).
+func TestOldestClaimIsGivenBackForNewDirectories(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{OSDs: 3})
+	cl := writeBackClient(t, c)
+	ctx := braid.WithCaller(context.Background(), asRoot)
+	top := claimedDir(t, cl, "top")
+	const made = 1100 // past the limit of 1,024
+	var first, last braid.Attr
+	for i := range made {
+		d, err := cl.MkdirAt(ctx, top.Ino, fmt.Sprintf("d%04d", i), 0o755, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = d
+		}
+		last = d
+	}
+	if !braid.ClaimHeld(cl, last.Ino) {
+		t.Fatalf("the directory made last is not claimed")
+	}
+	testcluster.Eventually(t, 10*time.Second, func() bool { return !braid.ClaimHeld(cl, first.Ino) },
+		func() string { return "the claim held longest was never given back" })
+	if dirs, _ := braid.ClaimedDirs(cl); dirs > 1024 {
+		t.Fatalf("%d claims held, past the limit of 1,024", dirs)
+	}
+}
