@@ -8,7 +8,6 @@ import (
 
 	"github.com/braidfs/braid/internal/mdsproto"
 	"github.com/braidfs/braid/internal/osdproto"
-	"github.com/braidfs/braid/internal/wire"
 )
 
 // The async write-sync policy (mdsproto.SyncAsync; Sigma Cluster's
@@ -110,13 +109,7 @@ func (f *File) missedAny() bool {
 // caller holds f.mu and no unit write of f is in flight.
 func (s *asyncSyncer) add(ctx context.Context, f *File) {
 	lay := f.layout()
-	f.amu.Lock()
-	u := f.unsynced
-	f.unsynced = newUnsynced()
-	f.amu.Unlock()
-	for _, wb := range u.bufs {
-		wire.PutBuf(wb.buf) // kept to send again; never sent again once closed
-	}
+	u := f.dropUnsynced() // their buffers were kept to send again; never sent again once closed
 	s.mu.Lock()
 	for comp, boot := range u.boots {
 		if comp < len(lay.OSDs) {

@@ -631,13 +631,7 @@ func (f *File) loseLocks(why error) {
 	l.given.Add(1)
 	l.mu.Unlock()
 	undurable := f.dropBuffersLocked()
-	f.amu.Lock()
-	u := f.unsynced
-	f.unsynced = newUnsynced()
-	f.amu.Unlock()
-	for _, wb := range u.bufs {
-		wire.PutBuf(wb.buf)
-	}
+	u := f.dropUnsynced()
 	if undurable || len(u.writes) > 0 {
 		l.mu.Lock()
 		l.lost = why

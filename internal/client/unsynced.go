@@ -53,6 +53,20 @@ func newUnsynced() unsyncedWrites {
 	return unsyncedWrites{boots: map[int]int64{}}
 }
 
+// dropUnsynced forgets the unit writes f's OSDs took unsynced since its
+// last sync, giving their stripe buffers back, and returns what it
+// forgot (its buffers no longer to be read).
+func (f *File) dropUnsynced() unsyncedWrites {
+	f.amu.Lock()
+	u := f.unsynced
+	f.unsynced = newUnsynced()
+	f.amu.Unlock()
+	for _, wb := range u.bufs {
+		wire.PutBuf(wb.buf)
+	}
+	return u
+}
+
 // keepWrite records a unit write comp's OSD took from process boot
 // (synced: made durable before it answered).
 func (f *File) keepWrite(comp int, off int64, data []byte, boot uint64, synced bool) {

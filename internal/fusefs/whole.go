@@ -147,20 +147,5 @@ func (n *node) keptSize() int64 {
 // writeKept writes out what n's handles keep, opening the file: before
 // anything else on this mount reads or changes it.
 func (n *node) writeKept(ctx context.Context) syscall.Errno {
-	n.mu.Lock()
-	var hs []*handle
-	if n.filling > 0 {
-		for h := range n.deferred {
-			if h.smallLen.Load() > 0 {
-				hs = append(hs, h)
-			}
-		}
-	}
-	n.mu.Unlock()
-	for _, h := range hs {
-		if _, e := h.file(ctx); e != 0 {
-			return e
-		}
-	}
-	return 0
+	return n.openDeferredIf(ctx, func(h *handle) bool { return n.filling > 0 && h.smallLen.Load() > 0 })
 }

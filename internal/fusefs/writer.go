@@ -184,10 +184,18 @@ func (n *node) undefer(h *handle) {
 // file outlives its last name (nlink 0 to fstat), where unopened it
 // would be gone.
 func (n *node) openDeferred(ctx context.Context) syscall.Errno {
+	return n.openDeferredIf(ctx, func(*handle) bool { return true })
+}
+
+// openDeferredIf opens the deferred handles of n that pick says (called
+// under n.mu).
+func (n *node) openDeferredIf(ctx context.Context, pick func(*handle) bool) syscall.Errno {
 	n.mu.Lock()
-	hs := make([]*handle, 0, len(n.deferred))
+	var hs []*handle
 	for h := range n.deferred {
-		hs = append(hs, h)
+		if pick(h) {
+			hs = append(hs, h)
+		}
 	}
 	n.mu.Unlock()
 	for _, h := range hs {
