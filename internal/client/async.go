@@ -39,9 +39,10 @@ import (
 const (
 	// asyncSyncInterval is Options.AsyncSyncInterval's default.
 	asyncSyncInterval = time.Second
-	// maxAsyncWrites bounds the component writes waiting for a SyncAll:
-	// past it, a close syncs them before it returns.
-	maxAsyncWrites = 1 << 16
+	// maxAsyncWrites bounds the component writes waiting for a SyncAll
+	// (each holds its closed File, a few KiB, until then): past it, a
+	// close syncs them before it returns.
+	maxAsyncWrites = 8192
 )
 
 // asyncSyncer makes durable what files closed under the async policy
