@@ -39,18 +39,10 @@ func (w *writeBack) mkdir(ctx context.Context, dir uint64, req *mdsproto.MkdirRe
 	if exists {
 		return Attr{}, true, fmt.Errorf("%s: %w", req.Path, wire.ErrExists)
 	}
-	if err := w.flush(ctx, d, false); err != nil || !w.stillHeld(d) {
-		return Attr{}, false, nil // the release that follows sends it again, or the claim ended
-	}
 	req.Session = w.c.once.id
 	var in Attr
-	if err := w.c.mutate(ctx, mdsproto.OpMkdir, req, &in); err != nil {
-		if !refused(err) {
-			// Done or not, the claim no longer knows: it ends, and the
-			// MDS answers for the directory again.
-			w.recall(d.ino)
-		}
-		return Attr{}, true, err
+	if held, err := w.sendUnderClaim(ctx, d, func() error { return w.c.mutate(ctx, mdsproto.OpMkdir, req, &in) }); !held || err != nil {
+		return Attr{}, held, err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -63,6 +55,26 @@ func (w *writeBack) mkdir(ctx context.Context, dir uint64, req *mdsproto.MkdirRe
 		d.attr.MtimeNs, d.attr.CtimeNs = in.CtimeNs, in.CtimeNs
 	}
 	return in, true, nil
+}
+
+// sendUnderClaim sends what d queued, then change (a request naming this
+// client's session, which the MDS lets past the claim), keeping the
+// claim. held false: the queue could not be sent or the claim ended; the
+// caller releases and asks the MDS as before (the release sends the
+// queue again). A change whose outcome is unknown ends the claim: done
+// or not, the claim no longer knows, and the MDS answers for the
+// directory again.
+func (w *writeBack) sendUnderClaim(ctx context.Context, d *wbDir, change func() error) (held bool, err error) {
+	if err := w.flush(ctx, d, false); err != nil || !w.stillHeld(d) {
+		return false, nil
+	}
+	if err := change(); err != nil {
+		if !refused(err) {
+			w.recall(d.ino)
+		}
+		return true, err
+	}
+	return true, nil
 }
 
 // stillHeld reports whether d is still a claim held and not ending.
@@ -97,16 +109,10 @@ func (w *writeBack) setattrDir(ctx context.Context, req mdsproto.SetattrReq) (a 
 	if !ok {
 		return Attr{}, false, nil
 	}
-	if err := w.flush(ctx, d, false); err != nil || !w.stillHeld(d) {
-		return Attr{}, false, nil
-	}
 	req.Session = w.c.once.id
 	var in Attr
-	if err := w.c.mds(ctx, mdsproto.OpSetattr, req, &in); err != nil {
-		if !refused(err) {
-			w.recall(d.ino)
-		}
-		return Attr{}, true, err
+	if held, err := w.sendUnderClaim(ctx, d, func() error { return w.c.mds(ctx, mdsproto.OpSetattr, req, &in) }); !held || err != nil {
+		return Attr{}, held, err
 	}
 	w.mu.Lock()
 	if w.dirs[d.ino] == d && !d.ending {
@@ -148,15 +154,9 @@ func (w *writeBack) rmdir(ctx context.Context, dir uint64, name string) (ok bool
 	if err := w.release(ctx, e.a.Ino); err != nil {
 		return false, nil
 	}
-	if err := w.flush(ctx, d, false); err != nil || !w.stillHeld(d) {
-		return false, nil
-	}
 	req := &mdsproto.PathReq{Dir: dir, Path: name, Want: "dir", Session: w.c.once.id}
-	if err := w.c.mutate(ctx, mdsproto.OpRemove, req, nil); err != nil {
-		if !refused(err) {
-			w.recall(d.ino)
-		}
-		return true, err
+	if held, err := w.sendUnderClaim(ctx, d, func() error { return w.c.mutate(ctx, mdsproto.OpRemove, req, nil) }); !held || err != nil {
+		return held, err
 	}
 	now := time.Now().UnixNano()
 	w.mu.Lock()
